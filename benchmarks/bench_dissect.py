@@ -1,0 +1,442 @@
+#!/usr/bin/env python3
+"""Throughput benchmark: pulsar-dissect versus tshark (TCP reassembly) on the same capture, in the same run.
+
+usage: python benchmarks/bench_dissect.py [CAPTURE] [--repeat N] [--quick] [--no-generate] [--skip NAME ...]
+
+CAPTURE defaults to benchmarks/out/perf_big.pcap (made with benchmarks/make_big_capture.sh if missing;
+--quick uses benchmarks/out/perf_quick.pcap instead).  Every measurement runs --repeat times, interleaved
+(round robin) so that machine noise hits every tool alike; the median wall time is reported.
+
+Measured commands (stdout to /dev/null):
+  ours_cli      pulsar-dissect FILE --json
+  ours_lib      python: Counter(map(type, dissector.pipeline.dissect_file(FILE)))   (if that function exists)
+  tshark_reasm  tshark -r FILE -o tcp.desegment_tcp_streams:TRUE -o tcp.reassemble_out_of_order:TRUE
+  tshark_floor  tshark -r FILE -d tcp.port==6650,data -o tcp.desegment_tcp_streams:TRUE
+  tshark_follow tshark -r FILE -q -z follow,tcp,raw,0
+Ratio = tshark seconds / our seconds: > 1 means we are faster.  Target: ours_cli vs tshark_reasm >= 1.
+Results also go to benchmarks/out/results.json (--json-out).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "out")
+DEFAULT_BIG = os.path.join(OUT, "perf_big.pcap")
+DEFAULT_QUICK = os.path.join(OUT, "perf_quick.pcap")
+GNU_TIME = "/usr/bin/time"
+TARGET = ("ours_cli", "tshark_reasm")  # the issue's target: ours at least as fast as tshark with reassembly
+
+# The library path runs in a child process so that its RSS and start-up are measured like the CLI's.
+LIB_SNIPPET = r"""
+import collections, json, sys
+from dissector.pipeline import dissect_file
+c = collections.Counter(map(type, dissect_file(sys.argv[1])))
+print(json.dumps({t.__name__: n for t, n in c.items()}))
+"""
+LIB_PROBE = "import dissector.pipeline as p, sys; sys.exit(0 if callable(getattr(p, 'dissect_file', None)) else 3)"
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+def venv_python():
+    p = os.path.join(ROOT, ".venv", "bin", "python")
+    return p if os.path.exists(p) else sys.executable
+
+
+def cli_argv():
+    """How to start pulsar-dissect: $PULSAR_DISSECT, the repo venv's console script, PATH, or cli.main."""
+    env = os.environ.get("PULSAR_DISSECT")
+    if env:
+        return env.split()
+    p = os.path.join(ROOT, ".venv", "bin", "pulsar-dissect")
+    if os.path.exists(p):
+        return [p]
+    w = shutil.which("pulsar-dissect")
+    if w:
+        return [w]
+    if os.path.exists(os.path.join(ROOT, "cli", "main.py")):
+        return [venv_python(), "-c", "import sys; from cli.main import main; sys.exit(main())"]
+    return None
+
+
+def count_packets(path):
+    """Packet count: walk the classic-pcap record headers; otherwise ask capinfos (pcapng)."""
+    with open(path, "rb") as f:
+        hdr = f.read(24)
+        magic = hdr[:4]
+        endian = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<",
+                  b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}.get(magic)
+        if endian:
+            n = 0
+            rec = struct.Struct(endian + "IIII")
+            while True:
+                h = f.read(16)
+                if len(h) < 16:
+                    return n
+                incl = rec.unpack(h)[2]
+                f.seek(incl, 1)
+                n += 1
+    if shutil.which("capinfos"):
+        r = subprocess.run(["capinfos", "-c", "-M", "-T", "-r", path], capture_output=True, text=True)
+        try:
+            return int(r.stdout.strip().splitlines()[-1].split("\t")[-1])
+        except ValueError:
+            pass
+    return None
+
+
+def warm_cache(path):
+    with open(path, "rb") as f:
+        while f.read(1 << 22):
+            pass
+
+
+def run_measured(argv, stdout=subprocess.DEVNULL, timeout=3600, cwd=None):
+    """Run argv once; return dict(wall_s, rss_kb, user_s, sys_s, rc, stderr_tail, stdout?)."""
+    tf = tempfile.NamedTemporaryFile(prefix="bench-time-", delete=False)
+    tf.close()
+    use_time = os.access(GNU_TIME, os.X_OK)
+    full = ([GNU_TIME, "-v", "-o", tf.name] + argv) if use_time else argv
+    err = tempfile.TemporaryFile()
+    before = None
+    if not use_time:
+        import resource
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    try:
+        p = subprocess.run(full, stdout=stdout, stderr=err, timeout=timeout, cwd=cwd)
+        rc = p.returncode
+        out = p.stdout
+    except subprocess.TimeoutExpired:
+        rc, out = "timeout", None
+    except OSError as e:
+        rc, out = f"OSError: {e}", None
+    wall = time.perf_counter() - t0
+    err.seek(0)
+    etail = err.read()[-2000:].decode(errors="replace").strip()
+    err.close()
+    res = {"wall_s": wall, "rc": rc, "stderr_tail": etail.splitlines()[-6:] if etail else []}
+    if out is not None and stdout == subprocess.PIPE:
+        res["stdout"] = out
+    if use_time:
+        txt = open(tf.name, errors="replace").read()
+        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", txt)
+        res["rss_kb"] = int(m.group(1)) if m else None
+        for k, pat in (("user_s", r"User time \(seconds\): ([\d.]+)"), ("sys_s", r"System time \(seconds\): ([\d.]+)")):
+            m = re.search(pat, txt)
+            res[k] = float(m.group(1)) if m else None
+        m = re.search(r"Exit status: (\d+)", txt)
+        if m and rc == 0:
+            res["rc"] = int(m.group(1))
+    else:
+        import resource
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # ru_maxrss of children is the max over all children so far: an upper bound only
+        res["rss_kb"] = after.ru_maxrss
+        res["user_s"] = after.ru_utime - before.ru_utime
+        res["sys_s"] = after.ru_stime - before.ru_stime
+    os.unlink(tf.name)
+    return res
+
+
+def count_json_output(argv, timeout=3600, cwd=None):
+    """Run argv with stdout to a pipe (untimed); count JSON lines and the frame lines among them.
+
+    A frame line is an object with an "index" key (events carry "message" instead); the fast path is a line
+    that starts with '{"index":', other lines are parsed."""
+    import threading
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+    errbuf = []
+    th = threading.Thread(target=lambda: errbuf.append(p.stderr.read()), daemon=True)
+    th.start()
+    lines = frames = 0
+    carry = b""
+    t0 = time.time()
+
+    def take(line):
+        nonlocal lines, frames
+        if not line.strip():
+            return
+        lines += 1
+        if line.startswith(b'{"index":'):
+            frames += 1
+            return
+        try:
+            o = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(o, dict) and "index" in o and "message" not in o:
+            frames += 1
+    while True:
+        b = p.stdout.read(1 << 20)
+        if not b:
+            break
+        parts = (carry + b).split(b"\n")
+        carry = parts.pop()
+        for line in parts:
+            take(line)
+        if time.time() - t0 > timeout:
+            p.kill()
+            break
+    take(carry)
+    rc = p.wait()
+    th.join(5)
+    etail = (errbuf[0] if errbuf else b"")[-2000:].decode(errors="replace").strip().splitlines()[-6:]
+    return lines, frames, rc, etail
+
+
+def head_pcap(src, dst, max_packets=None, max_bytes=None):
+    """Copy the classic-pcap header and the leading packets (up to max_packets / max_bytes) of src to dst."""
+    with open(src, "rb") as f, open(dst, "wb") as o:
+        hdr = f.read(24)
+        endian = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<",
+                  b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}.get(hdr[:4])
+        if not endian:
+            raise ValueError(f"{src} is not a classic pcap")
+        o.write(hdr)
+        written, n = 24, 0
+        while (max_packets is None or n < max_packets) and (max_bytes is None or written < max_bytes):
+            h = f.read(16)
+            if len(h) < 16:
+                break
+            incl = struct.unpack(endian + "IIII", h)[2]
+            o.write(h + f.read(incl))
+            written += 16 + incl
+            n += 1
+    return dst
+
+
+def resolve_cli(path, template=None):
+    """Find the pulsar-dissect argv that works: FILE --json (the documented form) or the 'dissect' subcommand.
+
+    Probed on the first 40 packets of the capture.  Returns (argv or None, error or None)."""
+    cli = cli_argv()
+    if not cli:
+        return None, "pulsar-dissect not installed (pip install -e .)"
+    forms = [template.split()] if template else [["{file}", "--json"], ["dissect", "{file}", "--json"]]
+    probe = None
+    try:
+        fd, probe = tempfile.mkstemp(prefix="bench-probe-", suffix=".pcap")
+        os.close(fd)
+        head_pcap(path, probe, max_packets=40)
+    except ValueError:
+        probe = None  # pcapng: probe with the file itself
+    errors = []
+    try:
+        for form in forms:
+            argv = cli + [a.replace("{file}", probe or path) for a in form]
+            try:
+                r = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+                                   timeout=120 if probe else 3600)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                errors.append(f"{' '.join(form)}: {e}")
+                continue
+            if r.returncode == 0:
+                return cli + [a.replace("{file}", path) for a in form], None
+            tail = r.stderr.decode(errors="replace").strip().splitlines()
+            errors.append(f"'{' '.join(form)}' rc={r.returncode}: {tail[-1] if tail else ''}")
+    finally:
+        if probe:
+            os.unlink(probe)
+    return None, "pulsar-dissect failed: " + "; ".join(errors)
+
+
+def ensure_capture(path, quick, generate):
+    if os.path.exists(path):
+        return True
+    if not generate or path not in (DEFAULT_BIG, DEFAULT_QUICK):
+        print(f"capture {path} not found", file=sys.stderr)
+        return False
+    size = "quick" if path == DEFAULT_QUICK else "full"
+    print(f"capture {path} missing: generating it ({size}) with benchmarks/make_big_capture.sh ...", flush=True)
+    r = subprocess.run([os.path.join(HERE, "make_big_capture.sh"), size])
+    return r.returncode == 0 and os.path.exists(path)
+
+
+# ---------------------------------------------------------------------------------------------- commands
+def build_commands(path, skip, cli_template=None):
+    tshark = shutil.which("tshark")
+    cmds = {}
+    if "ours_cli" not in skip:
+        argv, why = resolve_cli(path, cli_template)
+        desc = "pulsar-dissect FILE --json > /dev/null"
+        if argv:
+            desc = " ".join(["pulsar-dissect"] + ["FILE" if a == path else a for a in argv[len(cli_argv()):]]) \
+                + " > /dev/null"
+        cmds["ours_cli"] = {"argv": argv, "side": "ours", "cwd": ROOT, "desc": desc, "unavailable": why}
+    if "ours_lib" not in skip:
+        py = venv_python()
+        probe = subprocess.run([py, "-c", LIB_PROBE], cwd=ROOT, capture_output=True, text=True)
+        ok = probe.returncode == 0
+        why = None if ok else ("dissector.pipeline.dissect_file missing" if probe.returncode == 3 else
+                               "cannot import dissector.pipeline: " + (probe.stderr.strip().splitlines() or ["?"])[-1])
+        cmds["ours_lib"] = {"argv": [py, "-c", LIB_SNIPPET, path] if ok else None, "side": "ours", "cwd": ROOT,
+                            "desc": "Counter(map(type, dissector.pipeline.dissect_file(FILE))) (no JSON)", "unavailable": why}
+    tsh = [
+        ("tshark_reasm", ["-r", path, "-o", "tcp.desegment_tcp_streams:TRUE", "-o", "tcp.reassemble_out_of_order:TRUE"],
+         "tshark -r FILE -o tcp.desegment_tcp_streams:TRUE -o tcp.reassemble_out_of_order:TRUE > /dev/null"),
+        ("tshark_floor", ["-r", path, "-d", "tcp.port==6650,data", "-o", "tcp.desegment_tcp_streams:TRUE"],
+         "tshark -r FILE -d tcp.port==6650,data -o tcp.desegment_tcp_streams:TRUE > /dev/null"),
+        ("tshark_follow", ["-r", path, "-q", "-z", "follow,tcp,raw,0"],
+         "tshark -r FILE -q -z follow,tcp,raw,0 > /dev/null"),
+    ]
+    for name, args, desc in tsh:
+        if name in skip:
+            continue
+        cmds[name] = {"argv": [tshark] + args if tshark else None, "side": "tshark", "cwd": None, "desc": desc,
+                      "unavailable": None if tshark else "tshark not installed"}
+    return cmds
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, spec):
+    if x is None:
+        w = re.match(r"\d*", spec).group()
+        return "-".rjust(int(w)) if w else "-"
+    return format(x, spec)
+
+
+def _log(msg):
+    print(msg, flush=True)
+
+
+def run_benchmark(path, repeat, skip=(), timeout=3600, count_frames=True, cli_template=None, log=_log):
+    size = os.path.getsize(path)
+    npk = count_packets(path)
+    log(f"capture: {path}  {size / 1e6:.1f} MB  {npk} packets   repeat={repeat}")
+    warm_cache(path)
+    cmds = build_commands(path, set(skip), cli_template)
+    for name, c in cmds.items():
+        c["runs"] = []
+        if c["unavailable"]:
+            log(f"  {name}: SKIPPED ({c['unavailable']})")
+    # our frame count: one untimed run of the CLI with stdout counted (JSON lines); the library prints it
+    cli = cmds.get("ours_cli")
+    if cli and cli["argv"] and count_frames:
+        log("  counting our JSON lines (one untimed ours_cli run) ...")
+        n, frames, rc, etail = count_json_output(cli["argv"], timeout=timeout, cwd=cli["cwd"])
+        if rc == 0:
+            cli["json_lines"] = n
+            cli["json_frames"] = frames
+            log(f"  ours_cli: {n} JSON lines, {frames} of them frames")
+        else:
+            cli["unavailable"] = f"pulsar-dissect failed (rc={rc}): " + " | ".join(etail[-3:])
+            log(f"  ours_cli: FAILED, rc={rc}; stderr tail:\n    " + "\n    ".join(etail))
+    for rep in range(repeat):
+        for name, c in cmds.items():
+            if c["unavailable"]:
+                continue
+            r = run_measured(c["argv"], stdout=subprocess.PIPE if name == "ours_lib" else subprocess.DEVNULL,
+                             timeout=timeout, cwd=c["cwd"])
+            if name == "ours_lib" and "stdout" in r:
+                try:
+                    kinds = json.loads(r.pop("stdout").decode().strip().splitlines()[-1])
+                    c["lib_items"] = kinds  # items per class; frames = all but StreamEvent
+                    c["lib_frames"] = sum(v for k, v in kinds.items() if k != "StreamEvent")
+                except (ValueError, IndexError, AttributeError):
+                    r.pop("stdout", None)
+            r.pop("stdout", None)
+            c["runs"].append(r)
+            status = "" if r["rc"] == 0 else f"  FAILED rc={r['rc']}: {' | '.join(r['stderr_tail'][-2:])}"
+            log(f"  [{rep + 1}/{repeat}] {name:14s} {r['wall_s']:8.2f} s  "
+                f"rss {fmt(r.get('rss_kb') and r['rss_kb'] / 1024, '.0f')} MiB{status}")
+            if r["rc"] != 0:
+                c["unavailable"] = f"failed (rc={r['rc']}): " + " | ".join(r["stderr_tail"][-3:])
+    # summarise
+    results = {}
+    for name, c in cmds.items():
+        ok = [r for r in c["runs"] if r["rc"] == 0]
+        wall = median([r["wall_s"] for r in ok])
+        fr = c.get("json_frames") if name == "ours_cli" else c.get("lib_frames") if name == "ours_lib" else None
+        results[name] = {
+            "command": c["desc"], "side": c["side"], "ok": bool(ok) and not c["unavailable"],
+            "error": c["unavailable"], "runs": c["runs"],
+            "wall_s_median": wall,
+            "rss_mib_median": median([r.get("rss_kb") and r["rss_kb"] / 1024 for r in ok]),
+            "rss_mib_max": max([r["rss_kb"] / 1024 for r in ok if r.get("rss_kb")], default=None),
+            "cpu_s_median": median([(r.get("user_s") or 0) + (r.get("sys_s") or 0) for r in ok]),
+            "frames": fr,
+            **({"items_by_type": c["lib_items"]} if name == "ours_lib" and "lib_items" in c else {}),
+            **({"json_lines": c["json_lines"]} if "json_lines" in c else {}),
+            "frames_per_s": (fr / wall) if (fr and wall) else None,
+            "packets_per_s": (npk / wall) if (npk and wall) else None,
+            "mb_per_s": (size / 1e6 / wall) if wall else None,
+        }
+    ratios = {}
+    for o in ("ours_cli", "ours_lib"):
+        for t in ("tshark_reasm", "tshark_floor", "tshark_follow"):
+            if o in results and t in results and results[o]["wall_s_median"] and results[t]["wall_s_median"]:
+                ratios[f"{t}/{o}"] = results[t]["wall_s_median"] / results[o]["wall_s_median"]
+    target_key = f"{TARGET[1]}/{TARGET[0]}"
+    return {"capture": os.path.abspath(path), "bytes": size, "packets": npk, "repeat": repeat,
+            "generated_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "host": {"cpus": os.cpu_count(), "uname": " ".join(os.uname())},
+            "tshark_version": (subprocess.run(["tshark", "--version"], capture_output=True, text=True).stdout.splitlines() or [""])[0]
+            if shutil.which("tshark") else None,
+            "results": results, "ratios_tshark_over_ours": ratios,
+            "target": {"ratio": target_key, "value": ratios.get(target_key),
+                       "met": (ratios[target_key] >= 1.0) if target_key in ratios else None}}
+
+
+def print_table(rep):
+    print()
+    print(f"{'measurement':14s} {'median s':>9s} {'MB/s':>8s} {'pkts/s':>10s} {'frames':>9s} {'frames/s':>10s} "
+          f"{'RSS MiB':>8s} {'CPU s':>7s}  command")
+    for name, r in rep["results"].items():
+        if not r["ok"]:
+            print(f"{name:14s} {'n/a':>9s}  {r['error']}")
+            continue
+        print(f"{name:14s} {fmt(r['wall_s_median'], '9.2f')} {fmt(r['mb_per_s'], '8.1f')} {fmt(r['packets_per_s'], '10.0f')} "
+              f"{fmt(r['frames'], '9d')} {fmt(r['frames_per_s'], '10.0f')} {fmt(r['rss_mib_median'], '8.0f')} "
+              f"{fmt(r['cpu_s_median'], '7.2f')}  {r['command']}")
+    if rep["ratios_tshark_over_ours"]:
+        print("\nratios (tshark seconds / our seconds; > 1 means we are faster):")
+        for k, v in rep["ratios_tshark_over_ours"].items():
+            print(f"  {k:30s} {v:6.2f}")
+    t = rep["target"]
+    verdict = "n/a (our side did not run)" if t["met"] is None else ("MET" if t["met"] else "NOT MET")
+    print(f"\ntarget {t['ratio']} >= 1.0: {verdict}" + (f" ({t['value']:.2f})" if t["value"] else ""))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("capture", nargs="?", help=f"pcap to dissect (default {os.path.relpath(DEFAULT_BIG, ROOT)})")
+    ap.add_argument("--quick", action="store_true", help="default to benchmarks/out/perf_quick.pcap (~36 MB)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported (default 3)")
+    ap.add_argument("--no-generate", action="store_true", help="do not make the default capture if it is missing")
+    ap.add_argument("--skip", nargs="*", default=[], metavar="NAME",
+                    help="measurements to leave out: ours_cli ours_lib tshark_reasm tshark_floor tshark_follow")
+    ap.add_argument("--no-count", action="store_true", help="skip the untimed run that counts our JSON lines")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per run before it is killed")
+    ap.add_argument("--cli-args", metavar="TEMPLATE",
+                    help="pulsar-dissect arguments, {file} = the capture (default: try '{file} --json', "
+                         "then 'dissect {file} --json')")
+    ap.add_argument("--json-out", default=os.path.join(OUT, "results.json"))
+    a = ap.parse_args()
+    path = a.capture or (DEFAULT_QUICK if a.quick else DEFAULT_BIG)
+    if not ensure_capture(path, a.quick, not a.no_generate):
+        sys.exit(2)
+    rep = run_benchmark(path, max(1, a.repeat), skip=a.skip, timeout=a.timeout, count_frames=not a.no_count,
+                        cli_template=a.cli_args)
+    print_table(rep)
+    os.makedirs(os.path.dirname(os.path.abspath(a.json_out)), exist_ok=True)
+    with open(a.json_out, "w") as f:
+        json.dump(rep, f, indent=1)
+    print(f"\nwrote {a.json_out}")
+
+
+if __name__ == "__main__":
+    main()

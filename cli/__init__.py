@@ -1,0 +1,1 @@
+"""pulsar-dissect command-line interface."""

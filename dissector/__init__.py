@@ -1,0 +1,1 @@
+"""pulsar-dissect: Apache Pulsar wire-protocol dissector library."""

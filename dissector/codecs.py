@@ -1,0 +1,95 @@
+"""Payload decompression for MessageMetadata.compression, bounded against bombs and lying sizes.
+
+Every codec writes into a buffer of a size fixed before decompression starts (the declared
+``uncompressed_size`` capped by a global limit), so no input can make us allocate more than that.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import cramjam
+
+DEFAULT_MAX_DECOMPRESSED = 64 * 1024 * 1024
+
+NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
+CODEC_NAMES = {NONE: "NONE", LZ4: "LZ4", ZLIB: "ZLIB", ZSTD: "ZSTD", SNAPPY: "SNAPPY"}
+
+
+@dataclass(slots=True)
+class Decompressed:
+    data: bytes | None  # None when decompression failed or was refused
+    problem: str | None = None
+
+
+def decompress(codec: int, data: bytes, declared_size: int | None, max_size: int) -> Decompressed:
+    """Decompress ``data``; the output may not exceed ``declared_size`` (when given) nor ``max_size``."""
+    name = CODEC_NAMES.get(codec)
+    if name is None:
+        return Decompressed(None, f"unknown compression type {codec}: payload left compressed")
+    if codec == NONE:
+        return Decompressed(data)
+    if declared_size is None:
+        limit = max_size
+    elif declared_size > max_size:
+        return Decompressed(None, f"{name}: uncompressed_size {declared_size} exceeds the --max-decompressed "
+                                  f"limit of {max_size} bytes; not decompressed")
+    else:
+        limit = declared_size
+    try:
+        if codec == ZLIB:
+            out = _inflate_sync_flushed(data, limit)
+        else:
+            out = _decompress_into(codec, data, limit)
+    except _TooLarge:
+        what = f"uncompressed_size {declared_size}" if declared_size is not None else f"the {max_size}-byte limit"
+        return Decompressed(None, f"{name}: output would exceed {what} (decompression bomb or wrong "
+                                  f"uncompressed_size); not decompressed")
+    except Exception as exc:  # each library raises its own error types on corrupt input
+        return Decompressed(None, f"{name} decompression failed: {_one_line(exc)}")
+    if declared_size is not None and len(out) != declared_size:
+        return Decompressed(out, f"{name}: uncompressed_size says {declared_size} bytes but the payload "
+                                 f"decompressed to {len(out)}")
+    return Decompressed(out)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _inflate_sync_flushed(data: bytes, limit: int) -> bytes:
+    # Pulsar's Deflater writes SYNC_FLUSH blocks and never finishes the stream: zlib.decompress() would
+    # call that truncated, a decompressobj accepts it.
+    d = zlib.decompressobj()
+    out = d.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise _TooLarge
+    return out
+
+
+def _decompress_into(codec: int, data: bytes, limit: int) -> bytes:
+    if codec == SNAPPY:
+        # Raw snappy starts with the uncompressed length: refuse before allocating.
+        if cramjam.snappy.decompress_raw_len(data) > limit:
+            raise _TooLarge
+    buf = bytearray(limit + 1 if codec == ZSTD else limit)
+    try:
+        if codec == LZ4:
+            n = cramjam.lz4.decompress_block_into(data, buf)
+        elif codec == ZSTD:
+            n = cramjam.zstd.decompress_into(data, buf)
+        else:
+            n = cramjam.snappy.decompress_raw_into(data, buf)
+    except cramjam.DecompressionError as exc:
+        text = str(exc)
+        if "large enough" in text or "whole buffer" in text:
+            raise _TooLarge from exc
+        raise
+    if n > limit:
+        raise _TooLarge
+    return bytes(buf[:n])
+
+
+def _one_line(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:200]

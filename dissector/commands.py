@@ -1,0 +1,135 @@
+"""Frame decoding: complete frame bytes → DecodedFrame. Pure functions, no state, no I/O."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError, Message
+
+from . import codecs
+from .payload import PayloadSection, decode_payload_section
+from .pb import PulsarApi_pb2 as api
+from .pbdict import unknown_field_numbers
+from .wire import peek_command_type
+
+_U32x2 = struct.Struct(">II")
+
+_TYPE_ENUM = api.BaseCommand.DESCRIPTOR.fields_by_name["type"].enum_type
+TYPE_NAMES: dict[int, str] = {v.number: v.name for v in _TYPE_ENUM.values}
+TYPE_NUMBERS: dict[str, int] = {name: num for num, name in TYPE_NAMES.items()}
+# BaseCommand carries the sub-command for type N in field N (field names are not uniform: map by number).
+SUBCOMMAND_FIELD: dict[int, str] = {
+    f.number: f.name for f in api.BaseCommand.DESCRIPTOR.fields if f.number in TYPE_NAMES
+}
+SEND, MESSAGE = TYPE_NUMBERS["SEND"], TYPE_NUMBERS["MESSAGE"]
+PAYLOAD_TYPES = frozenset((SEND, MESSAGE))
+
+
+def type_name(number: int | None) -> str:
+    if number is None:
+        return "MALFORMED"
+    return TYPE_NAMES.get(number) or f"UNKNOWN({number})"
+
+
+@dataclass(slots=True)
+class DecodedFrame:
+    size: int  # bytes of the frame including the 4-byte TOTAL_SIZE
+    total_size: int
+    cmd_size: int
+    type_num: int | None
+    type: str  # BaseCommand type name, UNKNOWN(n) or MALFORMED
+    command: Message | None  # the sub-command (CommandSend, ...), None when absent or unknown
+    payload: PayloadSection | None = None
+    missing: int = 0  # bytes lost to a capture gap
+    problems: list[str] = field(default_factory=list)
+
+
+def decode_frame(frame: bytes, *, missing: int = 0,
+                 max_decompressed: int = codecs.DEFAULT_MAX_DECOMPRESSED) -> DecodedFrame:
+    """Decode one frame; ``missing`` > 0 means its last ``missing`` bytes were lost (capture gap)."""
+    size = len(frame) + missing
+    if len(frame) < 8:
+        return DecodedFrame(size, 0, 0, None, "MALFORMED", None, missing=missing,
+                            problems=[f"frame of {len(frame)} bytes is too short for its size fields"])
+    total, cmd_size = _U32x2.unpack_from(frame, 0)
+    problems: list[str] = []
+    if missing:
+        problems.append(f"frame damaged by a capture gap: {missing} of {size} bytes missing")
+    if total + 4 != size:
+        problems.append(f"TOTAL_SIZE {total} does not match the {size - 4} bytes that follow it")
+    cmd_end = 8 + cmd_size
+    if cmd_size > total - 4:
+        problems.append(f"CMD_SIZE {cmd_size} is larger than TOTAL_SIZE {total} allows")
+    if cmd_end > len(frame):
+        return DecodedFrame(size, total, cmd_size, None, "MALFORMED", None, missing=missing,
+                            problems=problems + ["command cut short"])
+    type_num = peek_command_type(frame, 8, cmd_end)
+    base = api.BaseCommand()
+    try:
+        base.ParseFromString(frame[8:cmd_end])
+    except DecodeError as exc:
+        problems.append(f"BaseCommand does not parse: {exc}")
+        return DecodedFrame(size, total, cmd_size, type_num, type_name(type_num), None, missing=missing,
+                            problems=problems)
+    name = type_name(type_num)
+    command = None
+    if type_num is None:
+        problems.append("BaseCommand has no type field")
+    elif type_num not in TYPE_NAMES:
+        problems.append(f"unknown command type {type_num}")
+    else:
+        field_name = SUBCOMMAND_FIELD.get(type_num)
+        if field_name and base.HasField(field_name):
+            command = getattr(base, field_name)
+            if not command.IsInitialized():
+                problems.append(f"{name} lacks required fields: " + ", ".join(command.FindInitializationErrors()))
+        else:
+            problems.append(f"{name} frame has no {field_name or 'sub-command'} field")
+    present = [f.number for f, _ in base.ListFields() if f.number not in (1, type_num)]
+    if present:
+        problems.append("BaseCommand also carries sub-commands for " + ", ".join(type_name(n) for n in present))
+    unknown = unknown_field_numbers(base)
+    if unknown:
+        problems.append("BaseCommand has fields unknown to this dissector: " + ", ".join(map(str, unknown)))
+    decoded = DecodedFrame(size, total, cmd_size, type_num, name, command, missing=missing, problems=problems)
+    if type_num in PAYLOAD_TYPES:
+        ack_set = list(command.ack_set) if type_num == MESSAGE and command is not None else None
+        decoded.payload = decode_payload_section(frame, cmd_end, damaged=bool(missing), ack_set=ack_set,
+                                                 max_decompressed=max_decompressed)
+        problems.extend(decoded.payload.problems)
+    elif cmd_end < len(frame):
+        problems.append(f"{len(frame) - cmd_end} unexpected bytes after a {name} command (only SEND and "
+                        f"MESSAGE carry a payload)")
+    return decoded
+
+
+def looks_like_frame(buf: bytearray | bytes, start: int, total: int, cmd_size: int, end: int) -> bool | None:
+    """Frame-boundary plausibility for resynchronisation (see framing.FrameValidator)."""
+    if end - start < 10:
+        return None
+    type_num = buf[start + 9]
+    if type_num & 0x80 or type_num not in TYPE_NAMES:
+        return False
+    payload = type_num in PAYLOAD_TYPES
+    if not payload and total != cmd_size + 4:
+        return False
+    need = start + 8 + cmd_size + (6 if payload else 0)
+    if need > end:
+        return None
+    base = api.BaseCommand()
+    try:
+        base.ParseFromString(bytes(buf[start + 8:start + 8 + cmd_size]))
+    except DecodeError:
+        return False
+    field_name = SUBCOMMAND_FIELD.get(type_num)
+    if not field_name or not base.HasField(field_name) or not getattr(base, field_name).IsInitialized():
+        return False
+    if payload:
+        p = start + 8 + cmd_size
+        magic = (buf[p] << 8) | buf[p + 1]
+        if magic not in (0x0E01, 0x0E02):
+            msize = int.from_bytes(buf[p:p + 4], "big")
+            if msize + 4 > total - 4 - cmd_size:
+                return False
+    return True

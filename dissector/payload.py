@@ -1,0 +1,256 @@
+"""The payload section of SEND and MESSAGE frames, as a pure function of the frame bytes.
+
+Layout after the BaseCommand (big-endian)::
+
+    ([0x0e02][BEM_SIZE u32][BrokerEntryMetadata])?   broker → client only
+    ([0x0e01][CRC32C u32])?                           CRC32C over everything after it to the end of the frame
+    [METADATA_SIZE u32][MessageMetadata][payload]
+
+The payload is then decrypted (impossible here), decompressed and, when ``num_messages_in_batch`` is present,
+split into ``[SMM_SIZE u32][SingleMessageMetadata][payload]`` entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass, field
+
+import crc32c as _crc32c
+from google.protobuf.message import DecodeError
+
+from . import codecs
+from .pb import PulsarApi_pb2 as api
+from .pb import PulsarMarkers_pb2 as markers
+
+MAGIC_CRC32C = 0x0E01
+MAGIC_BROKER_ENTRY_METADATA = 0x0E02
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+
+MARKER_MESSAGES = {
+    10: markers.ReplicatedSubscriptionsSnapshotRequest,
+    11: markers.ReplicatedSubscriptionsSnapshotResponse,
+    12: markers.ReplicatedSubscriptionsSnapshot,
+    13: markers.ReplicatedSubscriptionsUpdate,
+}
+
+
+@dataclass(slots=True)
+class AppMessage:
+    """One application message: a whole non-batched payload, one batch entry, or one chunk."""
+
+    payload: bytes | None  # None when it cannot be recovered (encrypted, decompression failed)
+    payload_size: int
+    batch_index: int | None = None
+    sequence_id: int | None = None
+    partition_key: str | None = None
+    ordering_key: bytes | None = None
+    properties: dict[str, str] | None = None
+    event_time: int | None = None
+    null_value: bool = False
+    null_partition_key: bool = False
+    compacted_out: bool = False
+    acked: bool = False  # MESSAGE ack_set says the entry was already acknowledged
+    chunk_id: int | None = None  # set for one chunk of a chunked message
+    num_chunks: int | None = None
+    uuid: str | None = None
+    _sha256: str | None = None
+
+    @property
+    def payload_sha256(self) -> str | None:
+        if self._sha256 is None and self.payload is not None:
+            self._sha256 = hashlib.sha256(self.payload).hexdigest()
+        return self._sha256
+
+
+@dataclass(slots=True)
+class PayloadSection:
+    checksum: str = "absent"  # valid | invalid | absent | unverified (frame damaged by a capture gap)
+    checksum_wire: int | None = None
+    checksum_computed: int | None = None
+    broker_entry_metadata: api.BrokerEntryMetadata | None = None
+    metadata: api.MessageMetadata | None = None
+    metadata_size: int | None = None
+    raw_payload: bytes = b""  # as on the wire (compressed, encrypted, batched)
+    decompressed: bytes | None = None  # payload after decompression; None if not needed or failed
+    encrypted: bool = False
+    messages: list[AppMessage] = field(default_factory=list)
+    marker: object | None = None  # decoded PulsarMarkers message
+    problems: list[str] = field(default_factory=list)
+
+
+def decode_payload_section(frame: bytes, pos: int, *, damaged: bool = False,
+                           ack_set: list[int] | None = None,
+                           max_decompressed: int = codecs.DEFAULT_MAX_DECOMPRESSED) -> PayloadSection:
+    """Decode ``frame[pos:]``; ``damaged`` means bytes at the end of the frame were lost to a capture gap."""
+    sec = PayloadSection()
+    end = len(frame)
+    problems = sec.problems
+    if end - pos >= 2 and _U16.unpack_from(frame, pos)[0] == MAGIC_BROKER_ENTRY_METADATA:
+        if end - pos < 6:
+            problems.append("broker entry metadata header cut short")
+            return sec
+        size = _U32.unpack_from(frame, pos + 2)[0]
+        start = pos + 6
+        if start + size > end:
+            problems.append(f"broker entry metadata size {size} runs past the end of the frame")
+            return sec
+        bem = api.BrokerEntryMetadata()
+        try:
+            bem.ParseFromString(frame[start:start + size])
+            sec.broker_entry_metadata = bem
+        except DecodeError as exc:
+            problems.append(f"broker entry metadata does not parse: {exc}")
+        pos = start + size
+    if end - pos >= 2 and _U16.unpack_from(frame, pos)[0] == MAGIC_CRC32C:
+        if end - pos < 6:
+            problems.append("checksum field cut short")
+            return sec
+        sec.checksum_wire = _U32.unpack_from(frame, pos + 2)[0]
+        pos += 6
+        if damaged:
+            sec.checksum = "unverified"
+        else:
+            sec.checksum_computed = _crc32c.crc32c(frame[pos:])
+            if sec.checksum_computed == sec.checksum_wire:
+                sec.checksum = "valid"
+            else:
+                sec.checksum = "invalid"
+                problems.append(f"checksum mismatch: frame says 0x{sec.checksum_wire:08x}, "
+                                f"computed 0x{sec.checksum_computed:08x}")
+    if end - pos < 4:
+        problems.append("payload section has no metadata size")
+        return sec
+    msize = _U32.unpack_from(frame, pos)[0]
+    pos += 4
+    if pos + msize > end:
+        problems.append(f"metadata size {msize} runs past the end of the frame ({end - pos} bytes left)")
+        return sec
+    md = api.MessageMetadata()
+    try:
+        md.ParseFromString(frame[pos:pos + msize])
+    except DecodeError as exc:
+        problems.append(f"MessageMetadata does not parse: {exc}")
+        return sec
+    sec.metadata = md
+    sec.metadata_size = msize
+    if not md.IsInitialized():
+        problems.append("MessageMetadata lacks required fields: " + ", ".join(md.FindInitializationErrors()))
+    sec.raw_payload = payload = frame[pos + msize:]
+    if damaged:
+        problems.append(f"payload incomplete: frame damaged by a capture gap ({len(payload)} bytes captured)")
+        sec.messages.append(AppMessage(None, len(payload)))
+        return sec
+    _decode_messages(sec, md, payload, ack_set, max_decompressed)
+    return sec
+
+
+def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decompressed: int) -> None:
+    problems = sec.problems
+    if len(md.encryption_keys):
+        sec.encrypted = True
+        sec.messages.append(AppMessage(None, len(payload), sequence_id=md.sequence_id))
+        return
+    if md.HasField("chunk_id") and md.HasField("uuid"):
+        # A chunk is a slice of the (compressed) whole message: decompress only after reassembly.
+        sec.messages.append(AppMessage(payload, len(payload), sequence_id=md.sequence_id,
+                                       properties={kv.key: kv.value for kv in md.properties},
+                                       chunk_id=md.chunk_id, num_chunks=md.num_chunks_from_msg, uuid=md.uuid))
+        return
+    if md.compression:
+        declared = md.uncompressed_size if md.HasField("uncompressed_size") else None
+        result = codecs.decompress(md.compression, payload, declared, max_decompressed)
+        if result.problem:
+            problems.append(result.problem)
+        if result.data is None:
+            sec.messages.append(AppMessage(None, len(payload), sequence_id=md.sequence_id))
+            return
+        payload = sec.decompressed = result.data
+    if md.HasField("marker_type"):
+        _decode_marker(sec, md.marker_type, payload)
+    if md.HasField("num_messages_in_batch"):
+        sec.messages = split_batch(payload, md.num_messages_in_batch, problems, ack_set, md.sequence_id)
+        return
+    sec.messages.append(AppMessage(
+        payload, len(payload),
+        sequence_id=md.sequence_id,
+        partition_key=md.partition_key if md.HasField("partition_key") else None,
+        ordering_key=md.ordering_key if md.HasField("ordering_key") else None,
+        properties={kv.key: kv.value for kv in md.properties},
+        event_time=md.event_time if md.HasField("event_time") else None,
+        null_value=md.null_value,
+        null_partition_key=md.null_partition_key,
+    ))
+
+
+def split_batch(payload: bytes, expected: int, problems: list[str], ack_set: list[int] | None = None,
+                base_sequence_id: int | None = None) -> list[AppMessage]:
+    """Split a batch payload into its entries; keep every readable entry even when the batch is damaged."""
+    out: list[AppMessage] = []
+    pos = 0
+    end = len(payload)
+    index = 0
+    while pos < end:
+        if end - pos < 4:
+            problems.append(f"batch entry {index}: {end - pos} stray bytes after the last entry")
+            break
+        smm_size = _U32.unpack_from(payload, pos)[0]
+        pos += 4
+        if pos + smm_size > end:
+            problems.append(f"batch entry {index}: metadata size {smm_size} runs past the end of the payload")
+            break
+        smm = api.SingleMessageMetadata()
+        try:
+            smm.ParseFromString(payload[pos:pos + smm_size])
+        except DecodeError as exc:
+            problems.append(f"batch entry {index}: SingleMessageMetadata does not parse: {exc}")
+            break
+        pos += smm_size
+        if not smm.HasField("payload_size"):
+            problems.append(f"batch entry {index}: SingleMessageMetadata has no payload_size")
+            break
+        size = smm.payload_size
+        if size < 0 or pos + size > end:
+            problems.append(f"batch entry {index}: payload_size {size} runs past the end of the payload "
+                            f"({end - pos} bytes left)")
+            break
+        body = payload[pos:pos + size]
+        pos += size
+        out.append(AppMessage(
+            body, size,
+            batch_index=index,
+            sequence_id=smm.sequence_id if smm.HasField("sequence_id") else (
+                base_sequence_id + index if base_sequence_id is not None else None),
+            partition_key=smm.partition_key if smm.HasField("partition_key") else None,
+            ordering_key=smm.ordering_key if smm.HasField("ordering_key") else None,
+            properties={kv.key: kv.value for kv in smm.properties},
+            event_time=smm.event_time if smm.HasField("event_time") else None,
+            null_value=smm.null_value,
+            null_partition_key=smm.null_partition_key,
+            compacted_out=smm.compacted_out,
+            acked=bool(ack_set) and not _bit(ack_set, index),
+        ))
+        index += 1
+    if len(out) != expected:
+        problems.append(f"batch holds {len(out)} entries but num_messages_in_batch is {expected}")
+    return out
+
+
+def _bit(words: list[int], i: int) -> bool:
+    # java.util.BitSet.toLongArray layout: bit i lives in word i // 64 at position i % 64.
+    w = i >> 6
+    return w < len(words) and bool((words[w] >> (i & 63)) & 1)
+
+
+def _decode_marker(sec: PayloadSection, marker_type: int, payload: bytes) -> None:
+    cls = MARKER_MESSAGES.get(marker_type)
+    if cls is None:
+        return  # transaction markers carry no body
+    msg = cls()
+    try:
+        msg.ParseFromString(payload)
+        sec.marker = msg
+    except DecodeError as exc:
+        sec.problems.append(f"marker body ({cls.__name__}) does not parse: {exc}")

@@ -1,0 +1,215 @@
+"""The terminal timeline: one line per frame or stream event, built from the JSON-contract records.
+
+Every string that came off the wire passes through ``safe()`` and is appended to rich ``Text`` as plain text
+(never parsed as markup), so a topic name cannot inject escape sequences or rich markup into the terminal.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.text import Text
+
+ARROW_TO_BROKER, ARROW_TO_CLIENT, ARROW_UNKNOWN = "→", "←", "↔"
+
+# Key fields shown per command type: (label, path in the command dict). Unlisted types show request_id and
+# the first few scalar fields.
+_KEY_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "CONNECT": (("client", "client_version"), ("proto", "protocol_version"), ("auth", "auth_method_name"),
+                ("proxy_to", "proxy_to_broker_url")),
+    "CONNECTED": (("server", "server_version"), ("proto", "protocol_version"),
+                  ("max_msg", "max_message_size")),
+    "PRODUCER": (("req", "request_id"), ("prod", "producer_id"), ("name", "producer_name"), ("topic", "topic"),
+                 ("mode", "producer_access_mode")),
+    "PRODUCER_SUCCESS": (("req", "request_id"), ("name", "producer_name"), ("last_seq", "last_sequence_id"),
+                         ("ready", "producer_ready")),
+    "SUBSCRIBE": (("req", "request_id"), ("cons", "consumer_id"), ("topic", "topic"), ("sub", "subscription"),
+                  ("type", "subType"), ("name", "consumer_name"), ("initial", "initialPosition")),
+    "SEND": (("prod", "producer_id"), ("seq", "sequence_id"), ("n", "num_messages"), ("chunk", "is_chunk")),
+    "SEND_RECEIPT": (("prod", "producer_id"), ("seq", "sequence_id"), ("id", "message_id"),
+                     ("highest_seq", "highest_sequence_id")),
+    "SEND_ERROR": (("prod", "producer_id"), ("seq", "sequence_id"), ("error", "error"), ("msg", "message")),
+    "MESSAGE": (("cons", "consumer_id"), ("id", "message_id"), ("redelivery", "redelivery_count")),
+    "ACK": (("cons", "consumer_id"), ("type", "ack_type"), ("ids", "message_id"), ("req", "request_id")),
+    "FLOW": (("cons", "consumer_id"), ("permits", "messagePermits")),
+    "SUCCESS": (("req", "request_id"),),
+    "ERROR": (("req", "request_id"), ("error", "error"), ("msg", "message")),
+    "LOOKUP": (("req", "request_id"), ("topic", "topic"), ("authoritative", "authoritative")),
+    "LOOKUP_RESPONSE": (("req", "request_id"), ("response", "response"), ("url", "brokerServiceUrl"),
+                        ("authoritative", "authoritative"), ("error", "error"), ("msg", "message")),
+    "PARTITIONED_METADATA": (("req", "request_id"), ("topic", "topic")),
+    "PARTITIONED_METADATA_RESPONSE": (("req", "request_id"), ("partitions", "partitions"), ("response", "response"),
+                                      ("error", "error")),
+    "CLOSE_PRODUCER": (("req", "request_id"), ("prod", "producer_id")),
+    "CLOSE_CONSUMER": (("req", "request_id"), ("cons", "consumer_id")),
+}
+_MAX_VALUE = 60
+
+
+def safe(value: Any, limit: int = _MAX_VALUE) -> str:
+    """Printable, single-line, length-limited text for a value that came off the wire."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":")) \
+        if isinstance(value, (dict, list)) else str(value)
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def _message_id(mid: Any) -> str:
+    if isinstance(mid, dict):
+        s = f"{mid.get('ledgerId', '?')}:{mid.get('entryId', '?')}"
+        if mid.get("partition", -1) not in (-1, None):
+            s += f":p{mid['partition']}"
+        if mid.get("batch_index", -1) not in (-1, None):
+            s += f":b{mid['batch_index']}"
+        return s
+    if isinstance(mid, list):
+        return ",".join(_message_id(m) for m in mid[:4]) + ("…" if len(mid) > 4 else "")
+    return safe(mid)
+
+
+def key_fields(rec: dict) -> list[tuple[str, str]]:
+    cmd = rec.get("command") or {}
+    spec = _KEY_FIELDS.get(rec["type"])
+    out: list[tuple[str, str]] = []
+    if spec is None:
+        items = [(k, k) for k, v in cmd.items() if not isinstance(v, (dict, list))][:5]
+        spec = tuple(items)
+    for label, path in spec:
+        if path not in cmd:
+            continue
+        value = cmd[path]
+        if path == "message_id":
+            out.append((label, _message_id(value)))
+        else:
+            out.append((label, safe(value)))
+    return out
+
+
+class TimelineRenderer:
+    def __init__(self, console: Console, *, plain: bool = False, absolute_time: bool = False,
+                 details: bool = False, show_payload: bool = False) -> None:
+        self.console = console
+        self.plain = plain
+        self.absolute_time = absolute_time
+        self.details = details
+        self.show_payload = show_payload
+        self._t0: float | None = None
+
+    def render(self, rec: dict) -> None:
+        text = self.format(rec)
+        if self.plain:
+            self.console.file.write(text.plain + "\n")
+        else:
+            self.console.print(text, soft_wrap=True, highlight=False, markup=False)
+
+    def _time(self, t: float) -> str:
+        if self.absolute_time:
+            return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%H:%M:%S.%f")
+        if self._t0 is None:
+            self._t0 = t
+        return f"{t - self._t0:+10.6f}"
+
+    def format(self, rec: dict) -> Text:
+        line = Text()
+        is_frame = "index" in rec
+        line.append(f"{rec['index']:>6} " if is_frame else "     - ", style="dim")
+        line.append(self._time(rec["time"]) + " ", style="cyan")
+        if "conn" in rec:
+            line.append(f"c{rec['conn']} ", style="magenta")
+        if "src" in rec:
+            direction = rec.get("direction")
+            arrow = ARROW_TO_BROKER if direction == "to_broker" else ARROW_TO_CLIENT if direction == "to_client" \
+                else ARROW_UNKNOWN
+            client = rec["src"] if direction == "to_broker" else rec["dst"]
+            line.append(f"{arrow} ", style="bold")
+            if direction == "unknown":
+                line.append(f"{rec['src']}→{rec['dst']} ", style="dim")
+            else:
+                line.append(f"{client.rsplit(':', 1)[-1]} ", style="dim")
+        problems = rec.get("problems") or []
+        if is_frame:
+            style = "bold red" if problems else _type_style(rec["type"])
+            line.append(f"{rec['type']:<16}", style=style)
+            self._frame_summary(line, rec)
+        else:
+            line.append(f"{rec['type']:<16}", style="bold yellow")
+            line.append(" " + safe(rec.get("message", ""), 200), style="yellow")
+        for problem in problems:
+            line.append("\n        ⚠ ", style="red")
+            line.append(safe(problem, 300), style="red")
+        if self.details and is_frame:
+            self._details(line, rec)
+        return line
+
+    def _frame_summary(self, line: Text, rec: dict) -> None:
+        for label, value in key_fields(rec):
+            line.append(f" {label}=", style="dim")
+            line.append(value)
+        for key in ("producer", "consumer"):
+            info = rec.get(key)
+            if info:
+                name = info.get("name")
+                if name:
+                    line.append(f" {key}=", style="dim")
+                    line.append(safe(name, 30), style="green")
+        msgs = rec.get("messages")
+        if msgs is not None:
+            total = sum(m["payload_size"] for m in msgs)
+            line.append(f" msgs={len(msgs)} bytes={total}", style="dim")
+            md = rec.get("metadata") or {}
+            if md.get("compression") not in (None, "NONE"):
+                line.append(f" {md['compression']}", style="blue")
+            if rec.get("checksum") == "invalid":
+                line.append(" crc=BAD", style="bold red")
+            elif rec.get("checksum") == "valid":
+                line.append(" crc=ok", style="dim green")
+            if rec.get("encrypted"):
+                line.append(" encrypted", style="yellow")
+        if "answers" in rec:
+            line.append(f" ⟵ #{rec['answers']} {rec['latency_ms']:.3f}ms", style="dim cyan")
+        if self.show_payload and msgs:
+            for m in msgs:
+                line.append("\n          ", style="")
+                line.append(_payload_preview(m), style="")
+
+    def _details(self, line: Text, rec: dict) -> None:
+        for section in ("command", "broker_entry_metadata", "metadata", "marker"):
+            value = rec.get(section)
+            if value:
+                line.append(f"\n        {section}: ", style="dim")
+                line.append(safe(value, 2000))
+        for m in rec.get("messages") or []:
+            line.append("\n        message: ", style="dim")
+            line.append(safe({k: v for k, v in m.items() if k not in ("payload_text", "payload_b64")}, 2000))
+
+
+def _payload_preview(m: dict) -> str:
+    if "payload_text" in m:
+        return "payload: " + safe(m["payload_text"], 120)
+    if "payload_b64" in m:
+        import base64
+        raw = base64.b64decode(m["payload_b64"])
+        hexed = raw[:48].hex(" ")
+        return f"payload ({len(raw)} bytes, hex): {hexed}{' …' if len(raw) > 48 else ''}"
+    return f"payload: {m['payload_size']} bytes (not recovered)"
+
+
+def _type_style(name: str) -> str:
+    if "ERROR" in name:
+        return "bold red"
+    if name in ("SEND", "MESSAGE"):
+        return "bold green"
+    if name.endswith("RESPONSE") or name in ("SUCCESS", "CONNECTED", "PRODUCER_SUCCESS", "SEND_RECEIPT", "PONG"):
+        return "blue"
+    return "bold"
+
+
+def render_all(records: Iterable[dict], renderer: TimelineRenderer) -> None:
+    for rec in records:
+        renderer.render(rec)
