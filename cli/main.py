@@ -114,6 +114,7 @@ def dissect_cmd(
                           force_terminal=None if not (no_color or plain) else False)
         renderer = TimelineRenderer(console, plain=plain or no_color, absolute_time=absolute_time,
                                     details=details, show_payload=payload)
+    write_json = json_writer(out)
     shown = 0
     problems = 0
     try:
@@ -130,7 +131,7 @@ def dissect_cmd(
                 shown += 1
             rec = record(ev, payload_bytes=payload)
             if renderer is None:
-                out.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
+                write_json(rec)
             else:
                 renderer.render(rec)
     except CaptureError as exc:
@@ -142,6 +143,19 @@ def dissect_cmd(
     if strict and problems:
         typer.echo(f"pulsar-dissect: {problems} problem(s) found", err=True)
         raise typer.Exit(EXIT_PROBLEMS)
+
+
+def json_writer(out):
+    """A function writing one JSON Lines record; orjson when installed (several times faster)."""
+    try:
+        import orjson
+    except ImportError:  # pragma: no cover - orjson is a dependency; stay usable without it
+        return lambda rec: out.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
+    buffer = out.buffer if hasattr(out, "buffer") else None
+    if buffer is None:
+        return lambda rec: out.write(orjson.dumps(rec).decode() + "\n")
+    option = orjson.OPT_APPEND_NEWLINE
+    return lambda rec: buffer.write(orjson.dumps(rec, option=option))
 
 
 SUBCOMMANDS = {"dissect"}

@@ -24,6 +24,7 @@ SUBCOMMAND_FIELD: dict[int, str] = {
 }
 SEND, MESSAGE = TYPE_NUMBERS["SEND"], TYPE_NUMBERS["MESSAGE"]
 PAYLOAD_TYPES = frozenset((SEND, MESSAGE))
+_EMPTY_BASE = api.BaseCommand()
 
 
 def type_name(number: int | None) -> str:
@@ -114,6 +115,24 @@ def looks_like_frame(buf: bytearray | bytes, start: int, total: int, cmd_size: i
     payload = type_num in PAYLOAD_TYPES
     if not payload and total != cmd_size + 4:
         return False
+    # Encoders write BaseCommand as [type][sub-command N]: check that shape on the bytes at hand first, so that
+    # a chance 0x08 in the middle of a payload with a large CMD_SIZE is rejected now instead of making the
+    # splitter wait for up to CMD_SIZE bytes.
+    cmd_end = start + 8 + cmd_size
+    shape = _subcommand_header(buf, start + 10, min(end, cmd_end), type_num)
+    if shape is None:
+        return None if end < cmd_end else False
+    if shape is False or shape[1] > cmd_end:
+        return False
+    sub_start, sub_end = shape
+    if sub_end <= end:
+        sub = getattr(_EMPTY_BASE, SUBCOMMAND_FIELD[type_num]).__class__()
+        try:
+            sub.ParseFromString(bytes(buf[sub_start:sub_end]))
+        except DecodeError:
+            return False
+        if not sub.IsInitialized():
+            return False
     need = start + 8 + cmd_size + (6 if payload else 0)
     if need > end:
         return None
@@ -133,3 +152,29 @@ def looks_like_frame(buf: bytearray | bytes, start: int, total: int, cmd_size: i
             if msize + 4 > total - 4 - cmd_size:
                 return False
     return True
+
+
+def _subcommand_header(buf, pos: int, limit: int, type_num: int) -> tuple[int, int] | bool | None:
+    """(start, end) offsets of the sub-command that should follow BaseCommand.type at ``pos``.
+
+    False when the bytes are not [key of field ``type_num``, length-delimited][length]; None when ``limit``
+    comes first.
+    """
+    values = []
+    for _ in range(2):
+        value = shift = 0
+        while True:
+            if pos >= limit:
+                return None
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 28:
+                return False
+        values.append(value)
+    if values[0] != (type_num << 3 | 2):
+        return False
+    return pos, pos + values[1]

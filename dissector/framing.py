@@ -33,7 +33,7 @@ class RawFrame:
     last_packet: int
     first_time: float
     timestamp: float  # time of the packet that carried the last byte
-    missing: int = 0  # bytes of this frame lost to a capture gap (data holds the bytes before the gap)
+    missing: int = 0  # bytes of this frame not in data: lost to a capture gap, or after it (data = bytes before)
 
 
 @dataclass(slots=True)
@@ -138,8 +138,9 @@ class FrameSplitter:
                 remaining = frame_len - len(buf)
                 lost = min(remaining, length)
                 if len(buf) >= 8:
+                    # missing counts every byte of the frame not in data: the lost ones and those after the gap
                     out.append(RawFrame(bytes(buf), self._buf_offset, self._buf_packet, packet_index,
-                                        self._buf_time, timestamp, missing=lost))
+                                        self._buf_time, timestamp, missing=remaining))
                 else:
                     out.append(StreamNote("TRUNCATED", self._buf_offset, len(buf),
                                           f"frame of {frame_len} bytes lost in a capture gap after {len(buf)} bytes",
@@ -217,8 +218,8 @@ class FrameSplitter:
                 pos = self._check_stream_start(buf, pos, out, timestamp, packet_index)
                 if self.foreign is not None:
                     return
-                if end - pos < 8:
-                    break
+                if self._at_stream_start or end - pos < 8:
+                    break  # a PROXY header still incomplete, or too few bytes for the size fields
             total = _U32.unpack_from(buf, pos)[0]
             if total > max_frame or total < 4:
                 self._report_bad_size(buf, pos, total, out, timestamp, packet_index)
@@ -245,6 +246,8 @@ class FrameSplitter:
     def _check_stream_start(self, buf: bytearray, pos: int, out: list, timestamp: float, packet_index: int) -> int:
         """At offset 0: skip a PROXY protocol header, or recognise a foreign protocol."""
         head = bytes(buf[pos:pos + 16])
+        if len(head) < 6 and b"PROXY ".startswith(head):
+            return pos  # maybe a PROXY v1 header: wait for "PROXY " to be complete
         if head.startswith(b"PROXY ") or head.startswith(PROXY_V2_SIGNATURE[: len(head)]):
             length = _proxy_header_length(buf, pos)
             if length is None:
@@ -325,4 +328,5 @@ def _proxy_header_length(buf: bytearray, pos: int) -> int | None:
         return crlf + 2 - pos
     if len(buf) - pos < 16:
         return None
-    return 16 + _U16.unpack_from(buf, pos + 14)[0]
+    length = 16 + _U16.unpack_from(buf, pos + 14)[0]
+    return length if len(buf) - pos >= length else None  # wait for the whole v2 header

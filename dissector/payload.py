@@ -37,9 +37,12 @@ MARKER_MESSAGES = {
 }
 
 
-@dataclass(slots=True)
 class AppMessage:
-    """One application message: a whole non-batched payload, one batch entry, or one chunk."""
+    """One application message: a whole non-batched payload, one batch entry, or one chunk.
+
+    A plain class with class-level defaults: batches of thousands of entries set only the attributes
+    present on the wire, which keeps the per-entry cost low.
+    """
 
     payload: bytes | None  # None when it cannot be recovered (encrypted, decompression failed)
     payload_size: int
@@ -58,11 +61,20 @@ class AppMessage:
     uuid: str | None = None
     _sha256: str | None = None
 
+    def __init__(self, payload: bytes | None, payload_size: int, **fields) -> None:
+        self.payload = payload
+        self.payload_size = payload_size
+        for name, value in fields.items():
+            setattr(self, name, value)
+
     @property
     def payload_sha256(self) -> str | None:
         if self._sha256 is None and self.payload is not None:
             self._sha256 = hashlib.sha256(self.payload).hexdigest()
         return self._sha256
+
+    def __repr__(self) -> str:
+        return f"AppMessage({self.payload_size} bytes, batch_index={self.batch_index})"
 
 
 @dataclass(slots=True)
@@ -171,7 +183,7 @@ def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decom
     if md.HasField("marker_type"):
         _decode_marker(sec, md.marker_type, payload)
     if md.HasField("num_messages_in_batch"):
-        sec.messages = split_batch(payload, md.num_messages_in_batch, problems, ack_set, md.sequence_id)
+        sec.messages = split_batch(payload, md.num_messages_in_batch, problems, ack_set)
         return
     sec.messages.append(AppMessage(
         payload, len(payload),
@@ -185,53 +197,63 @@ def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decom
     ))
 
 
-def split_batch(payload: bytes, expected: int, problems: list[str], ack_set: list[int] | None = None,
-                base_sequence_id: int | None = None) -> list[AppMessage]:
+_SMM_ATTRS = {1: None, 2: "partition_key", 3: None, 4: "compacted_out", 5: "event_time", 7: "ordering_key",
+              8: "sequence_id", 9: "null_value", 10: "null_partition_key"}  # 6: partition_key_b64_encoded
+
+
+def split_batch(payload: bytes, expected: int, problems: list[str],
+                ack_set: list[int] | None = None) -> list[AppMessage]:
     """Split a batch payload into its entries; keep every readable entry even when the batch is damaged."""
     out: list[AppMessage] = []
     pos = 0
     end = len(payload)
     index = 0
+    parse = api.SingleMessageMetadata.FromString
+    unpack = _U32.unpack_from
+    attrs = _SMM_ATTRS
+    new = object.__new__
     while pos < end:
         if end - pos < 4:
             problems.append(f"batch entry {index}: {end - pos} stray bytes after the last entry")
             break
-        smm_size = _U32.unpack_from(payload, pos)[0]
+        smm_size = unpack(payload, pos)[0]
         pos += 4
         if pos + smm_size > end:
             problems.append(f"batch entry {index}: metadata size {smm_size} runs past the end of the payload")
             break
-        smm = api.SingleMessageMetadata()
         try:
-            smm.ParseFromString(payload[pos:pos + smm_size])
+            fields = parse(payload[pos:pos + smm_size]).ListFields()
         except DecodeError as exc:
             problems.append(f"batch entry {index}: SingleMessageMetadata does not parse: {exc}")
             break
         pos += smm_size
-        if not smm.HasField("payload_size"):
+        msg = new(AppMessage)  # skips __init__: the attributes are set right here
+        msg.payload_size = -1
+        msg.batch_index = index
+        msg.properties = {}
+        for fd, value in fields:
+            number = fd.number
+            if number == 3:
+                msg.payload_size = value
+            elif number == 1:
+                msg.properties = {kv.key: kv.value for kv in value}
+            else:
+                name = attrs.get(number)
+                if name is not None:
+                    setattr(msg, name, value)
+        size = msg.payload_size
+        if size == -1:
             problems.append(f"batch entry {index}: SingleMessageMetadata has no payload_size")
             break
-        size = smm.payload_size
         if size < 0 or pos + size > end:
             problems.append(f"batch entry {index}: payload_size {size} runs past the end of the payload "
                             f"({end - pos} bytes left)")
             break
-        body = payload[pos:pos + size]
+        msg.payload = payload[pos:pos + size]
         pos += size
-        out.append(AppMessage(
-            body, size,
-            batch_index=index,
-            sequence_id=smm.sequence_id if smm.HasField("sequence_id") else (
-                base_sequence_id + index if base_sequence_id is not None else None),
-            partition_key=smm.partition_key if smm.HasField("partition_key") else None,
-            ordering_key=smm.ordering_key if smm.HasField("ordering_key") else None,
-            properties={kv.key: kv.value for kv in smm.properties},
-            event_time=smm.event_time if smm.HasField("event_time") else None,
-            null_value=smm.null_value,
-            null_partition_key=smm.null_partition_key,
-            compacted_out=smm.compacted_out,
-            acked=bool(ack_set) and not _bit(ack_set, index),
-        ))
+        if ack_set and not _bit(ack_set, index):
+            msg.acked = True
+        out.append(msg)
         index += 1
     if len(out) != expected:
         problems.append(f"batch holds {len(out)} entries but num_messages_in_batch is {expected}")

@@ -28,7 +28,24 @@ hole before them fills. A hole is declared permanent (``StreamGap``) when
   record segments out of order by a few packets, so a FIN/RST may precede the last data segment);
 * the capture ends (reason ``"capture ended"``).
 
-The peer's ACK alone is never taken as proof of loss.
+The peer's ACK alone is never taken as proof of loss. A FIN seen before the data preceding it is itself a
+hole (the data may be recorded a few packets later). A snaplen-cut payload (``missing_tail``) is a gap of
+reason ``"snaplen"`` at its place in the stream.
+
+Retransmissions, overlaps, keep-alives (seq = next - 1 with 0/1 byte) and zero-window probes deliver nothing
+twice; overlapping bytes are compared where the first copy is still at hand (buffered pieces, the last
+delivered payload) and differences counted in ``stats.inconsistent_overlaps``.
+
+Connections
+-----------
+A connection is a 4-tuple plus a generation. A SYN (without ACK) that is not a retransmission of the known
+ISN, on a 4-tuple whose connection already carried data, FIN or RST, closes that connection (``how =
+"reused"`` when it had not ended) and opens a new one; so does a SYN-ACK with a new ISN. A connection is
+closed and forgotten when both directions reached their FIN (``"fin"``) or after a RST (``"rst"``) once the
+bytes it acknowledges were seen. A tombstone (end sequence numbers) is kept for a while so that trailing ACKs
+and retransmissions of a forgotten connection open nothing. Without a SYN, a connection is opened by its first
+segment carrying data or FIN (lone ACKs open nothing); bytes just before that start are ignored
+(``stats.bytes_before_start``).
 """
 
 from __future__ import annotations
@@ -323,7 +340,8 @@ class TcpReassembler:
         self.sweep_every = max(1, sweep_every)
         self.tombstone_seconds = tombstone_seconds
         self.max_tombstones = max_tombstones
-        self.stats = ReassemblyStats()
+        self._stats = ReassemblyStats()
+        self._delivered = 0  # kept outside the stats object for the fast path
         self._halves: dict[tuple, _Half] = {}  # directed 4-tuple (sender first) -> that direction
         self._conns: dict[int, Connection] = {}  # open connections by id (insertion = id order)
         self._pending: dict[int, Connection] = {}  # open connections with holes or closing
@@ -332,9 +350,16 @@ class TcpReassembler:
         self._npackets = 0
         self._next_sweep = self.sweep_every
         self._now = 0.0
-        self._now_index = 0
 
     # ------------------------------------------------------------------------------------------ public
+
+    @property
+    def stats(self) -> ReassemblyStats:
+        """Counters (retransmitted / out-of-order / overlapping bytes, gaps, ...)."""
+        st = self._stats
+        st.segments = self._npackets
+        st.delivered_bytes = self._delivered
+        return st
 
     @property
     def open_connections(self) -> list[Connection]:
@@ -358,8 +383,6 @@ class TcpReassembler:
                 conn.last_time = ts = seg.timestamp
                 conn.last_packet_index = idx = seg.packet_index
                 half.window = seg.window
-                st = self.stats
-                st.segments += 1
                 payload = seg.payload
                 if not payload:  # pure ACK / window update
                     if self._npackets >= self._next_sweep:
@@ -374,7 +397,7 @@ class TcpReassembler:
                 half.next_seq = (half.next_seq + n) & _MASK
                 half.last_data = payload
                 half.last_off = off
-                st.delivered_bytes += n
+                self._delivered += n
                 if n == 1:
                     self._check_zero_window_probe(half)
                 out: list[Event] = [StreamData(conn, half.ep, payload, off, ts, idx)]
@@ -419,26 +442,29 @@ class TcpReassembler:
     # ------------------------------------------------------------------------------------------ slow path
 
     def _slow_path(self, seg, key, half: _Half | None, out: list) -> None:
-        st = self.stats
-        st.segments += 1
+        st = self._stats
         flags = seg.flags
         ts = seg.timestamp
         idx = seg.packet_index
         if ts > self._now:
             self._now = ts
-        self._now_index = idx
         syn = flags & SYN
         is_ack = flags & ACK
         seq = seg.seq
         payload = seg.payload
         missing = seg.missing_tail
 
-        if half is not None and syn and not is_ack:
+        if half is not None and syn:
             # a SYN on a known 4-tuple: retransmission of the same SYN, or a new connection (port reuse)
             conn = half.conn
-            if half.started and half.isn == seq and not conn._rst:
-                pass  # retransmitted SYN, handled below
-            elif half.started or conn._rst or conn._ha.fin_off is not None or conn._hb.fin_off is not None:
+            ended = conn._rst or conn._ha.fin_off is not None or conn._hb.fin_off is not None
+            if half.isn == seq and not ended:
+                pass  # retransmitted SYN / SYN-ACK, handled below
+            elif is_ack:
+                if half.started:  # SYN-ACK with another ISN: answer to a SYN we did not capture
+                    self._close(conn, "reused", ts, idx, "connection closed", out)
+                    half = None
+            elif ended or half.started or conn._ha.started or conn._hb.started:
                 self._close(conn, "reused", ts, idx, "connection closed", out)
                 half = None
 
@@ -506,7 +532,7 @@ class TcpReassembler:
         self._after_segment(conn, out)
 
     def _open(self, seg, key, out: list) -> _Half:
-        st = self.stats
+        st = self._stats
         flags = seg.flags
         src = Endpoint(seg.src_ip, seg.src_port)
         dst = Endpoint(seg.dst_ip, seg.dst_port)
@@ -534,12 +560,12 @@ class TcpReassembler:
         conn = half.conn
         peer = conn._hb if half is conn._ha else conn._ha
         if peer.window == 0:
-            self.stats.zero_window_probes += 1
+            self._stats.zero_window_probes += 1
 
     # ------------------------------------------------------------------------------------------ data
 
     def _data(self, half: _Half, seq: int, payload: bytes, missing: int, fin: bool, ts, idx, out) -> None:
-        st = self.stats
+        st = self._stats
         conn = half.conn
         n = len(payload)
         total = n + missing
@@ -686,7 +712,7 @@ class TcpReassembler:
         hi = min(off + len(data), half.last_off + len(last))
         if hi <= lo:
             return
-        st = self.stats
+        st = self._stats
         st.overlap_bytes += hi - lo
         if data[lo - off : hi - off] != last[lo - half.last_off : hi - half.last_off]:
             st.inconsistent_overlaps += 1
@@ -694,7 +720,7 @@ class TcpReassembler:
     def _insert(self, half: _Half, off: int, end: int, data, ts, idx, arrival, reason) -> None:
         """Insert [off, end) into the buffer, keeping only the parts not already buffered (first copy wins)."""
         buf = half.buf
-        st = self.stats
+        st = self._stats
         i = bisect_right(buf, off, key=_piece_off) - 1
         if i < 0:
             i = 0
@@ -737,7 +763,7 @@ class TcpReassembler:
 
     def _trim_buffer_after(self, half: _Half, limit: int) -> None:
         buf = half.buf
-        st = self.stats
+        st = self._stats
         while buf and buf[-1].end > limit:
             p = buf[-1]
             if p.off >= limit:
@@ -762,11 +788,11 @@ class TcpReassembler:
         half.next_seq = (half.next_seq + n) & _MASK
         half.last_data = data
         half.last_off = off
-        self.stats.delivered_bytes += n
+        self._delivered += n
         out.append(StreamData(half.conn, half.ep, data, off, ts, idx))
 
     def _gap(self, half: _Half, length: int, ts, idx, reason: str, out: list) -> None:
-        st = self.stats
+        st = self._stats
         off = half.next_off
         half.next_off = off + length
         half.next_seq = (half.next_seq + length) & _MASK
@@ -837,7 +863,7 @@ class TcpReassembler:
     def _on_rst(self, half: _Half, peer: _Half, seg, out: list) -> None:
         conn = half.conn
         if seg.payload:
-            self.stats.rst_payload_bytes += len(seg.payload)
+            self._stats.rst_payload_bytes += len(seg.payload)
         if not conn._rst:
             conn._rst = True
             conn._rst_info = (half, seg.seq, seg.ack if seg.flags & ACK else None, seg.timestamp, seg.packet_index)
@@ -869,7 +895,7 @@ class TcpReassembler:
         if conn._buffering:
             wait = self.ooo_wait_packets
             for h in (conn._ha, conn._hb):
-                if h.buf and conn.segments - h.hole_seg > wait:
+                while h.buf and conn.segments - h.hole_seg > wait:
                     self._declare_hole(h, "missing segment", conn.last_time, conn.last_packet_index, out)
                     self._check_fin_reached(h)
         ha, hb = conn._ha, conn._hb
@@ -945,7 +971,7 @@ class TcpReassembler:
             if conn.closed:
                 self._pending.pop(conn.id, None)
                 continue
-            ts, idx = max(now, conn.last_time), conn.last_packet_index
+            ts, idx = conn.last_time, conn.last_packet_index
             for h in (conn._ha, conn._hb):
                 while h.buf and now - h.hole_time > self.hole_timeout:
                     self._declare_hole(h, "missing segment", ts, idx, out)

@@ -70,7 +70,7 @@ def message_record(m: AppMessage, base_id: tuple[int, int, int] | None, payload_
     rec: dict[str, Any] = {"payload_size": m.payload_size, "payload_sha256": m.payload_sha256}
     if base_id is not None:
         rec["message_id"] = {"ledger_id": base_id[0], "entry_id": base_id[1], "partition": base_id[2],
-                             "batch_index": m.batch_index if m.batch_index is not None else -1}
+                             "batch_index": -1 if m.batch_index is None else m.batch_index}
     if m.batch_index is not None:
         rec["batch_index"] = m.batch_index
     if m.sequence_id is not None:
@@ -83,18 +83,15 @@ def message_record(m: AppMessage, base_id: tuple[int, int, int] | None, payload_
         rec["properties"] = m.properties
     if m.event_time is not None:
         rec["event_time"] = m.event_time
-    if m.null_value:
-        rec["null_value"] = True
-    if m.null_partition_key:
-        rec["null_partition_key"] = True
-    if m.compacted_out:
-        rec["compacted_out"] = True
-    if m.acked:
-        rec["acked"] = True
-    if m.chunk_id is not None:
-        rec["chunk_id"] = m.chunk_id
-        rec["num_chunks"] = m.num_chunks
-        rec["uuid"] = m.uuid
+    # Flags and chunk fields are rare: one attribute test skips them all on the common path.
+    if m.null_value or m.null_partition_key or m.compacted_out or m.acked or m.chunk_id is not None:
+        for flag in ("null_value", "null_partition_key", "compacted_out", "acked"):
+            if getattr(m, flag):
+                rec[flag] = True
+        if m.chunk_id is not None:
+            rec["chunk_id"] = m.chunk_id
+            rec["num_chunks"] = m.num_chunks
+            rec["uuid"] = m.uuid
     if payload_bytes and m.payload is not None:
         rec.update(_text_or_b64("payload", m.payload, text_key="payload_text"))
     return rec

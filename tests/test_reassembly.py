@@ -595,6 +595,35 @@ def test_port_reuse_without_seen_close():
     assert res.stream(2, f2.endpoint("c")) == b"again"
 
 
+def test_syn_after_mid_stream_traffic_is_a_new_connection():
+    old = Flow(cisn=5, sisn=10_000)
+    new = Flow(cisn=3_000_000, sisn=4_000_000)
+    segs = [old.data("s", 100, b"old server data")] + new.handshake() + [new.data("s", 0, b"fresh")]
+    r, res = reassemble(segs)
+    assert len(res.conns) == 2 and res.closed[1].how == "reused"
+    assert res.opened[1].mid_stream and not res.opened[2].mid_stream
+    assert res.stream(2, new.endpoint("s")) == b"fresh"
+
+
+def test_synack_with_new_isn_is_a_new_connection():
+    old = Flow(cisn=5, sisn=10_000)
+    new = Flow(cisn=3_000_000, sisn=4_000_000)
+    segs = old.handshake() + [old.data("c", 0, b"abc")] + new.handshake()[1:] + [new.data("c", 0, b"xyz")]
+    r, res = reassemble(segs)
+    assert len(res.conns) == 2 and res.conns[2].a == new.endpoint("c")
+    assert res.stream(2, new.endpoint("c")) == b"xyz"
+
+
+def test_in_order_payload_is_not_copied():
+    f = Flow(via_scapy=False)
+    r = TcpReassembler()
+    for s in f.handshake():
+        r.feed(s)
+    seg = f.data("c", 0, b"payload bytes")
+    (ev,) = r.feed(seg)
+    assert ev.data is seg.payload
+
+
 def test_syn_retransmission_is_same_connection():
     f = Flow()
     hs = f.handshake()
@@ -657,12 +686,14 @@ def test_feed_many_and_stats_dict():
 
 
 def test_closed_connections_are_forgotten():
-    r = TcpReassembler()
+    r = TcpReassembler(max_tombstones=50)
     for i in range(200):
         f = Flow(cport=20000 + i, via_scapy=False)
         for s in f.handshake() + [f.data("c", 0, b"x")] + f.close(1, 0):
             r.feed(s)
     assert not r.open_connections and not r._halves and not r._pending
+    assert len(r._tombs) <= 50
+    assert r.stats.connections == 200 and r.stats.segments_after_close == 200
 
 
 # ----------------------------------------------------------------------------------------------- property
@@ -674,7 +705,7 @@ def tcp_exchanges(draw):
     down = draw(st.binary(min_size=0, max_size=1500))
     cisn = draw(st.one_of(st.integers(0, M32 - 1), st.integers(M32 - 3000, M32 - 1)))
     sisn = draw(st.one_of(st.integers(0, M32 - 1), st.integers(M32 - 3000, M32 - 1)))
-    window = draw(st.integers(1, 12))
+    window = draw(st.integers(1, 16))
     rnd = draw(st.randoms(use_true_random=False))
     return up, down, cisn, sisn, window, rnd
 
