@@ -5,13 +5,14 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
 from . import codecs
 from .payload import PayloadSection, decode_payload_section
 from .pb import PulsarApi_pb2 as api
 from .pbdict import unknown_field_numbers
-from .wire import peek_command_type
+from .wire import WireError, peek_command_type, read_varint
 
 _U32x2 = struct.Struct(">II")
 
@@ -25,6 +26,11 @@ SUBCOMMAND_FIELD: dict[int, str] = {
 SEND, MESSAGE = TYPE_NUMBERS["SEND"], TYPE_NUMBERS["MESSAGE"]
 PAYLOAD_TYPES = frozenset((SEND, MESSAGE))
 _EMPTY_BASE = api.BaseCommand()
+_SUB_DESCRIPTORS = {num: api.BaseCommand.DESCRIPTOR.fields_by_name[name].message_type
+                    for num, name in SUBCOMMAND_FIELD.items()}
+_WIRE_TYPES = {FieldDescriptor.TYPE_DOUBLE: 1, FieldDescriptor.TYPE_FIXED64: 1, FieldDescriptor.TYPE_SFIXED64: 1,
+               FieldDescriptor.TYPE_FLOAT: 5, FieldDescriptor.TYPE_FIXED32: 5, FieldDescriptor.TYPE_SFIXED32: 5,
+               FieldDescriptor.TYPE_STRING: 2, FieldDescriptor.TYPE_BYTES: 2, FieldDescriptor.TYPE_MESSAGE: 2}
 
 
 def type_name(number: int | None) -> str:
@@ -84,7 +90,7 @@ def decode_frame(frame: bytes, *, missing: int = 0,
         if field_name and base.HasField(field_name):
             command = getattr(base, field_name)
             if not command.IsInitialized():
-                problems.append(f"{name} lacks required fields: " + ", ".join(command.FindInitializationErrors()))
+                _required_problems(command, name, problems)
         else:
             problems.append(f"{name} frame has no {field_name or 'sub-command'} field")
     present = [f.number for f, _ in base.ListFields() if f.number not in (1, type_num)]
@@ -103,6 +109,21 @@ def decode_frame(frame: bytes, *, missing: int = 0,
         problems.append(f"{len(frame) - cmd_end} unexpected bytes after a {name} command (only SEND and "
                         f"MESSAGE carry a payload)")
     return decoded
+
+
+def _required_problems(command: Message, name: str, problems: list[str]) -> None:
+    # A required enum field holding a value this schema does not know (a newer protocol) parses as absent: its
+    # number is then among the unknown fields. Say so instead of calling the field missing.
+    unknown = set(unknown_field_numbers(command))
+    fields = command.DESCRIPTOR.fields_by_name
+    missing, odd = [], []
+    for path in command.FindInitializationErrors():
+        f = fields.get(path)
+        (odd if f is not None and f.number in unknown else missing).append(path)
+    if missing:
+        problems.append(f"{name} lacks required fields: " + ", ".join(missing))
+    if odd:
+        problems.append(f"{name} required fields hold values unknown to this dissector: " + ", ".join(odd))
 
 
 def looks_like_frame(buf: bytearray | bytes, start: int, total: int, cmd_size: int, end: int) -> bool | None:
@@ -133,6 +154,8 @@ def looks_like_frame(buf: bytearray | bytes, start: int, total: int, cmd_size: i
             return False
         if not sub.IsInitialized():
             return False
+    elif not _plausible_prefix(_SUB_DESCRIPTORS[type_num], buf, sub_start, end):
+        return False
     need = start + 8 + cmd_size + (6 if payload else 0)
     if need > end:
         return None
@@ -178,3 +201,35 @@ def _subcommand_header(buf, pos: int, limit: int, type_num: int) -> tuple[int, i
     if values[0] != (type_num << 3 | 2):
         return False
     return pos, pos + values[1]
+
+
+def _plausible_prefix(descriptor, buf, start: int, end: int) -> bool:
+    """Whether the complete fields in ``buf[start:end]`` (the first bytes of a sub-command) fit its schema."""
+    fields = descriptor.fields_by_number
+    pos = start
+    while pos < end:
+        try:
+            key, pos = read_varint(buf, pos, end)
+        except WireError:
+            return pos + 10 > end  # cut off at ``end`` (fine) or longer than a varint can be
+        number, wire_type = key >> 3, key & 7
+        known = fields.get(number)
+        if known is None:
+            return False
+        expected = 2 if known.is_repeated and wire_type == 2 else _WIRE_TYPES.get(known.type, 0)
+        if wire_type != expected:
+            return False
+        if wire_type == 0:
+            try:
+                _, pos = read_varint(buf, pos, end)
+            except WireError:
+                return pos + 10 > end
+        elif wire_type == 2:
+            try:
+                length, pos = read_varint(buf, pos, end)
+            except WireError:
+                return pos + 10 > end
+            pos += length
+        else:
+            pos += 8 if wire_type == 1 else 4
+    return True

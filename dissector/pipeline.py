@@ -161,11 +161,38 @@ class Dissector:
         elif type(ev) is ConnectionOpened:
             conn = ev.conn
             broker = conn.b if conn.b.port in self._ports else conn.a if conn.a.port in self._ports else None
-            self._conns[conn.id] = _ConnState(conn, broker, broker is not None)
+            state = self._conns[conn.id] = _ConnState(conn, broker, broker is not None)
+            if state.confirmed:
+                out.append(self._opened_event(state, ev.timestamp, ev.packet_index))
         elif type(ev) is ConnectionClosed:
             state = self._conns.pop(ev.conn.id, None)
             if state is not None and not state.abandoned:
                 self._close_splitters(state, out, ev.timestamp, ev.packet_index)
+                if state.confirmed:
+                    out.append(self._closed_event(state, ev))
+
+    def _opened_event(self, state: _ConnState, time: float, packet: int) -> StreamEvent:
+        conn = state.conn
+        client = _peer(conn, state.broker) if state.broker is not None else conn.a
+        broker = state.broker if state.broker is not None else conn.b
+        how = "capture started mid-connection" if not conn.saw_syn else "SYN seen"
+        return StreamEvent("CONNECTION_OPENED", time, packet, f"client {client} ↔ broker {broker} ({how})",
+                           conn, client, broker, TO_BROKER if state.broker is not None else UNKNOWN_DIRECTION,
+                           details={"client": str(client), "broker": str(broker), "mid_stream": not conn.saw_syn})
+
+    def _closed_event(self, state: _ConnState, ev: ConnectionClosed) -> StreamEvent:
+        conn = state.conn
+        ends = {"fin": "closed (FIN)", "rst": "reset (RST)", "end_of_capture": "still open at the end of the capture",
+                "reused": "replaced by a new connection on the same ports"}
+        details = {"how": ev.how, "bytes_" + self._direction(state, conn.a): conn.bytes_from(conn.a),
+                   "bytes_" + self._direction(state, conn.b): conn.bytes_from(conn.b)}
+        closer = conn.first_fin_from if ev.how == "fin" else None
+        if closer is not None and state.broker is not None:
+            details["closed_by"] = "broker" if closer == state.broker else "client"
+        message = f"connection {ends.get(ev.how, ev.how)}" + (f" by the {details['closed_by']}"
+                                                              if "closed_by" in details else "")
+        return StreamEvent("CONNECTION_CLOSED", ev.timestamp, ev.packet_index, message, conn, None, None, None,
+                           details=details)
 
     def _new_splitter(self, state: _ConnState, sender: Endpoint, offset: int) -> FrameSplitter:
         synced = state.conn.saw_syn and offset == 0
@@ -187,6 +214,7 @@ class Dissector:
                 if decoded.problems or decoded.command is None:
                     return
                 state.confirmed = True
+                out.append(self._opened_event(state, item.first_time, item.first_packet))
             if state.broker is None and decoded.type_num is not None:
                 if decoded.type_num in _BROKER_ONLY:
                     state.broker = sender

@@ -115,7 +115,7 @@ class Connection:
 
     __slots__ = (
         "id", "a", "b", "saw_syn", "mid_stream", "first_time", "first_packet_index", "last_time",
-        "last_packet_index", "segments", "closed", "close_how",
+        "last_packet_index", "segments", "closed", "close_how", "first_fin_from",
         "_ha", "_hb", "_buffering", "_slow", "_rst", "_rst_info", "_closing_pkt", "_closing_time",
     )  # fmt: skip
 
@@ -132,6 +132,7 @@ class Connection:
         self.segments = 0
         self.closed = False
         self.close_how: str | None = None
+        self.first_fin_from: Endpoint | None = None  # the side that started the close, in capture order
         self._ha: _Half = None  # type: ignore[assignment]  # data sent by a
         self._hb: _Half = None  # type: ignore[assignment]  # data sent by b
         self._buffering = 0  # number of directions with out-of-order data buffered
@@ -577,6 +578,8 @@ class TcpReassembler:
             if half.fin_off is None:
                 half.fin_off = end
                 conn._slow = True
+                if conn.first_fin_from is None:
+                    conn.first_fin_from = half.ep
                 # anything buffered beyond the FIN can never be part of the stream
                 if half.buf and half.buf[-1].end > end:
                     self._trim_buffer_after(half, end)

@@ -11,6 +11,7 @@ import base64
 from typing import Any
 
 from .commands import MESSAGE
+from .expert import EVENT_SEVERITY, NOTE, expert_record, is_note
 from .payload import AppMessage, PayloadSection
 from .pbdict import message_to_dict
 from .pipeline import FrameEvent, StreamEvent
@@ -29,8 +30,10 @@ def frame_record(ev: FrameEvent, *, payload_bytes: bool = False) -> dict[str, An
         "type": frame.type,
         "command": message_to_dict(frame.command) if frame.command is not None else {},
         "size": frame.size,
-        "problems": list(frame.problems),
+        "problems": [str(p) for p in frame.problems if not is_note(p)],
     }
+    if frame.problems:
+        rec["expert"] = [expert_record(p) for p in frame.problems]
     if ev.first_packet != ev.packet:
         rec["first_packet"] = ev.first_packet
     sec = frame.payload
@@ -105,7 +108,8 @@ def _text_or_b64(key: str, value: bytes, text_key: str | None = None) -> dict[st
 
 
 def event_record(ev: StreamEvent) -> dict[str, Any]:
-    rec: dict[str, Any] = {"type": ev.kind, "time": ev.time, "packet": ev.packet, "message": ev.message}
+    rec: dict[str, Any] = {"type": ev.kind, "time": ev.time, "packet": ev.packet, "message": ev.message,
+                           "severity": EVENT_SEVERITY.get(ev.kind, NOTE)}
     if ev.conn is not None:
         rec["conn"] = ev.conn.id
     if ev.src is not None:

@@ -169,8 +169,27 @@ class TimelineRenderer:
                 line.append(" crc=BAD", style="bold red")
             elif rec.get("checksum") == "valid":
                 line.append(" crc=ok", style="dim green")
+            if md.get("schema_version"):
+                line.append(" schema=", style="dim")
+                line.append(safe(_b64_to_hex(md["schema_version"]), 20))
             if rec.get("encrypted"):
-                line.append(" encrypted", style="yellow")
+                keys = ",".join(safe(k.get("key", "?"), 20) for k in md.get("encryption_keys", []))
+                line.append(f" encrypted keys={keys} algo={safe(md.get('encryption_algo', '?'), 20)}",
+                            style="yellow")
+            if msgs and "chunk_id" in msgs[0]:
+                first = msgs[0]
+                line.append(f" chunk {first['chunk_id'] + 1}/{first['num_chunks']} uuid=", style="blue")
+                line.append(safe(first["uuid"], 30))
+            if md.get("marker_type") is not None:
+                line.append(" marker=", style="dim")
+                line.append(_MARKER_NAMES.get(md["marker_type"], str(md["marker_type"])), style="magenta")
+                if rec.get("marker"):
+                    line.append(" " + safe(rec["marker"], 160))
+        whole = rec.get("reassembled")
+        if whole:
+            line.append(f" reassembled {len(whole['chunks'])} chunks {whole['payload_size']} bytes", style="blue")
+            if whole.get("payload_sha256"):
+                line.append(f" sha256={whole['payload_sha256'][:12]}…", style="dim")
         if "answers" in rec:
             line.append(f" ⟵ #{rec['answers']} {rec['latency_ms']:.3f}ms", style="dim cyan")
         if self.show_payload and msgs:
@@ -187,6 +206,19 @@ class TimelineRenderer:
         for m in rec.get("messages") or []:
             line.append("\n        message: ", style="dim")
             line.append(safe({k: v for k, v in m.items() if k not in ("payload_text", "payload_b64")}, 2000))
+
+
+_MARKER_NAMES = {0: "UNKNOWN_MARKER", 10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
+                 11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE", 12: "REPLICATED_SUBSCRIPTION_SNAPSHOT",
+                 13: "REPLICATED_SUBSCRIPTION_UPDATE", 20: "TXN_COMMITTING", 21: "TXN_COMMIT", 22: "TXN_ABORT"}
+
+
+def _b64_to_hex(value: str) -> str:
+    import base64
+    try:
+        return base64.b64decode(value).hex()
+    except ValueError:
+        return value
 
 
 def _payload_preview(m: dict) -> str:

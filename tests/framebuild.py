@@ -123,7 +123,7 @@ def command(t: int | str, *, fill: bool = True, **fields) -> api.BaseCommand:
 
 
 def command_bytes(t: int | str, *, fill: bool = True, **fields) -> bytes:
-    return command(t, fill=fill, **fields).SerializeToString()
+    return command(t, fill=fill, **fields).SerializePartialToString()
 
 
 # ------------------------------------------------------------------------------------------------ frames
@@ -137,7 +137,7 @@ def raw_frame(cmd: bytes, rest: bytes = b"", *, total: int | None = None, cmd_si
 
 
 def simple_frame(t: int | str | api.BaseCommand, **fields) -> bytes:
-    cmd = t.SerializeToString() if isinstance(t, Message) else command_bytes(t, **fields)
+    cmd = t.SerializePartialToString() if isinstance(t, Message) else command_bytes(t, **fields)
     return raw_frame(cmd)
 
 
@@ -164,7 +164,7 @@ def batch_payload(entries: Iterable) -> bytes:
                 fields = dict(meta)
                 size = fields.pop("payload_size", len(body))
                 meta = smm(size, **fields)
-        raw = meta.SerializeToString()
+        raw = meta.SerializePartialToString()
         out.append(_u32(len(raw)) + raw + body)
     return b"".join(out)
 
@@ -180,14 +180,14 @@ def payload_section(md: api.MessageMetadata | bytes, payload: bytes, *, checksum
     ``checksum``: True = correct CRC32C, False = no checksum field, ``"bad"`` = the correct value + 1,
     an int = that value on the wire.
     """
-    raw_md = md if isinstance(md, (bytes, bytearray)) else md.SerializeToString()
+    raw_md = md if isinstance(md, (bytes, bytearray)) else md.SerializePartialToString()
     body = _u32(len(raw_md)) + raw_md + payload
     out = b""
     if broker_entry_metadata is not None:
         if isinstance(broker_entry_metadata, dict):
             broker_entry_metadata = api.BrokerEntryMetadata(**broker_entry_metadata)
         bem = broker_entry_metadata if isinstance(broker_entry_metadata, (bytes, bytearray)) \
-            else broker_entry_metadata.SerializeToString()
+            else broker_entry_metadata.SerializePartialToString()
         out += MAGIC_BEM + _u32(len(bem)) + bem
     if checksum is not False:
         good = crc32c(body)

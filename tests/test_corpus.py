@@ -57,16 +57,32 @@ def test_frame_census_per_stream_and_direction(stem):
 
 @pytest.mark.parametrize("stem", STEMS)
 def test_decodes_without_problems(stem):
-    bad = [(f["index"], f["type"], f["problems"]) for f in frames(stem) if f["problems"]]
-    assert bad == []
+    m = manifest(stem)
+    fs = frames(stem)
+    bad = [(f["index"], f["type"], f["problems"]) for f in fs if f["problems"]]
+    server_errors = [f for f in fs if f["type"] in ("ERROR", "SEND_ERROR")]
+    # The only problems are the broker's own error answers, each flagged as such.
+    assert [b[0] for b in bad] == [f["index"] for f in server_errors]
+    for f in server_errors:
+        assert [e["id"] for e in f["expert"]] == ["server.error"]
+        assert f["command"]["message"] in f["problems"][0]
     kinds = Counter(e["type"] for e in events(stem))
+    streams = len(m["derived_frame_census"]["streams"])
+    assert kinds.pop("CONNECTION_OPENED") == kinds.pop("CONNECTION_CLOSED") == streams
     if stem == "11_errors":
         # Subscriptions the broker refused by closing the connection, and the unsupported regex lookup.
         assert set(kinds) == {"UNANSWERED"}
-        unanswered = {e["details"]["request_type"] for e in events(stem)}
-        assert "GET_TOPICS_OF_NAMESPACE" in unanswered
+        unanswered = {e["details"]["request_type"] for e in events(stem) if e["type"] == "UNANSWERED"}
+        assert unanswered == {"SUBSCRIBE", "GET_TOPICS_OF_NAMESPACE"}
     else:
         assert kinds == Counter()
+
+
+def test_refused_subscriptions_show_the_broker_closing_the_connection():
+    evs = events("11_errors")
+    unanswered = {e["conn"] for e in evs if e["type"] == "UNANSWERED" and e["details"]["request_type"] == "SUBSCRIBE"}
+    closed_by = {e["conn"]: e["details"].get("closed_by") for e in evs if e["type"] == "CONNECTION_CLOSED"}
+    assert unanswered and all(closed_by[c] == "broker" for c in unanswered)
 
 
 @pytest.mark.parametrize("stem", STEMS)

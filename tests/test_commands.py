@@ -1,0 +1,287 @@
+"""Tests of dissector.commands: decode_frame on BaseCommand framing, types, required/unknown fields, sizes."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+import framebuild as fb
+from dissector.commands import (MESSAGE, PAYLOAD_TYPES, SEND, SUBCOMMAND_FIELD, TYPE_NAMES, decode_frame,
+                                looks_like_frame)
+from dissector.framing import FrameSplitter, RawFrame
+from dissector.pb import PulsarApi_pb2 as api
+from dissector.pbdict import message_to_dict
+
+
+def frame_for_type(num: int) -> bytes:
+    if num == SEND:
+        return fb.send_frame(b"abc")
+    if num == MESSAGE:
+        return fb.message_frame(b"abc")
+    return fb.simple_frame(num)
+
+
+def key(field: int, wire: int) -> bytes:
+    return _varint(field << 3 | wire)
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+# ----------------------------------------------------------------------------------------------- types
+def test_type_table_matches_the_protocol():
+    assert len(TYPE_NAMES) == 70
+    assert max(TYPE_NAMES) == 81
+    assert not set(range(41, 50)) & set(TYPE_NAMES) and 69 not in TYPE_NAMES
+    assert TYPE_NAMES[2] == "CONNECT" and TYPE_NAMES[68] == "TOPIC_MIGRATED"
+    assert TYPE_NAMES[81] == "WATCH_TC_ASSIGNMENTS_CLOSE"
+    # sub-command for type N lives in BaseCommand field N
+    assert SUBCOMMAND_FIELD[6] == "send" and SUBCOMMAND_FIELD[68] == "topicMigrated"
+    assert set(SUBCOMMAND_FIELD) == set(TYPE_NAMES)
+
+
+@pytest.mark.parametrize("num", sorted(TYPE_NAMES), ids=lambda n: TYPE_NAMES[n])
+def test_every_type_round_trips(num):
+    frame = frame_for_type(num)
+    dec = decode_frame(frame)
+    assert dec.type == TYPE_NAMES[num]
+    assert dec.type_num == num
+    assert dec.problems == []
+    assert dec.command is not None
+    expected_cls = api.BaseCommand.DESCRIPTOR.fields_by_number[num].message_type.full_name
+    assert dec.command.DESCRIPTOR.full_name == expected_cls
+    assert dec.size == len(frame) and dec.total_size == len(frame) - 4
+    assert (dec.payload is not None) == (num in PAYLOAD_TYPES)
+    # resynchronisation recognises every type as a frame start
+    assert looks_like_frame(frame, 0, dec.total_size, dec.cmd_size, len(frame)) is True
+
+
+@pytest.mark.parametrize("num", sorted(TYPE_NAMES), ids=lambda n: TYPE_NAMES[n])
+def test_every_type_is_found_by_resync(num):
+    frame = frame_for_type(num)
+    follow = fb.simple_frame("PING")
+    sp = FrameSplitter(looks_like_frame, synced=False)
+    junk = b"\x00\x01\x02\x03\x05" * 3
+    items = sp.feed(junk + frame + follow, 0.0, 1) + sp.finish(0.0, 1)
+    assert [i.data for i in items if isinstance(i, RawFrame)] == [frame, follow]
+
+
+def test_sub_command_fields_are_kept():
+    dec = decode_frame(fb.simple_frame("PRODUCER", topic="persistent://t/n/x", producer_id=7, request_id=9,
+                                       producer_name="p"))
+    assert dec.command.topic == "persistent://t/n/x"
+    assert message_to_dict(dec.command) == {"topic": "persistent://t/n/x", "producer_id": 7, "request_id": 9,
+                                            "producer_name": "p"}
+
+
+def test_broker_close_request_id_minus_one():
+    dec = decode_frame(fb.simple_frame("CLOSE_PRODUCER", producer_id=1, request_id=2**64 - 1))
+    assert dec.problems == [] and dec.command.request_id == 2**64 - 1
+
+
+# ------------------------------------------------------------------------------------- unknown types
+@pytest.mark.parametrize("num", [99, 41, 69, 82, 1000, 2**35])
+def test_unknown_type_is_never_connect(num):
+    frame = fb.raw_frame(key(1, 0) + _varint(num))
+    dec = decode_frame(frame)
+    assert dec.type == f"UNKNOWN({num})"
+    assert dec.type_num == num
+    assert dec.command is None
+    assert any(str(num) in p and "unknown" in p.lower() for p in dec.problems)
+
+
+def test_unknown_type_with_its_sub_command_field():
+    sub = key(1, 0) + _varint(5)
+    frame = fb.raw_frame(key(1, 0) + _varint(99) + key(99, 2) + _varint(len(sub)) + sub)
+    dec = decode_frame(frame)
+    assert dec.type == "UNKNOWN(99)" and dec.command is None
+    assert any("unknown command type 99" in p for p in dec.problems)
+    assert any("99" in p and "fields unknown" in p for p in dec.problems)
+    assert looks_like_frame(frame, 0, len(frame) - 4, len(frame) - 8, len(frame)) is False
+
+
+def test_type_not_first_on_the_wire():
+    # Field order on the wire is free: the type is still read from field 1.
+    send = api.CommandSend(producer_id=1, sequence_id=2).SerializePartialToString()
+    cmd = key(6, 2) + _varint(len(send)) + send + key(1, 0) + _varint(6)
+    dec = decode_frame(fb.raw_frame(cmd, fb.payload_section(fb.metadata(), b"x")))
+    assert dec.type == "SEND" and dec.problems == []
+
+
+def test_base_command_without_type():
+    send = api.CommandSend(producer_id=1, sequence_id=2).SerializePartialToString()
+    dec = decode_frame(fb.raw_frame(key(6, 2) + _varint(len(send)) + send))
+    assert dec.type_num is None
+    assert dec.type == "MALFORMED"
+    assert any("no type field" in p for p in dec.problems)
+    assert "CONNECT" not in dec.type
+
+
+def test_empty_base_command():
+    dec = decode_frame(fb.raw_frame(b""))
+    assert dec.type == "MALFORMED" and any("no type" in p for p in dec.problems)
+
+
+def test_type_without_its_sub_command():
+    dec = decode_frame(fb.raw_frame(key(1, 0) + _varint(6)))
+    assert dec.type == "SEND" and dec.command is None
+    assert any("no send field" in p for p in dec.problems)
+
+
+def test_sub_command_of_another_type():
+    base = fb.command("PING")
+    base.type = 19  # PONG, but carries the ping field
+    dec = decode_frame(fb.raw_frame(base.SerializePartialToString()))
+    assert dec.type == "PONG"
+    assert any("no pong field" in p for p in dec.problems)
+    assert any("PING" in p for p in dec.problems)
+
+
+def test_two_sub_commands():
+    base = fb.command("PING")
+    base.pong.SetInParent()
+    dec = decode_frame(fb.raw_frame(base.SerializePartialToString()))
+    assert dec.type == "PING"
+    assert any("also carries" in p and "PONG" in p for p in dec.problems)
+
+
+# --------------------------------------------------------------------------------- required fields
+def test_send_with_only_producer_id():
+    send = api.CommandSend(producer_id=1)
+    base = api.BaseCommand(type=api.BaseCommand.SEND, send=send)
+    dec = decode_frame(fb.raw_frame(base.SerializePartialToString(), fb.payload_section(fb.metadata(), b"x")))
+    assert dec.type == "SEND"
+    assert dec.command is not None and dec.command.producer_id == 1
+    assert any("sequence_id" in p and "required" in p for p in dec.problems)
+    assert not any("producer_id" in p for p in dec.problems)
+
+
+@pytest.mark.parametrize("t, fields, missing", [
+    ("PRODUCER", dict(producer_id=1, request_id=1), "topic"),
+    ("SUBSCRIBE", dict(topic="t", subscription="s", consumer_id=1, request_id=1), "subType"),
+    ("CONNECT", dict(), "client_version"),
+    ("LOOKUP", dict(topic="t"), "request_id"),
+    ("ACK", dict(consumer_id=1, ack_type=0, message_id=[{"ledgerId": 1}]), "entryId"),
+])
+def test_missing_required_field_is_named(t, fields, missing):
+    base = fb.command(t, fill=False, **fields)
+    dec = decode_frame(fb.raw_frame(base.SerializePartialToString()))
+    assert dec.type == t
+    assert any(missing in p for p in dec.problems), dec.problems
+
+
+def test_unknown_enum_value_in_required_field():
+    # A future SubType: proto2 keeps it as an unknown field; it must show up, not read as Exclusive silently.
+    sub = api.CommandSubscribe(topic="t", subscription="s", consumer_id=1, request_id=1).SerializePartialToString()
+    sub += key(3, 0) + _varint(9)  # subType = 9
+    base = key(1, 0) + _varint(4) + key(4, 2) + _varint(len(sub)) + sub
+    dec = decode_frame(fb.raw_frame(base))
+    assert dec.type == "SUBSCRIBE"
+    assert any("subType" in p for p in dec.problems)
+    assert message_to_dict(dec.command).get("_unknown_fields") == [3]
+
+
+# ---------------------------------------------------------------------------------- unknown fields
+def test_unknown_field_in_base_command():
+    cmd = fb.command_bytes("PING") + key(200, 0) + _varint(1)
+    dec = decode_frame(fb.raw_frame(cmd))
+    assert dec.type == "PING"
+    assert any("unknown" in p and "200" in p for p in dec.problems)
+
+
+def test_unknown_field_in_sub_command_is_visible():
+    ping = key(50, 2) + _varint(3) + b"new"
+    cmd = key(1, 0) + _varint(18) + key(18, 2) + _varint(len(ping)) + ping
+    dec = decode_frame(fb.raw_frame(cmd))
+    assert dec.type == "PING"
+    assert message_to_dict(dec.command)["_unknown_fields"] == [50]
+
+
+# --------------------------------------------------------------------------------------------- sizes
+def test_trailing_bytes_after_simple_command():
+    frame = fb.raw_frame(fb.command_bytes("PING"), b"\xde\xad\xbe\xef")
+    dec = decode_frame(frame)
+    assert dec.type == "PING"
+    assert any("4 unexpected bytes" in p for p in dec.problems)
+
+
+def test_cmd_size_larger_than_total_allows():
+    cmd = fb.command_bytes("PING")
+    frame = fb.raw_frame(cmd, total=4 + len(cmd) - 2)
+    dec = decode_frame(frame)
+    assert any("CMD_SIZE" in p for p in dec.problems)
+    assert any("TOTAL_SIZE" in p for p in dec.problems)
+
+
+def test_total_size_does_not_match_frame_length():
+    cmd = fb.command_bytes("PING")
+    dec = decode_frame(fb.raw_frame(cmd, total=len(cmd) + 10))
+    assert any("TOTAL_SIZE" in p for p in dec.problems)
+    assert dec.size == len(cmd) + 8
+
+
+def test_cmd_size_smaller_than_the_command():
+    cmd = fb.command_bytes("FLOW", consumer_id=1, messagePermits=100)
+    dec = decode_frame(fb.raw_frame(cmd, cmd_size=len(cmd) - 3))
+    assert dec.problems  # either a parse failure or a partial command plus stray bytes
+    assert dec.type in ("FLOW", "MALFORMED")
+
+
+def test_truncated_command():
+    cmd = fb.command_bytes("PRODUCER", topic="persistent://a/b/c", producer_id=1, request_id=1)
+    frame = fb.raw_frame(cmd)[:-10]
+    dec = decode_frame(frame)
+    assert dec.type == "MALFORMED"
+    assert any("cut short" in p for p in dec.problems)
+
+
+def test_truncated_command_from_a_capture_gap():
+    frame = fb.raw_frame(fb.command_bytes("PRODUCER", topic="persistent://a/b/c", producer_id=1, request_id=1))
+    dec = decode_frame(frame[:12], missing=len(frame) - 12)
+    assert dec.size == len(frame)
+    assert any("capture gap" in p for p in dec.problems)
+    assert not any("TOTAL_SIZE" in p for p in dec.problems)
+
+
+@pytest.mark.parametrize("n", range(8))
+def test_frame_shorter_than_size_fields(n):
+    dec = decode_frame(b"\x00" * n)
+    assert dec.type == "MALFORMED" and dec.problems
+
+
+def test_base_command_does_not_parse():
+    dec = decode_frame(fb.raw_frame(b"\x08\x06\x32\x7f\x01"))  # send field claims 127 bytes, has 1
+    assert dec.type == "SEND"
+    assert any("does not parse" in p for p in dec.problems)
+
+
+# ------------------------------------------------------------------------------------- looks_like_frame
+def test_looks_like_frame_verdicts():
+    frame = fb.send_frame(b"hello")
+    total, cmd = struct.unpack_from(">II", frame)
+    assert looks_like_frame(frame, 0, total, cmd, len(frame)) is True
+    assert looks_like_frame(frame[:9], 0, total, cmd, 9) is None
+    assert looks_like_frame(frame[:12], 0, total, cmd, 12) is None  # sub-command not complete yet
+    ping = fb.simple_frame("PING")
+    assert looks_like_frame(ping, 0, len(ping) - 4 + 1, len(ping) - 8, len(ping)) is False  # simple: TOTAL=CMD+4
+    garbage = b"\x00\x00\x00\x20\x00\x00\x00\x1c\x08\x06\x0a\x02zz" + b"\x00" * 20
+    assert looks_like_frame(garbage, 0, 0x20, 0x1C, len(garbage)) is False
+
+
+def test_unknown_enum_value_is_not_called_missing():
+    sub = api.CommandSubscribe(topic="t", subscription="s", consumer_id=1, request_id=1).SerializePartialToString()
+    sub += key(3, 0) + _varint(9)
+    base = key(1, 0) + _varint(4) + key(4, 2) + _varint(len(sub)) + sub
+    dec = decode_frame(fb.raw_frame(base))
+    assert not any("lacks" in p for p in dec.problems), dec.problems
+    assert any("unknown" in p and "subType" in p for p in dec.problems)
