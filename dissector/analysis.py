@@ -364,6 +364,7 @@ def _has(cmd, name: str) -> bool:
 
 def _answer(resp: FrameEvent, req: FrameEvent) -> None:
     resp.notes["answers"] = req.index
+    resp.request_type = req.frame.type
     resp.notes["latency_ms"] = round((resp.time - req.time) * 1000.0, 3)
 
 

@@ -41,7 +41,7 @@ def decompress(codec: int, data: bytes, declared_size: int | None, max_size: int
         if codec == ZLIB:
             out = _inflate_sync_flushed(data, limit)
         else:
-            out = _decompress_into(codec, data, limit)
+            out = _decompress_into(codec, data, limit, exact=declared_size is not None)
     except _TooLarge:
         what = f"uncompressed_size {declared_size}" if declared_size is not None else f"the {max_size}-byte limit"
         return Decompressed(None, f"{name}: output would exceed {what} (decompression bomb or wrong "
@@ -68,11 +68,35 @@ def _inflate_sync_flushed(data: bytes, limit: int) -> bytes:
     return out
 
 
-def _decompress_into(codec: int, data: bytes, limit: int) -> bytes:
+def _decompress_into(codec: int, data: bytes, limit: int, exact: bool = True) -> bytes:
+    """Decompress into a buffer of ``limit`` bytes; when ``exact`` is False (no declared size) start small and
+    grow towards ``limit``, so that a payload without uncompressed_size does not cost a limit-sized buffer."""
     if codec == SNAPPY:
         # Raw snappy starts with the uncompressed length: refuse before allocating.
-        if cramjam.snappy.decompress_raw_len(data) > limit:
+        raw_len = cramjam.snappy.decompress_raw_len(data)
+        if raw_len > limit:
             raise _TooLarge
+        if not exact:
+            limit, exact = raw_len, True
+    size = limit if exact else min(limit, max(_FIRST_GUESS, 4 * len(data)))
+    while True:
+        try:
+            return _decompress_once(codec, data, size)
+        except _TooLarge:
+            if size >= limit:
+                raise
+        except cramjam.DecompressionError:
+            # LZ4 reports a too-small output buffer with assorted messages, like corrupt input: only the
+            # full-size attempt can tell which it is.
+            if codec != LZ4 or size >= limit:
+                raise
+        size = min(limit, size * 4)
+
+
+_FIRST_GUESS = 256 * 1024
+
+
+def _decompress_once(codec: int, data: bytes, limit: int) -> bytes:
     buf = bytearray(limit + 1 if codec == ZSTD else limit)
     try:
         if codec == LZ4:

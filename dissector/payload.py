@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from . import codecs
 from .pb import PulsarApi_pb2 as api
@@ -171,9 +172,16 @@ def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decom
                                        properties={kv.key: kv.value for kv in md.properties},
                                        chunk_id=md.chunk_id, num_chunks=md.num_chunks_from_msg, uuid=md.uuid))
         return
-    if md.compression:
+    compression = md.compression
+    if not md.HasField("compression"):
+        # proto2 closed enum: a codec this schema does not know (a newer client) parses as absent and reads as
+        # NONE; its number is kept among the unknown fields. Never treat such a payload as uncompressed.
+        unknown = _unknown_varint(md, _COMPRESSION_FIELD)
+        if unknown is not None:
+            compression = unknown
+    if compression:
         declared = md.uncompressed_size if md.HasField("uncompressed_size") else None
-        result = codecs.decompress(md.compression, payload, declared, max_decompressed)
+        result = codecs.decompress(compression, payload, declared, max_decompressed)
         if result.problem:
             problems.append(result.problem)
         if result.data is None:
@@ -258,6 +266,21 @@ def split_batch(payload: bytes, expected: int, problems: list[str],
     if len(out) != expected:
         problems.append(f"batch holds {len(out)} entries but num_messages_in_batch is {expected}")
     return out
+
+
+_COMPRESSION_FIELD = api.MessageMetadata.DESCRIPTOR.fields_by_name["compression"].number
+
+
+def _unknown_varint(msg, number: int) -> int | None:
+    try:
+        fields = UnknownFieldSet(msg)
+    except Exception:  # pragma: no cover - the API varies across protobuf runtimes
+        return None
+    value = None
+    for f in fields:
+        if f.field_number == number and f.wire_type == 0:
+            value = f.data  # the last occurrence wins, as in protobuf
+    return value
 
 
 def _bit(words: list[int], i: int) -> bool:

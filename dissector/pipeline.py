@@ -57,6 +57,7 @@ class FrameEvent:
     stream_offset: int
     frame: DecodedFrame
     notes: dict = field(default_factory=dict)  # filled by analysis: answers, latency_ms, context ...
+    request_type: str | None = None  # for a response: the type of the request it answers (analysis)
 
 
 @dataclass(slots=True)

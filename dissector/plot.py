@@ -1,0 +1,43 @@
+"""Latency plots (matplotlib): latency over time per request type, and a latency histogram."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+
+def plot_latency(samples: list[tuple[float, str, float]], path: str | Path, title: str = "") -> Path:
+    """Write a PNG or SVG (by extension) with two panels; ``samples`` are (epoch time, request type, ms)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    by_type: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    t0 = min((t for t, _, _ in samples), default=0.0)
+    for t, kind, ms in samples:
+        by_type[kind].append((t - t0, ms))
+    fig, (ax_time, ax_hist) = plt.subplots(2, 1, figsize=(10, 8), constrained_layout=True)
+    for kind, points in sorted(by_type.items(), key=lambda kv: -len(kv[1])):
+        xs, ys = zip(*points)
+        ax_time.scatter(xs, ys, s=6, label=f"{kind} ({len(points)})", alpha=0.7)
+    ax_time.set_xlabel("seconds since first response")
+    ax_time.set_ylabel("latency (ms)")
+    if samples and max(ms for _, _, ms in samples) > 0:
+        ax_time.set_yscale("log")
+    ax_time.set_title(title or "Request latency over time")
+    if by_type:
+        ax_time.legend(fontsize="small", markerscale=2)
+        values = [[ms for _, ms in pts] for pts in by_type.values()]
+        ax_hist.hist(values, bins=50, stacked=True, label=list(by_type))
+        ax_hist.legend(fontsize="small")
+    else:
+        ax_time.text(0.5, 0.5, "no request/response pairs in this capture", ha="center",
+                     transform=ax_time.transAxes)
+    ax_hist.set_xlabel("latency (ms)")
+    ax_hist.set_ylabel("responses")
+    ax_hist.set_title("Latency histogram")
+    fig.savefig(path)
+    plt.close(fig)
+    return path

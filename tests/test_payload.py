@@ -1,0 +1,607 @@
+"""Tests of the payload section of SEND / MESSAGE frames: checksums, broker entry metadata, codecs, batches,
+markers, encryption, chunk reassembly (dissector.payload, dissector.codecs, dissector.chunks)."""
+
+from __future__ import annotations
+
+import hashlib
+import tracemalloc
+import zlib
+
+import pytest
+
+import framebuild as fb
+from dissector import codecs
+from dissector.chunks import ChunkAssembler
+from dissector.commands import decode_frame
+from dissector.pb import PulsarApi_pb2 as api
+from dissector.pb import PulsarMarkers_pb2 as markers
+from dissector.pipeline import FrameEvent
+from dissector.run import analysed_events, analysed_records
+
+CODECS = {"LZ4": fb.LZ4, "ZLIB": fb.ZLIB, "ZSTD": fb.ZSTD, "SNAPPY": fb.SNAPPY}
+TEXT = b"".join(b"message body %d, some text that compresses; " % i for i in range(200))
+
+
+def sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def payload_of(frame: bytes, **kw):
+    dec = decode_frame(frame, **kw)
+    assert dec.payload is not None
+    return dec, dec.payload
+
+
+# -------------------------------------------------------------------------------------------- checksum
+def test_checksum_valid():
+    dec, sec = payload_of(fb.send_frame(b"hello"))
+    assert sec.checksum == "valid"
+    assert sec.checksum_wire == sec.checksum_computed
+    assert dec.problems == []
+    assert sec.messages[0].payload == b"hello"
+    assert sec.messages[0].payload_sha256 == sha(b"hello")
+
+
+def test_checksum_invalid_names_both_values():
+    frame = fb.send_frame(b"hello", checksum=0x12345678)
+    dec, sec = payload_of(frame)
+    good = fb.crc32c(fb.payload_section(fb.metadata(), b"hello", checksum=False))
+    assert sec.checksum == "invalid"
+    assert sec.checksum_wire == 0x12345678 and sec.checksum_computed == good
+    assert len(dec.problems) == 1
+    assert "0x12345678" in dec.problems[0] and f"0x{good:08x}" in dec.problems[0]
+    assert sec.messages[0].payload == b"hello"  # the payload is still shown
+
+
+def test_checksum_covers_metadata_and_payload():
+    frame = bytearray(fb.send_frame(b"hello"))
+    frame[-1] ^= 0x01
+    dec, sec = payload_of(bytes(frame))
+    assert sec.checksum == "invalid" and dec.problems
+    frame = bytearray(fb.send_frame(b"hello"))
+    frame[-12] ^= 0x01  # inside the metadata
+    assert decode_frame(bytes(frame)).payload.checksum == "invalid"
+
+
+def test_checksum_absent():
+    dec, sec = payload_of(fb.send_frame(b"hello", checksum=False))
+    assert sec.checksum == "absent" and sec.checksum_wire is None
+    assert dec.problems == []
+
+
+def test_checksum_unverified_when_damaged():
+    frame = fb.send_frame(b"hello" * 20)
+    dec, sec = payload_of(frame[:-30], missing=30)
+    assert sec.checksum == "unverified"
+    assert not any("checksum mismatch" in p for p in dec.problems)
+    assert sec.messages[0].payload is None
+
+
+def test_checksum_field_cut_short():
+    frame = fb.raw_frame(fb.command_bytes("SEND", producer_id=1, sequence_id=1), b"\x0e\x01\x00\x00")
+    dec, sec = payload_of(frame)
+    assert any("checksum" in p for p in dec.problems)
+
+
+# ---------------------------------------------------------------------------------- broker entry metadata
+@pytest.mark.parametrize("checksum", [True, False, "bad"])
+def test_broker_entry_metadata_before_checksum(checksum):
+    frame = fb.message_frame(b"body", broker_entry_metadata={"broker_timestamp": 1_700_000_000_123, "index": 41},
+                             checksum=checksum)
+    dec, sec = payload_of(frame)
+    assert sec.broker_entry_metadata is not None
+    assert sec.broker_entry_metadata.broker_timestamp == 1_700_000_000_123
+    assert sec.broker_entry_metadata.index == 41
+    assert sec.checksum == {True: "valid", False: "absent", "bad": "invalid"}[checksum]
+    assert sec.messages[0].payload == b"body"
+    assert sec.metadata.producer_name == "test-producer"
+    assert bool(dec.problems) == (checksum == "bad")
+
+
+def test_broker_entry_metadata_not_covered_by_checksum():
+    # Same payload and checksum, different broker entry metadata: both checksums are valid.
+    a = fb.message_frame(b"body", broker_entry_metadata={"index": 1})
+    b = fb.message_frame(b"body", broker_entry_metadata={"index": 2})
+    assert a != b
+    assert decode_frame(a).payload.checksum == decode_frame(b).payload.checksum == "valid"
+
+
+def test_broker_entry_metadata_size_past_end():
+    cmd = fb.command_bytes("MESSAGE", consumer_id=1, message_id={"ledgerId": 1, "entryId": 1})
+    frame = fb.raw_frame(cmd, b"\x0e\x02\x00\x00\x01\x00\x08\x01")
+    dec, sec = payload_of(frame)
+    assert any("broker entry metadata" in p for p in dec.problems)
+
+
+# -------------------------------------------------------------------------------------------- metadata
+def test_metadata_fields_decoded():
+    md = fb.metadata(producer_name="prod", sequence_id=77, properties=[{"key": "k", "value": "v"}],
+                     partition_key="pk", ordering_key=b"ok", event_time=123, replicated_from="east")
+    dec, sec = payload_of(fb.send_frame(b"x", md=md, sequence_id=77))
+    assert dec.problems == []
+    m = sec.messages[0]
+    assert (m.sequence_id, m.partition_key, m.ordering_key, m.properties, m.event_time) == \
+        (77, "pk", b"ok", {"k": "v"}, 123)
+    assert m.batch_index is None
+    assert sec.metadata.replicated_from == "east"
+    assert sec.metadata_size == len(md.SerializeToString())
+
+
+def test_metadata_missing_required_fields():
+    md = api.MessageMetadata(producer_name="p")
+    dec, sec = payload_of(fb.send_frame(b"x", md=md.SerializePartialToString()))
+    assert any("sequence_id" in p and "publish_time" in p for p in dec.problems)
+    assert sec.messages[0].payload == b"x"
+
+
+def test_metadata_size_past_end():
+    cmd = fb.command_bytes("SEND", producer_id=1, sequence_id=1)
+    dec, sec = payload_of(fb.raw_frame(cmd, b"\x00\x00\x10\x00abc"))
+    assert any("metadata size" in p for p in dec.problems)
+
+
+def test_metadata_does_not_parse():
+    cmd = fb.command_bytes("SEND", producer_id=1, sequence_id=1)
+    dec, sec = payload_of(fb.raw_frame(cmd, b"\x00\x00\x00\x03\x0a\x7f\x01zz"))
+    assert any("MessageMetadata does not parse" in p for p in dec.problems)
+
+
+def test_payload_section_without_metadata():
+    cmd = fb.command_bytes("SEND", producer_id=1, sequence_id=1)
+    dec, sec = payload_of(fb.raw_frame(cmd))
+    assert any("no metadata size" in p for p in dec.problems)
+
+
+def test_null_value_flags_non_batched():
+    md = fb.metadata(null_value=True, null_partition_key=True)
+    dec, sec = payload_of(fb.send_frame(b"", md=md))
+    assert dec.problems == []
+    m = sec.messages[0]
+    assert m.null_value and m.null_partition_key and m.payload_size == 0
+
+
+# ------------------------------------------------------------------------------------------------ codecs
+def test_zlib_helper_writes_an_unfinished_stream_like_java():
+    blob = fb.zlib_java(TEXT)
+    with pytest.raises(zlib.error):
+        zlib.decompress(blob)
+    assert blob.endswith(b"\x00\x00\xff\xff")  # sync flush marker, no final block
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_codec_non_batched(name):
+    codec = CODECS[name]
+    md = fb.metadata(compression=codec, uncompressed_size=len(TEXT))
+    blob = fb.compress(codec, TEXT)
+    assert blob != TEXT and len(blob) < len(TEXT)
+    dec, sec = payload_of(fb.send_frame(blob, md=md))
+    assert dec.problems == []
+    assert sec.raw_payload == blob
+    assert sec.decompressed == TEXT
+    assert [m.payload for m in sec.messages] == [TEXT]
+    assert sec.messages[0].payload_sha256 == sha(TEXT)
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_codec_batched(name):
+    codec = CODECS[name]
+    bodies = [b"entry %d " % i * (i + 1) for i in range(10)]
+    batch = fb.batch_payload(bodies)
+    md = fb.metadata(compression=codec, uncompressed_size=len(batch), num_messages_in_batch=10)
+    dec, sec = payload_of(fb.send_frame(fb.compress(codec, batch), md=md))
+    assert dec.problems == []
+    assert [m.payload for m in sec.messages] == bodies
+    assert [m.batch_index for m in sec.messages] == list(range(10))
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_codec_without_uncompressed_size(name):
+    codec = CODECS[name]
+    md = fb.metadata(compression=codec)
+    dec, sec = payload_of(fb.send_frame(fb.compress(codec, TEXT), md=md))
+    assert sec.decompressed == TEXT and dec.problems == []
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_codec_truncated_data(name):
+    codec = CODECS[name]
+    blob = fb.compress(codec, TEXT)
+    md = fb.metadata(compression=codec, uncompressed_size=len(TEXT))
+    dec, sec = payload_of(fb.send_frame(blob[: len(blob) // 2], md=md))
+    assert dec.problems, name
+    assert sec.decompressed != TEXT
+    assert all(m.payload != TEXT for m in sec.messages)
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_codec_garbage_data(name):
+    codec = CODECS[name]
+    md = fb.metadata(compression=codec, uncompressed_size=1000)
+    dec, sec = payload_of(fb.send_frame(bytes(range(256)) * 2, md=md))
+    assert dec.problems
+    assert sec.messages and sec.messages[0].payload_size >= 0
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_codec_uncompressed_size_too_small(name):
+    codec = CODECS[name]
+    md = fb.metadata(compression=codec, uncompressed_size=len(TEXT) - 100)
+    dec, sec = payload_of(fb.send_frame(fb.compress(codec, TEXT), md=md))
+    assert any(name in p for p in dec.problems), dec.problems
+    assert sec.decompressed is None
+    assert sec.messages[0].payload is None
+    assert sec.messages[0].payload_size == len(sec.raw_payload)
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_codec_uncompressed_size_too_large(name):
+    codec = CODECS[name]
+    md = fb.metadata(compression=codec, uncompressed_size=len(TEXT) + 100)
+    dec, sec = payload_of(fb.send_frame(fb.compress(codec, TEXT), md=md))
+    assert any(name in p and str(len(TEXT) + 100) in p for p in dec.problems), dec.problems
+
+
+def test_unknown_compression_type():
+    md = fb.metadata()
+    raw = md.SerializeToString() + b"\x40\x07"  # compression = 7
+    dec, sec = payload_of(fb.send_frame(b"zzz", md=raw))
+    assert any("compression" in p for p in dec.problems)
+
+
+@pytest.fixture(scope="module")
+def zeros_100mb():
+    zeros = bytes(100_000_000)
+    out = {name: fb.compress(codec, zeros) for name, codec in CODECS.items()}
+    del zeros
+    return out
+
+
+def _peak_during(fn):
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("name", CODECS)
+@pytest.mark.parametrize("declared", [1000, 200_000_000, None])
+def test_decompression_bomb(zeros_100mb, name, declared):
+    codec = CODECS[name]
+    fields = dict(compression=codec)
+    if declared is not None:
+        fields["uncompressed_size"] = declared
+    frame = fb.send_frame(zeros_100mb[name], md=fb.metadata(**fields))
+    limit = 2 * 1024 * 1024 if declared is None else codecs.DEFAULT_MAX_DECOMPRESSED
+    dec, peak = _peak_during(lambda: decode_frame(frame, max_decompressed=limit))
+    assert dec.payload.decompressed is None
+    assert dec.payload.messages[0].payload is None
+    assert any(name in p for p in dec.problems), dec.problems
+    if declared == 200_000_000:
+        assert any("max-decompressed" in p for p in dec.problems)
+    assert peak < len(frame) + 8 * 1024 * 1024, f"peak {peak} bytes"
+
+
+# ------------------------------------------------------------------------------------------------ batches
+def test_batch_of_one_is_still_a_batch():
+    batch = fb.batch_payload([({"sequence_id": 5, "partition_key": "k"}, b"only")])
+    dec, sec = payload_of(fb.send_frame(batch, md=fb.metadata(num_messages_in_batch=1)))
+    assert dec.problems == []
+    assert len(sec.messages) == 1
+    m = sec.messages[0]
+    assert (m.batch_index, m.payload, m.sequence_id, m.partition_key) == (0, b"only", 5, "k")
+
+
+def test_no_num_messages_field_is_not_a_batch():
+    batch = fb.batch_payload([b"only"])
+    dec, sec = payload_of(fb.send_frame(batch))
+    assert sec.messages[0].batch_index is None
+    assert sec.messages[0].payload == batch
+
+
+def test_batch_entry_fields():
+    entries = [
+        ({"properties": [{"key": "a", "value": "1"}], "event_time": 9, "ordering_key": b"o"}, b"first"),
+        ({"null_value": True, "null_partition_key": True}, b""),
+        ({"sequence_id": 100}, b"third"),
+    ]
+    md = fb.metadata(sequence_id=40, num_messages_in_batch=3)
+    dec, sec = payload_of(fb.send_frame(fb.batch_payload(entries), md=md, sequence_id=40))
+    assert dec.problems == []
+    a, b, c = sec.messages
+    assert (a.properties, a.event_time, a.ordering_key) == ({"a": "1"}, 9, b"o")
+    assert b.null_value and b.null_partition_key and b.payload == b""
+    assert not a.null_value and not a.compacted_out and a.partition_key is None
+    assert c.sequence_id == 100 and c.payload == b"third"
+
+
+def test_batch_count_mismatch():
+    md = fb.metadata(num_messages_in_batch=3)
+    dec, sec = payload_of(fb.send_frame(fb.batch_payload([b"a", b"b"]), md=md))
+    assert [m.payload for m in sec.messages] == [b"a", b"b"]
+    assert any("2 entries" in p and "3" in p for p in dec.problems)
+
+
+def test_batch_entry_overrunning_payload_keeps_readable_entries():
+    batch = fb.batch_payload([b"one", b"two", ({"payload_size": 500}, b"three")])
+    md = fb.metadata(num_messages_in_batch=3)
+    dec, sec = payload_of(fb.send_frame(batch, md=md))
+    assert [m.payload for m in sec.messages] == [b"one", b"two"]
+    assert any("entry 2" in p and "500" in p for p in dec.problems)
+
+
+def test_batch_metadata_size_overrun_and_stray_bytes():
+    md = fb.metadata(num_messages_in_batch=2)
+    dec, sec = payload_of(fb.send_frame(fb.batch_payload([b"one"]) + b"\x00\x00\x01\x00zz", md=md))
+    assert [m.payload for m in sec.messages] == [b"one"]
+    assert any("entry 1" in p for p in dec.problems)
+    dec, sec = payload_of(fb.send_frame(fb.batch_payload([b"one"]) + b"\x00\x00", md=fb.metadata(
+        num_messages_in_batch=1)))
+    assert [m.payload for m in sec.messages] == [b"one"]
+    assert any("stray" in p for p in dec.problems)
+
+
+def test_batch_entry_without_payload_size():
+    raw_smm = api.SingleMessageMetadata(partition_key="k").SerializePartialToString()
+    batch = fb.batch_payload([b"one"]) + len(raw_smm).to_bytes(4, "big") + raw_smm + b"zz"
+    dec, sec = payload_of(fb.send_frame(batch, md=fb.metadata(num_messages_in_batch=2)))
+    assert [m.payload for m in sec.messages] == [b"one"]
+    assert any("payload_size" in p for p in dec.problems)
+
+
+def test_compacted_out_marked():
+    entries = [b"keep", ({"compacted_out": True}, b"gone"), b"keep2"]
+    md = fb.metadata(num_messages_in_batch=3)
+    dec, sec = payload_of(fb.message_frame(fb.batch_payload(entries), md=md))
+    assert [m.compacted_out for m in sec.messages] == [False, True, False]
+
+
+def test_message_ack_set_marks_acked_entries():
+    # java.util.BitSet.toLongArray: a set bit = still to deliver, a cleared bit = already acknowledged.
+    md = fb.metadata(num_messages_in_batch=5)
+    batch = fb.batch_payload([b"m%d" % i for i in range(5)])
+    dec, sec = payload_of(fb.message_frame(batch, md=md, ack_set=[0b10110]))
+    assert dec.problems == []
+    assert [m.acked for m in sec.messages] == [True, False, False, True, False]
+
+
+def test_message_ack_set_multiword_and_sign_bit():
+    n = 70
+    md = fb.metadata(num_messages_in_batch=n)
+    batch = fb.batch_payload([b"%d" % i for i in range(n)])
+    # word 0: every bit set except bit 3 (int64: negative); word 1: only bit 1 (entry 65) still unacked
+    word0 = -1 ^ (1 << 3)
+    dec, sec = payload_of(fb.message_frame(batch, md=md, ack_set=[word0, 0b10]))
+    acked = [i for i, m in enumerate(sec.messages) if m.acked]
+    assert acked == [3, 64] + list(range(66, 70))
+
+
+def test_no_ack_set_means_nothing_acked():
+    md = fb.metadata(num_messages_in_batch=3)
+    dec, sec = payload_of(fb.message_frame(fb.batch_payload([b"a", b"b", b"c"]), md=md))
+    assert [m.acked for m in sec.messages] == [False] * 3
+
+
+# ------------------------------------------------------------------------------------------------ markers
+MARKERS = {
+    10: markers.ReplicatedSubscriptionsSnapshotRequest(snapshot_id="snap-1", source_cluster="east"),
+    11: markers.ReplicatedSubscriptionsSnapshotResponse(
+        snapshot_id="snap-1", cluster=markers.ClusterMessageId(
+            cluster="west", message_id=markers.MarkersMessageIdData(ledger_id=3, entry_id=4))),
+    12: markers.ReplicatedSubscriptionsSnapshot(
+        snapshot_id="snap-2", local_message_id=markers.MarkersMessageIdData(ledger_id=5, entry_id=6),
+        clusters=[markers.ClusterMessageId(cluster="west",
+                                           message_id=markers.MarkersMessageIdData(ledger_id=7, entry_id=8))]),
+    13: markers.ReplicatedSubscriptionsUpdate(
+        subscription_name="sub", clusters=[markers.ClusterMessageId(
+            cluster="west", message_id=markers.MarkersMessageIdData(ledger_id=9, entry_id=10))]),
+}
+
+
+@pytest.mark.parametrize("marker_type", sorted(MARKERS))
+def test_replicated_subscription_markers(marker_type):
+    body = MARKERS[marker_type]
+    md = fb.metadata(producer_name="pulsar.marker", marker_type=marker_type, replicate_to=["west"])
+    dec, sec = payload_of(fb.send_frame(body.SerializeToString(), md=md, marker=True))
+    assert dec.problems == []
+    assert sec.marker is not None
+    assert type(sec.marker).__name__ == type(body).__name__
+    assert sec.marker == body
+
+
+def test_transaction_marker_has_no_body():
+    md = fb.metadata(producer_name="pulsar.txn.marker", marker_type=21, txnid_least_bits=1, txnid_most_bits=2)
+    dec, sec = payload_of(fb.send_frame(b"", md=md))
+    assert dec.problems == [] and sec.marker is None
+
+
+def test_marker_body_that_does_not_parse():
+    md = fb.metadata(producer_name="pulsar.marker", marker_type=10)
+    dec, sec = payload_of(fb.send_frame(b"\x0a\x7fzz", md=md))
+    assert any("marker" in p for p in dec.problems)
+
+
+# ---------------------------------------------------------------------------------------------- encryption
+def test_encrypted_payload():
+    md = fb.metadata(encryption_keys=[{"key": "k1", "value": b"\x01\x02"}], encryption_algo="RSA",
+                     encryption_param=b"iv", compression=fb.ZSTD, uncompressed_size=10_000,
+                     num_messages_in_batch=4)
+    dec, sec = payload_of(fb.send_frame(b"\x8f\x11 ciphertext \x00\xff", md=md))
+    assert dec.problems == []
+    assert sec.encrypted
+    assert sec.decompressed is None
+    assert len(sec.messages) == 1 and sec.messages[0].payload is None
+    assert sec.messages[0].payload_size == len(b"\x8f\x11 ciphertext \x00\xff")
+
+
+# ------------------------------------------------------------------------------------------------ chunks
+def chunk_md(uuid: str, cid: int, n: int, total: int, **kw):
+    return fb.metadata(producer_name="chunker", sequence_id=3, uuid=uuid, chunk_id=cid, num_chunks_from_msg=n,
+                       total_chunk_msg_size=total, **kw)
+
+
+def split3(data: bytes) -> list[bytes]:
+    k = len(data) // 3
+    return [data[:k], data[k:2 * k], data[2 * k:]]
+
+
+def test_chunk_frames_are_not_decompressed_alone():
+    md = chunk_md("u", 0, 3, 300, compression=fb.ZSTD, uncompressed_size=10_000)
+    dec, sec = payload_of(fb.send_frame(b"c" * 100, md=md, is_chunk=True))
+    assert dec.problems == []
+    m = sec.messages[0]
+    assert (m.chunk_id, m.num_chunks, m.uuid, m.payload) == (0, 3, "u", b"c" * 100)
+
+
+def test_chunk_assembler_in_order():
+    data = bytes(range(256)) * 40
+    parts = split3(data)
+    asm = ChunkAssembler()
+    results = [asm.add(("c1",), 10 + i, chunk_md("u1", i, 3, len(data)), p) for i, p in enumerate(parts)]
+    assert [r.reassembled for r in results[:2]] == [None, None]
+    assert all(r.problems == [] for r in results)
+    done = results[2].reassembled
+    assert done == {"uuid": "u1", "payload_size": len(data), "payload_sha256": sha(data), "chunks": [10, 11, 12]}
+    assert asm.pending() == []
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_chunk_assembler_compressed(name):
+    codec = CODECS[name]
+    blob = fb.compress(codec, TEXT)
+    asm = ChunkAssembler()
+    results = [asm.add(("c",), i, chunk_md("u", i, 3, len(blob), compression=codec, uncompressed_size=len(TEXT)), p)
+               for i, p in enumerate(split3(blob))]
+    assert results[2].problems == []
+    assert results[2].reassembled["payload_sha256"] == sha(TEXT)
+    assert results[2].reassembled["payload_size"] == len(TEXT)
+
+
+def test_chunk_assembler_missing_middle():
+    parts = split3(b"x" * 300)
+    asm = ChunkAssembler()
+    r0 = asm.add(("c",), 1, chunk_md("u", 0, 3, 300), parts[0])
+    r2 = asm.add(("c",), 3, chunk_md("u", 2, 3, 300), parts[2])
+    assert r0.problems == []
+    assert r2.reassembled is None
+    assert any("chunk 1" in p and "missing" in p for p in r2.problems)
+    assert asm.pending() == []
+
+
+def test_chunk_assembler_duplicate_chunk():
+    parts = split3(b"y" * 300)
+    asm = ChunkAssembler()
+    asm.add(("c",), 1, chunk_md("u", 0, 3, 300), parts[0])
+    asm.add(("c",), 2, chunk_md("u", 1, 3, 300), parts[1])
+    dup = asm.add(("c",), 3, chunk_md("u", 1, 3, 300), parts[1])
+    assert dup.reassembled is None and any("duplicate" in p for p in dup.problems)
+    last = asm.add(("c",), 4, chunk_md("u", 2, 3, 300), parts[2])
+    assert last.problems == []
+    assert last.reassembled["chunks"] == [1, 2, 4]
+    assert last.reassembled["payload_sha256"] == sha(b"y" * 300)
+
+
+def test_chunk_assembler_without_first():
+    asm = ChunkAssembler()
+    r = asm.add(("c",), 5, chunk_md("u", 1, 3, 300), b"z" * 100)
+    assert r.reassembled is None and any("without its first chunk" in p for p in r.problems)
+
+
+def test_chunk_assembler_size_disagrees_with_total():
+    parts = split3(b"q" * 300)
+    asm = ChunkAssembler()
+    res = [asm.add(("c",), i, chunk_md("u", i, 3, 999), p) for i, p in enumerate(parts)]
+    assert res[2].reassembled["payload_size"] == 300
+    assert any("999" in p for p in res[2].problems)
+
+
+def test_chunk_assembler_keys_by_connection_and_producer():
+    asm = ChunkAssembler()
+    a, b = split3(b"a" * 300), split3(b"b" * 300)
+    for i in range(3):
+        ra = asm.add(("conn1",), i, chunk_md("same-uuid", i, 3, 300), a[i])
+        rb = asm.add(("conn2",), 10 + i, chunk_md("same-uuid", i, 3, 300), b[i])
+        assert ra.problems == rb.problems == []
+    assert ra.reassembled["payload_sha256"] == sha(b"a" * 300)
+    assert rb.reassembled["payload_sha256"] == sha(b"b" * 300)
+
+
+def _chunk_capture(path, chunk_ids, data):
+    parts = split3(data)
+    items = [("c", fb.simple_frame("CONNECT", client_version="t")), ("b", fb.simple_frame("CONNECTED")),
+             ("c", fb.simple_frame("PRODUCER", topic="persistent://p/n/chunked", producer_id=1, request_id=1,
+                                   producer_name="chunker")),
+             ("b", fb.simple_frame("PRODUCER_SUCCESS", request_id=1, producer_name="chunker"))]
+    for cid in chunk_ids:
+        md = chunk_md("uuid-7", cid, 3, len(data))
+        items.append(("c", fb.send_frame(parts[cid], md=md, sequence_id=3, is_chunk=True)))
+    items.append(("b", fb.simple_frame("SEND_RECEIPT", producer_id=1, sequence_id=3)))
+    fb.tcp_pcap(path, items, segment_size=500)
+
+
+def _sends(path):
+    return [e for e in analysed_events(path) if type(e) is FrameEvent and e.frame.type == "SEND"]
+
+
+def test_chunks_reassembled_by_the_analyzer(tmp_path):
+    data = bytes(range(251)) * 20
+    path = tmp_path / "chunks.pcap"
+    _chunk_capture(path, [0, 1, 2], data)
+    sends = _sends(path)
+    assert len(sends) == 3
+    assert all(s.frame.problems == [] for s in sends)
+    assert "reassembled" not in sends[0].notes and "reassembled" not in sends[1].notes
+    r = sends[2].notes["reassembled"]
+    assert r["uuid"] == "uuid-7"
+    assert r["payload_size"] == len(data) and r["payload_sha256"] == sha(data)
+    assert r["chunks"] == [s.index for s in sends]
+    recs = [r for r in analysed_records(path) if r.get("type") == "SEND"]
+    assert recs[2]["reassembled"]["payload_sha256"] == sha(data)
+    assert [m["chunk_id"] for rec in recs for m in rec["messages"]] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("ids, word", [([0, 2], "missing"), ([0, 1, 1, 2], "duplicate"),
+                                       ([1, 2], "without its first chunk")])
+def test_chunk_problems_in_the_analyzer(tmp_path, ids, word):
+    path = tmp_path / "chunks.pcap"
+    _chunk_capture(path, ids, b"d" * 3000)
+    sends = _sends(path)
+    assert any(word in p for s in sends for p in s.frame.problems), [s.frame.problems for s in sends]
+    if word != "duplicate":
+        assert not any("reassembled" in s.notes for s in sends)
+
+
+# ----------------------------------------------------------------------------------------- JSON records
+def test_json_checksum_detail_and_payload_fields(tmp_path):
+    bad = fb.send_frame(b"bad body", sequence_id=1, checksum=0xDEADBEEF)
+    good_crc = fb.crc32c(fb.payload_section(fb.metadata(sequence_id=1), b"bad body", checksum=False))
+    items = [("c", fb.send_frame(b"good body", sequence_id=0)), ("c", bad),
+             ("b", fb.message_frame(b"msg", broker_entry_metadata={"broker_timestamp": 5, "index": 6},
+                                    checksum=False))]
+    path = tmp_path / "crc.pcap"
+    fb.tcp_pcap(path, items)
+    recs = [r for r in analysed_records(path, payload_bytes=True) if "index" in r]
+    good, badr, msg = recs
+    assert good["checksum"] == "valid" and "checksum_detail" not in good
+    assert badr["checksum"] == "invalid"
+    assert badr["checksum_detail"] == {"wire": 0xDEADBEEF, "computed": good_crc}
+    assert any("0xdeadbeef" in p for p in badr["problems"])
+    assert msg["checksum"] == "absent"
+    assert msg["broker_entry_metadata"] == {"broker_timestamp": 5, "index": 6}
+    assert msg["metadata"]["producer_name"] == "test-producer"
+    assert msg["messages"][0]["payload_size"] == 3
+    assert msg["messages"][0]["payload_sha256"] == sha(b"msg")
+    assert msg["messages"][0]["payload_text"] == "msg"
+    assert msg["messages"][0]["message_id"] == {"ledger_id": 1, "entry_id": 0, "partition": -1, "batch_index": -1}
+
+
+@pytest.mark.parametrize("name", CODECS)
+def test_no_declared_size_does_not_allocate_the_limit(name):
+    # Without uncompressed_size the output size is unknown: a small message must not cost a 64 MiB buffer.
+    codec = CODECS[name]
+    frame = fb.send_frame(fb.compress(codec, TEXT), md=fb.metadata(compression=codec))
+    dec, peak = _peak_during(lambda: decode_frame(frame))
+    assert dec.payload.decompressed == TEXT and dec.problems == []
+    assert peak < 4 * 1024 * 1024, f"peak {peak} bytes"
