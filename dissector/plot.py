@@ -19,9 +19,12 @@ def plot_latency(samples: list[tuple[float, str, float]], path: str | Path, titl
     for t, kind, ms in samples:
         by_type[kind].append((t - t0, ms))
     fig, (ax_time, ax_hist) = plt.subplots(2, 1, figsize=(10, 8), constrained_layout=True)
-    for kind, points in sorted(by_type.items(), key=lambda kv: -len(kv[1])):
-        xs, ys = zip(*points)
-        ax_time.scatter(xs, ys, s=6, label=f"{kind} ({len(points)})", alpha=0.7)
+    kinds = sorted(by_type, key=lambda k: -len(by_type[k]))
+    palette = plt.get_cmap("tab10").colors
+    colors = {kind: palette[i % len(palette)] for i, kind in enumerate(kinds)}  # same colour in both panels
+    for kind in kinds:
+        xs, ys = zip(*by_type[kind])
+        ax_time.scatter(xs, ys, s=6, label=f"{kind} ({len(xs)})", alpha=0.7, color=colors[kind])
     ax_time.set_xlabel("seconds since first response")
     ax_time.set_ylabel("latency (ms)")
     if samples and max(ms for _, _, ms in samples) > 0:
@@ -29,8 +32,8 @@ def plot_latency(samples: list[tuple[float, str, float]], path: str | Path, titl
     ax_time.set_title(title or "Request latency over time")
     if by_type:
         ax_time.legend(fontsize="small", markerscale=2)
-        values = [[ms for _, ms in pts] for pts in by_type.values()]
-        ax_hist.hist(values, bins=50, stacked=True, label=list(by_type))
+        values = [[ms for _, ms in by_type[kind]] for kind in kinds]
+        ax_hist.hist(values, bins=50, stacked=True, label=kinds, color=[colors[k] for k in kinds])
         ax_hist.legend(fontsize="small")
     else:
         ax_time.text(0.5, 0.5, "no request/response pairs in this capture", ha="center",
