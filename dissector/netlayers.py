@@ -70,12 +70,33 @@ class TcpSegment:
 _u16 = struct.Struct("!H").unpack_from
 _u32_le = struct.Struct("<I").unpack_from
 _u32_be = struct.Struct("!I").unpack_from
-# IPv4: ver_ihl, tos, total_len, id, frag, ttl, proto
-_ip4 = struct.Struct("!BBHHHBB").unpack_from
-# IPv6: payload_len, next_header
-_ip6 = struct.Struct("!HB").unpack_from
+# IPv4: ver_ihl, tos, total_len, id, frag, ttl, proto, checksum, src, dst
+_ip4 = struct.Struct("!BBHHHBBHII").unpack_from
+# IPv4 without options followed by TCP (the common case, one call)
+_ip4tcp = struct.Struct("!BBHHHBBHIIHHIIBBH").unpack_from
+# IPv6 from offset 4: payload_len, next_header, (hop limit), src, dst
+_ip6 = struct.Struct("!HBx16s16s").unpack_from
 # TCP: sport, dport, seq, ack, offset byte, flags byte, window
 _tcp = struct.Struct("!HHIIBBH").unpack_from
+
+# Address text caches (bounded: cleared when they get big, so memory does not grow with the capture)
+_CACHE_MAX = 8192
+_names4: dict[int, str] = {}
+_names6: dict[bytes, str] = {}
+
+
+def _name4(addr: int) -> str:
+    if len(_names4) >= _CACHE_MAX:
+        _names4.clear()
+    name = _names4[addr] = inet_ntoa(addr.to_bytes(4, "big"))
+    return name
+
+
+def _name6(addr: bytes) -> str:
+    if len(_names6) >= _CACHE_MAX:
+        _names6.clear()
+    name = _names6[addr] = inet_ntop(AF_INET6, addr)
+    return name
 
 _ETH_IPV4 = 0x0800
 _ETH_IPV6 = 0x86DD
@@ -185,26 +206,41 @@ def tcp_segment(pkt: CapturedPacket) -> TcpSegment | None:
     if version == 4:
         if dlen < off + 20:
             return None
-        ver_ihl, _tos, total_len, _id, frag, _ttl, proto = _ip4(data, off)
-        if ver_ihl >> 4 != 4 or proto != 6 or frag & 0x3FFF:  # not v4 / not TCP / fragment (MF or offset)
-            return None
-        ihl = (ver_ihl & 0x0F) << 2
-        if ihl < 20:
-            return None
-        if total_len == 0:  # TSO/GSO capture: length not filled in; take the frame's length
-            total_len = pkt.orig_len - off
-        if total_len < ihl:
-            return None
-        tcp_off = off + ihl
+        if data[off] == 0x45 and dlen >= off + 40:
+            # common case, no IP options: IP and TCP headers in one unpack
+            (_v, _tos, total_len, _id, frag, _ttl, proto, _ck, src, dst,
+             sport, dport, seq, ack, doff, flags, window) = _ip4tcp(data, off)
+            if proto != 6 or frag & 0x3FFF:  # not TCP / fragment (MF set or offset != 0)
+                return None
+            tcp_off = off + 20
+            if total_len == 0:  # TSO/GSO capture: length not filled in; take the frame's length
+                total_len = pkt.orig_len - off
+        else:
+            ver_ihl, _tos, total_len, _id, frag, _ttl, proto, _ck, src, dst = _ip4(data, off)
+            if ver_ihl >> 4 != 4 or proto != 6 or frag & 0x3FFF:
+                return None
+            ihl = (ver_ihl & 0x0F) << 2
+            if ihl < 20:
+                return None
+            tcp_off = off + ihl
+            if dlen < tcp_off + 20:
+                return None
+            sport, dport, seq, ack, doff, flags, window = _tcp(data, tcp_off)
+            if total_len == 0:
+                total_len = pkt.orig_len - off
         ip_end = off + total_len  # end of the IP packet (on the wire)
-        src_ip = inet_ntoa(data[off + 12 : off + 16])
-        dst_ip = inet_ntoa(data[off + 16 : off + 20])
+        src_ip = _names4.get(src)
+        if src_ip is None:
+            src_ip = _name4(src)
+        dst_ip = _names4.get(dst)
+        if dst_ip is None:
+            dst_ip = _name4(dst)
     elif version == 6:
         if dlen < off + 40:
             return None
         if data[off] >> 4 != 6:
             return None
-        payload_len, nxt = _ip6(data, off + 4)
+        payload_len, nxt, src, dst = _ip6(data, off + 4)
         tcp_off = off + 40
         if payload_len == 0:  # jumbogram / TSO: use the frame's length
             payload_len = pkt.orig_len - tcp_off
@@ -231,15 +267,19 @@ def tcp_segment(pkt: CapturedPacket) -> TcpSegment | None:
                 return None
             if tcp_off > ip_end:
                 return None
-        src_ip = inet_ntop(AF_INET6, data[off + 8 : off + 24])
-        dst_ip = inet_ntop(AF_INET6, data[off + 24 : off + 40])
+        if dlen < tcp_off + 20:
+            return None
+        sport, dport, seq, ack, doff, flags, window = _tcp(data, tcp_off)
+        src_ip = _names6.get(src)
+        if src_ip is None:
+            src_ip = _name6(src)
+        dst_ip = _names6.get(dst)
+        if dst_ip is None:
+            dst_ip = _name6(dst)
     else:
         return None
 
     # ------------------------------------------------------------------ TCP
-    if dlen < tcp_off + 20:
-        return None
-    sport, dport, seq, ack, doff, flags, window = _tcp(data, tcp_off)
     thl = (doff >> 4) << 2
     if thl < 20:
         return None

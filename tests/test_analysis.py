@@ -1,0 +1,263 @@
+"""Conversation analysis on synthetic conversations: pairing, latency, session state, anomalies.
+
+Frames are built byte for byte (tests/framebuild.py), decoded by the real decoder, and fed to the analyzer as
+they would come out of the pipeline, with interleaving and reordering across connections.
+"""
+
+from __future__ import annotations
+
+from framebuild import message_frame, metadata, payload_frame, raw_frame, send_frame, simple_frame
+
+from dissector.analysis import ConversationAnalyzer
+from dissector.commands import decode_frame
+from dissector.expert import problem_id, severity
+from dissector.pipeline import TO_BROKER, TO_CLIENT, FrameEvent, StreamEvent
+from dissector.reassembly import Connection, Endpoint
+
+BROKER = Endpoint("10.0.0.1", 6650)
+
+
+class Conversation:
+    """Feeds frames of several connections to one analyzer; records every event it sees."""
+
+    def __init__(self) -> None:
+        self.analyzer = ConversationAnalyzer()
+        self.conns: dict[int, Connection] = {}
+        self.index = 0
+        self.frames: list[FrameEvent] = []
+        self.events: list[StreamEvent] = []
+
+    def conn(self, cid: int) -> Connection:
+        if cid not in self.conns:
+            client = Endpoint("10.0.0.2", 40000 + cid)
+            self.conns[cid] = Connection(cid, client, BROKER, True, 0.0, 0)
+        return self.conns[cid]
+
+    def frame(self, cid: int, direction: str, raw: bytes, time: float) -> FrameEvent:
+        conn = self.conn(cid)
+        src, dst = (conn.a, conn.b) if direction == TO_BROKER else (conn.b, conn.a)
+        self.index += 1
+        ev = FrameEvent(self.index, conn, src, dst, direction, time, time, self.index, self.index, 0,
+                        decode_frame(raw))
+        self.events.extend(self.analyzer.process(ev))
+        self.frames.append(ev)
+        return ev
+
+    def close(self, cid: int, time: float) -> None:
+        conn = self.conn(cid)
+        self.events.extend(self.analyzer.process(StreamEvent("CONNECTION_CLOSED", time, 0, "closed", conn)))
+
+    def finish(self) -> None:
+        self.events.extend(self.analyzer.finish())
+
+
+def ids(ev: FrameEvent) -> list[str]:
+    return [problem_id(p) for p in ev.frame.problems]
+
+
+def test_requests_pair_per_connection_even_when_interleaved_and_answered_out_of_order():
+    c = Conversation()
+    # Two connections use the same request ids; the broker answers them in another order.
+    lookup1 = c.frame(1, TO_BROKER, simple_frame("LOOKUP", topic="t1", request_id=7), 1.000)
+    lookup2 = c.frame(2, TO_BROKER, simple_frame("LOOKUP", topic="t2", request_id=7), 1.001)
+    prod1 = c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t1", producer_id=0, request_id=8), 1.002)
+    resp2 = c.frame(2, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=7), 1.010)
+    ok1 = c.frame(1, TO_CLIENT, simple_frame("PRODUCER_SUCCESS", request_id=8, producer_name="p"), 1.020)
+    resp1 = c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=7), 1.030)
+    assert resp2.notes["answers"] == lookup2.index
+    assert resp1.notes["answers"] == lookup1.index
+    assert ok1.notes["answers"] == prod1.index
+    assert resp1.notes["latency_ms"] == 30.0
+    assert resp2.notes["latency_ms"] == 9.0
+    assert resp1.request_type == "LOOKUP"
+    c.finish()
+    assert [e for e in c.events if e.kind == "UNANSWERED"] == []
+
+
+def test_request_id_reused_across_kinds_pairs_by_kind():
+    # The C++ client numbers lookups and producer/consumer requests separately.
+    c = Conversation()
+    lookup = c.frame(1, TO_BROKER, simple_frame("LOOKUP", topic="t", request_id=1), 0.0)
+    sub = c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0,
+                                             request_id=1), 0.001)
+    success = c.frame(1, TO_CLIENT, simple_frame("SUCCESS", request_id=1), 0.002)
+    lookup_resp = c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=1), 0.003)
+    assert success.notes["answers"] == sub.index
+    assert lookup_resp.notes["answers"] == lookup.index
+    assert not success.frame.problems and not lookup_resp.frame.problems
+
+
+def test_producer_success_not_ready_keeps_the_request_open():
+    c = Conversation()
+    req = c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=3, request_id=5), 0.0)
+    first = c.frame(1, TO_CLIENT, simple_frame("PRODUCER_SUCCESS", request_id=5, producer_name="p",
+                                               producer_ready=False), 0.1)
+    second = c.frame(1, TO_CLIENT, simple_frame("PRODUCER_SUCCESS", request_id=5, producer_name="p",
+                                                producer_ready=True), 0.5)
+    assert first.notes["answers"] == second.notes["answers"] == req.index
+    assert second.notes["latency_ms"] == 500.0
+    c.finish()
+    assert not [e for e in c.events if e.kind == "UNANSWERED"]
+
+
+def test_sends_pair_with_receipts_and_errors_by_producer_and_sequence():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1, producer_name="p0"), 0)
+    c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=1, request_id=2, producer_name="p1"), 0)
+    s00 = c.frame(1, TO_BROKER, send_frame(b"a", producer_id=0, sequence_id=0), 1.0)
+    s10 = c.frame(1, TO_BROKER, send_frame(b"b", producer_id=1, sequence_id=0), 1.1)
+    s01 = c.frame(1, TO_BROKER, send_frame(b"c", producer_id=0, sequence_id=1), 1.2)
+    r10 = c.frame(1, TO_CLIENT, simple_frame("SEND_RECEIPT", producer_id=1, sequence_id=0), 1.3)
+    e01 = c.frame(1, TO_CLIENT, simple_frame("SEND_ERROR", producer_id=0, sequence_id=1, error=7,
+                                             message="backlog quota"), 1.4)
+    r00 = c.frame(1, TO_CLIENT, simple_frame("SEND_RECEIPT", producer_id=0, sequence_id=0), 1.5)
+    assert (r10.notes["answers"], e01.notes["answers"], r00.notes["answers"]) == (s10.index, s01.index, s00.index)
+    assert r10.notes["producer"]["name"] == "p1"
+    assert ids(e01) == ["server.error"]
+    assert "ProducerBlockedQuotaExceededError" in e01.frame.problems[0] and "backlog quota" in e01.frame.problems[0]
+
+
+def test_handshake_with_auth_challenge_rounds():
+    c = Conversation()
+    connect = c.frame(1, TO_BROKER, simple_frame("CONNECT", client_version="x", protocol_version=21), 0.0)
+    challenge = c.frame(1, TO_CLIENT, simple_frame("AUTH_CHALLENGE"), 0.01)
+    response = c.frame(1, TO_BROKER, simple_frame("AUTH_RESPONSE"), 0.02)
+    connected = c.frame(1, TO_CLIENT, simple_frame("CONNECTED", server_version="y", protocol_version=21), 0.05)
+    assert challenge.notes["answers"] == connect.index
+    assert response.notes["answers"] == challenge.index
+    assert connected.notes["answers"] == response.index
+    assert c.analyzer.session_info(1) == {"client_version": "x", "client_protocol": 21, "server_version": "y",
+                                          "server_protocol": 21}
+
+
+def test_ping_pong_in_both_directions_and_unanswered_ping():
+    c = Conversation()
+    ping_b = c.frame(1, TO_CLIENT, simple_frame("PING"), 1.0)
+    pong_c = c.frame(1, TO_BROKER, simple_frame("PONG"), 1.002)
+    ping_c = c.frame(1, TO_BROKER, simple_frame("PING"), 2.0)
+    assert pong_c.notes["answers"] == ping_b.index
+    c.close(1, 5.0)
+    unanswered = [e for e in c.events if e.kind == "UNANSWERED"]
+    assert [e.details["request"] for e in unanswered] == [ping_c.index]
+
+
+def test_broker_initiated_close_is_a_push_not_a_request():
+    c = Conversation()
+    push = c.frame(1, TO_CLIENT, simple_frame("CLOSE_PRODUCER", producer_id=0, request_id=2**64 - 1), 0.0)
+    assert push.notes.get("broker_initiated") is True
+    c.finish()
+    assert not c.events and not push.frame.problems
+
+
+def test_unanswered_and_unmatched_and_duplicate_request_ids():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=3), 0)
+    dup = c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=1,
+                                             request_id=3), 0.1)
+    stray = c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=99), 0.2)
+    assert ids(dup) == ["request.duplicate_id"]
+    assert ids(stray) == ["response.unmatched"]
+    c.close(1, 1.0)
+    assert sorted(e.details["request_type"] for e in c.events if e.kind == "UNANSWERED") == ["SUBSCRIBE"] * 2
+
+
+def test_send_before_producer_and_sequence_anomalies():
+    c = Conversation()
+    early = c.frame(1, TO_BROKER, send_frame(b"x", producer_id=4, sequence_id=0), 0)
+    assert ids(early) == ["send.unknown_producer"]
+    c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1), 0)
+    c.frame(1, TO_BROKER, send_frame(b"a", producer_id=0, sequence_id=5), 1)
+    gap = c.frame(1, TO_BROKER, send_frame(b"b", producer_id=0, sequence_id=9), 2)
+    back = c.frame(1, TO_BROKER, send_frame(b"c", producer_id=0, sequence_id=7), 3)
+    assert ids(gap) == ["sequence.gap"] and severity(gap.frame.problems[0]) == "note"
+    assert ids(back) == ["sequence.regression"]
+
+
+def test_batched_send_advances_the_sequence_by_its_message_count():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1), 0)
+    c.frame(1, TO_BROKER, send_frame(b"a", producer_id=0, sequence_id=0, num_messages=100), 1)
+    nxt = c.frame(1, TO_BROKER, send_frame(b"b", producer_id=0, sequence_id=100, num_messages=100), 2)
+    assert nxt.frame.problems == []
+
+
+def test_flow_permits_and_overrun_and_redelivery():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1,
+                                       consumer_name="c0"), 0)
+    flow = c.frame(1, TO_BROKER, simple_frame("FLOW", consumer_id=0, messagePermits=2), 0.1)
+    assert flow.notes["permits"] == 2
+    m1 = c.frame(1, TO_CLIENT, message_frame(b"1", consumer_id=0, entry_id=1), 0.2)
+    m2 = c.frame(1, TO_CLIENT, message_frame(b"2", consumer_id=0, entry_id=2), 0.3)
+    m3 = c.frame(1, TO_CLIENT, message_frame(b"3", consumer_id=0, entry_id=3), 0.4)
+    assert (m1.notes["permits"], m2.notes["permits"]) == (1, 0)
+    assert ids(m3) == ["flow.overrun"]
+    assert m1.notes["consumer"]["name"] == "c0"
+    again = c.frame(1, TO_CLIENT, message_frame(b"1", consumer_id=0, entry_id=1, redelivery_count=1), 0.5)
+    assert "message.redelivered" in ids(again)
+
+
+def test_acks_point_at_the_messages_they_acknowledge():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1), 0)
+    ms = [c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, ledger_id=1, entry_id=i), 0.1 + i)
+          for i in range(5)]
+    single = c.frame(1, TO_BROKER, simple_frame("ACK", consumer_id=0, ack_type=0,
+                                                message_id=[{"ledgerId": 1, "entryId": 3}]), 10)
+    cumulative = c.frame(1, TO_BROKER, simple_frame("ACK", consumer_id=0, ack_type=1,
+                                                    message_id=[{"ledgerId": 1, "entryId": 2}]), 11)
+    assert single.notes["acks"] == [ms[3].index]
+    assert cumulative.notes["acks"] == [ms[0].index, ms[1].index, ms[2].index]
+
+
+def test_ack_with_request_id_pairs_with_ack_response():
+    c = Conversation()
+    ack = c.frame(1, TO_BROKER, simple_frame("ACK", consumer_id=0, ack_type=0, request_id=42,
+                                             message_id=[{"ledgerId": 1, "entryId": 1}]), 0)
+    resp = c.frame(1, TO_CLIENT, simple_frame("ACK_RESPONSE", consumer_id=0, request_id=42), 0.004)
+    assert resp.notes["answers"] == ack.index and resp.notes["latency_ms"] == 4.0
+
+
+def test_error_answers_its_request_and_names_the_server_error():
+    c = Conversation()
+    req = c.frame(1, TO_BROKER, simple_frame("GET_LAST_MESSAGE_ID", consumer_id=0, request_id=4), 0)
+    err = c.frame(1, TO_CLIENT, simple_frame("ERROR", request_id=4, error=11, message="no such topic"), 0.002)
+    assert err.notes["answers"] == req.index
+    assert ids(err) == ["server.error"] and "TopicNotFound" in err.frame.problems[0]
+
+
+def test_lookup_redirect_loop():
+    c = Conversation()
+    for i in range(8):
+        c.frame(1, TO_BROKER, simple_frame("LOOKUP", topic="t", request_id=i), i)
+        last = c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=i, response=0,
+                                                  brokerServiceUrl="pulsar://b:6650"), i + 0.5)
+    assert ids(last) == ["lookup.redirect_loop"]
+
+
+def test_chunked_send_reassembled_across_connections_interleaving():
+    c = Conversation()
+    body = bytes(range(256)) * 40
+    parts = [body[:4000], body[4000:8000], body[8000:]]
+    for cid in (1, 2):
+        c.frame(cid, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1), 0)
+    done = {}
+    for i, part in enumerate(parts):
+        for cid in (2, 1):  # the two connections' chunks interleave
+            md = metadata(producer_name=f"p{cid}", uuid=f"u-{cid}", chunk_id=i, num_chunks_from_msg=3,
+                          total_chunk_msg_size=len(body))
+            ev = c.frame(cid, TO_BROKER, payload_frame("SEND", dict(producer_id=0, sequence_id=0, is_chunk=True),
+                                                       md, part), 1 + i)
+            done[cid] = ev
+    for cid in (1, 2):
+        whole = done[cid].notes["reassembled"]
+        assert whole["payload_size"] == len(body) and whole["uuid"] == f"u-{cid}"
+        assert len(whole["chunks"]) == 3
+
+
+def test_frames_without_a_decodable_command_are_passed_over():
+    c = Conversation()
+    ev = c.frame(1, TO_BROKER, raw_frame(b"\x08\x63"), 0)  # BaseCommand type 99: unknown
+    assert ev.frame.type == "UNKNOWN(99)" and not ev.notes
+    c.finish()
+    assert c.events == []
