@@ -172,6 +172,15 @@ class _PrefixedStream(io.RawIOBase):
         return n
 
 
+def _pcapng_ts(ts_hi: int, ts_lo: int, units: int, offset: int) -> float:
+    """Epoch seconds of a pcapng timestamp (``units`` per second, plus if_tsoffset seconds)."""
+    t = (ts_hi << 32) | ts_lo
+    if t < 1 << 53:  # exact as a float: one correctly rounded division
+        return t / units + offset
+    sec, frac = divmod(t, units)
+    return sec + frac / units + offset
+
+
 def _interface_name(iface_id: int, section: int) -> str:
     return f"interface {iface_id}" if section == 1 else f"interface {iface_id} of section {section}"
 
@@ -460,12 +469,40 @@ class CaptureReader:
         hdr = struct.Struct("<II").unpack_from
         u32 = struct.Struct("<I").unpack_from
         epb = struct.Struct("<IIIII").unpack_from
+        epbh = struct.Struct("<IIIIIII").unpack_from  # block header + EPB fixed fields, for the fast path
+        fast: list = []  # per interface: (linktype, units, offset), or None when FCS stripping is needed
+        nfast = 0
         bom_le = struct.Struct("<I").unpack_from
         buf = self._buf
         pos = self._pos
         n = len(buf)
         try:
             while True:
+                # ---- fast path: a complete, well-formed EPB already in the buffer
+                if pos + 28 <= n:
+                    btype, blen, iface_id, ts_hi, ts_lo, caplen, orig_len = epbh(buf, pos)
+                    end = pos + blen
+                    if (
+                        btype == 6
+                        and end <= n
+                        and caplen + 32 <= blen
+                        and not blen & 3
+                        and iface_id < nfast
+                        and u32(buf, end - 4)[0] == blen
+                    ):
+                        itf_fast = fast[iface_id]
+                        if itf_fast is not None:
+                            linktype, units, offset = itf_fast
+                            if ts_hi < 0x200000:  # same as _pcapng_ts(), inlined
+                                last_ts = ((ts_hi << 32) | ts_lo) / units + offset
+                            else:
+                                last_ts = _pcapng_ts(ts_hi, ts_lo, units, offset)
+                            index += 1
+                            self.packets = index
+                            start = pos + 28
+                            yield CapturedPacket(index, last_ts, linktype, buf[start : start + caplen], orig_len)
+                            pos = end
+                            continue
                 # ---- block header
                 if pos + 12 > n:
                     self._pos = pos
@@ -498,6 +535,7 @@ class CaptureReader:
                     hdr = struct.Struct(order + "II").unpack_from
                     u32 = struct.Struct(order + "I").unpack_from
                     epb = struct.Struct(order + "IIIII").unpack_from
+                    epbh = struct.Struct(order + "IIIIIII").unpack_from
                     btype, blen = hdr(buf, pos)
                 if blen < 12 or blen & 3 or blen > MAX_RECORD_SIZE:
                     self.truncated = (
@@ -553,13 +591,7 @@ class CaptureReader:
                         pos = end
                         continue
                     itf = ifaces[iface_id]
-                    ts = (ts_hi << 32) | ts_lo
-                    units = itf.units
-                    if units == 1_000_000:
-                        timestamp = ts // 1_000_000 + (ts % 1_000_000) * 1e-6 + itf.offset
-                    else:
-                        sec, frac = divmod(ts, units)
-                        timestamp = sec + frac / units + itf.offset
+                    timestamp = _pcapng_ts(ts_hi, ts_lo, itf.units, itf.offset)
                     if itf.fcs:
                         keep = orig_len - itf.fcs
                         if keep < 0:
@@ -590,9 +622,13 @@ class CaptureReader:
                                 itf.fcs = val[0]
                         self._check_linktype(linktype, _interface_name(len(ifaces), section))
                     ifaces.append(itf)
+                    fast.append(None if itf.fcs else (itf.linktype, itf.units, itf.offset))
+                    nfast = len(fast)
                 elif btype == _PCAPNG_SHB:
                     section += 1
                     ifaces = []
+                    fast = []
+                    nfast = 0
                     if bend - body >= 8:
                         vmaj, vmin = struct.unpack_from(order + "HH", buf, body + 4)
                         if vmaj != 1:
@@ -648,8 +684,7 @@ class CaptureReader:
                         pos = end
                         continue
                     itf = ifaces[iface_id]
-                    sec, frac = divmod((ts_hi << 32) | ts_lo, itf.units)
-                    last_ts = sec + frac / itf.units + itf.offset
+                    last_ts = _pcapng_ts(ts_hi, ts_lo, itf.units, itf.offset)
                     if itf.fcs:
                         keep = max(orig_len - itf.fcs, 0)
                         if dend - start > keep:

@@ -93,6 +93,7 @@ class FrameSplitter:
         self._skip = 0  # bytes still to discard: the lost tail of a frame damaged by a gap
         self.foreign: str | None = None  # set once the stream is recognised as another protocol
         self._foreign_bytes = 0
+        self._foreign_offset = 0
         self._skipped_run = 0  # bytes skipped in the current resync run
         self._skipped_run_start = 0
 
@@ -123,6 +124,7 @@ class FrameSplitter:
         if self.foreign is not None:
             self._buf_offset += length
             return out
+        self._flush_skipped(out, timestamp, packet_index)  # a run of skipped bytes ends at the gap
         if self._skip:
             absorbed = min(self._skip, length)
             self._skip -= absorbed
@@ -170,7 +172,7 @@ class FrameSplitter:
         out: list = []
         self._flush_skipped(out, timestamp, packet_index)
         if self.foreign is not None:
-            out.append(StreamNote("NOT_PULSAR", self._buf_offset - self._foreign_bytes, self._foreign_bytes,
+            out.append(StreamNote("NOT_PULSAR", self._foreign_offset, self._foreign_bytes,
                                   f"{self._foreign_bytes} bytes of {self.foreign} not decoded", timestamp,
                                   packet_index, {"protocol": self.foreign}))
             return out
@@ -265,6 +267,7 @@ class FrameSplitter:
 
     def _become_foreign(self, name: str, buf: bytearray, pos: int) -> None:
         self.foreign = name
+        self._foreign_offset = self._buf_offset + pos
         self._foreign_bytes = len(buf) - pos
         self._buf_offset += len(buf)
         buf.clear()

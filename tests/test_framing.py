@@ -428,3 +428,70 @@ def test_resync_is_not_stalled_by_a_decoy_with_a_large_cmd_size(decoy):
     assert frames_of(items) == [f[1], f[2], f[3]]
     assert [n.kind for n in notes_of(items)] == ["SKIPPED"]
     assert notes_of(items)[0].length == 9 + len(decoy)
+
+
+def _ranges(items):
+    out = []
+    for it in items:
+        if isinstance(it, RawFrame):
+            out.append((it.offset, it.offset + len(it.data), "frame"))
+        elif it.kind not in ("OVERSIZED", "BAD_SIZE"):
+            out.append((it.offset, it.offset + it.length, it.kind))
+    return sorted(out)
+
+
+def test_skipped_run_does_not_span_a_gap():
+    f = sample_frames()
+    junk = b"\x01\x02\x03\x04" * 25  # 100 bytes, nothing looks like a frame
+    items = run([junk, ("gap", 50), junk[:30] + f[0] + f[1]], synced=False)
+    assert frames_of(items) == [f[0], f[1]]
+    gap = (100, 150)
+    for start, end, kind in _ranges(items):
+        assert end <= gap[0] or start >= gap[1], (start, end, kind)
+    assert sum(e - s for s, e, _ in _ranges(items) if _ != "frame") == 130
+
+
+def test_foreign_stream_offset_with_a_gap():
+    items = run([TLS_CLIENT_HELLO[:40], ("gap", 100), TLS_CLIENT_HELLO[40:]])
+    note = notes_of(items, "NOT_PULSAR")[0]
+    assert note.offset == 0
+    assert note.length == len(TLS_CLIENT_HELLO)
+
+
+_OPS = st.one_of(st.tuples(st.just("data"), st.binary(min_size=1, max_size=200)),
+                 st.tuples(st.just("gap"), st.integers(1, 300)),
+                 st.tuples(st.just("frame"), st.integers(0, len(sample_frames()) - 1)))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(_OPS, max_size=30), synced=st.booleans())
+def test_frames_and_notes_never_overlap_and_avoid_gaps(ops, synced):
+    """Random mixes of frames, garbage and gaps: what the splitter reports covers disjoint byte ranges, none
+    inside a gap; when resynchronising, the last frames of a clean tail are always found."""
+    pool = sample_frames()
+    chunks, gaps, pos = [], [], 0
+    for kind, value in ops:
+        if kind == "data":
+            chunks.append(value)
+            pos += len(value)
+        elif kind == "gap":
+            chunks.append(("gap", value))
+            gaps.append((pos, pos + value))
+            pos += value
+        else:
+            chunks.append(pool[value])
+            pos += len(pool[value])
+    tail = [pool[1], pool[2], pool[3], pool[0]]
+    chunks.extend(tail)
+    items = run(chunks, synced=synced)
+    ranges = _ranges(items)
+    for (s1, e1, k1), (s2, e2, k2) in zip(ranges, ranges[1:]):
+        assert e1 <= s2, (s1, e1, k1, s2, e2, k2)
+    for s, e, k in ranges:
+        if k == "NOT_PULSAR":
+            continue  # counts the foreign bytes of the whole rest of the stream, gaps or not
+        for gs, ge in gaps:
+            assert e <= gs or s >= ge, (s, e, k, gs, ge)
+    if not synced:
+        # (a synced splitter trusts sizes: garbage at its start may claim everything after it)
+        assert frames_of(items)[-2:] == tail[-2:]

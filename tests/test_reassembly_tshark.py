@@ -17,22 +17,17 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 from scapy.utils import wrpcap
 
+from corpus import CAPTURES
 from dissector.capture import open_capture
 from dissector.netlayers import iter_tcp_segments
 from dissector.reassembly import ConnectionOpened, StreamData, StreamGap, TcpReassembler
 
-DATA = Path(__file__).parent / "data"
 TSHARK = shutil.which("tshark")
 
 pytestmark = pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
 
-CORPUS = [
-    "01_basic_nonbatched.pcap",
-    "02_batching_props_keys.pcap",
-    "05b_batch_index_ack.pcap",
-    "11_errors.pcap",
-    "04_chunking.pcap.gz",
-]
+# Every capture the project ships (real broker + official client), pcap, pcapng and Linux-cooked alike.
+CORPUS = sorted(p.name for p in CAPTURES.iterdir() if ".pcap" in p.name)
 
 
 def ours(path):
@@ -107,10 +102,7 @@ def compare(path):
 
 @pytest.mark.parametrize("name", CORPUS)
 def test_corpus_matches_tshark(name):
-    path = DATA / name
-    if not path.exists():
-        pytest.skip(f"{name} not in tests/data")
-    mine, r = compare(path)
+    mine, r = compare(CAPTURES / name)
     assert mine
     assert r.stats.gaps == 0
     if name == "11_errors.pcap":
