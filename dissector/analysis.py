@@ -59,6 +59,7 @@ _CONSUMER_SCOPED = frozenset(_T[n] for n in (
 ACK, FLOW, MESSAGE, LOOKUP_RESPONSE = _T["ACK"], _T["FLOW"], _T["MESSAGE"], _T["LOOKUP_RESPONSE"]
 AUTH_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER = _T["AUTH_RESPONSE"], _T["CLOSE_PRODUCER"], _T["CLOSE_CONSUMER"]
 CUMULATIVE = 1  # CommandAck.AckType
+SLOW_RESPONSE_S = 30.0  # the Java and C++ clients' default operation timeout
 REDIRECT_LOOP_LIMIT = 8  # lookups of one topic redirected this often on one connection: a loop
 
 
@@ -365,7 +366,12 @@ def _has(cmd, name: str) -> bool:
 def _answer(resp: FrameEvent, req: FrameEvent) -> None:
     resp.notes["answers"] = req.index
     resp.request_type = req.frame.type
-    resp.notes["latency_ms"] = round((resp.time - req.time) * 1000.0, 3)
+    latency = resp.time - req.time
+    resp.notes["latency_ms"] = round(latency * 1000.0, 3)
+    if latency > SLOW_RESPONSE_S:
+        _flag(resp, "response.slow", WARNING, f"{resp.frame.type} came {latency:.1f} s after its {req.frame.type} "
+                                              f"(frame {req.index}): past the clients' {SLOW_RESPONSE_S:.0f} s "
+                                              f"operation timeout")
 
 
 def topic_of(ev: FrameEvent) -> str | None:

@@ -143,6 +143,10 @@ class TimelineRenderer:
         for problem in problems:
             line.append("\n        ⚠ ", style="red")
             line.append(safe(problem, 300), style="red")
+        for note in rec.get("expert") or ():
+            if note["severity"] == "note":
+                line.append("\n        · ", style="yellow")
+                line.append(safe(note["message"], 300), style="yellow")
         if self.details and is_frame:
             self._details(line, rec)
         return line
@@ -187,11 +191,17 @@ class TimelineRenderer:
                     line.append(" " + safe(rec["marker"], 160))
         whole = rec.get("reassembled")
         if whole:
-            line.append(f" reassembled {len(whole['chunks'])} chunks {whole['payload_size']} bytes", style="blue")
+            size = whole.get("payload_size")
+            line.append(f" reassembled {len(whole['chunks'])} chunks "
+                        + (f"{size} bytes" if size is not None else "(payload not recovered)"), style="blue")
             if whole.get("payload_sha256"):
                 line.append(f" sha256={whole['payload_sha256'][:12]}…", style="dim")
         if "answers" in rec:
             line.append(f" ⟵ #{rec['answers']} {rec['latency_ms']:.3f}ms", style="dim cyan")
+        acks = rec.get("acks")
+        if acks:
+            shown = ",".join(f"#{i}" for i in acks[:6]) + (f",… ({len(acks)})" if len(acks) > 6 else "")
+            line.append(f" acks {shown}", style="dim cyan")
         if self.show_payload and msgs:
             for m in msgs:
                 line.append("\n          ", style="")

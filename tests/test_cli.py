@@ -332,3 +332,39 @@ def test_console_script_forced_colour_escaping(evil_capture):
     for seq in EVIL_SEQUENCES:
         assert seq not in res.stdout
     assert "[bold red]x[/]" in res.stdout
+
+
+# ------------------------------------------------------------------------------------------ chunked messages
+def _chunked_capture(path, declared: int, data: bytes):
+    blob = fb.compress(fb.ZSTD, data)
+    k = len(blob) // 3
+    parts = [blob[:k], blob[k:2 * k], blob[2 * k:]]
+    items = [("c", fb.simple_frame("PRODUCER", topic="persistent://a/b/chunks", producer_id=1, request_id=1,
+                                   producer_name="p")),
+             ("b", fb.simple_frame("PRODUCER_SUCCESS", request_id=1, producer_name="p"))]
+    for i, part in enumerate(parts):
+        md = fb.metadata(producer_name="p", uuid="u-1", chunk_id=i, num_chunks_from_msg=3,
+                         total_chunk_msg_size=len(blob), compression=fb.ZSTD, uncompressed_size=declared)
+        items.append(("c", fb.send_frame(part, md=md, is_chunk=True)))
+    fb.tcp_pcap(path, items)
+
+
+def test_chunked_message_reassembled_in_timeline_and_json(tmp_path):
+    data = b"chunked payload " * 400
+    p = tmp_path / "chunks.pcap"
+    _chunked_capture(p, len(data), data)
+    res = dissect(p, "--plain")
+    assert f"reassembled 3 chunks {len(data)} bytes" in res.stdout
+    recs = frames(json_lines(p))
+    last = [r for r in recs if r["type"] == "SEND"][-1]
+    import hashlib
+    assert last["reassembled"]["payload_sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_chunked_message_not_recovered_is_not_shown_as_none(tmp_path):
+    p = tmp_path / "chunks-bad.pcap"
+    _chunked_capture(p, 100, b"chunked payload " * 400)  # declared size far too small: not decompressed
+    res = dissect(p, "--plain")
+    assert "reassembled 3 chunks" in res.stdout
+    assert "None" not in res.stdout
+    assert "ZSTD" in res.stdout and "uncompressed_size 100" in res.stdout

@@ -310,3 +310,40 @@ def test_compressed_payloads_decompress_to_the_declared_size(stem):
     for f in compressed:
         assert f["metadata"]["compression"] == codec
         assert f["uncompressed_size"] == f["metadata"]["uncompressed_size"]
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_latencies_agree_with_the_timestamps(stem):
+    by_index = {f["index"]: f for f in frames(stem)}
+    paired = [f for f in frames(stem) if "answers" in f]
+    assert paired
+    for resp in paired:
+        req = by_index[resp["answers"]]
+        assert req["index"] < resp["index"] and req["conn"] == resp["conn"]
+        assert req["direction"] != resp["direction"]
+        assert resp["latency_ms"] == pytest.approx((resp["time"] - req["time"]) * 1000, abs=1e-3)
+
+
+def test_cumulative_acks_cover_the_messages_up_to_their_id():
+    m = manifest("05_cumulative_ack")
+    messages = {f["index"]: f for f in frames("05_cumulative_ack") if f["type"] == "MESSAGE"}
+    acks = [f for f in frames("05_cumulative_ack") if f["type"] == "ACK"]
+    assert [a["type"] for a in m["acks"]] == ["Cumulative", "Cumulative"]
+    covered_before = -1
+    for ack, want in zip(acks, m["acks"]):
+        entry = want["message_id"]["entry_id"]
+        (mid,) = ack["command"]["message_id"]
+        assert mid["entryId"] == entry
+        acked_entries = sorted(messages[i]["command"]["message_id"]["entryId"] for i in ack["acks"])
+        assert acked_entries == list(range(covered_before + 1, entry + 1))
+        covered_before = entry
+
+
+def test_individual_acks_point_at_their_message():
+    acks = [f for f in frames("01_basic_nonbatched") if f["type"] == "ACK"]
+    by_index = {f["index"]: f for f in frames("01_basic_nonbatched")}
+    assert len(acks) == manifest("01_basic_nonbatched")["acks"]["count"]
+    for ack in acks:
+        (mid,) = ack["command"]["message_id"]
+        (target,) = ack["acks"]
+        assert by_index[target]["command"]["message_id"]["entryId"] == mid["entryId"]
