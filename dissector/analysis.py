@@ -147,7 +147,7 @@ class ConversationAnalyzer:
                 _answer(ev, waiting.pop(0))
                 if not waiting:
                     del session.sends[key]
-            else:
+            elif ev.conn.saw_syn:  # mid-connection captures start with answers to unseen SENDs
                 _flag(ev, "response.unmatched", WARNING, f"{frame.type} for producer {cmd.producer_id} sequence "
                                                          f"{cmd.sequence_id} without a SEND in the capture")
             if t == SEND_ERROR:
@@ -205,7 +205,7 @@ class ConversationAnalyzer:
         if t == ERROR:
             _server_error(ev, cmd)
         if req is None:
-            if ev.direction == TO_CLIENT and "answers" not in ev.notes:
+            if ev.direction == TO_CLIENT and "answers" not in ev.notes and ev.conn.saw_syn:
                 _flag(ev, "response.unmatched", WARNING, f"{ev.frame.type} answers request_id {cmd.request_id}, "
                                                          f"which no request in the capture used")
             return

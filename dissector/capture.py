@@ -262,7 +262,8 @@ class CaptureReader:
         what = f"{self.name}" + (" (gzip)" if self.compressed else "")
         if not buf:
             if self._stream_error:
-                raise CaptureError(f"{what}: cannot read: {self._stream_error}")
+                kind = "corrupt or truncated gzip data" if self.compressed else "cannot read"
+                raise CaptureError(f"{what}: {kind}: {self._stream_error}")
             raise CaptureError(f"{what}: empty file (0 bytes), not a capture")
         if len(buf) < 4:
             raise CaptureError(
@@ -355,6 +356,10 @@ class CaptureReader:
         self._pos = 0
         return have >= need
 
+    def _stream_end_message(self, index: int) -> str:
+        src = "gzip stream" if self.compressed else "read"
+        return f"capture file truncated after packet record {index}: {src} error: {self._stream_error}"
+
     def _cut_message(self, what: str, start: int, need: int) -> str:
         """Message for a record starting at buffer position ``start`` needing ``need`` bytes from there."""
         end = self._base + len(self._buf)
@@ -370,6 +375,7 @@ class CaptureReader:
     # ------------------------------------------------------------------------------------------- pcap
     def _iter_pcap(self, order: str, units: int, rec_hdr: int, linktype: int, fcs: int):
         unpack = struct.Struct(order + "IIII").unpack_from
+        unpack_caplen = struct.Struct(order + "I").unpack_from
         scale = 1.0 / units
         index = 0
         fill = self._fill
@@ -381,13 +387,19 @@ class CaptureReader:
                 if pos + rec_hdr > n:
                     self._pos = pos
                     if not fill(rec_hdr):
-                        if len(self._buf) > self._pos:
+                        have = len(self._buf) - self._pos
+                        if have >= 12:  # the captured length is there: report the whole record
+                            caplen = unpack_caplen(self._buf, self._pos + 8)[0]
+                            self.truncated = self._cut_message(
+                                f"packet record {index + 1}", self._pos, rec_hdr + caplen
+                            )
+                        elif have:
                             self.truncated = self._cut_message(
                                 f"packet record {index + 1} header", self._pos, rec_hdr
                             )
                         elif self._stream_error:
                             self.truncated = (
-                                f"capture file truncated after packet record {index}: {self._stream_error}"
+                                self._stream_end_message(index)
                             )
                         return
                     buf = self._buf
@@ -459,6 +471,13 @@ class CaptureReader:
             yield code, buf[p : p + length]
             p += (length + 3) & ~3
 
+    @staticmethod
+    def _block_what(btype: int, index: int) -> str:
+        name = _BLOCK_NAMES.get(btype, f"block of type 0x{btype:08x}")
+        if btype in (6, 3, 2):
+            return f"packet record {index + 1} ({name})"
+        return f"{name} after packet record {index}"
+
     def _iter_pcapng(self):
         fill = self._fill
         index = 0
@@ -507,13 +526,19 @@ class CaptureReader:
                 if pos + 12 > n:
                     self._pos = pos
                     if not fill(12):
-                        if len(self._buf) > self._pos:
+                        have = len(self._buf) - self._pos
+                        if have >= 8 and hdr(self._buf, self._pos)[0] != _PCAPNG_SHB:
+                            btype, blen = hdr(self._buf, self._pos)
+                            self.truncated = self._cut_message(
+                                self._block_what(btype, index), self._pos, max(blen, 12)
+                            )
+                        elif have:
                             self.truncated = self._cut_message(
                                 f"block header after packet record {index}", self._pos, 12
                             )
                         elif self._stream_error:
                             self.truncated = (
-                                f"capture file truncated after packet record {index}: {self._stream_error}"
+                                self._stream_end_message(index)
                             )
                         return
                     buf = self._buf
@@ -547,12 +572,7 @@ class CaptureReader:
                 if end > n:
                     self._pos = pos
                     if not fill(blen):
-                        name = _BLOCK_NAMES.get(btype, f"block type 0x{btype:08x}")
-                        if btype in (6, 3, 2):
-                            what = f"packet record {index + 1} ({name})"
-                        else:
-                            what = f"{name} after packet record {index}"
-                        self.truncated = self._cut_message(what, self._pos, blen)
+                        self.truncated = self._cut_message(self._block_what(btype, index), self._pos, blen)
                         return
                     buf = self._buf
                     pos = self._pos

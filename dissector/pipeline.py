@@ -211,16 +211,16 @@ class Dissector:
         conn = state.conn
         if type(item) is RawFrame:
             decoded = decode_frame(item.data, missing=item.missing, max_decompressed=self.options.max_decompressed)
-            if not state.confirmed:
-                if decoded.problems or decoded.command is None:
-                    return
-                state.confirmed = True
-                out.append(self._opened_event(state, item.first_time, item.first_packet))
+            if not state.confirmed and (decoded.problems or decoded.command is None):
+                return
             if state.broker is None and decoded.type_num is not None:
                 if decoded.type_num in _BROKER_ONLY:
                     state.broker = sender
                 elif decoded.type_num in _CLIENT_ONLY:
                     state.broker = _peer(conn, sender)
+            if not state.confirmed:
+                state.confirmed = True
+                out.append(self._opened_event(state, item.first_time, item.first_packet))
             self._frame_index += 1
             out.append(FrameEvent(self._frame_index, conn, sender, _peer(conn, sender),
                                   self._direction(state, sender), item.timestamp, item.first_time,

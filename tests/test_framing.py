@@ -492,6 +492,26 @@ def test_frames_and_notes_never_overlap_and_avoid_gaps(ops, synced):
             continue  # counts the foreign bytes of the whole rest of the stream, gaps or not
         for gs, ge in gaps:
             assert e <= gs or s >= ge, (s, e, k, gs, ge)
-    if not synced:
-        # (a synced splitter trusts sizes: garbage at its start may claim everything after it)
+    # A synced splitter trusts sizes: garbage it meets while synced (at the start of a synced stream, or right
+    # after a frame with no gap between: not a real TCP stream) may claim everything after it.
+    state, corrupt = synced, False
+    for kind, _ in ops:
+        if kind == "frame":
+            state = True
+        elif kind == "gap":
+            state = False
+        elif state:
+            corrupt = True
+    if not corrupt:
         assert frames_of(items)[-2:] == tail[-2:]
+
+
+@pytest.mark.parametrize("head, word", [(TLS_CLIENT_HELLO, "TLS"), (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP")])
+def test_pcap_foreign_protocol_on_pulsar_port(tmp_path, head, word):
+    path = tmp_path / "foreign.pcap"
+    fb.tcp_pcap(path, [("c", head), ("b", b"HTTP/1.1 400 Bad Request\r\n\r\n" if word == "HTTP" else b"\x15\x03\x03")])
+    fr, evs = _frames_and_events(path)
+    assert fr == []
+    foreign = [e for e in evs if e.kind == "NOT_PULSAR"]
+    assert foreign and word in foreign[0].message
+    assert foreign[0].direction == "to_broker" and foreign[0].length == len(head)

@@ -605,3 +605,27 @@ def test_no_declared_size_does_not_allocate_the_limit(name):
     dec, peak = _peak_during(lambda: decode_frame(frame))
     assert dec.payload.decompressed == TEXT and dec.problems == []
     assert peak < 4 * 1024 * 1024, f"peak {peak} bytes"
+
+
+def test_json_marker_encrypted_flags(tmp_path):
+    marker_md = fb.metadata(producer_name="pulsar.marker", marker_type=10)
+    enc_md = fb.metadata(encryption_keys=[{"key": "k", "value": b"v"}])
+    batch_md = fb.metadata(num_messages_in_batch=3)
+    batch = fb.batch_payload([b"a", ({"compacted_out": True}, b"b"), ({"null_value": True}, b"")])
+    items = [("b", fb.message_frame(MARKERS[10].SerializeToString(), md=marker_md, entry_id=1)),
+             ("b", fb.message_frame(b"\x00secret", md=enc_md, entry_id=2)),
+             ("b", fb.message_frame(batch, md=batch_md, entry_id=3, ack_set=[0b110]))]
+    path = tmp_path / "flags.pcap"
+    fb.tcp_pcap(path, items)
+    marker, enc, bat = [r for r in analysed_records(path) if "index" in r]
+    assert marker["marker"] == {"snapshot_id": "snap-1", "source_cluster": "east"}
+    assert marker["problems"] == []
+    assert enc["encrypted"] is True and enc["problems"] == []
+    assert enc["messages"][0]["payload_sha256"] is None and enc["messages"][0]["payload_size"] == 7
+    msgs = bat["messages"]
+    assert [m["batch_index"] for m in msgs] == [0, 1, 2]
+    assert [m.get("acked", False) for m in msgs] == [True, False, False]
+    assert [m.get("compacted_out", False) for m in msgs] == [False, True, False]
+    assert [m.get("null_value", False) for m in msgs] == [False, False, True]
+    assert [m["message_id"]["batch_index"] for m in msgs] == [0, 1, 2]
+    assert all(m["message_id"]["entry_id"] == 3 for m in msgs)

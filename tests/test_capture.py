@@ -1,0 +1,688 @@
+"""Tests for dissector.capture (pcap / pcapng / gzip reading)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+import struct
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+import pcapgen  # noqa: E402
+
+from dissector.capture import CapturedPacket, CaptureError, open_capture  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+CORPUS = {
+    "pcap": DATA / "01_basic_nonbatched.pcap",
+    "pcapng": DATA / "01_basic_nonbatched.pcapng",
+    "any": DATA / "01_basic_nonbatched.any.pcap",
+}
+MANIFEST = DATA / "01_basic_nonbatched.json"
+
+
+def read_all(source):
+    with open_capture(source) as r:
+        pkts = list(r)
+    return r, pkts
+
+
+def frames(n, size=60, t0=1_700_000_000.0, step=0.001):
+    """n distinct (ts, bytes) pairs."""
+    return [(t0 + i * step, bytes([i & 0xFF]) * 6 + struct.pack("!I", i) + bytes(size - 10)) for i in range(n)]
+
+
+def check_same(pkts, expected, tol=1e-6):
+    assert len(pkts) == len(expected)
+    for i, (p, e) in enumerate(zip(pkts, expected), 1):
+        assert isinstance(p, CapturedPacket)
+        assert p.index == i
+        assert abs(p.timestamp - e[0]) < tol, (i, p.timestamp, e[0])
+        assert p.data == e[1]
+        assert p.orig_len == (e[2] if len(e) > 2 else len(e[1]))
+
+
+# ------------------------------------------------------------------------------------------------ corpus
+@pytest.mark.parametrize(
+    "key,fmt,linktype,tool",
+    [("pcap", "pcap", 1, "tcpdump"), ("pcapng", "pcapng", 1, "dumpcap"), ("any", "pcap", 276, "tcpdump_any")],
+)
+def test_corpus_files(key, fmt, linktype, tool):
+    manifest = json.loads(MANIFEST.read_text())
+    r, pkts = read_all(CORPUS[key])
+    assert r.format == fmt
+    assert r.compressed is False
+    assert r.truncated is None
+    assert r.problems == []
+    assert len(pkts) == 71 == manifest["capture_files"][tool]["packets_captured"]
+    assert r.packets == 71
+    assert [p.index for p in pkts] == list(range(1, 72))
+    assert {p.linktype for p in pkts} == {linktype}
+    assert all(len(p.data) == p.orig_len for p in pkts)  # -s 0: nothing cut
+    ts = [p.timestamp for p in pkts]
+    assert ts == sorted(ts)
+    assert 1.7e9 < ts[0] < 2.0e9
+
+
+def test_corpus_pcap_and_pcapng_hold_the_same_frames():
+    _, a = read_all(CORPUS["pcap"])
+    _, b = read_all(CORPUS["pcapng"])
+    assert [p.data for p in a] == [p.data for p in b]
+    assert all(abs(x.timestamp - y.timestamp) < 1e-6 for x, y in zip(a, b))
+
+
+def test_corpus_frame_bytes_match_manifest():
+    """Ethernet frame bytes per direction equal tshark's conversation table in the manifest."""
+    conv = json.loads(MANIFEST.read_text())["tcp_conversations_tshark"][0]
+    _, pkts = read_all(CORPUS["pcap"])
+    a_port = int(conv["a"].rsplit(":", 1)[1]).to_bytes(2, "big")
+    a_to_b = [p for p in pkts if p.data[34:36] == a_port]  # Ethernet + 20-byte IPv4 header -> TCP sport
+    b_to_a = [p for p in pkts if p.data[34:36] != a_port]
+    assert len(a_to_b) == conv["frames_a_to_b"] and len(b_to_a) == conv["frames_b_to_a"]
+    assert f"{sum(p.orig_len for p in a_to_b)} bytes" == conv["bytes_a_to_b"]
+    assert f"{sum(p.orig_len for p in b_to_a)} bytes" == conv["bytes_b_to_a"]
+
+
+@pytest.mark.parametrize("key", ["pcap", "pcapng"])
+def test_corpus_against_scapy_reader(key):
+    from scapy.utils import PcapNgReader, PcapReader
+
+    cls = PcapReader if key == "pcap" else PcapNgReader
+    with cls(str(CORPUS[key])) as sr:
+        theirs = [(float(p.time), bytes(p)) for p in sr]
+    _, ours = read_all(CORPUS[key])
+    assert len(ours) == len(theirs)
+    for p, (t, b) in zip(ours, theirs):
+        assert p.data == b
+        assert abs(p.timestamp - t) < 1e-6
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+@pytest.mark.parametrize("key", ["pcap", "pcapng", "any"])
+def test_corpus_against_tshark(key):
+    out = subprocess.run(
+        ["tshark", "-n", "-r", str(CORPUS[key]), "-T", "fields", "-e", "frame.number", "-e", "frame.time_epoch",
+         "-e", "frame.len", "-e", "frame.cap_len"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split("\n")
+    rows = [line.split("\t") for line in out if line.strip()]
+    _, pkts = read_all(CORPUS[key])
+    assert len(pkts) == len(rows) == 71
+    for p, (num, ts, flen, caplen) in zip(pkts, rows):
+        assert p.index == int(num)
+        assert abs(p.timestamp - float(ts)) < 1e-6
+        assert p.orig_len == int(flen) and len(p.data) == int(caplen)
+
+
+# --------------------------------------------------------------------------------------------- classic pcap
+@pytest.mark.parametrize("big_endian", [False, True])
+@pytest.mark.parametrize("nanos", [False, True])
+def test_pcap_variants(tmp_path, big_endian, nanos):
+    pk = frames(50, t0=1_700_000_000.123456, step=0.000_001_5)
+    f = tmp_path / "x.pcap"
+    pcapgen.write_pcap(f, pk, linktype=101, nanos=nanos, big_endian=big_endian)
+    r, pkts = read_all(f)
+    assert r.format == "pcap" and r.truncated is None
+    assert {p.linktype for p in pkts} == {101}
+    check_same(pkts, pk, tol=1e-6 if not nanos else 5e-7)
+
+
+def test_pcap_nanosecond_precision(tmp_path):
+    f = tmp_path / "ns.pcap"
+    f.write_bytes(
+        struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1)
+        + struct.pack("<IIII", 1_700_000_000, 999_999_999, 4, 4) + b"abcd"
+        + struct.pack("<IIII", 1_700_000_001, 1, 4, 4) + b"efgh"
+    )
+    _, pkts = read_all(f)
+    assert pkts[0].timestamp == pytest.approx(1_700_000_000.999_999_999, abs=3e-7)
+    assert pkts[1].timestamp == pytest.approx(1_700_000_001.000_000_001, abs=3e-7)
+    assert pkts[0].timestamp <= pkts[1].timestamp  # a float holds ~0.24 us at this epoch, not 2 ns
+
+
+def test_pcap_microsecond_exact(tmp_path):
+    f = tmp_path / "us.pcap"
+    f.write_bytes(
+        struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+        + struct.pack("<IIII", 1_700_000_000, 123_456, 1, 1) + b"a"
+    )
+    _, pkts = read_all(f)
+    assert pkts[0].timestamp == 1_700_000_000.123456
+
+
+def test_pcap_snaplen_cut_packets(tmp_path):
+    pk = [(1.5, b"x" * 96, 1514), (2.5, b"y" * 60, 60)]
+    f = tmp_path / "snap.pcap"
+    pcapgen.write_pcap(f, pk, snaplen=96)
+    _, pkts = read_all(f)
+    check_same(pkts, pk)
+
+
+@pytest.mark.parametrize("big_endian", [False, True])
+def test_pcap_fcs_bits_in_linktype(tmp_path, big_endian):
+    """Upper bits of the link-type field: 'FCS length present' + FCS length in 16-bit words."""
+    fcs = b"\xde\xad\xbe\xef"
+    frame = bytes(range(60))
+    pk = [(1.0, frame + fcs), (2.0, (frame + fcs)[:30], 64), (3.0, (frame + fcs)[:62], 64)]
+    f = tmp_path / "fcs.pcap"
+    pcapgen.write_pcap(f, pk, linktype=1 | 0x04000000 | (2 << 28), big_endian=big_endian)
+    r, pkts = read_all(f)
+    assert [p.linktype for p in pkts] == [1, 1, 1]
+    assert pkts[0].data == frame and pkts[0].orig_len == 60
+    assert pkts[1].data == frame[:30] and pkts[1].orig_len == 60  # FCS not captured: nothing to strip
+    assert pkts[2].data == frame and pkts[2].orig_len == 60  # half of the FCS captured: stripped
+
+
+def test_pcap_linktype_without_fcs_bit_is_not_stripped(tmp_path):
+    f = tmp_path / "nofcs.pcap"
+    pcapgen.write_pcap(f, [(1.0, b"z" * 64)], linktype=1)
+    _, pkts = read_all(f)
+    assert pkts[0].data == b"z" * 64
+
+
+def test_pcap_modified_kuznetzov_format(tmp_path):
+    f = tmp_path / "mod.pcap"
+    f.write_bytes(
+        struct.pack("<IHHiIII", 0xA1B2CD34, 2, 4, 0, 0, 65535, 1)
+        + struct.pack("<IIII", 10, 500_000, 3, 3) + b"\0" * 8 + b"abc"
+        + struct.pack("<IIII", 11, 0, 2, 2) + b"\0" * 8 + b"de"
+    )
+    r, pkts = read_all(f)
+    assert [(p.timestamp, p.data) for p in pkts] == [(10.5, b"abc"), (11.0, b"de")]
+    assert any("modified" in m for m in r.problems)
+
+
+def test_unsupported_linktype_is_noted_once(tmp_path):
+    f = tmp_path / "wifi.pcap"
+    pcapgen.write_pcap(f, frames(5), linktype=105)
+    r, pkts = read_all(f)
+    assert len(pkts) == 5 and pkts[0].linktype == 105
+    assert len(r.problems) == 1 and "105" in r.problems[0] and "IEEE802_11" in r.problems[0]
+
+
+def test_scapy_wrpcap_roundtrip(tmp_path):
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+
+    pkts_in = [Ether() / IP(dst="10.0.0.%d" % i) / TCP(dport=6650) / (b"p" * i) for i in range(1, 20)]
+    for i, p in enumerate(pkts_in):
+        p.time = 1_700_000_000 + i / 7
+    f = tmp_path / "scapy.pcap"
+    wrpcap(str(f), pkts_in)
+    _, pkts = read_all(f)
+    check_same(pkts, [(float(p.time), bytes(p)) for p in pkts_in])
+
+
+# --------------------------------------------------------------------------------------------------- pcapng
+def test_pcapng_two_interfaces_tsresol_tsoffset_and_spb(tmp_path):
+    ifaces = [
+        {"linktype": 1, "tsresol": pcapgen.TSRESOL_NS, "snaplen": 64},
+        {"linktype": 101, "tsresol": pcapgen.tsresol_pow2(20), "tsoffset": 1_000},
+        {"linktype": 276},  # default resolution 10^-6
+    ]
+    ts0 = 1_700_000_000.25
+    pk = [
+        (0, ts0 + 0.000_000_123, b"e" * 60),
+        (1, ts0 + 1.5, b"r" * 40),
+        ("spb", None, b"s" * 64, 200),  # snaplen 64 of interface 0: caplen = min(64, 200)
+        (2, ts0 + 2.000_001, b"c" * 44),
+        (("pb", 1), ts0 + 3.25, b"o" * 33),  # obsolete Packet Block
+        (0, ts0 + 4.0, b"t" * 64, 1500),
+    ]
+    f = tmp_path / "multi.pcapng"
+    nrb = pcapgen.block(4, struct.pack("<HH", 0, 0))
+    isb = pcapgen.block(5, struct.pack("<III", 0, 0, 0))
+    pcapgen.write_pcapng(f, ifaces, pk, extra_blocks=[nrb, isb])
+    r, pkts = read_all(f)
+    assert r.format == "pcapng" and r.truncated is None
+    assert [p.index for p in pkts] == [1, 2, 3, 4, 5, 6]
+    assert [p.linktype for p in pkts] == [1, 101, 1, 276, 101, 1]
+    assert [p.data for p in pkts] == [b"e" * 60, b"r" * 40, b"s" * 64, b"c" * 44, b"o" * 33, b"t" * 64]
+    assert [p.orig_len for p in pkts] == [60, 40, 200, 44, 33, 1500]
+    assert pkts[0].timestamp == pytest.approx(ts0 + 0.000_000_123, abs=3e-7)
+    assert pkts[1].timestamp == pytest.approx(ts0 + 1.5, abs=1e-6)  # 2^-20 s resolution + offset 1000 s
+    assert pkts[2].timestamp == pkts[1].timestamp  # SPB: no timestamp of its own
+    assert pkts[3].timestamp == pytest.approx(ts0 + 2.000_001, abs=1e-7)
+    assert pkts[4].timestamp == pytest.approx(ts0 + 3.25, abs=1e-6)
+    assert any("Simple Packet Block" in m for m in r.problems)
+    assert not any("Name Resolution" in m or "Statistics" in m for m in r.problems)
+
+
+def test_pcapng_power_of_two_resolution_exact(tmp_path):
+    f = tmp_path / "p2.pcapng"
+    t = (1_700_000_000 << 20) + (1 << 19)  # x.5 s in 2^-20 units
+    body = struct.pack("<IIIII", 0, t >> 32, t & 0xFFFFFFFF, 2, 2) + b"hi"
+    f.write_bytes(pcapgen.shb() + pcapgen.idb(1, tsresol=pcapgen.tsresol_pow2(20)) + pcapgen.block(6, body))
+    _, pkts = read_all(f)
+    assert pkts[0].timestamp == 1_700_000_000.5
+
+
+@pytest.mark.parametrize("big_endian", [False, True])
+def test_pcapng_byte_orders(tmp_path, big_endian):
+    pk = frames(20)
+    f = tmp_path / "o.pcapng"
+    pcapgen.write_pcapng(f, [{"linktype": 1, "tsresol": 9}], [(0, t, d) for t, d in pk], big_endian=big_endian)
+    r, pkts = read_all(f)
+    check_same(pkts, pk, tol=5e-7)
+
+
+def test_pcapng_several_sections_reset_interfaces(tmp_path):
+    data = b"".join(
+        [
+            pcapgen.shb(),
+            pcapgen.idb(1),
+            pcapgen.idb(101),
+            pcapgen.epb(1, 10.0, b"A"),
+            pcapgen.shb(big_endian=True),  # new section, other byte order, new interface list
+            pcapgen.idb(113, tsresol=3, big_endian=True),
+            pcapgen.epb(0, 20.5, b"B", tsresol=3, big_endian=True),
+            pcapgen.epb(1, 21.0, b"C", big_endian=True),  # interface 1 is not defined in this section
+            pcapgen.shb(),
+            pcapgen.idb(228),
+            pcapgen.epb(0, 30.0, b"D"),
+        ]
+    )
+    f = tmp_path / "sections.pcapng"
+    f.write_bytes(data)
+    r, pkts = read_all(f)
+    assert [(p.index, p.linktype, p.data, p.timestamp) for p in pkts] == [
+        (1, 101, b"A", 10.0),
+        (2, 113, b"B", 20.5),
+        (3, 228, b"D", 30.0),
+    ]
+    assert r.truncated is None
+    assert any("undefined interface 1" in m for m in r.problems)
+
+
+def test_pcapng_unknown_and_custom_blocks_are_skipped_with_a_note(tmp_path):
+    unknown = pcapgen.block(0x12345678, b"whatever")
+    custom = pcapgen.block(0x00000BAD, struct.pack("<I", 32473) + b"data")
+    dsb = pcapgen.block(0x0000000A, struct.pack("<II", 0x544C534B, 4) + b"keys")
+    f = tmp_path / "unk.pcapng"
+    pcapgen.write_pcapng(
+        f, [{"linktype": 1}], [(0, 1.0, b"a"), (0, 2.0, b"b")], extra_blocks=[unknown, custom, dsb] + [unknown] * 100
+    )
+    r, pkts = read_all(f)
+    assert [p.data for p in pkts] == [b"a", b"b"]
+    assert len(r.problems) == 3  # one note per kind, not per block
+    assert any("0x12345678" in m for m in r.problems)
+    assert any("Custom" in m for m in r.problems)
+    assert any("Decryption Secrets" in m for m in r.problems)
+
+
+def test_pcapng_fcslen_option(tmp_path):
+    f = tmp_path / "fcs.pcapng"
+    frame = bytes(range(60))
+    pcapgen.write_pcapng(f, [{"linktype": 1, "fcslen": 4}], [(0, 1.0, frame + b"\x01\x02\x03\x04")])
+    _, pkts = read_all(f)
+    assert pkts[0].data == frame and pkts[0].orig_len == 60
+
+
+def test_pcapng_scapy_writer_roundtrip(tmp_path):
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import PcapNgWriter
+
+    pkts_in = [Ether() / IP() / TCP(sport=i) / (b"q" * i) for i in range(1, 30)]
+    for i, p in enumerate(pkts_in):
+        p.time = 1_700_000_000 + i * 0.25
+    f = tmp_path / "scapy.pcapng"
+    with PcapNgWriter(str(f)) as w:
+        for p in pkts_in:
+            w.write(p)
+    r, pkts = read_all(f)
+    assert r.format == "pcapng"
+    check_same(pkts, [(float(p.time), bytes(p)) for p in pkts_in])
+
+
+def test_pcapng_epb_caplen_larger_than_block_is_cut(tmp_path):
+    body = struct.pack("<IIIII", 0, 0, 1_000_000, 100, 100) + b"abcd"
+    f = tmp_path / "bad.pcapng"
+    f.write_bytes(pcapgen.shb() + pcapgen.idb(1) + pcapgen.block(6, body) + pcapgen.epb(0, 2.0, b"ok"))
+    r, pkts = read_all(f)
+    assert [p.data for p in pkts] == [b"abcd", b"ok"]
+    assert r.problems
+
+
+# ------------------------------------------------------------------------------------------------------ gzip
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_gzip_is_transparent(tmp_path, fmt):
+    pk = frames(300, size=200)
+    f = tmp_path / f"x.{fmt}.gz"
+    if fmt == "pcap":
+        pcapgen.write_pcap(f, pk, gzip=True)
+    else:
+        pcapgen.write_pcapng(f, [{"linktype": 1}], [(0, t, d) for t, d in pk], gzip=True)
+    assert f.read_bytes()[:2] == b"\x1f\x8b"
+    r, pkts = read_all(f)
+    assert r.format == fmt and r.compressed and r.truncated is None
+    check_same(pkts, pk)
+
+
+def test_corpus_gzipped_equals_plain(tmp_path):
+    f = tmp_path / "c.pcapng.gz"
+    f.write_bytes(gzip.compress(CORPUS["pcapng"].read_bytes()))
+    _, a = read_all(f)
+    _, b = read_all(CORPUS["pcapng"])
+    assert [(p.timestamp, p.data) for p in a] == [(p.timestamp, p.data) for p in b]
+
+
+class ReadOnly:
+    """A minimal file-like object: only read(), no peek/seek/readinto."""
+
+    def __init__(self, data: bytes):
+        self._b = io.BytesIO(data)
+        self.closed = False
+
+    def read(self, n=-1):
+        return self._b.read(min(n, 7) if n and n > 0 else n)  # short reads on purpose
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("kind", ["bytesio", "readonly", "buffered"])
+def test_file_object_sources(compress, kind):
+    pk = frames(40)
+    raw = pcapgen.pcap_bytes(pk)
+    if compress:
+        raw = gzip.compress(raw)
+    src = {"bytesio": io.BytesIO, "readonly": ReadOnly, "buffered": lambda b: io.BufferedReader(io.BytesIO(b))}[
+        kind
+    ](raw)
+    with open_capture(src) as r:
+        pkts = list(r)
+    assert r.compressed is compress
+    check_same(pkts, pk)
+    assert not src.closed  # the caller's object is the caller's to close
+
+
+def test_path_types_and_close(tmp_path):
+    f = tmp_path / "p.pcap"
+    pcapgen.write_pcap(f, frames(3))
+    for src in (f, str(f)):
+        with open_capture(src) as r:
+            assert next(iter(r)).index == 1
+            stream = r._stream
+        assert stream.closed
+
+
+def test_iteration_is_lazy_and_single_pass(tmp_path):
+    f = tmp_path / "lazy.pcap"
+    pcapgen.write_pcap(f, frames(10))
+    with open_capture(f) as r:
+        it = iter(r)
+        assert next(it).index == 1
+        assert r.packets == 1
+        rest = list(r)
+        assert [p.index for p in rest] == list(range(2, 11))
+        assert list(r) == []
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng", "pcap.gz"])
+def test_memory_does_not_grow_with_file_size(tmp_path, fmt):
+    pk = frames(30_000, size=300)  # ~10 MB
+    f = tmp_path / f"big.{fmt}"
+    if fmt == "pcapng":
+        pcapgen.write_pcapng(f, [{"linktype": 1}], [(0, t, d) for t, d in pk])
+    else:
+        pcapgen.write_pcap(f, pk, gzip=fmt.endswith(".gz"))
+    del pk
+    tracemalloc.start()
+    try:
+        n = 0
+        with open_capture(f) as r:
+            for _p in r:
+                n += 1
+        _cur, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert n == 30_000
+    assert peak < 6 * 1024 * 1024, peak  # a couple of 1 MiB chunks, not the ~10 MB file
+
+
+# ------------------------------------------------------------------------------------------ truncation
+def _truncation_cases(data: bytes, last_record_start: int):
+    return range(last_record_start + 1, len(data))
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng", "pcap-be", "pcapng-be"])
+def test_truncated_inside_last_record(tmp_path, fmt):
+    pk = frames(8, size=50)
+    be = fmt.endswith("-be")
+    if fmt.startswith("pcapng"):
+        data = pcapgen.pcapng_bytes([{"linktype": 1}], [(0, t, d) for t, d in pk], big_endian=be)
+        last = len(data) - len(pcapgen.epb(0, pk[-1][0], pk[-1][1]))
+    else:
+        data = pcapgen.pcap_bytes(pk, big_endian=be)
+        last = len(data) - 16 - len(pk[-1][1])
+    # exactly at the record boundary: a complete, shorter file
+    f = tmp_path / "t"
+    f.write_bytes(data[:last])
+    r, pkts = read_all(f)
+    assert len(pkts) == 7 and r.truncated is None
+    for cut in _truncation_cases(data, last):
+        f.write_bytes(data[:cut])
+        r, pkts = read_all(f)
+        check_same(pkts, pk[:7])
+        assert r.truncated is not None, cut
+        assert r.truncated.startswith("capture file truncated: ")
+        assert f"cut off at byte offset {cut}" in r.truncated
+        assert f"starting at byte offset {last})" in r.truncated
+        if cut - last >= 8 + 4 * (not fmt.startswith("pcapng")):  # record length readable
+            assert "packet record 8" in r.truncated
+            assert f"needs {len(data) - cut} more byte" in r.truncated
+        else:
+            hdr = 12 if fmt.startswith("pcapng") else 16
+            assert f"needs {last + hdr - cut} more byte" in r.truncated
+
+
+@pytest.mark.parametrize("fmt", ["pcap", "pcapng"])
+def test_truncated_gzip(tmp_path, fmt):
+    pk = frames(2000, size=300)
+    if fmt == "pcap":
+        data = pcapgen.pcap_bytes(pk)
+    else:
+        data = pcapgen.pcapng_bytes([{"linktype": 1}], [(0, t, d) for t, d in pk])
+    gz = gzip.compress(data, compresslevel=1)
+    f = tmp_path / "t.gz"
+    for cut in (len(gz) // 3, len(gz) // 2, len(gz) - 9, len(gz) - 1):
+        f.write_bytes(gz[:cut])
+        r, pkts = read_all(f)
+        if cut < len(gz) // 2 + 1:
+            assert 0 < len(pkts) < 2000
+        check_same(pkts, pk[: len(pkts)])
+        assert r.truncated and r.truncated.startswith("capture file truncated")
+
+
+def test_gzip_trailer_cut_but_data_complete(tmp_path):
+    pk = frames(5)
+    gz = gzip.compress(pcapgen.pcap_bytes(pk))
+    f = tmp_path / "t.gz"
+    f.write_bytes(gz[:-8])  # CRC + size trailer missing
+    r, pkts = read_all(f)
+    check_same(pkts, pk)
+    assert r.truncated == (
+        "capture file truncated after packet record 5: gzip stream error: "
+        "EOFError: Compressed file ended before the end-of-stream marker was reached"
+    )
+
+
+def test_corrupt_huge_caplen_stops_with_message(tmp_path):
+    pk = frames(3)
+    data = pcapgen.pcap_bytes(pk) + struct.pack("<IIII", 1, 0, 0xFFFFFFF0, 0xFFFFFFF0) + b"x" * 100
+    f = tmp_path / "c.pcap"
+    f.write_bytes(data)
+    r, pkts = read_all(f)
+    assert len(pkts) == 3
+    assert r.truncated.startswith("capture file corrupt:") and "packet record 4" in r.truncated
+
+
+def test_corrupt_pcapng_block_length(tmp_path):
+    data = pcapgen.pcapng_bytes([{"linktype": 1}], [(0, 1.0, b"a")]) + struct.pack("<II", 6, 13) + b"\0" * 20
+    f = tmp_path / "c.pcapng"
+    f.write_bytes(data)
+    r, pkts = read_all(f)
+    assert len(pkts) == 1
+    assert r.truncated.startswith("capture file corrupt:")
+
+
+def test_pcapng_trailing_length_mismatch(tmp_path):
+    good = pcapgen.epb(0, 2.0, b"bb")
+    bad = good[:-4] + struct.pack("<I", len(good) + 4)
+    data = pcapgen.pcapng_bytes([{"linktype": 1}], [(0, 1.0, b"a")]) + bad + pcapgen.epb(0, 3.0, b"c")
+    f = tmp_path / "m.pcapng"
+    f.write_bytes(data)
+    r, pkts = read_all(f)
+    assert [p.data for p in pkts] == [b"a"]
+    assert "trailing length" in r.truncated
+
+
+# ----------------------------------------------------------------------------------------------- errors
+def test_missing_file(tmp_path):
+    with pytest.raises(CaptureError, match="no such file"):
+        open_capture(tmp_path / "nope.pcap")
+
+
+def test_directory(tmp_path):
+    with pytest.raises(CaptureError, match="directory"):
+        open_capture(tmp_path)
+
+
+def test_empty_file(tmp_path):
+    f = tmp_path / "empty.pcap"
+    f.write_bytes(b"")
+    with pytest.raises(CaptureError, match="empty"):
+        open_capture(f)
+
+
+def test_empty_gzip(tmp_path):
+    f = tmp_path / "empty.pcap.gz"
+    f.write_bytes(gzip.compress(b""))
+    with pytest.raises(CaptureError, match="empty"):
+        open_capture(f)
+
+
+def test_garbage_file(tmp_path):
+    f = tmp_path / "http.txt"
+    f.write_bytes(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    with pytest.raises(CaptureError) as ei:
+        open_capture(f)
+    assert "not a pcap or pcapng file (starts with 47 45 54 20)" in str(ei.value)
+
+
+def test_not_gzip_after_all(tmp_path):
+    f = tmp_path / "fake.gz"
+    f.write_bytes(b"\x1f\x8bthis is not deflate data at all")
+    with pytest.raises(CaptureError):
+        open_capture(f)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 10, 23])
+def test_short_pcap_header(tmp_path, n):
+    f = tmp_path / "short.pcap"
+    f.write_bytes(pcapgen.pcap_bytes([])[:n])
+    with pytest.raises(CaptureError, match="too short|truncated"):
+        open_capture(f)
+
+
+@pytest.mark.parametrize("n", [4, 11, 12, 20, 27])
+def test_short_pcapng_header(tmp_path, n):
+    f = tmp_path / "short.pcapng"
+    f.write_bytes(pcapgen.shb()[:n])
+    with pytest.raises(CaptureError):
+        open_capture(f)
+
+
+def test_pcapng_bad_byte_order_magic(tmp_path):
+    f = tmp_path / "bom.pcapng"
+    f.write_bytes(struct.pack("<III", 0x0A0D0D0A, 28, 0x11223344) + b"\0" * 16)
+    with pytest.raises(CaptureError, match="byte-order"):
+        open_capture(f)
+
+
+def test_header_only_files_are_empty_captures(tmp_path):
+    f = tmp_path / "h.pcap"
+    pcapgen.write_pcap(f, [])
+    r, pkts = read_all(f)
+    assert pkts == [] and r.truncated is None
+    g = tmp_path / "h.pcapng"
+    pcapgen.write_pcapng(g, [{"linktype": 1}], [])
+    r, pkts = read_all(g)
+    assert pkts == [] and r.truncated is None
+
+
+def test_wrong_argument_type():
+    with pytest.raises(TypeError):
+        open_capture(12345)
+
+
+# ------------------------------------------------------------------------------------------- hypothesis
+_PCAP_HDR = pcapgen.pcap_bytes([])
+_PCAPNG_HDR = pcapgen.shb() + pcapgen.idb(1) + pcapgen.idb(101, tsresol=9)
+_GOOD_TAIL = pcapgen.pcap_bytes(frames(3))[24:]
+
+
+def _drain(data: bytes) -> None:
+    try:
+        r = open_capture(io.BytesIO(data))
+    except CaptureError:
+        return
+    with r:
+        for p in r:
+            assert isinstance(p, CapturedPacket)
+            assert isinstance(p.data, bytes)
+        assert r.truncated is None or isinstance(r.truncated, str)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    head=st.sampled_from([_PCAP_HDR, _PCAPNG_HDR, pcapgen.pcap_bytes([], big_endian=True, nanos=True), b""]),
+    tail=st.binary(max_size=600),
+    gz=st.booleans(),
+)
+def test_random_bytes_after_valid_header_never_raise(head, tail, gz):
+    data = head + tail
+    if gz:
+        data = gzip.compress(data)
+    _drain(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_mutated_valid_files_never_raise(data):
+    base = bytearray(
+        data.draw(
+            st.sampled_from(
+                [
+                    _PCAP_HDR + _GOOD_TAIL,
+                    pcapgen.pcapng_bytes(
+                        [{"linktype": 1, "tsresol": 0x94}, {"linktype": 113}],
+                        [(0, 1.0, b"a" * 30), ("spb", None, b"s" * 20), (1, 2.0, b"b" * 9), (("pb", 0), 3.0, b"c")],
+                    ),
+                ]
+            )
+        )
+    )
+    for _ in range(data.draw(st.integers(1, 8))):
+        i = data.draw(st.integers(0, len(base) - 1))
+        base[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(base)))
+    _drain(bytes(base[:cut]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_files_only_capture_error(blob):
+    _drain(blob)
