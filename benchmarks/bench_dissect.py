@@ -10,9 +10,11 @@ CAPTURE defaults to benchmarks/out/perf_big.pcap (made with benchmarks/make_big_
 Measured commands (stdout to /dev/null):
   ours_cli      pulsar-dissect FILE --json
   ours_lib      python: Counter(map(type, dissector.pipeline.dissect_file(FILE)))   (if that function exists)
+  ours_analysed python: the same over dissector.run.analysed_events(FILE) (decoding + conversation analysis)
   tshark_reasm  tshark -r FILE -o tcp.desegment_tcp_streams:TRUE -o tcp.reassemble_out_of_order:TRUE
   tshark_floor  tshark -r FILE -d tcp.port==6650,data -o tcp.desegment_tcp_streams:TRUE
   tshark_follow tshark -r FILE -q -z follow,tcp,raw,0
+  tshark_follow_all  the same with one -z follow,tcp,raw,I per TCP stream (2..64 streams): all streams reassembled
 Ratio = tshark seconds / our seconds: > 1 means we are faster.  Target: ours_cli vs tshark_reasm >= 1.
 Results also go to benchmarks/out/results.json (--json-out).
 """
@@ -34,16 +36,25 @@ OUT = os.path.join(HERE, "out")
 DEFAULT_BIG = os.path.join(OUT, "perf_big.pcap")
 DEFAULT_QUICK = os.path.join(OUT, "perf_quick.pcap")
 GNU_TIME = "/usr/bin/time"
+MAX_FOLLOW_STREAMS = 64
 TARGET = ("ours_cli", "tshark_reasm")  # the issue's target: ours at least as fast as tshark with reassembly
 
 # The library path runs in a child process so that its RSS and start-up are measured like the CLI's.
+# name -> (module, function): generators of decoded items, timed without any output.
+LIB_PATHS = {
+    "ours_lib": ("dissector.pipeline", "dissect_file"),        # decoding only
+    "ours_analysed": ("dissector.run", "analysed_events"),     # + conversation analysis (what the CLI prints)
+}
 LIB_SNIPPET = r"""
-import collections, json, sys
-from dissector.pipeline import dissect_file
-c = collections.Counter(map(type, dissect_file(sys.argv[1])))
+import collections, importlib, json, sys
+fn = getattr(importlib.import_module(sys.argv[1]), sys.argv[2])
+c = collections.Counter(map(type, fn(sys.argv[3])))
 print(json.dumps({t.__name__: n for t, n in c.items()}))
 """
-LIB_PROBE = "import dissector.pipeline as p, sys; sys.exit(0 if callable(getattr(p, 'dissect_file', None)) else 3)"
+LIB_PROBE = ("import importlib, sys\n"
+             "try:\n    m = importlib.import_module(sys.argv[1])\n"
+             "except ImportError as e:\n    print(e, file=sys.stderr); sys.exit(4)\n"
+             "sys.exit(0 if callable(getattr(m, sys.argv[2], None)) else 3)")
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -273,14 +284,16 @@ def build_commands(path, skip, cli_template=None):
             desc = " ".join(["pulsar-dissect"] + ["FILE" if a == path else a for a in argv[len(cli_argv()):]]) \
                 + " > /dev/null"
         cmds["ours_cli"] = {"argv": argv, "side": "ours", "cwd": ROOT, "desc": desc, "unavailable": why}
-    if "ours_lib" not in skip:
-        py = venv_python()
-        probe = subprocess.run([py, "-c", LIB_PROBE], cwd=ROOT, capture_output=True, text=True)
+    py = venv_python()
+    for name, (mod, fn) in LIB_PATHS.items():
+        if name in skip:
+            continue
+        probe = subprocess.run([py, "-c", LIB_PROBE, mod, fn], cwd=ROOT, capture_output=True, text=True)
         ok = probe.returncode == 0
-        why = None if ok else ("dissector.pipeline.dissect_file missing" if probe.returncode == 3 else
-                               "cannot import dissector.pipeline: " + (probe.stderr.strip().splitlines() or ["?"])[-1])
-        cmds["ours_lib"] = {"argv": [py, "-c", LIB_SNIPPET, path] if ok else None, "side": "ours", "cwd": ROOT,
-                            "desc": "Counter(map(type, dissector.pipeline.dissect_file(FILE))) (no JSON)", "unavailable": why}
+        why = None if ok else (f"{mod}.{fn} missing" if probe.returncode == 3 else
+                               f"cannot import {mod}: " + (probe.stderr.strip().splitlines() or ["?"])[-1])
+        cmds[name] = {"argv": [py, "-c", LIB_SNIPPET, mod, fn, path] if ok else None, "side": "ours", "cwd": ROOT,
+                      "desc": f"Counter(map(type, {mod}.{fn}(FILE))) (no output)", "unavailable": why}
     tsh = [
         ("tshark_reasm", ["-r", path, "-o", "tcp.desegment_tcp_streams:TRUE", "-o", "tcp.reassemble_out_of_order:TRUE"],
          "tshark -r FILE -o tcp.desegment_tcp_streams:TRUE -o tcp.reassemble_out_of_order:TRUE > /dev/null"),
@@ -289,6 +302,14 @@ def build_commands(path, skip, cli_template=None):
         ("tshark_follow", ["-r", path, "-q", "-z", "follow,tcp,raw,0"],
          "tshark -r FILE -q -z follow,tcp,raw,0 > /dev/null"),
     ]
+    # reassembly of every TCP stream (follow needs one -z per stream); only for captures with few streams
+    if tshark and "tshark_follow_all" not in skip:
+        conv = subprocess.run([tshark, "-r", path, "-q", "-z", "conv,tcp"], capture_output=True, text=True).stdout
+        n = sum(1 for line in conv.splitlines() if "<->" in line)
+        if 1 < n <= MAX_FOLLOW_STREAMS:
+            zs = [a for i in range(n) for a in ("-z", f"follow,tcp,raw,{i}")]
+            tsh.append(("tshark_follow_all", ["-r", path, "-q"] + zs,
+                        f"tshark -r FILE -q -z follow,tcp,raw,0 ... -z follow,tcp,raw,{n - 1} > /dev/null"))
     for name, args, desc in tsh:
         if name in skip:
             continue
@@ -339,9 +360,9 @@ def run_benchmark(path, repeat, skip=(), timeout=3600, count_frames=True, cli_te
         for name, c in cmds.items():
             if c["unavailable"]:
                 continue
-            r = run_measured(c["argv"], stdout=subprocess.PIPE if name == "ours_lib" else subprocess.DEVNULL,
+            r = run_measured(c["argv"], stdout=subprocess.PIPE if name in LIB_PATHS else subprocess.DEVNULL,
                              timeout=timeout, cwd=c["cwd"])
-            if name == "ours_lib" and "stdout" in r:
+            if name in LIB_PATHS and "stdout" in r:
                 try:
                     kinds = json.loads(r.pop("stdout").decode().strip().splitlines()[-1])
                     c["lib_items"] = kinds  # items per class; frames = all but StreamEvent
@@ -351,7 +372,7 @@ def run_benchmark(path, repeat, skip=(), timeout=3600, count_frames=True, cli_te
             r.pop("stdout", None)
             c["runs"].append(r)
             status = "" if r["rc"] == 0 else f"  FAILED rc={r['rc']}: {' | '.join(r['stderr_tail'][-2:])}"
-            log(f"  [{rep + 1}/{repeat}] {name:14s} {r['wall_s']:8.2f} s  "
+            log(f"  [{rep + 1}/{repeat}] {name:17s} {r['wall_s']:8.2f} s  "
                 f"rss {fmt(r.get('rss_kb') and r['rss_kb'] / 1024, '.0f')} MiB{status}")
             if r["rc"] != 0:
                 c["unavailable"] = f"failed (rc={r['rc']}): " + " | ".join(r["stderr_tail"][-3:])
@@ -360,7 +381,7 @@ def run_benchmark(path, repeat, skip=(), timeout=3600, count_frames=True, cli_te
     for name, c in cmds.items():
         ok = [r for r in c["runs"] if r["rc"] == 0]
         wall = median([r["wall_s"] for r in ok])
-        fr = c.get("json_frames") if name == "ours_cli" else c.get("lib_frames") if name == "ours_lib" else None
+        fr = c.get("json_frames") if name == "ours_cli" else c.get("lib_frames") if name in LIB_PATHS else None
         results[name] = {
             "command": c["desc"], "side": c["side"], "ok": bool(ok) and not c["unavailable"],
             "error": c["unavailable"], "runs": c["runs"],
@@ -369,16 +390,16 @@ def run_benchmark(path, repeat, skip=(), timeout=3600, count_frames=True, cli_te
             "rss_mib_max": max([r["rss_kb"] / 1024 for r in ok if r.get("rss_kb")], default=None),
             "cpu_s_median": median([(r.get("user_s") or 0) + (r.get("sys_s") or 0) for r in ok]),
             "frames": fr,
-            **({"items_by_type": c["lib_items"]} if name == "ours_lib" and "lib_items" in c else {}),
+            **({"items_by_type": c["lib_items"]} if "lib_items" in c else {}),
             **({"json_lines": c["json_lines"]} if "json_lines" in c else {}),
             "frames_per_s": (fr / wall) if (fr and wall) else None,
             "packets_per_s": (npk / wall) if (npk and wall) else None,
             "mb_per_s": (size / 1e6 / wall) if wall else None,
         }
     ratios = {}
-    for o in ("ours_cli", "ours_lib"):
-        for t in ("tshark_reasm", "tshark_floor", "tshark_follow"):
-            if o in results and t in results and results[o]["wall_s_median"] and results[t]["wall_s_median"]:
+    for o in ["ours_cli"] + list(LIB_PATHS):
+        for t in [k for k, v in results.items() if v["side"] == "tshark"]:
+            if o in results and results[t]["wall_s_median"] and results[o]["wall_s_median"] and results[t]["wall_s_median"]:
                 ratios[f"{t}/{o}"] = results[t]["wall_s_median"] / results[o]["wall_s_median"]
     target_key = f"{TARGET[1]}/{TARGET[0]}"
     return {"capture": os.path.abspath(path), "bytes": size, "packets": npk, "repeat": repeat,
@@ -393,19 +414,19 @@ def run_benchmark(path, repeat, skip=(), timeout=3600, count_frames=True, cli_te
 
 def print_table(rep):
     print()
-    print(f"{'measurement':14s} {'median s':>9s} {'MB/s':>8s} {'pkts/s':>10s} {'frames':>9s} {'frames/s':>10s} "
+    print(f"{'measurement':17s} {'median s':>9s} {'MB/s':>8s} {'pkts/s':>10s} {'frames':>9s} {'frames/s':>10s} "
           f"{'RSS MiB':>8s} {'CPU s':>7s}  command")
     for name, r in rep["results"].items():
         if not r["ok"]:
-            print(f"{name:14s} {'n/a':>9s}  {r['error']}")
+            print(f"{name:17s} {'n/a':>9s}  {r['error']}")
             continue
-        print(f"{name:14s} {fmt(r['wall_s_median'], '9.2f')} {fmt(r['mb_per_s'], '8.1f')} {fmt(r['packets_per_s'], '10.0f')} "
+        print(f"{name:17s} {fmt(r['wall_s_median'], '9.2f')} {fmt(r['mb_per_s'], '8.1f')} {fmt(r['packets_per_s'], '10.0f')} "
               f"{fmt(r['frames'], '9d')} {fmt(r['frames_per_s'], '10.0f')} {fmt(r['rss_mib_median'], '8.0f')} "
               f"{fmt(r['cpu_s_median'], '7.2f')}  {r['command']}")
     if rep["ratios_tshark_over_ours"]:
         print("\nratios (tshark seconds / our seconds; > 1 means we are faster):")
         for k, v in rep["ratios_tshark_over_ours"].items():
-            print(f"  {k:30s} {v:6.2f}")
+            print(f"  {k:32s} {v:6.2f}")
     t = rep["target"]
     verdict = "n/a (our side did not run)" if t["met"] is None else ("MET" if t["met"] else "NOT MET")
     print(f"\ntarget {t['ratio']} >= 1.0: {verdict}" + (f" ({t['value']:.2f})" if t["value"] else ""))
@@ -418,7 +439,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported (default 3)")
     ap.add_argument("--no-generate", action="store_true", help="do not make the default capture if it is missing")
     ap.add_argument("--skip", nargs="*", default=[], metavar="NAME",
-                    help="measurements to leave out: ours_cli ours_lib tshark_reasm tshark_floor tshark_follow")
+                    help="measurements to leave out: ours_cli ours_lib ours_analysed tshark_reasm tshark_floor tshark_follow "
+                         "tshark_follow_all")
     ap.add_argument("--no-count", action="store_true", help="skip the untimed run that counts our JSON lines")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per run before it is killed")
     ap.add_argument("--cli-args", metavar="TEMPLATE",

@@ -50,7 +50,7 @@ def main():
         half = os.path.join(bd.OUT, os.path.splitext(os.path.basename(big))[0] + ".half.pcap")
         if not os.path.exists(half) or os.path.getmtime(half) < os.path.getmtime(big):
             make_half(big, half)
-    skip = ["tshark_floor", "tshark_follow"] + (["tshark_reasm"] if a.no_tshark else [])
+    skip = ["tshark_floor", "tshark_follow", "tshark_follow_all"] + (["tshark_reasm"] if a.no_tshark else [])
     reps = {}
     for label, path in (("half", half), ("big", big)):
         print(f"== {label}")

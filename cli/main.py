@@ -104,6 +104,10 @@ class TimelineOutput:
             self.renderer = TimelineRenderer(self.console, plain=plain or no_color, absolute_time=absolute_time,
                                              details=details, show_payload=payload)
         self.write_json = json_writer(self.out)
+        # The timeline shows per-message data only with --payload or --details.
+        self.summary = not json_out and not (payload or details)
+        if self.renderer is not None and not self.console.is_terminal:
+            self.renderer.plain = True  # piped or redirected: plain lines, no wrapping
         self.shown = 0
         self.problems = 0
 
@@ -119,7 +123,7 @@ class TimelineOutput:
             if self.max_frames is not None and self.shown >= self.max_frames:
                 return False
             self.shown += 1
-        rec = record(ev, payload_bytes=self.payload)
+        rec = record(ev, payload_bytes=self.payload, summary=self.summary)
         if self.renderer is None:
             self.write_json(rec)
         else:

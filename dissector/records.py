@@ -17,7 +17,9 @@ from .pbdict import message_to_dict
 from .pipeline import FrameEvent, StreamEvent
 
 
-def frame_record(ev: FrameEvent, *, payload_bytes: bool = False) -> dict[str, Any]:
+def frame_record(ev: FrameEvent, *, payload_bytes: bool = False, summary: bool = False) -> dict[str, Any]:
+    """The JSON object of a frame; ``summary`` replaces ``messages`` by ``messages_summary`` (count, bytes,
+    chunk) for views that do not show each message, which saves hashing every payload."""
     frame = ev.frame
     rec: dict[str, Any] = {
         "index": ev.index,
@@ -38,13 +40,13 @@ def frame_record(ev: FrameEvent, *, payload_bytes: bool = False) -> dict[str, An
         rec["first_packet"] = ev.first_packet
     sec = frame.payload
     if sec is not None:
-        rec.update(payload_fields(sec, ev, payload_bytes))
+        rec.update(payload_fields(sec, ev, payload_bytes, summary))
     if ev.notes:
         rec.update(ev.notes)
     return rec
 
 
-def payload_fields(sec: PayloadSection, ev: FrameEvent, payload_bytes: bool) -> dict[str, Any]:
+def payload_fields(sec: PayloadSection, ev: FrameEvent, payload_bytes: bool, summary: bool = False) -> dict[str, Any]:
     md = sec.metadata
     out: dict[str, Any] = {
         "checksum": sec.checksum,
@@ -65,6 +67,12 @@ def payload_fields(sec: PayloadSection, ev: FrameEvent, payload_bytes: bool) -> 
     if frame.type_num == MESSAGE and frame.command is not None and frame.command.HasField("message_id"):
         mid = frame.command.message_id
         base_id = (mid.ledgerId, mid.entryId, mid.partition)
+    if summary:
+        msgs = sec.messages
+        out["messages_summary"] = brief = {"count": len(msgs), "bytes": sum(m.payload_size for m in msgs)}
+        if msgs and msgs[0].chunk_id is not None:
+            brief["chunk"] = {"chunk_id": msgs[0].chunk_id, "num_chunks": msgs[0].num_chunks, "uuid": msgs[0].uuid}
+        return out
     out["messages"] = [message_record(m, base_id, payload_bytes) for m in sec.messages]
     return out
 
@@ -125,7 +133,7 @@ def event_record(ev: StreamEvent) -> dict[str, Any]:
     return rec
 
 
-def record(ev, *, payload_bytes: bool = False) -> dict[str, Any]:
+def record(ev, *, payload_bytes: bool = False, summary: bool = False) -> dict[str, Any]:
     if type(ev) is FrameEvent:
-        return frame_record(ev, payload_bytes=payload_bytes)
+        return frame_record(ev, payload_bytes=payload_bytes, summary=summary)
     return event_record(ev)

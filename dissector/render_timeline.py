@@ -102,11 +102,14 @@ class TimelineRenderer:
         self._t0: float | None = None
 
     def render(self, rec: dict) -> None:
-        text = self.format(rec)
+        parts = self.parts(rec)
         if self.plain:
-            self.console.file.write(text.plain + "\n")
+            self.console.file.write("".join(p[0] for p in parts) + "\n")
         else:
-            self.console.print(text, soft_wrap=True, highlight=False, markup=False)
+            self.console.print(Text.assemble(*parts), soft_wrap=True, highlight=False, markup=False)
+
+    def format(self, rec: dict) -> Text:
+        return Text.assemble(*self.parts(rec))
 
     def _time(self, t: float) -> str:
         if self.absolute_time:
@@ -115,8 +118,9 @@ class TimelineRenderer:
             self._t0 = t
         return f"{t - self._t0:+10.6f}"
 
-    def format(self, rec: dict) -> Text:
-        line = Text()
+    def parts(self, rec: dict) -> "_Parts":
+        """The line as (text, style) pieces: cheap to join for plain output, one Text for the terminal."""
+        line = _Parts()
         is_frame = "index" in rec
         line.append(f"{rec['index']:>6} " if is_frame else "     - ", style="dim")
         line.append(self._time(rec["time"]) + " ", style="cyan")
@@ -151,7 +155,7 @@ class TimelineRenderer:
             self._details(line, rec)
         return line
 
-    def _frame_summary(self, line: Text, rec: dict) -> None:
+    def _frame_summary(self, line: "_Parts", rec: dict) -> None:
         for label, value in key_fields(rec):
             line.append(f" {label}=", style="dim")
             line.append(value)
@@ -163,9 +167,11 @@ class TimelineRenderer:
                     line.append(f" {key}=", style="dim")
                     line.append(safe(name, 30), style="green")
         msgs = rec.get("messages")
-        if msgs is not None:
-            total = sum(m["payload_size"] for m in msgs)
-            line.append(f" msgs={len(msgs)} bytes={total}", style="dim")
+        summary = rec.get("messages_summary")
+        if msgs is not None or summary is not None:
+            if summary is None:
+                summary = messages_summary(msgs)
+            line.append(f" msgs={summary['count']} bytes={summary['bytes']}", style="dim")
             md = rec.get("metadata") or {}
             if md.get("compression") not in (None, "NONE"):
                 line.append(f" {md['compression']}", style="blue")
@@ -180,8 +186,8 @@ class TimelineRenderer:
                 keys = ",".join(safe(k.get("key", "?"), 20) for k in md.get("encryption_keys", []))
                 line.append(f" encrypted keys={keys} algo={safe(md.get('encryption_algo', '?'), 20)}",
                             style="yellow")
-            if msgs and "chunk_id" in msgs[0]:
-                first = msgs[0]
+            first = summary.get("chunk")
+            if first:
                 line.append(f" chunk {first['chunk_id'] + 1}/{first['num_chunks']} uuid=", style="blue")
                 line.append(safe(first["uuid"], 30))
             if md.get("marker_type") is not None:
@@ -207,7 +213,7 @@ class TimelineRenderer:
                 line.append("\n          ", style="")
                 line.append(_payload_preview(m), style="")
 
-    def _details(self, line: Text, rec: dict) -> None:
+    def _details(self, line: "_Parts", rec: dict) -> None:
         for section in ("command", "broker_entry_metadata", "metadata", "marker"):
             value = rec.get(section)
             if value:
@@ -216,6 +222,21 @@ class TimelineRenderer:
         for m in rec.get("messages") or []:
             line.append("\n        message: ", style="dim")
             line.append(safe({k: v for k, v in m.items() if k not in ("payload_text", "payload_b64")}, 2000))
+
+
+class _Parts(list):
+    """Collects (text, style) pieces with the same ``append`` call as rich's Text."""
+
+    def append(self, text: str, style: str = "") -> None:  # type: ignore[override]
+        super().append((text, style))
+
+
+def messages_summary(msgs: list[dict]) -> dict:
+    """What the timeline shows of a frame's messages (records.py builds the same without the list)."""
+    out = {"count": len(msgs), "bytes": sum(m["payload_size"] for m in msgs)}
+    if msgs and "chunk_id" in msgs[0]:
+        out["chunk"] = {k: msgs[0][k] for k in ("chunk_id", "num_chunks", "uuid")}
+    return out
 
 
 _MARKER_NAMES = {0: "UNKNOWN_MARKER", 10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
