@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -50,6 +51,7 @@ class FrameFilter:
         self.producers = set(producers)
         self.consumers = set(consumers)
         self.actor_filter = bool(self.topics or self.producers or self.consumers)
+        self._accepted_requests: set[int] = set()
 
     def accepts(self, ev) -> bool:
         if self.conns and (ev.conn is None or ev.conn.id not in self.conns):
@@ -60,12 +62,16 @@ class FrameFilter:
             return not self.actor_filter or ev.conn is None
         if self.types and ev.frame.type not in self.types:
             return False
+        if self.actor_filter and ev.notes.get("answers") in self._accepted_requests:
+            return True  # e.g. the PRODUCER_SUCCESS or SUCCESS that answers an accepted request
         if self.topics and topic_of(ev) not in self.topics:
             return False
         if self.producers and not _actor_matches(ev, "producer", "producer_id", self.producers):
             return False
         if self.consumers and not _actor_matches(ev, "consumer", "consumer_id", self.consumers):
             return False
+        if self.actor_filter:
+            self._accepted_requests.add(ev.index)
         return True
 
 
@@ -274,17 +280,28 @@ def stats_cmd(
         typer.echo(f"latency plot written to {plot}", err=True)
 
 
+_C1_UTF8 = re.compile(rb"\xc2[\x80-\x9f]")
+
+
 def json_writer(out):
     """A function writing one JSON Lines record; orjson when installed (several times faster)."""
     try:
         import orjson
     except ImportError:  # pragma: no cover - orjson is a dependency; stay usable without it
-        return lambda rec: out.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")) + "\n")
+        return lambda rec: out.write(json.dumps(rec, separators=(",", ":")) + "\n")
     buffer = out.buffer if hasattr(out, "buffer") else None
     if buffer is None:
-        return lambda rec: out.write(orjson.dumps(rec).decode() + "\n")
+        return lambda rec: out.write(json.dumps(rec, separators=(",", ":")) + "\n")
     option = orjson.OPT_APPEND_NEWLINE
-    return lambda rec: buffer.write(orjson.dumps(rec, option=option))
+    dumps = orjson.dumps
+
+    def write(rec: dict) -> None:
+        data = dumps(rec, option=option)
+        if b"\xc2" in data:  # JSON allows raw C1 controls (U+0080..U+009F); a terminal would obey them
+            data = _C1_UTF8.sub(lambda m: b"\\u%04x" % m.group()[1], data)
+        buffer.write(data)
+
+    return write
 
 
 SUBCOMMANDS = {"dissect", "follow", "stats"}

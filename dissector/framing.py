@@ -172,10 +172,7 @@ class FrameSplitter:
         out: list = []
         self._flush_skipped(out, timestamp, packet_index)
         if self.foreign is not None:
-            out.append(StreamNote("NOT_PULSAR", self._foreign_offset, self._foreign_bytes,
-                                  f"{self._foreign_bytes} bytes of {self.foreign} not decoded", timestamp,
-                                  packet_index, {"protocol": self.foreign}))
-            return out
+            return out  # reported when it was recognised
         if self._buf:
             n = len(self._buf)
             if self.synced and n >= 4:
@@ -262,13 +259,18 @@ class FrameSplitter:
         self._at_stream_start = False
         foreign = sniff_foreign_protocol(head)
         if foreign is not None:
-            self._become_foreign(foreign, buf, pos)
+            self._become_foreign(foreign, buf, pos, out, timestamp, packet_index)
         return pos
 
-    def _become_foreign(self, name: str, buf: bytearray, pos: int) -> None:
+    def _become_foreign(self, name: str, buf: bytearray, pos: int, out: list, timestamp: float,
+                        packet_index: int) -> None:
+        # Reported at once (a live view should say so now), not when the stream ends.
         self.foreign = name
         self._foreign_offset = self._buf_offset + pos
         self._foreign_bytes = len(buf) - pos
+        out.append(StreamNote("NOT_PULSAR", self._foreign_offset, self._foreign_bytes,
+                              f"this direction speaks {name}; it is not decoded", timestamp, packet_index,
+                              {"protocol": name, "head_hex": bytes(buf[pos:pos + 16]).hex()}))
         self._buf_offset += len(buf)
         buf.clear()
 
@@ -276,7 +278,7 @@ class FrameSplitter:
         head = bytes(buf[pos:pos + 4])
         foreign = sniff_foreign_protocol(head)
         if foreign is not None and self._buf_offset + pos == 0:
-            self._become_foreign(foreign, buf, pos)
+            self._become_foreign(foreign, buf, pos, out, timestamp, packet_index)
             return
         reason = "above the limit" if total > self.max_frame_size else "too small"
         note = StreamNote("OVERSIZED" if total > self.max_frame_size else "BAD_SIZE", self._buf_offset + pos, 4,

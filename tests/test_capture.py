@@ -214,7 +214,7 @@ def test_scapy_wrpcap_roundtrip(tmp_path):
     from scapy.layers.l2 import Ether
     from scapy.utils import wrpcap
 
-    pkts_in = [Ether() / IP(dst="10.0.0.%d" % i) / TCP(dport=6650) / (b"p" * i) for i in range(1, 20)]
+    pkts_in = [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP(dst="10.0.0.%d" % i) / TCP(dport=6650) / (b"p" * i) for i in range(1, 20)]
     for i, p in enumerate(pkts_in):
         p.time = 1_700_000_000 + i / 7
     f = tmp_path / "scapy.pcap"
@@ -333,7 +333,7 @@ def test_pcapng_scapy_writer_roundtrip(tmp_path):
     from scapy.layers.l2 import Ether
     from scapy.utils import PcapNgWriter
 
-    pkts_in = [Ether() / IP() / TCP(sport=i) / (b"q" * i) for i in range(1, 30)]
+    pkts_in = [Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP() / TCP(sport=i) / (b"q" * i) for i in range(1, 30)]
     for i, p in enumerate(pkts_in):
         p.time = 1_700_000_000 + i * 0.25
     f = tmp_path / "scapy.pcapng"

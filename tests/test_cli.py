@@ -222,6 +222,8 @@ def test_producer_filter():
     name = MANIFEST["producer"]["producer_name"]
     by_name = _types(json_lines(BASIC, "--producer", name))
     assert by_name["SEND"] == 10 and by_name["SEND_RECEIPT"] == 10 and by_name["PRODUCER"] == 1
+    # The answers to the producer's requests belong to its story too.
+    assert by_name["PRODUCER_SUCCESS"] == 1 and by_name["SUCCESS"] == 1 and by_name["CLOSE_PRODUCER"] == 1
     assert not {"MESSAGE", "ACK", "SUBSCRIBE", "FLOW", "CONNECT"} & by_name.keys()
     assert _types(json_lines(BASIC, "--producer", "0")) == by_name  # by producer id
     assert frames(json_lines(BASIC, "--producer", "nobody")) == []
@@ -231,6 +233,7 @@ def test_consumer_filter():
     name = MANIFEST["consumer"]["consumer_name"]
     got = _types(json_lines(BASIC, "--consumer", name))
     assert got["MESSAGE"] == 10 and got["ACK"] == 10 and got["SUBSCRIBE"] == 1 and got["FLOW"] == 1
+    assert got["SUCCESS"] == 2  # answering its SUBSCRIBE and CLOSE_CONSUMER
     assert not {"SEND", "SEND_RECEIPT", "PRODUCER", "CONNECT"} & got.keys()
 
 
@@ -317,6 +320,7 @@ def test_json_output_has_no_raw_escape_bytes(evil_capture):
     res = dissect(evil_capture, "--json", "--payload")
     assert res.exit_code == 0
     assert "\x1b" not in res.stdout and "\x07" not in res.stdout
+    assert not any("\x80" <= ch <= "\x9f" for ch in res.stdout)  # C1 controls (8-bit CSI) escaped too
     recs = [json.loads(x) for x in res.stdout.splitlines()]
     producer = next(r for r in frames(recs) if r["type"] == "PRODUCER")
     assert producer["command"]["topic"] == EVIL_TOPIC  # JSON keeps the exact value, escaped by JSON
