@@ -210,18 +210,23 @@ class CaptureReader:
         problems: non-fatal notes (unknown block types skipped, unsupported link types, ...).  Each kind of
             note is recorded once, so the list does not grow with the file size.
         packets: number of packets yielded so far.
+        linktype, snaplen, fcs_len: classic pcap only, from the global header (``None`` for pcapng, where
+            each interface has its own; every packet carries its own ``linktype``).
     """
 
-    def __init__(self, stream, *, name: str = "<stream>", own_stream: bool = True, close_extra=()):
+    def __init__(self, stream, *, name: str = "<stream>", own_stream: bool = True):
         self.name = name
         self.format = ""
         self.compressed = False
         self.truncated: str | None = None
         self.problems: list[str] = []
         self.packets = 0
+        self.linktype: int | None = None
+        self.snaplen: int | None = None
+        self.fcs_len: int | None = None
         self._problem_keys: set = set()
         self._own = own_stream
-        self._extra_close = list(close_extra)  # wrappers we created (closed before the stream)
+        self._extra_close: list = []  # wrappers we created (closed before the stream)
         self._stream = stream  # what we were given / opened
         self._f = stream  # what we read from (a GzipFile over the stream when compressed)
         self._read = None

@@ -109,6 +109,8 @@ def _stop(proc: subprocess.Popen, sig: int, timeout: float) -> None:
 class LiveRecording:
     """``with LiveRecording(workdir) as rec: ...client code on rec.url...`` then decode ``rec.pcap``."""
 
+    interface = "lo"
+
     def __init__(self, workdir: Path, name: str = "live", broker_extra: str = "",
                  start_timeout: float = 10.0) -> None:
         self.workdir = Path(workdir)
@@ -155,31 +157,39 @@ class LiveRecording:
         binary = broker_binary()
         if binary is None:
             raise RuntimeError("pulsar-lite is not installed")
-        self.port = free_port()
         conf = self.workdir / f"{self.name}.broker.toml"
         conf.write_text(BROKER_CONFIG.format(extra=self.broker_extra))
-        store = self.workdir / f"{self.name}.store"  # pulsar-lite derives more files from --db-path: own dir
-        shutil.rmtree(store, ignore_errors=True)
-        store.mkdir()
-        db = store / "data.db"
-        blog = open(self.broker_log, "w")
-        self._files.append(blog)
-        self._broker = subprocess.Popen(
-            [binary, "--config", str(conf), "--addr", f"{HOST}:{self.port}", "--db-path", str(db),
-             "--log-level", "info"],
-            cwd=store, stdout=blog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        _wait_for(lambda: _port_open(self.port), self.start_timeout, f"pulsar-lite on {HOST}:{self.port}",
-                  self._broker, self.broker_log)
+        for attempt in range(3):  # the free port may be taken between the probe and the broker's bind
+            self.port = free_port()
+            store = self.workdir / f"{self.name}.store"  # pulsar-lite derives more files from --db-path
+            shutil.rmtree(store, ignore_errors=True)
+            store.mkdir()
+            blog = open(self.broker_log, "w")
+            self._files.append(blog)
+            self._broker = subprocess.Popen(
+                [binary, "--config", str(conf), "--addr", f"{HOST}:{self.port}",
+                 "--db-path", str(store / "data.db"), "--log-level", "info"],
+                cwd=store, stdout=blog, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            try:
+                _wait_for(lambda: _port_open(self.port), self.start_timeout, f"pulsar-lite on {HOST}:{self.port}",
+                          self._broker, self.broker_log)
+                break
+            except RuntimeError:
+                _stop(self._broker, signal.SIGTERM, 10)
+                if attempt == 2 or "in use" not in self.broker_log.read_text(errors="replace"):
+                    raise
         time.sleep(0.1)
         # Then tcpdump, once the broker's port answers (that probe connection stays out of the capture).
+        # --immediate-mode: without it libpcap hands packets over per filled block or 1 s timeout, and a
+        # short scenario ends (SIGINT) before anything reached the file.
         tlog = open(self.tcpdump_log, "w")
         self._files.append(tlog)
         self._tcpdump = subprocess.Popen(
-            ["tcpdump", "-i", "lo", "-U", "--immediate-mode", "-s", "0", "-n", "-B", "32768", "-w", str(self.pcap),
-             f"tcp port {self.port}"],
+            ["tcpdump", "-i", self.interface, "-U", "--immediate-mode", "-s", "0", "-n", "-B", "32768",
+             "-w", str(self.pcap), f"tcp port {self.port}"],
             stdout=tlog, stderr=tlog, stdin=subprocess.DEVNULL)
         _wait_for(lambda: "listening on" in self.tcpdump_log.read_text(errors="replace"), self.start_timeout,
-                  "tcpdump to listen on lo", self._tcpdump, self.tcpdump_log, CaptureUnavailable)
+                  f"tcpdump to listen on {self.interface}", self._tcpdump, self.tcpdump_log, CaptureUnavailable)
         time.sleep(0.2)
 
     def _shutdown(self) -> None:

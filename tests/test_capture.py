@@ -21,7 +21,7 @@ import pcapgen  # noqa: E402
 
 from dissector.capture import CapturedPacket, CaptureError, open_capture  # noqa: E402
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "captures"  # the corpus the project ships
 CORPUS = {
     "pcap": DATA / "01_basic_nonbatched.pcap",
     "pcapng": DATA / "01_basic_nonbatched.pcapng",

@@ -35,7 +35,7 @@ from dissector.netlayers import (  # noqa: E402
     tcp_segment,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parent.parent / "captures"  # the corpus the project ships
 CORPUS = {
     "pcap": DATA / "01_basic_nonbatched.pcap",
     "pcapng": DATA / "01_basic_nonbatched.pcapng",

@@ -17,6 +17,9 @@ from dissector.pipeline import Options
 from dissector.run import analysed_records
 from pcapgen import write_pcap
 
+# Explicit MAC addresses: scapy would otherwise look them up (routes, ARP), which is slow.
+MACS = {"src": "02:00:00:00:00:01", "dst": "02:00:00:00:00:02"}
+
 
 def packets(name: str) -> list[tuple[float, bytes]]:
     with open_capture(capture_path(name)) as reader:
@@ -63,9 +66,9 @@ def test_detect_ignores_connections_that_are_not_pulsar(tmp_path):
     from scapy.layers.inet import IP, TCP
     from scapy.layers.l2 import Ether
 
-    http = [Ether() / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=5555, dport=80, flags="S", seq=1),
-            Ether() / IP(src="10.0.0.2", dst="10.0.0.1") / TCP(sport=80, dport=5555, flags="SA", seq=9, ack=2),
-            Ether() / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=5555, dport=80, flags="PA", seq=2, ack=10)
+    http = [Ether(**MACS) / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=5555, dport=80, flags="S", seq=1),
+            Ether(**MACS) / IP(src="10.0.0.2", dst="10.0.0.1") / TCP(sport=80, dport=5555, flags="SA", seq=9, ack=2),
+            Ether(**MACS) / IP(src="10.0.0.1", dst="10.0.0.2") / TCP(sport=5555, dport=80, flags="PA", seq=2, ack=10)
             / (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * 50)]
     pulsar = packets("01_basic_nonbatched.pcap")
     path = tmp_path / "mixed.pcap"

@@ -22,6 +22,10 @@ from dissector.capture import open_capture
 from dissector.netlayers import iter_tcp_segments
 from dissector.reassembly import ConnectionOpened, StreamData, StreamGap, TcpReassembler
 
+
+# Explicit MAC addresses: scapy would otherwise look them up (routes, ARP), which is slow.
+MACS = {"src": "02:00:00:00:00:01", "dst": "02:00:00:00:00:02"}
+
 TSHARK = shutil.which("tshark")
 
 pytestmark = pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
@@ -121,7 +125,7 @@ def _frames(rng):
 
         def pkt(frm, flags, seq, ack, payload=b""):
             (sip, sp), (dip, dp) = (c, s) if frm == "c" else (s, c)
-            p = Ether() / IP(src=sip, dst=dip) / TCP(sport=sp, dport=dp, seq=seq % 2**32, ack=ack % 2**32, flags=flags)
+            p = Ether(**MACS) / IP(src=sip, dst=dip) / TCP(sport=sp, dport=dp, seq=seq % 2**32, ack=ack % 2**32, flags=flags)
             return p / Raw(payload) if payload else p
 
         hs = [pkt("c", "S", cisn, 0), pkt("s", "SA", sisn, cisn + 1), pkt("c", "A", cisn + 1, sisn + 1)]
