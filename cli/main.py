@@ -274,8 +274,13 @@ def stats_cmd(
         render_stats(data, Console(no_color=no_color or plain, highlight=False,
                                    force_terminal=False if (no_color or plain) else None))
     if plot is not None:
-        from dissector.plot import plot_latency
-
+        try:
+            from dissector.plot import plot_latency
+            import matplotlib  # noqa: F401
+        except ImportError:
+            typer.echo("pulsar-dissect stats: --plot needs matplotlib (pip install 'pulsar-dissect[plot]')",
+                       err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
         plot_latency(stats.latency_samples, plot, title=f"{capture.name}: request latency over time")
         typer.echo(f"latency plot written to {plot}", err=True)
 

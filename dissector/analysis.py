@@ -235,7 +235,8 @@ class ConversationAnalyzer:
         previous = producer.last_sequence_id
         if previous is not None and not (cmd.is_chunk and first == previous):
             if first <= previous:
-                _flag(ev, "sequence.regression", WARNING,
+                # A note, not a warning: an explicit sequence_id set by the application is legitimate.
+                _flag(ev, "sequence.regression", NOTE,
                       f"sequence_id {first} after {previous} from producer {_name(producer.info, cmd.producer_id)}")
             elif first > previous + 1:
                 _flag(ev, "sequence.gap", NOTE, f"sequence_id jumps from {previous} to {first} "

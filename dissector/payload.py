@@ -46,7 +46,7 @@ class AppMessage:
     """
 
     payload: bytes | None  # None when it cannot be recovered (encrypted, decompression failed)
-    payload_size: int
+    payload_size: int | None  # None only for an entry of an encrypted batch
     batch_index: int | None = None
     sequence_id: int | None = None
     partition_key: str | None = None
@@ -60,6 +60,7 @@ class AppMessage:
     chunk_id: int | None = None  # set for one chunk of a chunked message
     num_chunks: int | None = None
     uuid: str | None = None
+    encrypted: bool = False  # ciphertext: contents, and for a batch entry the size, are unknown
     _sha256: str | None = None
 
     def __init__(self, payload: bytes | None, payload_size: int, **fields) -> None:
@@ -163,8 +164,14 @@ def decode_payload_section(frame: bytes, pos: int, *, damaged: bool = False,
 def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decompressed: int) -> None:
     problems = sec.problems
     if len(md.encryption_keys):
+        # The payload (compressed, batched) is ciphertext; the metadata stays in the clear.
         sec.encrypted = True
-        sec.messages.append(AppMessage(None, len(payload), sequence_id=md.sequence_id))
+        if md.HasField("num_messages_in_batch"):
+            # One placeholder per message, so counts stay right although sizes and contents are unknown.
+            sec.messages = [AppMessage(None, None, batch_index=i, encrypted=True)
+                            for i in range(max(md.num_messages_in_batch, 0))]
+        else:
+            sec.messages.append(AppMessage(None, len(payload), encrypted=True, **_clear_fields(md)))
         return
     if md.HasField("chunk_id") and md.HasField("uuid"):
         # A chunk is a slice of the (compressed) whole message: decompress only after reassembly.
@@ -193,8 +200,12 @@ def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decom
     if md.HasField("num_messages_in_batch"):
         sec.messages = split_batch(payload, md.num_messages_in_batch, problems, ack_set)
         return
-    sec.messages.append(AppMessage(
-        payload, len(payload),
+    sec.messages.append(AppMessage(payload, len(payload), **_clear_fields(md)))
+
+
+def _clear_fields(md) -> dict:
+    """The per-message fields a non-batched message keeps in its MessageMetadata."""
+    return dict(
         sequence_id=md.sequence_id,
         partition_key=md.partition_key if md.HasField("partition_key") else None,
         ordering_key=md.ordering_key if md.HasField("ordering_key") else None,
@@ -202,7 +213,7 @@ def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decom
         event_time=md.event_time if md.HasField("event_time") else None,
         null_value=md.null_value,
         null_partition_key=md.null_partition_key,
-    ))
+    )
 
 
 _SMM_ATTRS = {1: None, 2: "partition_key", 3: None, 4: "compacted_out", 5: "event_time", 7: "ordering_key",

@@ -69,7 +69,7 @@ def payload_fields(sec: PayloadSection, ev: FrameEvent, payload_bytes: bool, sum
         base_id = (mid.ledgerId, mid.entryId, mid.partition)
     if summary:
         msgs = sec.messages
-        out["messages_summary"] = brief = {"count": len(msgs), "bytes": sum(m.payload_size for m in msgs)}
+        out["messages_summary"] = brief = {"count": len(msgs), "bytes": sum(m.payload_size or 0 for m in msgs)}
         if msgs and msgs[0].chunk_id is not None:
             brief["chunk"] = {"chunk_id": msgs[0].chunk_id, "num_chunks": msgs[0].num_chunks, "uuid": msgs[0].uuid}
         return out
@@ -95,8 +95,8 @@ def message_record(m: AppMessage, base_id: tuple[int, int, int] | None, payload_
     if m.event_time is not None:
         rec["event_time"] = m.event_time
     # Flags and chunk fields are rare: one attribute test skips them all on the common path.
-    if m.null_value or m.null_partition_key or m.compacted_out or m.acked or m.chunk_id is not None:
-        for flag in ("null_value", "null_partition_key", "compacted_out", "acked"):
+    if m.null_value or m.null_partition_key or m.compacted_out or m.acked or m.encrypted or m.chunk_id is not None:
+        for flag in ("null_value", "null_partition_key", "compacted_out", "acked", "encrypted"):
             if getattr(m, flag):
                 rec[flag] = True
         if m.chunk_id is not None:

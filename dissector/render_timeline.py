@@ -233,7 +233,7 @@ class _Parts(list):
 
 def messages_summary(msgs: list[dict]) -> dict:
     """What the timeline shows of a frame's messages (records.py builds the same without the list)."""
-    out = {"count": len(msgs), "bytes": sum(m["payload_size"] for m in msgs)}
+    out = {"count": len(msgs), "bytes": sum(m["payload_size"] or 0 for m in msgs)}
     if msgs and "chunk_id" in msgs[0]:
         out["chunk"] = {k: msgs[0][k] for k in ("chunk_id", "num_chunks", "uuid")}
     return out
@@ -260,6 +260,8 @@ def _payload_preview(m: dict) -> str:
         raw = base64.b64decode(m["payload_b64"])
         hexed = raw[:48].hex(" ")
         return f"payload ({len(raw)} bytes, hex): {hexed}{' …' if len(raw) > 48 else ''}"
+    if m.get("encrypted"):
+        return "payload: encrypted" + (f", {m['payload_size']} bytes" if m["payload_size"] is not None else "")
     return f"payload: {m['payload_size']} bytes (not recovered)"
 
 

@@ -47,6 +47,8 @@ class _Actor:
     batches: int = 0
     batched_messages: int = 0
     compression: Counter = field(default_factory=Counter)
+    compressed_wire: int = 0  # bytes of the compressed payloads that were decompressed ...
+    compressed_plain: int = 0  # ... and what they decompressed to (the compression ratio)
     errors: Counter = field(default_factory=Counter)
     acks: int = 0
     permits: int = 0
@@ -167,6 +169,9 @@ class StatsCollector:
                     actor.batched_messages += md.num_messages_in_batch
                 if md.compression:
                     actor.compression[md.compression] += 1
+                    if sec.decompressed is not None:
+                        actor.compressed_wire += len(sec.raw_payload)
+                        actor.compressed_plain += len(sec.decompressed)
         elif frame.type == "SEND_RECEIPT":
             actor.receipts += 1
         elif frame.type == "SEND_ERROR" and frame.command is not None:
@@ -233,8 +238,7 @@ class StatsCollector:
             out.update(receipts=a.receipts, batches=a.batches,
                        avg_batch_size=round(a.batched_messages / a.batches, 1) if a.batches else None,
                        compression={CODEC_NAMES.get(c, str(c)): n for c, n in a.compression.items()},
-                       compression_ratio=round(a.payload_bytes / a.wire_bytes, 2) if a.compression and a.wire_bytes
-                       else None,
+                       compression_ratio=round(a.compressed_plain / a.compressed_wire, 2) if a.compressed_wire else None,
                        errors={str(k): v for k, v in a.errors.items()})
         else:
             out.update(acks=a.acks, permits_granted=a.permits, redelivered_frames=a.redeliveries)
@@ -243,4 +247,4 @@ class StatsCollector:
 
 def _message_totals(sec) -> tuple[int, int]:
     msgs = sec.messages
-    return len(msgs), sum(m.payload_size for m in msgs)
+    return len(msgs), sum(m.payload_size or 0 for m in msgs)

@@ -285,8 +285,6 @@ def test_encrypted_deliveries_are_acked(encrypted):
     assert sorted(acked) == sorted(messages)
 
 
-@pytest.mark.xfail(reason="dissector: a non-batched encrypted message's record drops the properties and "
-                          "partition_key that are readable in the clear MessageMetadata", strict=False)
 def test_encrypted_message_records_keep_clear_metadata_fields(encrypted):
     for f in encrypted.of_type("SEND", "MESSAGE"):
         if f["metadata"].get("num_messages_in_batch") is None:
@@ -295,15 +293,11 @@ def test_encrypted_message_records_keep_clear_metadata_fields(encrypted):
             assert msg.get("partition_key") == f["metadata"]["partition_key"]
 
 
-@pytest.mark.xfail(reason="dissector: an encrypted batch is one opaque entry in `messages` although its clear "
-                          "num_messages_in_batch says how many messages it holds", strict=False)
 def test_encrypted_batch_counts_its_messages_in_the_records(encrypted):
     (f,) = [f for f in encrypted.producer_sends("enc-batch")]
     assert len(f["messages"]) == f["metadata"]["num_messages_in_batch"] == len(ENC_BATCH)
 
 
-@pytest.mark.xfail(reason="dissector stats: an encrypted batch counts as 1 message (batches=1, avg_batch_size=8.0, "
-                          "messages=1)", strict=False)
 def test_encrypted_batch_counts_its_messages_in_the_stats(encrypted):
     from dissector.pipeline import Options
     from dissector.run import analysed_events

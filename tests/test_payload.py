@@ -432,8 +432,19 @@ def test_encrypted_payload():
     assert dec.problems == []
     assert sec.encrypted
     assert sec.decompressed is None
-    assert len(sec.messages) == 1 and sec.messages[0].payload is None
-    assert sec.messages[0].payload_size == len(b"\x8f\x11 ciphertext \x00\xff")
+    # A batch of 4 whose entries cannot be read: 4 placeholders keep the message count right.
+    assert [m.batch_index for m in sec.messages] == [0, 1, 2, 3]
+    assert all(m.payload is None and m.payload_size is None and m.encrypted for m in sec.messages)
+
+
+def test_encrypted_single_message_keeps_its_clear_metadata():
+    md = fb.metadata(encryption_keys=[{"key": "k1", "value": b"\x01"}], partition_key="pk", event_time=5,
+                     properties=[{"key": "a", "value": "b"}])
+    dec, sec = payload_of(fb.send_frame(b"\x8f\x11 ciphertext", md=md))
+    assert dec.problems == []
+    (m,) = sec.messages
+    assert m.encrypted and m.payload is None and m.payload_size == len(b"\x8f\x11 ciphertext")
+    assert (m.partition_key, m.event_time, m.properties) == ("pk", 5, {"a": "b"})
 
 
 # ------------------------------------------------------------------------------------------------ chunks
