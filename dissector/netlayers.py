@@ -105,6 +105,20 @@ _AF_INET6_VALUES = frozenset({24, 28, 30})  # NetBSD/OpenBSD/BSD/OS, FreeBSD, Da
 _IP6_SKIP_EXT = frozenset({0, 43, 60})  # hop-by-hop, routing, destination options: (len+1)*8 bytes
 
 
+def _after_vlans(data: bytes, etype: int, off: int, dlen: int) -> tuple[int, int] | None:
+    """(IP version, offset of the IP header) after any VLAN tags, or None when it is not IP."""
+    while etype in _VLAN_TYPES:
+        if dlen < off + 4:
+            return None
+        etype = (data[off + 2] << 8) | data[off + 3]
+        off += 4
+    if etype == _ETH_IPV4:
+        return 4, off
+    if etype == _ETH_IPV6:
+        return 6, off
+    return None
+
+
 def tcp_segment(pkt: CapturedPacket) -> TcpSegment | None:
     """Decode link/IP/TCP headers of one captured packet; ``None`` if it is not a decodable TCP segment."""
     data = pkt.data
@@ -140,38 +154,16 @@ def tcp_segment(pkt: CapturedPacket) -> TcpSegment | None:
                 return None
         else:
             return None
-    elif lt == 276:  # Linux cooked v2: protocol(2) reserved(2) ifindex(4) hatype(2) pkttype(1) halen(1) addr(8)
-        if dlen < 20:
+    elif lt == 276 or lt == 113:  # Linux cooked v2 / v1: the protocol field is an ethertype
+        # v2: protocol(2) reserved(2) ifindex(4) hatype(2) pkttype(1) halen(1) addr(8)
+        # v1: pkttype(2) hatype(2) halen(2) addr(8) protocol(2)
+        head, type_at = (20, 0) if lt == 276 else (16, 14)
+        if dlen < head:
             return None
-        etype = (data[0] << 8) | data[1]
-        off = 20
-        while etype in _VLAN_TYPES:
-            if dlen < off + 4:
-                return None
-            etype = (data[off + 2] << 8) | data[off + 3]
-            off += 4
-        if etype == _ETH_IPV4:
-            version = 4
-        elif etype == _ETH_IPV6:
-            version = 6
-        else:
+        found = _after_vlans(data, (data[type_at] << 8) | data[type_at + 1], head, dlen)
+        if found is None:
             return None
-    elif lt == 113:  # Linux cooked v1: pkttype(2) hatype(2) halen(2) addr(8) protocol(2)
-        if dlen < 16:
-            return None
-        etype = (data[14] << 8) | data[15]
-        off = 16
-        while etype in _VLAN_TYPES:
-            if dlen < off + 4:
-                return None
-            etype = (data[off + 2] << 8) | data[off + 3]
-            off += 4
-        if etype == _ETH_IPV4:
-            version = 4
-        elif etype == _ETH_IPV6:
-            version = 6
-        else:
-            return None
+        version, off = found
     elif lt == 0 or lt == 108:  # BSD loopback (host order) / OpenBSD loop (network order)
         if dlen < 4:
             return None

@@ -145,23 +145,32 @@ class StatsCollector:
         if consumer is not None:
             self._consumer(ev, consumer)
 
-    def _producer(self, ev: FrameEvent, info: dict) -> None:
+    @staticmethod
+    def _actor(table: dict, ev: FrameEvent, info: dict) -> _Actor:
         key = (ev.conn.id, info.get("id", -1))
-        actor = self.producers.get(key)
+        actor = table.get(key)
         if actor is None:
-            actor = self.producers[key] = _Actor(info)
+            actor = table[key] = _Actor(info)
         actor.frames += 1
+        return actor
+
+    def _count_messages(self, actor: _Actor, info: dict, sec, side: str) -> None:
+        """Messages and bytes of one SEND (side "sent") or MESSAGE ("received") for the actor and its topic."""
+        topic = self.topics[info.get("topic", "?")]
+        topic["producers" if side == "sent" else "consumers"].add(info.get("name") or str(info.get("id")))
+        n, size = _message_totals(sec)
+        actor.messages += n
+        actor.payload_bytes += size
+        actor.wire_bytes += len(sec.raw_payload)
+        topic["messages_" + side] += n
+        topic["bytes_" + side] += size
+
+    def _producer(self, ev: FrameEvent, info: dict) -> None:
+        actor = self._actor(self.producers, ev, info)
         frame = ev.frame
         if frame.type == "SEND" and frame.payload is not None:
             sec = frame.payload
-            topic = self.topics[info.get("topic", "?")]
-            topic["producers"].add(info.get("name") or str(info.get("id")))
-            n, size = _message_totals(sec)
-            actor.messages += n
-            actor.payload_bytes += size
-            actor.wire_bytes += len(sec.raw_payload)
-            topic["messages_sent"] += n
-            topic["bytes_sent"] += size
+            self._count_messages(actor, info, sec, "sent")
             md = sec.metadata
             if md is not None:
                 if md.HasField("num_messages_in_batch"):
@@ -178,21 +187,10 @@ class StatsCollector:
             actor.errors[pbdict.enum_name(frame.command.DESCRIPTOR, "error", frame.command.error)] += 1
 
     def _consumer(self, ev: FrameEvent, info: dict) -> None:
-        key = (ev.conn.id, info.get("id", -1))
-        actor = self.consumers.get(key)
-        if actor is None:
-            actor = self.consumers[key] = _Actor(info)
-        actor.frames += 1
+        actor = self._actor(self.consumers, ev, info)
         frame = ev.frame
         if frame.type == "MESSAGE" and frame.payload is not None:
-            topic = self.topics[info.get("topic", "?")]
-            topic["consumers"].add(info.get("name") or str(info.get("id")))
-            n, size = _message_totals(frame.payload)
-            actor.messages += n
-            actor.payload_bytes += size
-            actor.wire_bytes += len(frame.payload.raw_payload)
-            topic["messages_received"] += n
-            topic["bytes_received"] += size
+            self._count_messages(actor, info, frame.payload, "received")
             if frame.command is not None and frame.command.redelivery_count:
                 actor.redeliveries += 1
         elif frame.type == "ACK":
