@@ -60,7 +60,10 @@ ACK, FLOW, MESSAGE, LOOKUP_RESPONSE = _T["ACK"], _T["FLOW"], _T["MESSAGE"], _T["
 AUTH_RESPONSE, CLOSE_PRODUCER, CLOSE_CONSUMER = _T["AUTH_RESPONSE"], _T["CLOSE_PRODUCER"], _T["CLOSE_CONSUMER"]
 CUMULATIVE = 1  # CommandAck.AckType
 SLOW_RESPONSE_S = 30.0  # the Java and C++ clients' default operation timeout
-REDIRECT_LOOP_LIMIT = 8  # lookups of one topic redirected this often on one connection: a loop
+REDIRECT_LOOP_LIMIT = 8
+# Message ids remembered per consumer for redelivery detection and ACK pairing. Beyond this the oldest are
+# forgotten (a redelivery of a message older than that is not noticed), so memory does not grow with the file.
+MESSAGE_MEMORY = 100_000  # lookups of one topic redirected this often on one connection: a loop
 
 
 @dataclass
@@ -68,8 +71,9 @@ class _Consumer:
     info: dict
     permits: int = 0
     flow_seen: bool = False
-    delivered: dict[tuple[int, int], int] = field(default_factory=dict)  # (ledger, entry) -> MESSAGE index
-    unacked: dict[tuple[int, int], FrameEvent] = field(default_factory=dict)
+    # (ledger, entry) -> MESSAGE frame index; both capped (oldest forgotten) so memory stays bounded
+    delivered: dict[tuple[int, int], int] = field(default_factory=dict)
+    unacked: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 @dataclass
@@ -260,8 +264,8 @@ class ConversationAnalyzer:
             _flag(ev, "message.redelivered", NOTE, f"message {mid[0]}:{mid[1]} delivered again"
                   + (f" (first in frame {earlier})" if earlier is not None else "")
                   + (f", redelivery_count {cmd.redelivery_count}" if cmd.redelivery_count else ""))
-        consumer.delivered[mid] = ev.index
-        consumer.unacked[mid] = ev
+        _remember(consumer.delivered, mid, ev.index)
+        _remember(consumer.unacked, mid, ev.index)
 
     def _on_ack(self, session: _Session, ev: FrameEvent, cmd) -> None:
         consumer = session.consumers.get(cmd.consumer_id)
@@ -272,15 +276,15 @@ class ConversationAnalyzer:
             key = (mid.ledgerId, mid.entryId)
             if cmd.ack_type == CUMULATIVE:
                 for k in [k for k in consumer.unacked if k <= key]:
-                    acked.append(consumer.unacked.pop(k).index)
+                    acked.append(consumer.unacked.pop(k))
             elif len(mid.ack_set) and any(mid.ack_set):
                 # A batch-index ack: the entry is acknowledged only in part.
                 if key in consumer.unacked:
-                    acked.append(consumer.unacked[key].index)
+                    acked.append(consumer.unacked[key])
             else:
                 message = consumer.unacked.pop(key, None)
                 if message is not None:
-                    acked.append(message.index)
+                    acked.append(message)
         if acked:
             ev.notes["acks"] = sorted(set(acked))
 
@@ -343,6 +347,12 @@ class ConversationAnalyzer:
             producer = session.producers.get(req.frame.command.producer_id)
             if producer is not None and "name" not in producer.info:
                 producer.info["name"] = resp.frame.command.producer_name
+
+
+def _remember(table: dict, key, value, cap: int = MESSAGE_MEMORY) -> None:
+    table[key] = value
+    if len(table) > cap:
+        del table[next(iter(table))]  # dicts keep insertion order: this is the oldest
 
 
 def _name(info: dict, ident: int) -> str:

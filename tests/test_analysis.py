@@ -261,3 +261,25 @@ def test_frames_without_a_decodable_command_are_passed_over():
     assert ev.frame.type == "UNKNOWN(99)" and not ev.notes
     c.finish()
     assert c.events == []
+
+
+def test_remembered_message_ids_are_capped():
+    from dissector.analysis import _remember
+
+    table: dict = {}
+    for i in range(10):
+        _remember(table, i, i * 10, cap=4)
+    assert list(table) == [6, 7, 8, 9]  # the oldest are forgotten first
+
+
+def test_a_consumer_that_never_acks_does_not_grow_without_bound(monkeypatch):
+    import dissector.analysis as analysis
+
+    monkeypatch.setattr(analysis, "MESSAGE_MEMORY", 50)
+    monkeypatch.setattr(analysis._remember, "__defaults__", (50,))
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1), 0)
+    for i in range(500):
+        c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=i), 1 + i / 1000)
+    consumer = c.analyzer._sessions[1].consumers[0]
+    assert len(consumer.unacked) == len(consumer.delivered) == 50
