@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from . import codecs
 
 
+MAX_PENDING = 256  # chunked messages reassembled at once; bounds memory when last chunks never come
+
+
 @dataclass
 class _Partial:
     uuid: str
@@ -53,6 +56,11 @@ class ChunkAssembler:
             if part.compression and (part.total_size or 0) <= self._max:
                 part.kept = []
             self._partials[full_key] = part
+            if len(self._partials) > MAX_PENDING:
+                oldest_key = next(iter(self._partials))
+                oldest = self._partials.pop(oldest_key)
+                problems.append(f"more than {MAX_PENDING} chunked messages in progress: gave up on "
+                                f"{oldest.uuid!r} after {oldest.next_chunk} of {oldest.num_chunks} chunks")
         elif part is None:
             return ChunkResult(None, [f"chunk {cid} of {n} of {uuid!r} without its first chunk in the capture"])
         elif cid < part.next_chunk:

@@ -640,3 +640,15 @@ def test_json_marker_encrypted_flags(tmp_path):
     assert [m.get("null_value", False) for m in msgs] == [False, False, True]
     assert [m["message_id"]["batch_index"] for m in msgs] == [0, 1, 2]
     assert all(m["message_id"]["entry_id"] == 3 for m in msgs)
+
+
+def test_pending_chunked_messages_are_capped(monkeypatch):
+    import dissector.chunks as chunks
+
+    monkeypatch.setattr(chunks, "MAX_PENDING", 3)
+    assembler = chunks.ChunkAssembler()
+    problems = []
+    for i in range(5):
+        problems += assembler.add(("c",), i, chunk_md(f"u{i}", 0, 2, 20), b"x" * 10).problems
+    assert [p.uuid for p in assembler.pending()] == ["u2", "u3", "u4"]
+    assert len(problems) == 2 and "gave up on 'u0'" in problems[0]
