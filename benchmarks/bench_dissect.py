@@ -9,6 +9,7 @@ CAPTURE defaults to benchmarks/out/perf_big.pcap (made with benchmarks/make_big_
 
 Measured commands (stdout to /dev/null):
   ours_cli      pulsar-dissect FILE --json
+  ours_timeline pulsar-dissect FILE            (the timeline, plain because stdout is not a terminal)
   ours_lib      python: Counter(map(type, dissector.pipeline.dissect_file(FILE)))   (if that function exists)
   ours_analysed python: the same over dissector.run.analysed_events(FILE) (decoding + conversation analysis)
   tshark_reasm  tshark -r FILE -o tcp.desegment_tcp_streams:TRUE -o tcp.reassemble_out_of_order:TRUE
@@ -284,6 +285,12 @@ def build_commands(path, skip, cli_template=None):
             desc = " ".join(["pulsar-dissect"] + ["FILE" if a == path else a for a in argv[len(cli_argv()):]]) \
                 + " > /dev/null"
         cmds["ours_cli"] = {"argv": argv, "side": "ours", "cwd": ROOT, "desc": desc, "unavailable": why}
+    if "ours_timeline" not in skip:
+        # The default job: the timeline, written plain because stdout is not a terminal.
+        exe = shutil.which("pulsar-dissect", path=os.path.dirname(venv_python())) or shutil.which("pulsar-dissect")
+        cmds["ours_timeline"] = {"argv": [exe, path] if exe else None, "side": "ours", "cwd": ROOT,
+                                 "desc": "pulsar-dissect FILE > /dev/null (timeline)",
+                                 "unavailable": None if exe else "pulsar-dissect not installed"}
     py = venv_python()
     for name, (mod, fn) in LIB_PATHS.items():
         if name in skip:
@@ -397,7 +404,7 @@ def run_benchmark(path, repeat, skip=(), timeout=3600, count_frames=True, cli_te
             "mb_per_s": (size / 1e6 / wall) if wall else None,
         }
     ratios = {}
-    for o in ["ours_cli"] + list(LIB_PATHS):
+    for o in ["ours_cli", "ours_timeline"] + list(LIB_PATHS):
         for t in [k for k, v in results.items() if v["side"] == "tshark"]:
             if o in results and results[t]["wall_s_median"] and results[o]["wall_s_median"] and results[t]["wall_s_median"]:
                 ratios[f"{t}/{o}"] = results[t]["wall_s_median"] / results[o]["wall_s_median"]
@@ -439,7 +446,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is reported (default 3)")
     ap.add_argument("--no-generate", action="store_true", help="do not make the default capture if it is missing")
     ap.add_argument("--skip", nargs="*", default=[], metavar="NAME",
-                    help="measurements to leave out: ours_cli ours_lib ours_analysed tshark_reasm tshark_floor tshark_follow "
+                    help="measurements to leave out: ours_cli ours_timeline ours_lib ours_analysed tshark_reasm tshark_floor tshark_follow "
                          "tshark_follow_all")
     ap.add_argument("--no-count", action="store_true", help="skip the untimed run that counts our JSON lines")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per run before it is killed")

@@ -264,8 +264,8 @@ class ConversationAnalyzer:
             _flag(ev, "message.redelivered", NOTE, f"message {mid[0]}:{mid[1]} delivered again"
                   + (f" (first in frame {earlier})" if earlier is not None else "")
                   + (f", redelivery_count {cmd.redelivery_count}" if cmd.redelivery_count else ""))
-        _remember(consumer.delivered, mid, ev.index)
-        _remember(consumer.unacked, mid, ev.index)
+        remember_bounded(consumer.delivered, mid, ev.index)
+        remember_bounded(consumer.unacked, mid, ev.index)
 
     def _on_ack(self, session: _Session, ev: FrameEvent, cmd) -> None:
         consumer = session.consumers.get(cmd.consumer_id)
@@ -349,7 +349,7 @@ class ConversationAnalyzer:
                 producer.info["name"] = resp.frame.command.producer_name
 
 
-def _remember(table: dict, key, value, cap: int = MESSAGE_MEMORY) -> None:
+def remember_bounded(table: dict, key, value, cap: int = MESSAGE_MEMORY) -> None:
     table[key] = value
     if len(table) > cap:
         del table[next(iter(table))]  # dicts keep insertion order: this is the oldest

@@ -264,11 +264,11 @@ def test_frames_without_a_decodable_command_are_passed_over():
 
 
 def test_remembered_message_ids_are_capped():
-    from dissector.analysis import _remember
+    from dissector.analysis import remember_bounded
 
     table: dict = {}
     for i in range(10):
-        _remember(table, i, i * 10, cap=4)
+        remember_bounded(table, i, i * 10, cap=4)
     assert list(table) == [6, 7, 8, 9]  # the oldest are forgotten first
 
 
@@ -276,7 +276,7 @@ def test_a_consumer_that_never_acks_does_not_grow_without_bound(monkeypatch):
     import dissector.analysis as analysis
 
     monkeypatch.setattr(analysis, "MESSAGE_MEMORY", 50)
-    monkeypatch.setattr(analysis._remember, "__defaults__", (50,))
+    monkeypatch.setattr(analysis.remember_bounded, "__defaults__", (50,))
     c = Conversation()
     c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1), 0)
     for i in range(500):
