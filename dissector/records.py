@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from . import codecs
 from .commands import MESSAGE
 from .expert import EVENT_SEVERITY, NOTE, expert_record, is_note
 from .payload import AppMessage, PayloadSection
@@ -51,7 +52,7 @@ def payload_fields(sec: PayloadSection, ev: FrameEvent, payload_bytes: bool, sum
     out: dict[str, Any] = {
         "checksum": sec.checksum,
         "broker_entry_metadata": message_to_dict(sec.broker_entry_metadata) if sec.broker_entry_metadata else None,
-        "metadata": message_to_dict(md) if md is not None else None,
+        "metadata": (_metadata_brief(md) if summary else message_to_dict(md)) if md is not None else None,
         "payload_size": len(sec.raw_payload),
     }
     if sec.checksum == "invalid":
@@ -74,6 +75,25 @@ def payload_fields(sec: PayloadSection, ev: FrameEvent, payload_bytes: bool, sum
             brief["chunk"] = {"chunk_id": msgs[0].chunk_id, "num_chunks": msgs[0].num_chunks, "uuid": msgs[0].uuid}
         return out
     out["messages"] = [message_record(m, base_id, payload_bytes) for m in sec.messages]
+    return out
+
+
+_BRIEF_METADATA = ("compression", "schema_version", "encryption_keys", "encryption_algo", "marker_type")
+
+
+def _metadata_brief(md) -> dict[str, Any]:
+    """The MessageMetadata fields a one-line view shows; converting the whole message costs more than the rest."""
+    out: dict[str, Any] = {}
+    if md.compression:
+        out["compression"] = codecs.CODEC_NAMES.get(md.compression, md.compression)
+    if md.HasField("schema_version"):
+        out["schema_version"] = base64.b64encode(md.schema_version).decode("ascii")
+    if len(md.encryption_keys):
+        out["encryption_keys"] = [{"key": k.key} for k in md.encryption_keys]
+        if md.HasField("encryption_algo"):
+            out["encryption_algo"] = md.encryption_algo
+    if md.HasField("marker_type"):
+        out["marker_type"] = md.marker_type
     return out
 
 
