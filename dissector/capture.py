@@ -618,12 +618,7 @@ class CaptureReader:
                     itf = ifaces[iface_id]
                     timestamp = _pcapng_ts(ts_hi, ts_lo, itf.units, itf.offset)
                     if itf.fcs:
-                        keep = orig_len - itf.fcs
-                        if keep < 0:
-                            keep = 0
-                        if dend - start > keep:
-                            dend = start + keep
-                        orig_len = keep
+                        dend, orig_len = _strip_fcs(itf.fcs, start, dend, orig_len)
                     index += 1
                     self.packets = index
                     last_ts = timestamp
@@ -678,10 +673,7 @@ class CaptureReader:
                     if caplen > bend - start:
                         caplen = bend - start
                     if itf.fcs:
-                        keep = max(orig_len - itf.fcs, 0)
-                        if caplen > keep:
-                            caplen = keep
-                        orig_len = keep
+                        caplen, orig_len = _strip_fcs(itf.fcs, 0, caplen, orig_len)
                     index += 1
                     self.packets = index
                     self._note(
@@ -711,10 +703,7 @@ class CaptureReader:
                     itf = ifaces[iface_id]
                     last_ts = _pcapng_ts(ts_hi, ts_lo, itf.units, itf.offset)
                     if itf.fcs:
-                        keep = max(orig_len - itf.fcs, 0)
-                        if dend - start > keep:
-                            dend = start + keep
-                        orig_len = keep
+                        dend, orig_len = _strip_fcs(itf.fcs, start, dend, orig_len)
                     index += 1
                     self.packets = index
                     yield CapturedPacket(index, last_ts, itf.linktype, buf[start:dend], orig_len)
@@ -800,3 +789,9 @@ def open_capture(source) -> CaptureReader:
         raise
     except OSError as exc:
         raise CaptureError(f"{name}: cannot read: {exc}") from None
+
+
+def _strip_fcs(fcs_len: int, start: int, end: int, orig_len: int) -> tuple[int, int]:
+    """(new end, new orig_len) of packet data [start:end] without its trailing frame check sequence."""
+    keep = max(orig_len - fcs_len, 0)
+    return min(end, start + keep), keep

@@ -101,22 +101,19 @@ def _name6(addr: bytes) -> str:
 _ETH_IPV4 = 0x0800
 _ETH_IPV6 = 0x86DD
 _VLAN_TYPES = frozenset({0x8100, 0x88A8, 0x9100, 0x9200})
+_IP_VERSION = {_ETH_IPV4: 4, _ETH_IPV6: 6}
 _AF_INET6_VALUES = frozenset({24, 28, 30})  # NetBSD/OpenBSD/BSD/OS, FreeBSD, Darwin
 _IP6_SKIP_EXT = frozenset({0, 43, 60})  # hop-by-hop, routing, destination options: (len+1)*8 bytes
 
 
-def _after_vlans(data: bytes, etype: int, off: int, dlen: int) -> tuple[int, int] | None:
-    """(IP version, offset of the IP header) after any VLAN tags, or None when it is not IP."""
+def _skip_vlans(data: bytes, etype: int, off: int, dlen: int) -> tuple[int, int] | None:
+    """(ethertype, offset) after any 802.1Q/802.1ad tags; None when a tag is cut short."""
     while etype in _VLAN_TYPES:
         if dlen < off + 4:
             return None
         etype = (data[off + 2] << 8) | data[off + 3]
         off += 4
-    if etype == _ETH_IPV4:
-        return 4, off
-    if etype == _ETH_IPV6:
-        return 6, off
-    return None
+    return etype, off
 
 
 def tcp_segment(pkt: CapturedPacket) -> TcpSegment | None:
@@ -129,30 +126,17 @@ def tcp_segment(pkt: CapturedPacket) -> TcpSegment | None:
     if lt == 1:  # Ethernet
         if dlen < 14:
             return None
-        etype = (data[12] << 8) | data[13]
-        off = 14
-        if etype in _VLAN_TYPES:
-            while etype in _VLAN_TYPES:
-                if dlen < off + 4:
-                    return None
-                etype = (data[off + 2] << 8) | data[off + 3]
-                off += 4
-        if etype == _ETH_IPV4:
-            version = 4
-        elif etype == _ETH_IPV6:
-            version = 6
-        elif etype < 0x0600 and data[off : off + 6] == b"\xaa\xaa\x03\x00\x00\x00":  # 802.3 + LLC/SNAP
+        found = _skip_vlans(data, (data[12] << 8) | data[13], 14, dlen)
+        if found is None:
+            return None
+        etype, off = found
+        if etype < 0x0600 and data[off : off + 6] == b"\xaa\xaa\x03\x00\x00\x00":  # 802.3 + LLC/SNAP
             if dlen < off + 8:
                 return None
             etype = (data[off + 6] << 8) | data[off + 7]
             off += 8
-            if etype == _ETH_IPV4:
-                version = 4
-            elif etype == _ETH_IPV6:
-                version = 6
-            else:
-                return None
-        else:
+        version = _IP_VERSION.get(etype)
+        if version is None:
             return None
     elif lt == 276 or lt == 113:  # Linux cooked v2 / v1: the protocol field is an ethertype
         # v2: protocol(2) reserved(2) ifindex(4) hatype(2) pkttype(1) halen(1) addr(8)
@@ -160,10 +144,13 @@ def tcp_segment(pkt: CapturedPacket) -> TcpSegment | None:
         head, type_at = (20, 0) if lt == 276 else (16, 14)
         if dlen < head:
             return None
-        found = _after_vlans(data, (data[type_at] << 8) | data[type_at + 1], head, dlen)
+        found = _skip_vlans(data, (data[type_at] << 8) | data[type_at + 1], head, dlen)
         if found is None:
             return None
-        version, off = found
+        version = _IP_VERSION.get(found[0])
+        if version is None:
+            return None
+        off = found[1]
     elif lt == 0 or lt == 108:  # BSD loopback (host order) / OpenBSD loop (network order)
         if dlen < 4:
             return None
