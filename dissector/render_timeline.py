@@ -103,10 +103,11 @@ class TimelineRenderer:
 
     def render(self, rec: dict) -> None:
         parts = self.parts(rec)
-        if self.plain:
+        if self.plain:  # pagers and files: one line per frame, never folded
             self.console.file.write("".join(p[0] for p in parts) + "\n")
         else:
-            self.console.print(Text.assemble(*parts), soft_wrap=True, highlight=False, markup=False)
+            text = Text.assemble(*fold(parts, self.console.width))
+            self.console.print(text, soft_wrap=True, highlight=False, markup=False)
 
     def format(self, rec: dict) -> Text:
         return Text.assemble(*self.parts(rec))
@@ -231,6 +232,42 @@ class _Parts(list):
         super().append((text, style))
 
 
+FOLD_INDENT = " " * 10
+
+
+def fold(parts: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    """Fold a line to ``width`` before the pieces that start with a space, continuing with an indent.
+
+    A piece that does not start with a space stays with the one before it (a label and its value), so fields
+    are never split; a field wider than the line is left to the terminal.
+    """
+    groups: list[list[tuple[str, str]]] = []
+    for piece in parts:
+        if not groups or piece[0].startswith((" ", "\n")):
+            groups.append([piece])
+        else:
+            groups[-1].append(piece)
+    out: list[tuple[str, str]] = []
+    column = 0
+    for group in groups:
+        length = sum(len(text) for text, _ in group)
+        first = group[0][0]
+        if first.startswith("\n"):
+            column = 0
+        elif first.startswith(" ") and column + length > width and column > len(FOLD_INDENT):
+            out.append(("\n" + FOLD_INDENT, ""))
+            group = [(first[1:], group[0][1])] + group[1:]
+            column = len(FOLD_INDENT)
+            length -= 1
+        for text, style in group:
+            out.append((text, style))
+            if "\n" in text:
+                column = len(text) - 1 - text.rfind("\n")
+            else:
+                column += len(text)
+    return out
+
+
 def messages_summary(msgs: list[dict]) -> dict:
     """What the timeline shows of a frame's messages (records.py builds the same without the list)."""
     out = {"count": len(msgs), "bytes": sum(m["payload_size"] or 0 for m in msgs)}
@@ -254,7 +291,9 @@ def _b64_to_hex(value: str) -> str:
 
 def _payload_preview(m: dict) -> str:
     if "payload_text" in m:
-        return "payload: " + safe(m["payload_text"], 120)
+        text = m["payload_text"]
+        shown = safe(text, 120)
+        return "payload: " + shown + (f" ({m['payload_size']} bytes)" if shown != text else "")
     if "payload_b64" in m:
         import base64
         raw = base64.b64decode(m["payload_b64"])
