@@ -239,20 +239,29 @@ def stats_cmd(
 _C1_UTF8 = re.compile(rb"\xc2[\x80-\x9f]")
 
 
+def _json_default(value):
+    """Last line of defence for values JSON cannot hold: wire bytes become escaped text, never a crash."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
 def json_writer(out):
     """A function writing one JSON Lines record; orjson when installed (several times faster)."""
     try:
         import orjson
     except ImportError:  # pragma: no cover - orjson is a dependency; stay usable without it
-        return lambda rec: out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        return lambda rec: out.write(json.dumps(rec, separators=(",", ":"), default=_json_default) + "\n")
     buffer = out.buffer if hasattr(out, "buffer") else None
     if buffer is None:
-        return lambda rec: out.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        return lambda rec: out.write(json.dumps(rec, separators=(",", ":"), default=_json_default) + "\n")
     option = orjson.OPT_APPEND_NEWLINE
     dumps = orjson.dumps
 
     def write(rec: dict) -> None:
-        data = dumps(rec, option=option)
+        data = dumps(rec, option=option, default=_json_default)
         if b"\xc2" in data:  # JSON allows raw C1 controls (U+0080..U+009F); a terminal would obey them
             data = _C1_UTF8.sub(lambda m: b"\\u%04x" % m.group()[1], data)
         buffer.write(data)

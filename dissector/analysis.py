@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import codecs, pbdict
+from .pbdict import text
 from .chunks import ChunkAssembler
 from .expert import ERROR as ERROR_SEVERITY
 from .expert import NOTE, WARNING, Problem
@@ -127,7 +128,7 @@ class ConversationAnalyzer:
             self._add_chunk(ev, t, cmd, sec)
         if t == CONNECT:
             session.handshake = ev
-            session.versions.update(client_version=cmd.client_version, client_protocol=cmd.protocol_version)
+            session.versions.update(client_version=text(cmd.client_version), client_protocol=cmd.protocol_version)
         elif t in (CONNECTED, AUTH_CHALLENGE) or (t == ERROR and session.handshake is not None
                                                     and not session.requests.get(cmd.request_id)):
             if session.handshake is not None:
@@ -136,7 +137,7 @@ class ConversationAnalyzer:
             if t == AUTH_CHALLENGE:
                 session.challenge = ev
             elif t == CONNECTED:
-                session.versions.update(server_version=cmd.server_version, server_protocol=cmd.protocol_version)
+                session.versions.update(server_version=text(cmd.server_version), server_protocol=cmd.protocol_version)
         elif t == AUTH_RESPONSE:
             if session.challenge is not None:
                 _answer(ev, session.challenge)
@@ -326,18 +327,18 @@ class ConversationAnalyzer:
             if consumer:
                 ev.notes["consumer"] = consumer.info
         if t == PRODUCER:
-            info = {"id": cmd.producer_id, "topic": cmd.topic}
+            info = {"id": cmd.producer_id, "topic": text(cmd.topic)}
             if cmd.HasField("producer_name"):
-                info["name"] = cmd.producer_name
+                info["name"] = text(cmd.producer_name)
             if cmd.HasField("producer_access_mode"):
                 info["access_mode"] = pbdict.enum_name(cmd.DESCRIPTOR, "producer_access_mode",
                                                        cmd.producer_access_mode)
             session.producers[cmd.producer_id] = _Producer(info)
         elif t == SUBSCRIBE:
-            info = {"id": cmd.consumer_id, "topic": cmd.topic, "subscription": cmd.subscription,
+            info = {"id": cmd.consumer_id, "topic": text(cmd.topic), "subscription": text(cmd.subscription),
                     "type": pbdict.enum_name(cmd.DESCRIPTOR, "subType", cmd.subType)}
             if cmd.HasField("consumer_name"):
-                info["name"] = cmd.consumer_name
+                info["name"] = text(cmd.consumer_name)
             session.consumers[cmd.consumer_id] = _Consumer(info)
 
     @staticmethod
@@ -346,7 +347,7 @@ class ConversationAnalyzer:
         if req.frame.type_num == PRODUCER and resp.frame.type_num == PRODUCER_SUCCESS:
             producer = session.producers.get(req.frame.command.producer_id)
             if producer is not None and "name" not in producer.info:
-                producer.info["name"] = resp.frame.command.producer_name
+                producer.info["name"] = text(resp.frame.command.producer_name)
 
 
 def remember_bounded(table: dict, key, value, cap: int = MESSAGE_MEMORY) -> None:
@@ -366,8 +367,8 @@ def _flag(ev: FrameEvent, pid: str, severity: str, message: str) -> None:
 
 def _server_error(ev: FrameEvent, cmd) -> None:
     name = pbdict.enum_name(cmd.DESCRIPTOR, "error", cmd.error) if _has(cmd, "error") else "?"
-    text = f": {cmd.message}" if _has(cmd, "message") else ""
-    _flag(ev, "server.error", ERROR_SEVERITY, f"broker answered {ev.frame.type} {name}{text}")
+    detail = f": {text(cmd.message)}" if _has(cmd, "message") else ""
+    _flag(ev, "server.error", ERROR_SEVERITY, f"broker answered {ev.frame.type} {name}{detail}")
 
 
 def _has(cmd, name: str) -> bool:
@@ -388,7 +389,7 @@ def _answer(resp: FrameEvent, req: FrameEvent) -> None:
 def topic_of(ev: FrameEvent) -> str | None:
     cmd = ev.frame.command
     if cmd is not None and hasattr(cmd, "topic") and cmd.HasField("topic"):
-        return cmd.topic
+        return text(cmd.topic)
     for key in ("producer", "consumer"):
         info = ev.notes.get(key)
         if info:

@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from . import codecs
+from .pbdict import text
 
 
 MAX_PENDING = 256  # chunked messages reassembled at once; bounds memory when last chunks never come
@@ -44,7 +45,7 @@ class ChunkAssembler:
     def add(self, key: tuple, frame_index: int, md, chunk: bytes | None) -> ChunkResult:
         """Feed one chunk; ``md`` is its MessageMetadata, ``chunk`` its payload bytes (None if lost)."""
         problems: list[str] = []
-        cid, n, uuid = md.chunk_id, md.num_chunks_from_msg, md.uuid
+        cid, n, uuid = md.chunk_id, md.num_chunks_from_msg, text(md.uuid)
         full_key = key + (md.producer_name, uuid)
         part = self._partials.get(full_key)
         if cid == 0:

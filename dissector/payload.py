@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from . import codecs
+from .pbdict import text
 from .pb import PulsarApi_pb2 as api
 from .pb import PulsarMarkers_pb2 as markers
 
@@ -176,8 +177,8 @@ def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decom
     if md.HasField("chunk_id") and md.HasField("uuid"):
         # A chunk is a slice of the (compressed) whole message: decompress only after reassembly.
         sec.messages.append(AppMessage(payload, len(payload), sequence_id=md.sequence_id,
-                                       properties={kv.key: kv.value for kv in md.properties},
-                                       chunk_id=md.chunk_id, num_chunks=md.num_chunks_from_msg, uuid=md.uuid))
+                                       properties={text(kv.key): text(kv.value) for kv in md.properties},
+                                       chunk_id=md.chunk_id, num_chunks=md.num_chunks_from_msg, uuid=text(md.uuid)))
         return
     compression = md.compression
     if not md.HasField("compression"):
@@ -207,9 +208,9 @@ def _clear_fields(md) -> dict:
     """The per-message fields a non-batched message keeps in its MessageMetadata."""
     return dict(
         sequence_id=md.sequence_id,
-        partition_key=md.partition_key if md.HasField("partition_key") else None,
+        partition_key=text(md.partition_key) if md.HasField("partition_key") else None,
         ordering_key=md.ordering_key if md.HasField("ordering_key") else None,
-        properties={kv.key: kv.value for kv in md.properties},
+        properties={text(kv.key): text(kv.value) for kv in md.properties},
         event_time=md.event_time if md.HasField("event_time") else None,
         null_value=md.null_value,
         null_partition_key=md.null_partition_key,
@@ -255,11 +256,11 @@ def split_batch(payload: bytes, expected: int, problems: list[str],
             if number == 3:
                 msg.payload_size = value
             elif number == 1:
-                msg.properties = {kv.key: kv.value for kv in value}
+                msg.properties = {text(kv.key): text(kv.value) for kv in value}
             else:
                 name = attrs.get(number)
                 if name is not None:
-                    setattr(msg, name, value)
+                    setattr(msg, name, text(value) if number == 2 else value)
         size = msg.payload_size
         if size == -1:
             problems.append(f"batch entry {index}: SingleMessageMetadata has no payload_size")

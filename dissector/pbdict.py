@@ -19,6 +19,12 @@ _Converter = Callable[[Any], Any]
 _field_converters: dict[FieldDescriptor, _Converter] = {}
 
 
+def text(value: str | bytes) -> str:
+    """A protobuf ``string`` as text. proto2 does not validate UTF-8: a string field holding invalid UTF-8
+    comes back as bytes, shown here with backslash escapes (nothing hidden, nothing that breaks JSON)."""
+    return value if type(value) is str else value.decode("utf-8", "backslashreplace")
+
+
 def _b64(value: bytes) -> str:
     return base64.b64encode(value).decode("ascii")
 
@@ -38,6 +44,8 @@ def _converter_for(field: FieldDescriptor) -> _Converter:
         single = _enum_converter(field)
     elif field.type == FieldDescriptor.TYPE_BYTES:
         single = _b64
+    elif field.type == FieldDescriptor.TYPE_STRING:
+        single = text
     else:
         single = None  # scalars pass through unchanged
     if field.is_repeated:

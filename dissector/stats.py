@@ -124,10 +124,10 @@ class StatsCollector:
                 else (str(ev.dst), str(ev.src))
         cmd = frame.command
         if frame.type == "CONNECT" and cmd is not None:
-            conn["client_version"] = cmd.client_version
+            conn["client_version"] = pbdict.text(cmd.client_version)
             conn["protocol_version"] = cmd.protocol_version
         elif frame.type == "CONNECTED" and cmd is not None:
-            conn["server_version"] = cmd.server_version
+            conn["server_version"] = pbdict.text(cmd.server_version)
         for p in frame.problems:
             self.expert[(problem_id(p), severity(p))] += 1
             if not is_note(p):

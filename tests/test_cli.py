@@ -372,3 +372,27 @@ def test_chunked_message_not_recovered_is_not_shown_as_none(tmp_path):
     assert "reassembled 3 chunks" in res.stdout
     assert "None" not in res.stdout
     assert "ZSTD" in res.stdout and "uncompressed_size 100" in res.stdout
+
+
+def _invalid_utf8_producer(topic: bytes) -> bytes:
+    """A PRODUCER whose topic (a proto2 string) holds bytes that are not UTF-8, built by hand."""
+    from dissector.wire import LENGTH_DELIMITED
+
+    inner = b"\x0a" + bytes([len(topic)]) + topic + b"\x10\x01\x18\x01"  # topic, producer_id 1, request_id 1
+    body = b"\x08\x05" + bytes([(5 << 3) | LENGTH_DELIMITED, len(inner)]) + inner
+    return fb.raw_frame(body)
+
+
+def test_strings_that_are_not_utf8_are_shown_escaped_not_crashing(tmp_path):
+    p = tmp_path / "latin1.pcap"
+    md = fb.metadata(partition_key="k")
+    md_raw = md.SerializePartialToString().replace(b"\x32\x01k", b"\x32\x01\xd7")  # partition_key -> 0xd7
+    fb.tcp_pcap(p, [("c", _invalid_utf8_producer(b"caf\xe9")),
+                    ("c", fb.payload_frame("SEND", {"producer_id": 1, "sequence_id": 0}, md_raw, b"x"))])
+    res = dissect(p, "--json")
+    assert res.exit_code == 0, res.output
+    recs = frames([json.loads(x) for x in res.stdout.splitlines()])
+    assert recs[0]["command"]["topic"] == "caf\\xe9"
+    assert recs[1]["messages"][0]["partition_key"] == "\\xd7"
+    timeline = dissect(p, "--plain")
+    assert timeline.exit_code == 0 and "caf\\xe9" in timeline.stdout
