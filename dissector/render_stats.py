@@ -84,10 +84,15 @@ def render_stats(data: dict, console: Console) -> None:
                                    c["payload_bytes"], c["acks"], c["permits_granted"], c["redelivered_frames"]]
                                   for c in consumers]))
     if data["latency_ms"]:
+        rows = [[k, v] for k, v in data["latency_ms"].items()]
+        senders = [p for p in data["producers"] if p.get("send_latency_ms")]
+        if len(senders) > 1:  # publish latency of each producer
+            rows += [[f"SEND {_actor_name(p)}", p["send_latency_ms"]] for p in senders]
         console.print()
         console.print(_table("Latency by request type (ms)", ["request", "count", "p50", "p90", "p99", "max", "mean"],
-                             [[k, v["count"], v["p50"], v["p90"], v["p99"], v["max"], v["mean"]]
-                              for k, v in data["latency_ms"].items()]))
+                             [[k, v["count"], v["p50"], v["p90"], v["p99"], v["max"], v["mean"]] for k, v in rows]))
+        if not all(v.get("exact", True) for _, v in rows):
+            console.print(Text("  percentiles from a uniform sample of 100,000 responses per row", style="dim"))
     rows = [[f"server error {k}", "error", v] for k, v in data["server_errors"].items()]
     rows += [[e["id"], e["severity"], e["count"]] for e in data["expert"] if e["id"] != "server.error"]
     rows += [[k, "event", v] for k, v in data["events"].items() if k not in ("CONNECTION_OPENED", "CONNECTION_CLOSED")]

@@ -8,6 +8,7 @@ latency samples, so it runs in one pass beside any other output. ``result()`` re
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,16 +26,70 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     return sorted_values[rank - 1]
 
 
+class Reservoir:
+    """A uniform random sample of at most ``cap`` of the items added (Algorithm R); seeded, so the same
+    capture always gives the same figures."""
+
+    __slots__ = ("cap", "seen", "items", "_rng")
+
+    def __init__(self, cap: int, seed: int = 1) -> None:
+        self.cap = cap
+        self.seen = 0
+        self.items: list = []
+        self._rng = random.Random(seed)
+
+    def add(self, item) -> None:
+        self.seen += 1
+        if len(self.items) < self.cap:
+            self.items.append(item)
+        else:
+            slot = self._rng.randrange(self.seen)
+            if slot < self.cap:
+                self.items[slot] = item
+
+
+class Latencies:
+    """Count, mean and max exactly; percentiles from a reservoir of at most ``cap`` values (exact while fewer
+    were seen), so memory stays bounded however long the capture."""
+
+    __slots__ = ("total", "max", "sample")
+
+    def __init__(self, cap: int = 100_000) -> None:
+        self.total = 0.0
+        self.max: float | None = None
+        self.sample = Reservoir(cap)
+
+    @property
+    def count(self) -> int:
+        return self.sample.seen
+
+    def add(self, value: float) -> None:
+        self.total += value
+        if self.max is None or value > self.max:
+            self.max = value
+        self.sample.add(value)
+
+    def summary(self) -> dict[str, Any]:
+        ordered = sorted(self.sample.items)
+        return {
+            "count": self.count,
+            "p50": percentile(ordered, 50),
+            "p90": percentile(ordered, 90),
+            "p99": percentile(ordered, 99),
+            "max": self.max,
+            "mean": round(self.total / self.count, 3) if self.count else None,
+            "exact": self.count <= self.sample.cap,
+        }
+
+
 def latency_summary(values: list[float]) -> dict[str, Any]:
-    ordered = sorted(values)
-    return {
-        "count": len(ordered),
-        "p50": percentile(ordered, 50),
-        "p90": percentile(ordered, 90),
-        "p99": percentile(ordered, 99),
-        "max": ordered[-1] if ordered else None,
-        "mean": round(sum(ordered) / len(ordered), 3) if ordered else None,
-    }
+    lat = Latencies(cap=max(len(values), 1))
+    for v in values:
+        lat.add(v)
+    return lat.summary()
+
+
+PLOT_SAMPLES = 50_000  # responses drawn in a latency plot at most
 
 
 @dataclass
@@ -54,6 +109,7 @@ class _Actor:
     permits: int = 0
     redeliveries: int = 0
     receipts: int = 0
+    send_latency: "Latencies" = field(default_factory=lambda: Latencies())
 
 
 class StatsCollector:
@@ -64,8 +120,9 @@ class StatsCollector:
                                                             "producers": set(), "consumers": set()})
         self.producers: dict[tuple[int, int], _Actor] = {}
         self.consumers: dict[tuple[int, int], _Actor] = {}
-        self.latency: dict[str, list[float]] = defaultdict(list)
-        self.latency_samples: list[tuple[float, str, float]] = []  # (time, request type, ms) for plots
+        self.latency: dict[str, Latencies] = defaultdict(Latencies)
+        # (time, request type, ms) for plots: a bounded sample too, put back in time order when drawn
+        self._plot = Reservoir(PLOT_SAMPLES)
         self.types: Counter = Counter()
         self.server_errors: Counter = Counter()
         self.expert: Counter = Counter()
@@ -103,7 +160,7 @@ class StatsCollector:
             conn = self.connections[conn_id] = {
                 "conn": conn_id, "client": None, "broker": None, "first_time": time, "last_time": time,
                 "frames_to_broker": 0, "frames_to_client": 0, "bytes_to_broker": 0, "bytes_to_client": 0,
-                "problems": 0, "events": Counter(),
+                "problems": 0, "events": Counter(), "latency": defaultdict(Latencies),
             }
         return conn
 
@@ -134,25 +191,34 @@ class StatsCollector:
                 conn["problems"] += 1
         if frame.type in ("ERROR", "SEND_ERROR") and cmd is not None:
             self.server_errors[pbdict.enum_name(cmd.DESCRIPTOR, "error", cmd.error)] += 1
+        producer, consumer = ev.notes.get("producer"), ev.notes.get("consumer")
         latency = ev.notes.get("latency_ms")
         if latency is not None and "answers" in ev.notes:
             kind = ev.request_type or ev.frame.type
-            self.latency[kind].append(latency)
-            self.latency_samples.append((ev.time, kind, latency))
-        producer, consumer = ev.notes.get("producer"), ev.notes.get("consumer")
+            self.latency[kind].add(latency)
+            self._plot.add((ev.time, kind, latency))
+            conn["latency"][kind].add(latency)
+            if producer is not None and kind == "SEND":
+                self._actor(self.producers, ev, producer, count=False).send_latency.add(latency)
         if producer is not None:
             self._producer(ev, producer)
         if consumer is not None:
             self._consumer(ev, consumer)
 
     @staticmethod
-    def _actor(table: dict, ev: FrameEvent, info: dict) -> _Actor:
+    def _actor(table: dict, ev: FrameEvent, info: dict, count: bool = True) -> _Actor:
         key = (ev.conn.id, info.get("id", -1))
         actor = table.get(key)
         if actor is None:
             actor = table[key] = _Actor(info)
-        actor.frames += 1
+        if count:
+            actor.frames += 1
         return actor
+
+    @property
+    def latency_samples(self) -> list[tuple[float, str, float]]:
+        """(time, request type, ms) of the responses kept for plotting, in time order."""
+        return sorted(self._plot.items)
 
     def _count_messages(self, actor: _Actor, info: dict, sec, side: str) -> None:
         """Messages and bytes of one SEND (side "sent") or MESSAGE ("received") for the actor and its topic."""
@@ -213,7 +279,7 @@ class StatsCollector:
                        for t, v in sorted(self.topics.items())},
             "producers": [self._actor_out(k, a, producer=True) for k, a in self.producers.items()],
             "consumers": [self._actor_out(k, a, producer=False) for k, a in self.consumers.items()],
-            "latency_ms": {k: latency_summary(v) for k, v in sorted(self.latency.items())},
+            "latency_ms": {k: v.summary() for k, v in sorted(self.latency.items())},
             "server_errors": dict(self.server_errors),
             "expert": [{"id": i, "severity": s, "count": n} for (i, s), n in self.expert.most_common()],
             "events": dict(self.events),
@@ -221,7 +287,8 @@ class StatsCollector:
 
     @staticmethod
     def _conn_out(c: dict) -> dict:
-        out = {k: v for k, v in c.items() if k != "events"}
+        out = {k: v for k, v in c.items() if k not in ("events", "latency")}
+        out["latency_ms"] = {k: v.summary() for k, v in sorted(c["latency"].items())}
         out["duration_s"] = round(c["last_time"] - c["first_time"], 6)
         out["events"] = dict(c["events"])
         return out
@@ -234,6 +301,7 @@ class StatsCollector:
                "payload_bytes": a.payload_bytes, "wire_bytes": a.wire_bytes}
         if producer:
             out.update(receipts=a.receipts, batches=a.batches,
+                       send_latency_ms=a.send_latency.summary() if a.send_latency.count else None,
                        avg_batch_size=round(a.batched_messages / a.batches, 1) if a.batches else None,
                        compression={CODEC_NAMES.get(c, str(c)): n for c, n in a.compression.items()},
                        compression_ratio=round(a.compressed_plain / a.compressed_wire, 2) if a.compressed_wire else None,

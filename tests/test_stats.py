@@ -138,3 +138,32 @@ def test_follow_needs_an_actor():
     result = _cli("follow", str(capture_path("09_shared.pcap")))
     assert result.returncode == 2
     assert "--producer" in result.stderr
+
+
+def test_latency_reservoir_is_exact_below_its_cap_and_bounded_above():
+    from dissector.stats import Latencies
+
+    values = [float(v) for v in range(1, 1001)]
+    small = Latencies(cap=5000)
+    for v in values:
+        small.add(v)
+    assert small.summary() == {"count": 1000, "p50": 500.0, "p90": 900.0, "p99": 990.0, "max": 1000.0,
+                               "mean": 500.5, "exact": True}
+    big = Latencies(cap=200)
+    for v in values * 20:
+        big.add(v)
+    s = big.summary()
+    assert len(big.sample.items) == 200
+    assert s["count"] == 20000 and s["max"] == 1000.0 and s["mean"] == 500.5 and s["exact"] is False
+    assert 400 <= s["p50"] <= 600 and s["p99"] >= 900  # a uniform sample of a uniform distribution
+
+
+def test_publish_latency_per_producer_and_per_connection():
+    m = manifest("03_compression_zstd")
+    data = stats_of("03_compression_zstd")
+    by_name = {p["name"]: p for p in data["producers"]}
+    for spec in m["producers"]:
+        sends = by_name[spec["producer_name"]]["send_latency_ms"]
+        assert sends["count"] == by_name[spec["producer_name"]]["receipts"] > 0
+    (conn,) = data["connections"]
+    assert conn["latency_ms"]["SEND"]["count"] == data["latency_ms"]["SEND"]["count"]
