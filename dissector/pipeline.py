@@ -99,8 +99,8 @@ class Dissector:
         self._reassembler = TcpReassembler()
         self._conns: dict[int, _ConnState] = {}
         self._frame_index = 0
-        self._last_time = 0.0
-        self._last_packet = 0
+        self.last_time = 0.0
+        self.last_packet = 0
 
     # -------------------------------------------------------------- input
 
@@ -111,7 +111,7 @@ class Dissector:
         return self.feed_segment(seg)
 
     def feed_segment(self, seg: TcpSegment) -> list:
-        self._last_time, self._last_packet = seg.timestamp, seg.packet_index
+        self.last_time, self.last_packet = seg.timestamp, seg.packet_index
         if not self.options.detect and seg.src_port not in self._ports and seg.dst_port not in self._ports:
             return []
         out: list = []
@@ -124,7 +124,7 @@ class Dissector:
         for ev in self._reassembler.finish():
             self._handle(ev, out)
         for state in list(self._conns.values()):
-            self._close_splitters(state, out, self._last_time, self._last_packet)
+            self._close_splitters(state, out, self.last_time, self.last_packet)
         self._conns.clear()
         return out
 
@@ -242,28 +242,24 @@ def _peer(conn: Connection, sender: Endpoint) -> Endpoint:
     return conn.b if sender == conn.a else conn.a
 
 
-def dissect_packets(packets: Iterable[CapturedPacket], options: Options | None = None) -> Iterator:
-    dissector = Dissector(options)
+def dissect_packets(packets: Iterable[CapturedPacket], options: Options | None = None, *,
+                    dissector: Dissector | None = None) -> Iterator:
+    """Decode packets from any source (a file reader, a live sniffer), then flush at the end."""
+    dissector = dissector or Dissector(options)
+    feed = dissector.feed_segment
     for packet in packets:
         seg = tcp_segment(packet)
         if seg is not None:
-            yield from dissector.feed_segment(seg)
+            yield from feed(seg)
     yield from dissector.finish()
 
 
 def dissect_file(path, options: Options | None = None) -> Iterator:
     """Decode a capture file; raises capture.CaptureError when the file cannot be read at all."""
     with open_capture(path) as reader:
-        last_time = 0.0
-        last_packet = 0
         dissector = Dissector(options)
-        for packet in reader:
-            last_time, last_packet = packet.timestamp, packet.index
-            seg = tcp_segment(packet)
-            if seg is not None:
-                yield from dissector.feed_segment(seg)
-        yield from dissector.finish()
+        yield from dissect_packets(reader, dissector=dissector)
         for problem in reader.problems:
-            yield StreamEvent("CAPTURE_NOTE", last_time, last_packet, problem)
+            yield StreamEvent("CAPTURE_NOTE", dissector.last_time, dissector.last_packet, problem)
         if reader.truncated:
-            yield StreamEvent("CAPTURE_TRUNCATED", last_time, last_packet, reader.truncated)
+            yield StreamEvent("CAPTURE_TRUNCATED", dissector.last_time, dissector.last_packet, reader.truncated)
