@@ -318,6 +318,21 @@ class CaptureReader:
             return
         raise CaptureError(f"{what}: not a pcap or pcapng file (starts with {_hex_prefix(buf)})")
 
+    def _block_packet(self, buf, ifaces, section, iface_id, ts_hi, ts_lo, start, dend, orig_len,
+                      index) -> CapturedPacket | None:
+        """The packet of an Enhanced or obsolete Packet Block; None (noted) if its interface is undefined."""
+        if iface_id >= len(ifaces):
+            self._note(
+                ("noiface", section, iface_id),
+                f"packet refers to undefined {_interface_name(iface_id, section)}; skipped",
+            )
+            return None
+        itf = ifaces[iface_id]
+        if itf.fcs:
+            dend, orig_len = _strip_fcs(itf.fcs, start, dend, orig_len)
+        return CapturedPacket(index, _pcapng_ts(ts_hi, ts_lo, itf.units, itf.offset), itf.linktype,
+                              buf[start:dend], orig_len)
+
     def _note(self, key, message: str) -> None:
         if key not in self._problem_keys:
             self._problem_keys.add(key)
@@ -608,21 +623,14 @@ class CaptureReader:
                             f"bytes than it holds; data cut to the block",
                         )
                         dend = bend
-                    if iface_id >= len(ifaces):
-                        self._note(
-                            ("noiface", section, iface_id),
-                            f"packet refers to undefined {_interface_name(iface_id, section)}; skipped",
-                        )
+                    pkt = self._block_packet(buf, ifaces, section, iface_id, ts_hi, ts_lo, start, dend, orig_len,
+                                             index + 1)
+                    if pkt is None:
                         pos = end
                         continue
-                    itf = ifaces[iface_id]
-                    timestamp = _pcapng_ts(ts_hi, ts_lo, itf.units, itf.offset)
-                    if itf.fcs:
-                        dend, orig_len = _strip_fcs(itf.fcs, start, dend, orig_len)
-                    index += 1
-                    self.packets = index
-                    last_ts = timestamp
-                    yield CapturedPacket(index, timestamp, itf.linktype, buf[start:dend], orig_len)
+                    index = self.packets = pkt.index
+                    last_ts = pkt.timestamp
+                    yield pkt
                     pos = end
                     continue
                 if btype == 1:  # Interface Description Block
@@ -693,20 +701,14 @@ class CaptureReader:
                     )
                     start = body + 20
                     dend = min(start + caplen, bend)
-                    if iface_id >= len(ifaces):
-                        self._note(
-                            ("noiface", section, iface_id),
-                            f"packet refers to undefined {_interface_name(iface_id, section)}; skipped",
-                        )
+                    pkt = self._block_packet(buf, ifaces, section, iface_id, ts_hi, ts_lo, start, dend, orig_len,
+                                             index + 1)
+                    if pkt is None:
                         pos = end
                         continue
-                    itf = ifaces[iface_id]
-                    last_ts = _pcapng_ts(ts_hi, ts_lo, itf.units, itf.offset)
-                    if itf.fcs:
-                        dend, orig_len = _strip_fcs(itf.fcs, start, dend, orig_len)
-                    index += 1
-                    self.packets = index
-                    yield CapturedPacket(index, last_ts, itf.linktype, buf[start:dend], orig_len)
+                    index = self.packets = pkt.index
+                    last_ts = pkt.timestamp
+                    yield pkt
                 elif btype in _SILENT_SKIP:
                     pass
                 else:
