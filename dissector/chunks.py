@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from . import codecs
+from .expert import ERROR, WARNING, Problem
 from .pbdict import text
 
 
@@ -50,8 +51,9 @@ class ChunkAssembler:
         part = self._partials.get(full_key)
         if cid == 0:
             if part is not None:
-                problems.append(f"chunked message {uuid!r} restarted after {part.next_chunk} of "
-                                f"{part.num_chunks} chunks")
+                problems.append(Problem("chunk.restarted", WARNING,
+                                        f"chunked message {uuid!r} restarted after {part.next_chunk} of "
+                                f"{part.num_chunks} chunks"))
             part = _Partial(uuid, n, md.total_chunk_msg_size if md.HasField("total_chunk_msg_size") else None,
                             md.compression, md.uncompressed_size if md.HasField("uncompressed_size") else None)
             if part.compression and (part.total_size or 0) <= self._max:
@@ -60,19 +62,24 @@ class ChunkAssembler:
             if len(self._partials) > MAX_PENDING:
                 oldest_key = next(iter(self._partials))
                 oldest = self._partials.pop(oldest_key)
-                problems.append(f"more than {MAX_PENDING} chunked messages in progress: gave up on "
-                                f"{oldest.uuid!r} after {oldest.next_chunk} of {oldest.num_chunks} chunks")
+                problems.append(Problem("chunk.abandoned", WARNING,
+                                        f"more than {MAX_PENDING} chunked messages in progress: gave up on "
+                                f"{oldest.uuid!r} after {oldest.next_chunk} of {oldest.num_chunks} chunks"))
         elif part is None:
-            return ChunkResult(None, [f"chunk {cid} of {n} of {uuid!r} without its first chunk in the capture"])
+            return ChunkResult(None, [Problem("chunk.orphan", WARNING,
+                                              f"chunk {cid} of {n} of {uuid!r} without its first chunk in the capture")
+                                      ])
         elif cid < part.next_chunk:
-            return ChunkResult(None, [f"duplicate chunk {cid} of {uuid!r}"])
+            return ChunkResult(None, [Problem("chunk.duplicate", WARNING, f"duplicate chunk {cid} of {uuid!r}")])
         elif cid > part.next_chunk:
             del self._partials[full_key]
-            return ChunkResult(None, [f"chunk {cid} of {uuid!r} arrived but chunk {part.next_chunk} is missing; "
-                                      f"message {uuid!r} cannot be reassembled"])
+            return ChunkResult(None, [Problem("chunk.missing", ERROR,
+                                              f"chunk {cid} of {uuid!r} arrived but chunk {part.next_chunk} is "
+                                              f"missing; message {uuid!r} cannot be reassembled")])
         if chunk is None:
             del self._partials[full_key]
-            return ChunkResult(None, problems + [f"chunk {cid} of {uuid!r} is incomplete; message lost"])
+            return ChunkResult(None, problems + [Problem("chunk.lost", WARNING,
+                                                         f"chunk {cid} of {uuid!r} is incomplete; message lost")])
         part.next_chunk = cid + 1
         part.size += len(chunk)
         part.frames.append(frame_index)
@@ -87,19 +94,21 @@ class ChunkAssembler:
 
     def _complete(self, part: _Partial, problems: list[str]) -> dict:
         if part.total_size is not None and part.size != part.total_size:
-            problems.append(f"chunks of {part.uuid!r} add up to {part.size} bytes, total_chunk_msg_size "
-                            f"says {part.total_size}")
+            problems.append(Problem("chunk.size_mismatch", ERROR,
+                                    f"chunks of {part.uuid!r} add up to {part.size} bytes, total_chunk_msg_size "
+                            f"says {part.total_size}"))
         size = part.size
         if part.kept is not None:
             result = codecs.decompress(part.compression, b"".join(part.kept), part.uncompressed_size, self._max)
             if result.problem:
-                problems.append(result.problem)
+                problems.append(Problem("payload.decompression", ERROR, result.problem))
             if result.data is None:
                 return {"uuid": part.uuid, "payload_size": None, "payload_sha256": None, "chunks": part.frames}
             part.sha.update(result.data)
             size = len(result.data)
         elif part.compression:
-            problems.append(f"compressed chunked message {part.uuid!r} is larger than the decompression limit")
+            problems.append(Problem("chunk.too_large", WARNING,
+                                    f"compressed chunked message {part.uuid!r} is larger than the decompression limit"))
             return {"uuid": part.uuid, "payload_size": None, "payload_sha256": None, "chunks": part.frames}
         return {"uuid": part.uuid, "payload_size": size, "payload_sha256": part.sha.hexdigest(),
                 "chunks": part.frames}

@@ -12,6 +12,7 @@ from . import codecs
 from .payload import PayloadSection, decode_payload_section
 from .pb import PulsarApi_pb2 as api
 from .pbdict import unknown_field_numbers
+from .expert import ERROR, WARNING, Problem
 from .wire import WireError, peek_command_type, read_varint
 
 _U32x2 = struct.Struct(">II")
@@ -58,33 +59,37 @@ def decode_frame(frame: bytes, *, missing: int = 0,
     size = len(frame) + missing
     if len(frame) < 8:
         return DecodedFrame(size, 0, 0, None, "MALFORMED", None, missing=missing,
-                            problems=[f"frame of {len(frame)} bytes is too short for its size fields"])
+                            problems=[Problem("frame.too_short", ERROR,
+                                              f"frame of {len(frame)} bytes is too short for its size fields")])
     total, cmd_size = _U32x2.unpack_from(frame, 0)
     problems: list[str] = []
     if missing:
-        problems.append(f"frame damaged by a capture gap: {missing} of {size} bytes missing")
+        problems.append(Problem("frame.gap_damaged", WARNING,
+                                f"frame damaged by a capture gap: {missing} of {size} bytes missing"))
     if total + 4 != size:
-        problems.append(f"TOTAL_SIZE {total} does not match the {size - 4} bytes that follow it")
+        problems.append(Problem("frame.size_mismatch", ERROR,
+                                f"TOTAL_SIZE {total} does not match the {size - 4} bytes that follow it"))
     cmd_end = 8 + cmd_size
     if cmd_size > total - 4:
-        problems.append(f"CMD_SIZE {cmd_size} is larger than TOTAL_SIZE {total} allows")
+        problems.append(Problem("frame.cmd_size", ERROR,
+                                f"CMD_SIZE {cmd_size} is larger than TOTAL_SIZE {total} allows"))
     if cmd_end > len(frame):
         return DecodedFrame(size, total, cmd_size, None, "MALFORMED", None, missing=missing,
-                            problems=problems + ["command cut short"])
+                            problems=problems + [Problem("frame.truncated", ERROR, "command cut short")])
     type_num = peek_command_type(frame, 8, cmd_end)
     base = api.BaseCommand()
     try:
         base.ParseFromString(frame[8:cmd_end])
     except DecodeError as exc:
-        problems.append(f"BaseCommand does not parse: {exc}")
+        problems.append(Problem("command.unparsable", ERROR, f"BaseCommand does not parse: {exc}"))
         return DecodedFrame(size, total, cmd_size, type_num, type_name(type_num), None, missing=missing,
                             problems=problems)
     name = type_name(type_num)
     command = None
     if type_num is None:
-        problems.append("BaseCommand has no type field")
+        problems.append(Problem("command.no_type", ERROR, "BaseCommand has no type field"))
     elif type_num not in TYPE_NAMES:
-        problems.append(f"unknown command type {type_num}")
+        problems.append(Problem("command.unknown_type", WARNING, f"unknown command type {type_num}"))
     else:
         field_name = SUBCOMMAND_FIELD.get(type_num)
         if field_name and base.HasField(field_name):
@@ -92,13 +97,16 @@ def decode_frame(frame: bytes, *, missing: int = 0,
             if not command.IsInitialized():
                 _required_problems(command, name, problems)
         else:
-            problems.append(f"{name} frame has no {field_name or 'sub-command'} field")
+            problems.append(Problem("command.missing_subcommand", ERROR,
+                                    f"{name} frame has no {field_name or 'sub-command'} field"))
     present = [f.number for f, _ in base.ListFields() if f.number not in (1, type_num)]
     if present:
-        problems.append("BaseCommand also carries sub-commands for " + ", ".join(type_name(n) for n in present))
-    unknown = unknown_field_numbers(base)
+        problems.append(Problem("command.extra_subcommands", WARNING, "BaseCommand also carries sub-commands for "
+                                + ", ".join(type_name(n) for n in present)))
+    unknown = [n for n in unknown_field_numbers(base) if n != 1]  # an unknown type is reported above
     if unknown:
-        problems.append("BaseCommand has fields unknown to this dissector: " + ", ".join(map(str, unknown)))
+        problems.append(Problem("command.unknown_fields", WARNING,
+                                "BaseCommand has fields unknown to this dissector: " + ", ".join(map(str, unknown))))
     decoded = DecodedFrame(size, total, cmd_size, type_num, name, command, missing=missing, problems=problems)
     if type_num in PAYLOAD_TYPES:
         ack_set = list(command.ack_set) if type_num == MESSAGE and command is not None else None
@@ -106,8 +114,9 @@ def decode_frame(frame: bytes, *, missing: int = 0,
                                                  max_decompressed=max_decompressed)
         problems.extend(decoded.payload.problems)
     elif cmd_end < len(frame):
-        problems.append(f"{len(frame) - cmd_end} unexpected bytes after a {name} command (only SEND and "
-                        f"MESSAGE carry a payload)")
+        problems.append(Problem("command.trailing_bytes", WARNING,
+                                f"{len(frame) - cmd_end} unexpected bytes after a {name} command (only SEND and "
+                        f"MESSAGE carry a payload)"))
     return decoded
 
 
@@ -121,9 +130,11 @@ def _required_problems(command: Message, name: str, problems: list[str]) -> None
         f = fields.get(path)
         (odd if f is not None and f.number in unknown else missing).append(path)
     if missing:
-        problems.append(f"{name} lacks required fields: " + ", ".join(missing))
+        problems.append(Problem("command.missing_required", ERROR,
+                                f"{name} lacks required fields: " + ", ".join(missing)))
     if odd:
-        problems.append(f"{name} required fields hold values unknown to this dissector: " + ", ".join(odd))
+        problems.append(Problem("command.unknown_enum", WARNING,
+                                f"{name} required fields hold values unknown to this dissector: " + ", ".join(odd)))
 
 
 def looks_like_frame(buf: bytearray | bytes, start: int, total: int, cmd_size: int, end: int) -> bool | None:

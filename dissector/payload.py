@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 from . import codecs
+from .expert import ERROR, WARNING, Problem
 from .pbdict import text
 from .pb import PulsarApi_pb2 as api
 from .pb import PulsarMarkers_pb2 as markers
@@ -105,23 +106,25 @@ def decode_payload_section(frame: bytes, pos: int, *, damaged: bool = False,
     problems = sec.problems
     if end - pos >= 2 and _U16.unpack_from(frame, pos)[0] == MAGIC_BROKER_ENTRY_METADATA:
         if end - pos < 6:
-            problems.append("broker entry metadata header cut short")
+            problems.append(Problem("payload.broker_entry_metadata", ERROR, "broker entry metadata header cut short"))
             return sec
         size = _U32.unpack_from(frame, pos + 2)[0]
         start = pos + 6
         if start + size > end:
-            problems.append(f"broker entry metadata size {size} runs past the end of the frame")
+            problems.append(Problem("payload.broker_entry_metadata", ERROR,
+                                    f"broker entry metadata size {size} runs past the end of the frame"))
             return sec
         bem = api.BrokerEntryMetadata()
         try:
             bem.ParseFromString(frame[start:start + size])
             sec.broker_entry_metadata = bem
         except DecodeError as exc:
-            problems.append(f"broker entry metadata does not parse: {exc}")
+            problems.append(Problem("payload.broker_entry_metadata", ERROR,
+                                    f"broker entry metadata does not parse: {exc}"))
         pos = start + size
     if end - pos >= 2 and _U16.unpack_from(frame, pos)[0] == MAGIC_CRC32C:
         if end - pos < 6:
-            problems.append("checksum field cut short")
+            problems.append(Problem("payload.checksum_cut", ERROR, "checksum field cut short"))
             return sec
         sec.checksum_wire = _U32.unpack_from(frame, pos + 2)[0]
         pos += 6
@@ -133,29 +136,33 @@ def decode_payload_section(frame: bytes, pos: int, *, damaged: bool = False,
                 sec.checksum = "valid"
             else:
                 sec.checksum = "invalid"
-                problems.append(f"checksum mismatch: frame says 0x{sec.checksum_wire:08x}, "
-                                f"computed 0x{sec.checksum_computed:08x}")
+                problems.append(Problem("checksum.invalid", ERROR,
+                                        f"checksum mismatch: frame says 0x{sec.checksum_wire:08x}, "
+                                f"computed 0x{sec.checksum_computed:08x}"))
     if end - pos < 4:
-        problems.append("payload section has no metadata size")
+        problems.append(Problem("payload.metadata_size", ERROR, "payload section has no metadata size"))
         return sec
     msize = _U32.unpack_from(frame, pos)[0]
     pos += 4
     if pos + msize > end:
-        problems.append(f"metadata size {msize} runs past the end of the frame ({end - pos} bytes left)")
+        problems.append(Problem("payload.metadata_size", ERROR,
+                                f"metadata size {msize} runs past the end of the frame ({end - pos} bytes left)"))
         return sec
     md = api.MessageMetadata()
     try:
         md.ParseFromString(frame[pos:pos + msize])
     except DecodeError as exc:
-        problems.append(f"MessageMetadata does not parse: {exc}")
+        problems.append(Problem("payload.metadata_unparsable", ERROR, f"MessageMetadata does not parse: {exc}"))
         return sec
     sec.metadata = md
     sec.metadata_size = msize
     if not md.IsInitialized():
-        problems.append("MessageMetadata lacks required fields: " + ", ".join(md.FindInitializationErrors()))
+        problems.append(Problem("payload.metadata_missing_required", ERROR,
+                                "MessageMetadata lacks required fields: " + ", ".join(md.FindInitializationErrors())))
     sec.raw_payload = payload = frame[pos + msize:]
     if damaged:
-        problems.append(f"payload incomplete: frame damaged by a capture gap ({len(payload)} bytes captured)")
+        problems.append(Problem("payload.incomplete", WARNING,
+                                f"payload incomplete: frame damaged by a capture gap ({len(payload)} bytes captured)"))
         sec.messages.append(AppMessage(None, len(payload)))
         return sec
     _decode_messages(sec, md, payload, ack_set, max_decompressed)
@@ -191,7 +198,7 @@ def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decom
         declared = md.uncompressed_size if md.HasField("uncompressed_size") else None
         result = codecs.decompress(compression, payload, declared, max_decompressed)
         if result.problem:
-            problems.append(result.problem)
+            problems.append(Problem("payload.decompression", ERROR, result.problem))
         if result.data is None:
             sec.messages.append(AppMessage(None, len(payload), sequence_id=md.sequence_id))
             return
@@ -234,17 +241,20 @@ def split_batch(payload: bytes, expected: int, problems: list[str],
     new = object.__new__
     while pos < end:
         if end - pos < 4:
-            problems.append(f"batch entry {index}: {end - pos} stray bytes after the last entry")
+            problems.append(Problem("batch.malformed", ERROR,
+                                    f"batch entry {index}: {end - pos} stray bytes after the last entry"))
             break
         smm_size = unpack(payload, pos)[0]
         pos += 4
         if pos + smm_size > end:
-            problems.append(f"batch entry {index}: metadata size {smm_size} runs past the end of the payload")
+            problems.append(Problem("batch.malformed", ERROR,
+                                    f"batch entry {index}: metadata size {smm_size} runs past the end of the payload"))
             break
         try:
             fields = parse(payload[pos:pos + smm_size]).ListFields()
         except DecodeError as exc:
-            problems.append(f"batch entry {index}: SingleMessageMetadata does not parse: {exc}")
+            problems.append(Problem("batch.malformed", ERROR,
+                                    f"batch entry {index}: SingleMessageMetadata does not parse: {exc}"))
             break
         pos += smm_size
         msg = new(AppMessage)  # skips __init__: the attributes are set right here
@@ -263,11 +273,13 @@ def split_batch(payload: bytes, expected: int, problems: list[str],
                     setattr(msg, name, text(value) if number == 2 else value)
         size = msg.payload_size
         if size == -1:
-            problems.append(f"batch entry {index}: SingleMessageMetadata has no payload_size")
+            problems.append(Problem("batch.malformed", ERROR,
+                                    f"batch entry {index}: SingleMessageMetadata has no payload_size"))
             break
         if size < 0 or pos + size > end:
-            problems.append(f"batch entry {index}: payload_size {size} runs past the end of the payload "
-                            f"({end - pos} bytes left)")
+            problems.append(Problem("batch.malformed", ERROR,
+                                    f"batch entry {index}: payload_size {size} runs past the end of the payload "
+                            f"({end - pos} bytes left)"))
             break
         msg.payload = payload[pos:pos + size]
         pos += size
@@ -276,7 +288,8 @@ def split_batch(payload: bytes, expected: int, problems: list[str],
         out.append(msg)
         index += 1
     if len(out) != expected:
-        problems.append(f"batch holds {len(out)} entries but num_messages_in_batch is {expected}")
+        problems.append(Problem("batch.count_mismatch", ERROR,
+                                f"batch holds {len(out)} entries but num_messages_in_batch is {expected}"))
     return out
 
 
@@ -310,4 +323,4 @@ def _decode_marker(sec: PayloadSection, marker_type: int, payload: bytes) -> Non
         msg.ParseFromString(payload)
         sec.marker = msg
     except DecodeError as exc:
-        sec.problems.append(f"marker body ({cls.__name__}) does not parse: {exc}")
+        sec.problems.append(Problem("marker.unparsable", ERROR, f"marker body ({cls.__name__}) does not parse: {exc}"))

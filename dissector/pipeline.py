@@ -64,7 +64,7 @@ class FrameEvent:
 class StreamEvent:
     """Something other than a frame: a gap, skipped bytes, a foreign protocol, a connection opening."""
 
-    kind: str  # GAP | SKIPPED | NOT_PULSAR | OVERSIZED | BAD_SIZE | TRUNCATED | PROXY_HEADER | OPEN | CLOSE | CAPTURE_TRUNCATED
+    kind: str  # GAP, SKIPPED, NOT_PULSAR, CONNECTION_OPENED, UNANSWERED, ... (expert.EVENT_SEVERITY lists them)
     time: float
     packet: int
     message: str

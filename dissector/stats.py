@@ -304,7 +304,8 @@ class StatsCollector:
                        send_latency_ms=a.send_latency.summary() if a.send_latency.count else None,
                        avg_batch_size=round(a.batched_messages / a.batches, 1) if a.batches else None,
                        compression={CODEC_NAMES.get(c, str(c)): n for c, n in a.compression.items()},
-                       compression_ratio=round(a.compressed_plain / a.compressed_wire, 2) if a.compressed_wire else None,
+                       compression_ratio=(round(a.compressed_plain / a.compressed_wire, 2) if a.compressed_wire
+                                          else None),
                        errors={str(k): v for k, v in a.errors.items()})
         else:
             out.update(acks=a.acks, permits_granted=a.permits, redelivered_frames=a.redeliveries)

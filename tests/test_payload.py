@@ -652,3 +652,18 @@ def test_pending_chunked_messages_are_capped(monkeypatch):
         problems += assembler.add(("c",), i, chunk_md(f"u{i}", 0, 2, 20), b"x" * 10).problems
     assert [p.uuid for p in assembler.pending()] == ["u2", "u3", "u4"]
     assert len(problems) == 2 and "gave up on 'u0'" in problems[0]
+
+
+def test_decode_problems_carry_stable_ids():
+    from dissector.commands import decode_frame
+    from dissector.expert import problem_id, severity
+
+    bad_crc = decode_frame(fb.send_frame(b"x", checksum="bad"))
+    assert [(problem_id(p), severity(p)) for p in bad_crc.problems] == [("checksum.invalid", "error")]
+    md = fb.metadata(num_messages_in_batch=3)
+    short_batch = decode_frame(fb.send_frame(fb.batch_payload([b"a", b"b"]), md=md))
+    assert [problem_id(p) for p in short_batch.problems] == ["batch.count_mismatch"]
+    unknown = decode_frame(fb.raw_frame(b"\x08\x63"))
+    assert [problem_id(p) for p in unknown.problems] == ["command.unknown_type"]
+    damaged = decode_frame(fb.send_frame(b"payload")[:-3], missing=3)
+    assert "frame.gap_damaged" in [problem_id(p) for p in damaged.problems]
