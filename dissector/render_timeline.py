@@ -123,113 +123,109 @@ class TimelineRenderer:
         """The line as (text, style) pieces: cheap to join for plain output, one Text for the terminal."""
         line = _Parts()
         is_frame = "index" in rec
-        line.append(f"{rec['index']:>6} " if is_frame else "     - ", style="dim")
-        line.append(self._time(rec["time"]) + " ", style="cyan")
+        line.append((f"{rec['index']:>6} " if is_frame else "     - ", "dim"))
+        line.append((self._time(rec["time"]) + " ", "cyan"))
         if "conn" in rec:
-            line.append(f"c{rec['conn']} ", style="magenta")
+            line.append((f"c{rec['conn']} ", "magenta"))
         if "src" in rec:
             direction = rec.get("direction")
             arrow = ARROW_TO_BROKER if direction == "to_broker" else ARROW_TO_CLIENT if direction == "to_client" \
                 else ARROW_UNKNOWN
             client = rec["src"] if direction == "to_broker" else rec["dst"]
-            line.append(f"{arrow} ", style="bold")
+            line.append((f"{arrow} ", "bold"))
             if direction == "unknown":
-                line.append(f"{rec['src']}→{rec['dst']} ", style="dim")
+                line.append((f"{rec['src']}→{rec['dst']} ", "dim"))
             else:
-                line.append(f"{client.rsplit(':', 1)[-1]} ", style="dim")
+                line.append((f"{client.rsplit(':', 1)[-1]} ", "dim"))
         problems = rec.get("problems") or []
         if is_frame:
             style = "bold red" if problems else _type_style(rec["type"])
-            line.append(f"{rec['type']:<16}", style=style)
+            line.append((f"{rec['type']:<16}", style))
             self._frame_summary(line, rec)
         else:
-            line.append(f"{rec['type']:<16}", style="bold yellow")
-            line.append(" " + safe(rec.get("message", ""), 200), style="yellow")
+            line.append((f"{rec['type']:<16}", "bold yellow"))
+            line.append((" " + safe(rec.get("message", ""), 200), "yellow"))
         for problem in problems:
-            line.append("\n        ⚠ ", style="red")
-            line.append(safe(problem, 300), style="red")
+            line.append(("\n        ⚠ ", "red"))
+            line.append((safe(problem, 300), "red"))
         for note in rec.get("expert") or ():
             if note["severity"] == "note":
-                line.append("\n        · ", style="yellow")
-                line.append(safe(note["message"], 300), style="yellow")
+                line.append(("\n        · ", "yellow"))
+                line.append((safe(note["message"], 300), "yellow"))
         if self.details and is_frame:
             self._details(line, rec)
         return line
 
     def _frame_summary(self, line: "_Parts", rec: dict) -> None:
         for label, value in key_fields(rec):
-            line.append(f" {label}=", style="dim")
-            line.append(value)
+            line.append((f" {label}=", "dim"))
+            line.append((value, ""))
         for key in ("producer", "consumer"):
             info = rec.get(key)
             if info:
                 name = info.get("name")
                 if name:
-                    line.append(f" {key}=", style="dim")
-                    line.append(safe(name, 30), style="green")
+                    line.append((f" {key}=", "dim"))
+                    line.append((safe(name, 30), "green"))
         msgs = rec.get("messages")
         summary = rec.get("messages_summary")
         if msgs is not None or summary is not None:
             if summary is None:
                 summary = messages_summary(msgs)
-            line.append(f" msgs={summary['count']} bytes={summary['bytes']}", style="dim")
+            line.append((f" msgs={summary['count']} bytes={summary['bytes']}", "dim"))
             md = rec.get("metadata") or {}
             if md.get("compression") not in (None, "NONE"):
-                line.append(f" {md['compression']}", style="blue")
+                line.append((f" {md['compression']}", "blue"))
             if rec.get("checksum") == "invalid":
-                line.append(" crc=BAD", style="bold red")
+                line.append((" crc=BAD", "bold red"))
             elif rec.get("checksum") == "valid":
-                line.append(" crc=ok", style="dim green")
+                line.append((" crc=ok", "dim green"))
             if md.get("schema_version"):
-                line.append(" schema=", style="dim")
-                line.append(safe(_b64_to_hex(md["schema_version"]), 20))
+                line.append((" schema=", "dim"))
+                line.append((safe(_b64_to_hex(md["schema_version"]), 20), ""))
             if rec.get("encrypted"):
                 keys = ",".join(safe(k.get("key", "?"), 20) for k in md.get("encryption_keys", []))
-                line.append(f" encrypted keys={keys} algo={safe(md.get('encryption_algo', '?'), 20)}",
-                            style="yellow")
+                line.append((f" encrypted keys={keys} algo={safe(md.get('encryption_algo', '?'), 20)}",
+                             "yellow"))
             first = summary.get("chunk")
             if first:
-                line.append(f" chunk {first['chunk_id'] + 1}/{first['num_chunks']} uuid=", style="blue")
-                line.append(safe(first["uuid"], 30))
+                line.append((f" chunk {first['chunk_id'] + 1}/{first['num_chunks']} uuid=", "blue"))
+                line.append((safe(first["uuid"], 30), ""))
             if md.get("marker_type") is not None:
-                line.append(" marker=", style="dim")
-                line.append(_MARKER_NAMES.get(md["marker_type"], str(md["marker_type"])), style="magenta")
+                line.append((" marker=", "dim"))
+                line.append((_MARKER_NAMES.get(md["marker_type"], str(md["marker_type"])), "magenta"))
                 if rec.get("marker"):
-                    line.append(" " + safe(rec["marker"], 160))
+                    line.append((" " + safe(rec["marker"], 160), ""))
         whole = rec.get("reassembled")
         if whole:
             size = whole.get("payload_size")
-            line.append(f" reassembled {len(whole['chunks'])} chunks "
-                        + (f"{size} bytes" if size is not None else "(payload not recovered)"), style="blue")
+            line.append((f" reassembled {len(whole['chunks'])} chunks "
+                        + (f"{size} bytes" if size is not None else "(payload not recovered)"), "blue"))
             if whole.get("payload_sha256"):
-                line.append(f" sha256={whole['payload_sha256'][:12]}…", style="dim")
+                line.append((f" sha256={whole['payload_sha256'][:12]}…", "dim"))
         if "answers" in rec:
-            line.append(f" ⟵ #{rec['answers']} {rec['latency_ms']:.3f}ms", style="dim cyan")
+            line.append((f" ⟵ #{rec['answers']} {rec['latency_ms']:.3f}ms", "dim cyan"))
         acks = rec.get("acks")
         if acks:
             shown = ",".join(f"#{i}" for i in acks[:6]) + (f",… ({len(acks)})" if len(acks) > 6 else "")
-            line.append(f" acks {shown}", style="dim cyan")
+            line.append((f" acks {shown}", "dim cyan"))
         if self.show_payload and msgs:
             for m in msgs:
-                line.append("\n          ", style="")
-                line.append(_payload_preview(m), style="")
+                line.append(("\n          ", ""))
+                line.append((_payload_preview(m), ""))
 
     def _details(self, line: "_Parts", rec: dict) -> None:
         for section in ("command", "broker_entry_metadata", "metadata", "marker"):
             value = rec.get(section)
             if value:
-                line.append(f"\n        {section}: ", style="dim")
-                line.append(safe(value, 2000))
+                line.append((f"\n        {section}: ", "dim"))
+                line.append((safe(value, 2000), ""))
         for m in rec.get("messages") or []:
-            line.append("\n        message: ", style="dim")
-            line.append(safe({k: v for k, v in m.items() if k not in ("payload_text", "payload_b64")}, 2000))
+            line.append(("\n        message: ", "dim"))
+            line.append((safe({k: v for k, v in m.items() if k not in ("payload_text", "payload_b64")}, 2000), ""))
 
 
-class _Parts(list):
-    """Collects (text, style) pieces with the same ``append`` call as rich's Text."""
-
-    def append(self, text: str, style: str = "") -> None:  # type: ignore[override]
-        super().append((text, style))
+_Parts = list  # of (text, style) pieces: joined for plain output, assembled into one Text for a terminal
 
 
 FOLD_INDENT = " " * 10
