@@ -8,6 +8,7 @@ without a request).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from . import codecs, pbdict
@@ -73,8 +74,8 @@ class _Consumer:
     permits: int = 0
     flow_seen: bool = False
     # (ledger, entry) -> MESSAGE frame index; both capped (oldest forgotten) so memory stays bounded
-    delivered: dict[tuple[int, int], int] = field(default_factory=dict)
-    unacked: dict[tuple[int, int], int] = field(default_factory=dict)
+    delivered: OrderedDict[tuple[int, int], int] = field(default_factory=OrderedDict)
+    unacked: OrderedDict[tuple[int, int], int] = field(default_factory=OrderedDict)
 
 
 @dataclass
@@ -350,10 +351,10 @@ class ConversationAnalyzer:
                 producer.info["name"] = text(resp.frame.command.producer_name)
 
 
-def remember_bounded(table: dict, key, value, cap: int = MESSAGE_MEMORY) -> None:
+def remember_bounded(table: OrderedDict, key, value, cap: int = MESSAGE_MEMORY) -> None:
     table[key] = value
     if len(table) > cap:
-        del table[next(iter(table))]  # dicts keep insertion order: this is the oldest
+        table.popitem(last=False)  # the oldest; O(1), unlike deleting the first key of a plain dict
 
 
 def _name(info: dict, ident: int) -> str:

@@ -5,6 +5,8 @@ Used after the conversation analysis (topics and names come from it), by every f
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from .analysis import remember_bounded, topic_of
 from .pipeline import FrameEvent
 
@@ -19,7 +21,7 @@ class FrameFilter:
         self.producers = set(producers)
         self.consumers = set(consumers)
         self.actor_filter = bool(self.topics or self.producers or self.consumers)
-        self._accepted: dict[int, None] = {}  # indexes of recent accepted frames (their answers belong too)
+        self._accepted: OrderedDict[int, None] = OrderedDict()  # recent accepted frames: their answers belong too
 
     def accepts(self, ev) -> bool:
         if self.conns and (ev.conn is None or ev.conn.id not in self.conns):

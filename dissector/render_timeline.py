@@ -104,7 +104,7 @@ class TimelineRenderer:
     def render(self, rec: dict) -> None:
         parts = self.parts(rec)
         if self.plain:  # pagers and files: one line per frame, never folded
-            self.console.file.write("".join(p[0] for p in parts) + "\n")
+            self.console.file.write("".join([p[0] for p in parts]) + "\n")
         else:
             text = Text.assemble(*fold(parts, self.console.width))
             self.console.print(text, soft_wrap=True, highlight=False, markup=False)

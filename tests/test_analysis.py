@@ -266,7 +266,9 @@ def test_frames_without_a_decodable_command_are_passed_over():
 def test_remembered_message_ids_are_capped():
     from dissector.analysis import remember_bounded
 
-    table: dict = {}
+    from collections import OrderedDict
+
+    table: OrderedDict = OrderedDict()
     for i in range(10):
         remember_bounded(table, i, i * 10, cap=4)
     assert list(table) == [6, 7, 8, 9]  # the oldest are forgotten first
