@@ -45,6 +45,19 @@ MAGIC_CRC32C = b"\x0e\x01"
 MAGIC_BEM = b"\x0e\x02"
 
 
+def varint(value: int) -> bytes:
+    """Protobuf base-128 varint."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
 def _u32(n: int) -> bytes:
     return struct.pack(">I", n)
 

@@ -26,16 +26,7 @@ def key(field: int, wire: int) -> bytes:
     return _varint(field << 3 | wire)
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+_varint = fb.varint
 
 
 # ----------------------------------------------------------------------------------------------- types

@@ -18,6 +18,7 @@ import pytest
 
 from dissector.pb import PulsarApi_pb2 as api
 from dissector.pb import PulsarMarkers_pb2 as markers
+from framebuild import varint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -177,16 +178,6 @@ _SCALAR = {
 }
 
 
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def read_varint(data: bytes, pos: int = 0) -> tuple[int, int]:
