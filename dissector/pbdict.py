@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
 _Converter = Callable[[Any], Any]
-_field_converters: dict[FieldDescriptor, _Converter] = {}
+_field_converters: dict[FieldDescriptor, tuple] = {}  # field -> (name, converter or _PASS)
 
 
 def text(value: str | bytes) -> str:
@@ -34,12 +34,16 @@ def _enum_converter(field: FieldDescriptor) -> _Converter:
     return lambda v: names.get(v, v)
 
 
-def _converter_for(field: FieldDescriptor) -> _Converter:
-    conv = _field_converters.get(field)
-    if conv is not None:
-        return conv
+_PASS = object()  # marks scalar fields, copied without a call
+
+
+def _converter_for(field: FieldDescriptor):
+    """(name, converter or _PASS) for a field, built once per field."""
+    entry = _field_converters.get(field)
+    if entry is not None:
+        return entry
     if field.type == FieldDescriptor.TYPE_MESSAGE:
-        single: _Converter = message_to_dict
+        single: _Converter | None = message_to_dict
     elif field.type == FieldDescriptor.TYPE_ENUM:
         single = _enum_converter(field)
     elif field.type == FieldDescriptor.TYPE_BYTES:
@@ -51,15 +55,17 @@ def _converter_for(field: FieldDescriptor) -> _Converter:
     if field.is_repeated:
         conv = (lambda vs: [single(v) for v in vs]) if single else list
     else:
-        conv = single if single else (lambda v: v)
-    _field_converters[field] = conv
-    return conv
+        conv = single if single else _PASS
+    entry = _field_converters[field] = (field.name, conv)
+    return entry
 
 
 def message_to_dict(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    known = _field_converters
     for field, value in msg.ListFields():
-        out[field.name] = _converter_for(field)(value)
+        name, conv = known.get(field) or _converter_for(field)
+        out[name] = value if conv is _PASS else conv(value)
     unknown = unknown_field_numbers(msg)
     if unknown:
         out["_unknown_fields"] = unknown
