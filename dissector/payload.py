@@ -179,7 +179,9 @@ def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decom
             sec.messages = [AppMessage(None, None, batch_index=i, encrypted=True)
                             for i in range(max(md.num_messages_in_batch, 0))]
         else:
-            sec.messages.append(AppMessage(None, len(payload), encrypted=True, **_clear_fields(md)))
+            msg = _single_message(md, None, len(payload))
+            msg.encrypted = True
+            sec.messages.append(msg)
         return
     if md.HasField("chunk_id") and md.HasField("uuid"):
         # A chunk is a slice of the (compressed) whole message: decompress only after reassembly.
@@ -208,20 +210,27 @@ def _decode_messages(sec: PayloadSection, md, payload: bytes, ack_set, max_decom
     if md.HasField("num_messages_in_batch"):
         sec.messages = split_batch(payload, md.num_messages_in_batch, problems, ack_set)
         return
-    sec.messages.append(AppMessage(payload, len(payload), **_clear_fields(md)))
+    sec.messages.append(_single_message(md, payload, len(payload)))
 
 
-def _clear_fields(md) -> dict:
-    """The per-message fields a non-batched message keeps in its MessageMetadata."""
-    return dict(
-        sequence_id=md.sequence_id,
-        partition_key=text(md.partition_key) if md.HasField("partition_key") else None,
-        ordering_key=md.ordering_key if md.HasField("ordering_key") else None,
-        properties={text(kv.key): text(kv.value) for kv in md.properties},
-        event_time=md.event_time if md.HasField("event_time") else None,
-        null_value=md.null_value,
-        null_partition_key=md.null_partition_key,
-    )
+def _single_message(md, payload: bytes | None, size: int) -> AppMessage:
+    """A non-batched message: its per-message fields live in the MessageMetadata."""
+    msg = object.__new__(AppMessage)  # only the fields present are set; the rest keep their class defaults
+    msg.payload = payload
+    msg.payload_size = size
+    msg.sequence_id = md.sequence_id
+    msg.properties = {text(kv.key): text(kv.value) for kv in md.properties} if len(md.properties) else {}
+    if md.HasField("partition_key"):
+        msg.partition_key = text(md.partition_key)
+    if md.HasField("ordering_key"):
+        msg.ordering_key = md.ordering_key
+    if md.HasField("event_time"):
+        msg.event_time = md.event_time
+    if md.null_value:
+        msg.null_value = True
+    if md.null_partition_key:
+        msg.null_partition_key = True
+    return msg
 
 
 _SMM_ATTRS = {1: None, 2: "partition_key", 3: None, 4: "compacted_out", 5: "event_time", 7: "ordering_key",
