@@ -196,8 +196,6 @@ class ConversationAnalyzer:
     # ------------------------------------------------------------------ per command
 
     def _on_request(self, session: _Session, ev: FrameEvent, t: int, cmd) -> None:
-        if t == ACK and not _has(cmd, "request_id"):
-            return
         pending = session.requests.setdefault(cmd.request_id, [])
         if any(p.frame.type_num == t for p in pending):
             _flag(ev, "request.duplicate_id", WARNING, f"request_id {cmd.request_id} reused while an earlier "

@@ -135,9 +135,7 @@ class Dissector:
             state = self._conns.get(ev.conn.id)
             if state is None or state.abandoned:
                 return
-            splitter = state.splitters.get(ev.sender)
-            if splitter is None:
-                splitter = self._new_splitter(state, ev.sender, ev.offset)
+            splitter = state.splitters.get(ev.sender) or self._new_splitter(state, ev.sender, ev.offset)
             for item in splitter.feed(ev.data, ev.timestamp, ev.packet_index):
                 self._emit(state, ev.sender, item, out)
             if not state.confirmed:
@@ -154,9 +152,7 @@ class Dissector:
                                        ev.conn, ev.sender, _peer(ev.conn, ev.sender),
                                        self._direction(state, ev.sender), ev.offset, ev.length,
                                        {"reason": ev.reason}))
-            splitter = state.splitters.get(ev.sender)
-            if splitter is None:
-                splitter = self._new_splitter(state, ev.sender, ev.offset)
+            splitter = state.splitters.get(ev.sender) or self._new_splitter(state, ev.sender, ev.offset)
             for item in splitter.gap(ev.length, ev.timestamp, ev.packet_index):
                 self._emit(state, ev.sender, item, out)
         elif type(ev) is ConnectionOpened:

@@ -63,17 +63,17 @@ def payload_fields(sec: PayloadSection, ev: FrameEvent, payload_bytes: bool, sum
         out["encrypted"] = True
     if sec.marker is not None:
         out["marker"] = message_to_dict(sec.marker)
-    base_id = None
-    frame = ev.frame
-    if frame.type_num == MESSAGE and frame.command is not None and frame.command.HasField("message_id"):
-        mid = frame.command.message_id
-        base_id = (mid.ledgerId, mid.entryId, mid.partition)
     if summary:
         msgs = sec.messages
         out["messages_summary"] = brief = {"count": len(msgs), "bytes": sum(m.payload_size or 0 for m in msgs)}
         if msgs and msgs[0].chunk_id is not None:
             brief["chunk"] = {"chunk_id": msgs[0].chunk_id, "num_chunks": msgs[0].num_chunks, "uuid": msgs[0].uuid}
         return out
+    base_id = None
+    frame = ev.frame
+    if frame.type_num == MESSAGE and frame.command is not None and frame.command.HasField("message_id"):
+        mid = frame.command.message_id
+        base_id = (mid.ledgerId, mid.entryId, mid.partition)
     out["messages"] = [message_record(m, base_id, payload_bytes) for m in sec.messages]
     return out
 
