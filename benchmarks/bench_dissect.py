@@ -17,15 +17,16 @@ Measured commands (stdout to /dev/null):
   tshark_follow tshark -r FILE -q -z follow,tcp,raw,0
   tshark_follow_all  the same with one -z follow,tcp,raw,I per TCP stream (2..64 streams): all streams reassembled
 Ratio = tshark seconds / our seconds: > 1 means we are faster.  Target: ours_cli vs tshark_reasm >= 1.
-Results also go to benchmarks/out/results.json (--json-out).
+After timing, the frames of the untimed counting run are checked against the manifest beside the capture
+(NAME.json, or --manifest); a mismatch exits 1.  Results also go to benchmarks/out/results.json (--json-out).
 """
 import argparse
+import gzip
 import json
 import os
 import re
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import pcapgen  # noqa: E402  the one classic-pcap reader/writer, shared with the tests
 OUT = os.path.join(HERE, "out")
 DEFAULT_BIG = os.path.join(OUT, "perf_big.pcap")
 DEFAULT_QUICK = os.path.join(OUT, "perf_quick.pcap")
@@ -82,21 +85,10 @@ def cli_argv():
 
 def count_packets(path):
     """Packet count: walk the classic-pcap record headers; otherwise ask capinfos (pcapng)."""
-    with open(path, "rb") as f:
-        hdr = f.read(24)
-        magic = hdr[:4]
-        endian = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<",
-                  b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}.get(magic)
-        if endian:
-            n = 0
-            rec = struct.Struct(endian + "IIII")
-            while True:
-                h = f.read(16)
-                if len(h) < 16:
-                    return n
-                incl = rec.unpack(h)[2]
-                f.seek(incl, 1)
-                n += 1
+    try:
+        return pcapgen.count_pcap_packets(path)
+    except ValueError:
+        pass
     if shutil.which("capinfos"):
         r = subprocess.run(["capinfos", "-c", "-M", "-T", "-r", path], capture_output=True, text=True)
         try:
@@ -161,33 +153,44 @@ def run_measured(argv, stdout=subprocess.DEVNULL, timeout=3600, cwd=None):
 
 
 def count_json_output(argv, timeout=3600, cwd=None):
-    """Run argv with stdout to a pipe (untimed); count JSON lines and the frame lines among them.
+    """Run argv with stdout to a pipe (untimed); count its JSON lines, the frames among them, and the SEND and
+    MESSAGE frames with their messages. Returns (lines, counts dict, rc, stderr tail).
 
     A frame line is an object with an "index" key (events carry "message" instead); the fast path is a line
-    that starts with '{"index":', other lines are parsed."""
+    that starts with '{"index":' and names neither SEND nor MESSAGE, other lines are parsed."""
     import threading
+    try:
+        from orjson import loads  # the CLI's own dependency, several times faster on the big MESSAGE lines
+    except ImportError:
+        loads = json.loads
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
     errbuf = []
     th = threading.Thread(target=lambda: errbuf.append(p.stderr.read()), daemon=True)
     th.start()
-    lines = frames = 0
+    lines = 0
+    counts = dict.fromkeys(COUNTED, 0)
     carry = b""
     t0 = time.time()
 
     def take(line):
-        nonlocal lines, frames
+        nonlocal lines
         if not line.strip():
             return
         lines += 1
-        if line.startswith(b'{"index":'):
-            frames += 1
+        if line.startswith(b'{"index":') and b'"type":"SEND"' not in line and b'"type":"MESSAGE"' not in line:
+            counts["frames"] += 1
             return
         try:
-            o = json.loads(line)
+            o = loads(line)
         except ValueError:
             return
-        if isinstance(o, dict) and "index" in o and "message" not in o:
-            frames += 1
+        if not (isinstance(o, dict) and "index" in o and "message" not in o):
+            return
+        counts["frames"] += 1
+        kind = {"SEND": "send", "MESSAGE": "message"}.get(o.get("type"))
+        if kind:
+            counts[kind + "_frames"] += 1
+            counts[kind + "_messages"] += len(o.get("messages") or ())
     while True:
         b = p.stdout.read(1 << 20)
         if not b:
@@ -203,28 +206,89 @@ def count_json_output(argv, timeout=3600, cwd=None):
     rc = p.wait()
     th.join(5)
     etail = (errbuf[0] if errbuf else b"")[-2000:].decode(errors="replace").strip().splitlines()[-6:]
-    return lines, frames, rc, etail
+    return lines, counts, rc, etail
 
 
-def head_pcap(src, dst, max_packets=None, max_bytes=None):
-    """Copy the classic-pcap header and the leading packets (up to max_packets / max_bytes) of src to dst."""
-    with open(src, "rb") as f, open(dst, "wb") as o:
-        hdr = f.read(24)
-        endian = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<",
-                  b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}.get(hdr[:4])
-        if not endian:
-            raise ValueError(f"{src} is not a classic pcap")
-        o.write(hdr)
-        written, n = 24, 0
-        while (max_packets is None or n < max_packets) and (max_bytes is None or written < max_bytes):
-            h = f.read(16)
-            if len(h) < 16:
-                break
-            incl = struct.unpack(endian + "IIII", h)[2]
-            o.write(h + f.read(incl))
-            written += 16 + incl
-            n += 1
-    return dst
+# ----------------------------------------------------------------------------------------- manifest check
+# What the counting run counts; a manifest beside the capture states some of them (checked after timing).
+COUNTED = ("frames", "send_frames", "send_messages", "message_frames", "message_messages")
+
+
+def find_manifest(path):
+    """NAME.json (or .json.gz) beside NAME.pcap / NAME.pcapng / NAME.pcap.gz, or None."""
+    base = os.path.splitext(path[:-3] if path.endswith(".gz") else path)[0]
+    return next((m for m in (base + ".json", base + ".json.gz") if os.path.exists(m)), None)
+
+
+def _is_file_of(path, capture_files):
+    """True when path is one of the files the manifest describes (same size and sha256)."""
+    import hashlib
+    size = os.path.getsize(path)
+    wanted = {c.get("sha256") for c in (capture_files or {}).values() if isinstance(c, dict) and c.get("bytes") == size}
+    if not wanted - {None}:
+        return False
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while b := f.read(1 << 22):
+            h.update(b)
+    return h.hexdigest() in wanted
+
+
+def expected_counts(path, manifest):
+    """{count: (relation, number, where the manifest says it)} for the counts this manifest states.
+
+    Understands benchmarks/gen/perf_capture.py's OUT.json and the corpus manifests (captures/*.json): the
+    client API's counts, and the tshark-derived frame census when the manifest describes this very file."""
+    exp = {}
+    prod = manifest.get("producer") if isinstance(manifest.get("producer"), dict) else {}
+    phases = [p for p in (prod.get("nonbatched"), prod.get("batched")) if isinstance(p, dict)]
+    if phases and all(isinstance(p.get("sent"), int) and p.get("errors") == 0 and p.get("ok") == p["sent"]
+                      for p in phases):
+        exp["send_messages"] = ("==", sum(p["sent"] for p in phases), "producer.*.sent (all ok)")
+        entries = [p.get("distinct_entries", p.get("distinct_entries_from_send_receipts")) for p in phases]
+        if all(isinstance(e, int) for e in entries):
+            exp["send_frames"] = ("==", sum(entries), "producer.*.distinct_entries (one SEND per entry)")
+    cons = manifest.get("consumer") if isinstance(manifest.get("consumer"), dict) else {}
+    received = [cons.get("received_nonbatched"), cons.get("received_batched")]
+    if all(isinstance(r, int) for r in received):
+        # the broker may have pushed more than the consumer took before it closed
+        exp["message_messages"] = (">=", sum(received), "consumer.received_* (lower bound)")
+    census = (manifest.get("derived_frame_census") or {}).get("totals_by_direction_and_type")
+    if census and _is_file_of(path, manifest.get("capture_files")):
+        src = "derived_frame_census (this very file)"
+        exp["frames"] = ("==", sum(census.values()), src)
+        exp["send_frames"] = ("==", census.get("client_to_broker:SEND", 0), src)
+        exp["message_frames"] = ("==", census.get("broker_to_client:MESSAGE", 0), src)
+    return exp
+
+
+def check_manifest(path, counts, manifest_path=None):
+    """Compare our counts with the manifest's. Returns a report dict; report["ok"] is False on a mismatch."""
+    mpath = manifest_path or find_manifest(path)
+    if not mpath:
+        print(f"\nmanifest: none beside {path} (NAME.json or NAME.json.gz): the decoded frames were NOT checked")
+        return {"manifest": None, "ok": None}
+    opener = gzip.open if mpath.endswith(".gz") else open
+    with opener(mpath, "rt") as f:
+        exp = expected_counts(path, json.load(f))
+    rep = {"manifest": mpath, "ok": None, "checks": {}}
+    if not exp:
+        print(f"\nmanifest {mpath} states none of the counts checked ({', '.join(COUNTED)})")
+        return rep
+    if counts is None:
+        print(f"\nmanifest {mpath}: NOT checked, the counting run of ours_cli did not happen or failed")
+        return rep
+    print(f"\nframes checked against {mpath}:")
+    rep["ok"] = True
+    for name, (rel, want, src) in exp.items():
+        got = counts[name]
+        ok = got == want if rel == "==" else got >= want
+        rep["ok"] &= ok
+        rep["checks"][name] = {"ours": got, "relation": rel, "manifest": want, "source": src, "ok": ok}
+        print(f"  {name:17s} ours {got:>10d}  {rel}  manifest {want:>10d}  {'ok' if ok else 'MISMATCH'}  ({src})")
+    if not rep["ok"]:
+        print("MISMATCH: the frames timed are not the frames the manifest describes", file=sys.stderr)
+    return rep
 
 
 def resolve_cli(path, template=None):
@@ -239,8 +303,9 @@ def resolve_cli(path, template=None):
     try:
         fd, probe = tempfile.mkstemp(prefix="bench-probe-", suffix=".pcap")
         os.close(fd)
-        head_pcap(path, probe, max_packets=40)
+        pcapgen.copy_pcap(path, probe, max_packets=40)
     except ValueError:
+        os.unlink(probe)
         probe = None  # pcapng: probe with the file itself
     errors = []
     try:
@@ -355,11 +420,13 @@ def run_benchmark(path, repeat, skip=(), timeout=3600, count_frames=True, cli_te
     cli = cmds.get("ours_cli")
     if cli and cli["argv"] and count_frames:
         log("  counting our JSON lines (one untimed ours_cli run) ...")
-        n, frames, rc, etail = count_json_output(cli["argv"], timeout=timeout, cwd=cli["cwd"])
+        n, counts, rc, etail = count_json_output(cli["argv"], timeout=timeout, cwd=cli["cwd"])
         if rc == 0:
             cli["json_lines"] = n
-            cli["json_frames"] = frames
-            log(f"  ours_cli: {n} JSON lines, {frames} of them frames")
+            cli["json_frames"] = counts["frames"]
+            cli["json_counts"] = counts
+            log(f"  ours_cli: {n} JSON lines, {counts['frames']} of them frames "
+                f"({counts['send_frames']} SEND, {counts['message_frames']} MESSAGE)")
         else:
             cli["unavailable"] = f"pulsar-dissect failed (rc={rc}): " + " | ".join(etail[-3:])
             log(f"  ours_cli: FAILED, rc={rc}; stderr tail:\n    " + "\n    ".join(etail))
@@ -398,7 +465,7 @@ def run_benchmark(path, repeat, skip=(), timeout=3600, count_frames=True, cli_te
             "cpu_s_median": median([(r.get("user_s") or 0) + (r.get("sys_s") or 0) for r in ok]),
             "frames": fr,
             **({"items_by_type": c["lib_items"]} if "lib_items" in c else {}),
-            **({"json_lines": c["json_lines"]} if "json_lines" in c else {}),
+            **({"json_lines": c["json_lines"], "json_counts": c["json_counts"]} if "json_lines" in c else {}),
             "frames_per_s": (fr / wall) if (fr and wall) else None,
             "packets_per_s": (npk / wall) if (npk and wall) else None,
             "mb_per_s": (size / 1e6 / wall) if wall else None,
@@ -454,6 +521,7 @@ def main():
                     help="pulsar-dissect arguments, {file} = the capture (default: try '{file} --json', "
                          "then 'dissect {file} --json')")
     ap.add_argument("--json-out", default=os.path.join(OUT, "results.json"))
+    ap.add_argument("--manifest", help="check the frames against this manifest (default: NAME.json beside the capture)")
     a = ap.parse_args()
     path = a.capture or (DEFAULT_QUICK if a.quick else DEFAULT_BIG)
     if not ensure_capture(path, a.quick, not a.no_generate):
@@ -461,10 +529,14 @@ def main():
     rep = run_benchmark(path, max(1, a.repeat), skip=a.skip, timeout=a.timeout, count_frames=not a.no_count,
                         cli_template=a.cli_args)
     print_table(rep)
+    # After timing: were the frames timed the right ones? (the untimed counting run's figures)
+    rep["manifest_check"] = check_manifest(path, rep["results"].get("ours_cli", {}).get("json_counts"), a.manifest)
     os.makedirs(os.path.dirname(os.path.abspath(a.json_out)), exist_ok=True)
     with open(a.json_out, "w") as f:
         json.dump(rep, f, indent=1)
     print(f"\nwrote {a.json_out}")
+    if rep["manifest_check"]["ok"] is False:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

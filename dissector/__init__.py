@@ -1,11 +1,14 @@
-"""pulsar-dissect: Apache Pulsar wire-protocol dissector library.
+"""pulsar-dissect: a wire-protocol dissector library (Apache Pulsar, and any protocol declared under
+``dissector.protocols``).
 
-The usual entry points: ``dissect_file`` (decoded frames and stream events of a capture file, in capture order),
-``analysed_events`` / ``analysed_records`` (the same after the conversation analysis, as objects or as the
-JSON Lines contract), and ``Dissector`` (push packets or TCP segments from any source, e.g. a live sniffer).
+The usual entry points: ``analysed_records`` (the JSON Lines contract of a capture, in capture order),
+``analysed_events`` (the same as plain data: ``model.Annotated`` frames and ``model.Event`` values),
+``dissect_file`` (decoded frames and events before the conversation analysis), and ``Dissector`` (push
+packets, TCP segments or clock ticks from any source, e.g. a live sniffer). ``Options`` holds every setting.
 """
 
-from .pipeline import Dissector, Options, dissect_file, dissect_packets
+from .options import Options
+from .pipeline import Dissector, dissect_file, dissect_packets
 from .run import analysed_events, analysed_records
 
 __all__ = ["Dissector", "Options", "analysed_events", "analysed_records", "dissect_file", "dissect_packets"]

@@ -1,102 +1,74 @@
-"""Wires the stages together: packets → TCP segments → reassembled streams → frames → decoded frames.
+"""Wires the stages together: packets → TCP segments → reassembled streams → PDUs → decoded frames.
 
-The pipeline is a push machine (``Dissector.feed_packet``) so a live sniffer and a file reader drive the
-same code; ``dissect_file`` is the pull-style wrapper for files. It yields ``FrameEvent`` and ``StreamEvent``
-objects in capture order; analysis and output are later stages.
+The pipeline is a push machine (``Dissector.feed_packet`` / ``feed_segment`` / ``tick``) so a live sniffer
+and a file reader drive the same code; ``dissect_file`` is the pull-style wrapper for files. It yields
+``model.Frame`` and ``model.Event`` values in capture order; analysis and output are later stages.
+
+It knows no protocol: which protocol a connection speaks comes from the server port (or, with ``detect``,
+from the first PDU a protocol's decoder accepts), and everything else from that protocol's declaration.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from . import codecs
-from .capture import CapturedPacket, open_capture
-from .commands import DecodedFrame, decode_frame, looks_like_frame, TYPE_NUMBERS
-from .framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter, RawFrame, StreamNote
-from .netlayers import TcpSegment, tcp_segment
-from .reassembly import (Connection, ConnectionClosed, ConnectionOpened, Endpoint, StreamData, StreamGap,
-                         TcpReassembler)
-
-DEFAULT_PORTS = frozenset({6650, 6651})
-TO_BROKER, TO_CLIENT, UNKNOWN_DIRECTION = "to_broker", "to_client", "unknown"
-
-# Commands only a broker sends, and only a client sends: they tell the sides apart off the default ports.
-_BROKER_ONLY = frozenset(TYPE_NUMBERS[n] for n in (
-    "CONNECTED", "SEND_RECEIPT", "SEND_ERROR", "MESSAGE", "SUCCESS", "ERROR", "PRODUCER_SUCCESS",
-    "PARTITIONED_METADATA_RESPONSE", "LOOKUP_RESPONSE", "CONSUMER_STATS_RESPONSE", "REACHED_END_OF_TOPIC",
-    "GET_LAST_MESSAGE_ID_RESPONSE", "ACTIVE_CONSUMER_CHANGE", "GET_TOPICS_OF_NAMESPACE_RESPONSE",
-    "GET_SCHEMA_RESPONSE", "AUTH_CHALLENGE", "ACK_RESPONSE", "GET_OR_CREATE_SCHEMA_RESPONSE",
-    "TOPIC_MIGRATED"))
-_CLIENT_ONLY = frozenset(TYPE_NUMBERS[n] for n in (
-    "CONNECT", "SUBSCRIBE", "PRODUCER", "SEND", "ACK", "FLOW", "UNSUBSCRIBE", "LOOKUP", "PARTITIONED_METADATA",
-    "CONSUMER_STATS", "SEEK", "GET_LAST_MESSAGE_ID", "GET_TOPICS_OF_NAMESPACE", "GET_SCHEMA", "AUTH_RESPONSE",
-    "GET_OR_CREATE_SCHEMA", "REDELIVER_UNACKNOWLEDGED_MESSAGES"))
-_DETECT_BUDGET = 64 * 1024  # bytes a non-Pulsar-port connection may take to show one good frame
+from . import protocols
+from .capture.files import CapturedPacket, open_capture
+from .capture.netlayers import TcpSegment, tcp_segment
+from .model import TO_CLIENT, UNKNOWN_DIRECTION, Event, Frame, towards
+from .options import Options
+from .protocols.base import ProtocolSpec
+from .transport.reassembly import (Connection, ConnectionClosed, ConnectionOpened, Endpoint, StreamData, StreamGap,
+                                   TcpReassembler)
+from .transport.splitter import PduSplitter, RawFrame, StreamNote
 
 
-@dataclass
-class Options:
-    ports: frozenset[int] = DEFAULT_PORTS
-    detect: bool = False  # also look for Pulsar on connections off the Pulsar ports
-    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
-    max_decompressed: int = codecs.DEFAULT_MAX_DECOMPRESSED
+class _Candidate:
+    """One protocol's view of a connection: its splitters, one per direction."""
 
+    __slots__ = ("protocol", "splitters")
 
-@dataclass(slots=True)
-class FrameEvent:
-    index: int  # 1-based frame number in the capture
-    conn: Connection
-    src: Endpoint
-    dst: Endpoint
-    direction: str
-    time: float  # time of the packet that completed the frame
-    first_time: float
-    packet: int  # packet number that completed the frame
-    first_packet: int
-    stream_offset: int
-    frame: DecodedFrame
-    notes: dict = field(default_factory=dict)  # filled by analysis: answers, latency_ms, context ...
-    request_type: str | None = None  # for a response: the type of the request it answers (analysis)
-
-
-@dataclass(slots=True)
-class StreamEvent:
-    """Something other than a frame: a gap, skipped bytes, a foreign protocol, a connection opening."""
-
-    kind: str  # GAP, SKIPPED, NOT_PULSAR, CONNECTION_OPENED, UNANSWERED, ... (expert.EVENT_SEVERITY lists them)
-    time: float
-    packet: int
-    message: str
-    conn: Connection | None = None
-    src: Endpoint | None = None
-    dst: Endpoint | None = None
-    direction: str | None = None
-    offset: int | None = None
-    length: int | None = None
-    details: dict = field(default_factory=dict)
+    def __init__(self, protocol: ProtocolSpec) -> None:
+        self.protocol = protocol
+        self.splitters: dict[Endpoint, PduSplitter] = {}
 
 
 class _ConnState:
-    __slots__ = ("conn", "broker", "splitters", "on_port", "confirmed", "abandoned", "bytes_seen")
+    __slots__ = ("conn", "server", "server_role", "candidates", "confirmed", "abandoned", "bytes_seen", "opened")
 
-    def __init__(self, conn: Connection, broker: Endpoint | None, on_port: bool) -> None:
+    def __init__(self, conn: Connection, candidates: list[_Candidate], server: Endpoint | None,
+                 server_role: str | None) -> None:
         self.conn = conn
-        self.broker = broker
-        self.splitters: dict[Endpoint, FrameSplitter] = {}
-        self.on_port = on_port
-        self.confirmed = on_port
+        self.server = server  # the server's endpoint, once known
+        self.server_role = server_role
+        self.candidates = candidates  # one when on a protocol's port; every protocol while detecting
+        self.confirmed = server is not None  # on a port: yes; detecting: once a PDU proves the protocol
         self.abandoned = False
         self.bytes_seen = 0
 
+    @property
+    def protocol(self) -> ProtocolSpec:
+        return self.candidates[0].protocol
+
 
 class Dissector:
-    """Push packets or TCP segments in; get decoded frames and stream events out, in capture order."""
+    """Push packets, TCP segments or clock ticks in; get decoded frames and events out, in capture order."""
 
     def __init__(self, options: Options | None = None) -> None:
-        self.options = options or Options()
-        self._ports = self.options.ports
-        self._reassembler = TcpReassembler()
+        self.options = options = options or Options()
+        self._protocols = protocols.select(options.protocols)
+        # server port -> (protocol, role of the server there); extra ports belong to the first protocol
+        self._ports: dict[int, tuple[ProtocolSpec, str]] = {}
+        for protocol in self._protocols:
+            for port, role in protocol.ports.items():
+                self._ports.setdefault(port, (protocol, role))
+        first = self._protocols[0]
+        for port in options.ports:
+            self._ports.setdefault(port, (first, first.default_server_role))
+        self._reassembler = TcpReassembler(
+            max_buffered_bytes_per_direction=options.max_buffered_per_direction,
+            ooo_wait_packets=options.ooo_wait_packets, hole_timeout=options.hole_timeout,
+            close_wait_packets=options.close_wait_packets, max_connections=options.max_connections)
         self._conns: dict[int, _ConnState] = {}
         self._frame_index = 0
         self.last_time = 0.0
@@ -119,6 +91,14 @@ class Dissector:
             self._handle(ev, out)
         return out
 
+    def tick(self, now: float) -> list:
+        """The clock moved to ``now`` (a packet's time, or the wall clock while a live link is idle): apply the
+        time-based expiries (lost segments, connections closing) without waiting for the next packet."""
+        out: list = []
+        for ev in self._reassembler.expire(now):
+            self._handle(ev, out)
+        return out
+
     def finish(self) -> list:
         out: list = []
         for ev in self._reassembler.finish():
@@ -131,107 +111,128 @@ class Dissector:
     # -------------------------------------------------------------- stages
 
     def _handle(self, ev, out: list) -> None:
-        if type(ev) is StreamData:
+        kind = type(ev)
+        if kind is StreamData:
             state = self._conns.get(ev.conn.id)
             if state is None or state.abandoned:
                 return
-            splitter = state.splitters.get(ev.sender) or self._new_splitter(state, ev.sender, ev.offset)
-            for item in splitter.feed(ev.data, ev.timestamp, ev.packet_index):
-                self._emit(state, ev.sender, item, out)
+            for candidate in state.candidates:
+                splitter = candidate.splitters.get(ev.sender) or self._new_splitter(state, candidate, ev.sender,
+                                                                                    ev.offset)
+                for item in splitter.feed(ev.data, ev.timestamp, ev.packet_index):
+                    self._emit(state, candidate, ev.sender, item, out)
             if not state.confirmed:
                 state.bytes_seen += len(ev.data)
-                if state.bytes_seen > _DETECT_BUDGET:
+                if state.bytes_seen > self.options.detect_budget:
                     state.abandoned = True
-        elif type(ev) is StreamGap:
+        elif kind is StreamGap:
             state = self._conns.get(ev.conn.id)
             if state is None or state.abandoned:
                 return
             if state.confirmed:
-                out.append(StreamEvent("GAP", ev.timestamp, ev.packet_index,
-                                       f"{ev.length} bytes missing from the capture ({ev.reason})",
-                                       ev.conn, ev.sender, _peer(ev.conn, ev.sender),
-                                       self._direction(state, ev.sender), ev.offset, ev.length,
-                                       {"reason": ev.reason}))
-            splitter = state.splitters.get(ev.sender) or self._new_splitter(state, ev.sender, ev.offset)
-            for item in splitter.gap(ev.length, ev.timestamp, ev.packet_index):
-                self._emit(state, ev.sender, item, out)
-        elif type(ev) is ConnectionOpened:
+                out.append(Event("GAP", ev.timestamp, ev.packet_index, ev.conn.id, str(ev.sender),
+                                 str(_peer(ev.conn, ev.sender)), self._direction(state, ev.sender), ev.offset,
+                                 ev.length, {"reason": ev.reason}))
+            for candidate in state.candidates:
+                splitter = candidate.splitters.get(ev.sender) or self._new_splitter(state, candidate, ev.sender,
+                                                                                    ev.offset)
+                for item in splitter.gap(ev.length, ev.timestamp, ev.packet_index):
+                    self._emit(state, candidate, ev.sender, item, out)
+        elif kind is ConnectionOpened:
             conn = ev.conn
-            broker = conn.b if conn.b.port in self._ports else conn.a if conn.a.port in self._ports else None
-            state = self._conns[conn.id] = _ConnState(conn, broker, broker is not None)
+            on_port = self._ports.get(conn.b.port) or self._ports.get(conn.a.port)
+            if on_port is not None:
+                protocol, role = on_port
+                server = conn.b if conn.b.port in self._ports else conn.a
+                state = _ConnState(conn, [_Candidate(protocol)], server, role)
+            else:
+                state = _ConnState(conn, [_Candidate(p) for p in self._protocols], None, None)
+            self._conns[conn.id] = state
             if state.confirmed:
                 out.append(self._opened_event(state, ev.timestamp, ev.packet_index))
-        elif type(ev) is ConnectionClosed:
+        elif kind is ConnectionClosed:
             state = self._conns.pop(ev.conn.id, None)
             if state is not None and not state.abandoned:
                 self._close_splitters(state, out, ev.timestamp, ev.packet_index)
                 if state.confirmed:
                     out.append(self._closed_event(state, ev))
 
-    def _opened_event(self, state: _ConnState, time: float, packet: int) -> StreamEvent:
+    def _opened_event(self, state: _ConnState, time: float, packet: int) -> Event:
         conn = state.conn
-        client = _peer(conn, state.broker) if state.broker is not None else conn.a
-        broker = state.broker if state.broker is not None else conn.b
-        how = "capture started mid-connection" if not conn.saw_syn else "SYN seen"
-        return StreamEvent("CONNECTION_OPENED", time, packet, f"client {client} ↔ broker {broker} ({how})",
-                           conn, client, broker, TO_BROKER if state.broker is not None else UNKNOWN_DIRECTION,
-                           details={"client": str(client), "broker": str(broker), "mid_stream": not conn.saw_syn})
+        server = state.server if state.server is not None else conn.b
+        client = _peer(conn, server)
+        role = state.server_role or state.protocol.default_server_role
+        direction = towards(role) if state.server is not None else UNKNOWN_DIRECTION
+        return Event("CONNECTION_OPENED", time, packet, conn.id, str(client), str(server), direction,
+                     details={"client": str(client), role: str(server), "mid_stream": not conn.saw_syn},
+                     params={"server_role": role, "server": str(server)})
 
-    def _closed_event(self, state: _ConnState, ev: ConnectionClosed) -> StreamEvent:
+    def _closed_event(self, state: _ConnState, ev: ConnectionClosed) -> Event:
         conn = state.conn
-        ends = {"fin": "closed (FIN)", "rst": "reset (RST)", "end_of_capture": "still open at the end of the capture",
-                "reused": "replaced by a new connection on the same ports"}
         details = {"how": ev.how, "bytes_" + self._direction(state, conn.a): conn.bytes_from(conn.a),
                    "bytes_" + self._direction(state, conn.b): conn.bytes_from(conn.b)}
         closer = conn.first_fin_from if ev.how == "fin" else None
-        if closer is not None and state.broker is not None:
-            details["closed_by"] = "broker" if closer == state.broker else "client"
-        message = f"connection {ends.get(ev.how, ev.how)}" + (f" by the {details['closed_by']}"
-                                                              if "closed_by" in details else "")
-        return StreamEvent("CONNECTION_CLOSED", ev.timestamp, ev.packet_index, message, conn, None, None, None,
-                           details=details)
+        if closer is not None and state.server is not None:
+            details["closed_by"] = state.server_role if closer == state.server else state.protocol.client_role
+        return Event("CONNECTION_CLOSED", ev.timestamp, ev.packet_index, conn.id, details=details)
 
-    def _new_splitter(self, state: _ConnState, sender: Endpoint, offset: int) -> FrameSplitter:
+    def _new_splitter(self, state: _ConnState, candidate: _Candidate, sender: Endpoint, offset: int) -> PduSplitter:
         synced = state.conn.saw_syn and offset == 0
-        splitter = FrameSplitter(looks_like_frame, synced=synced, max_frame_size=self.options.max_frame_size,
-                                 start_offset=offset)
-        state.splitters[sender] = splitter
+        splitter = PduSplitter(candidate.protocol, synced=synced, max_frame_size=self.options.max_frame_size,
+                               start_offset=offset)
+        candidate.splitters[sender] = splitter
         return splitter
 
     def _close_splitters(self, state: _ConnState, out: list, time: float, packet: int) -> None:
-        for sender, splitter in state.splitters.items():
-            for item in splitter.finish(time, packet):
-                self._emit(state, sender, item, out)
+        for candidate in list(state.candidates):
+            for sender, splitter in candidate.splitters.items():
+                for item in splitter.finish(time, packet):
+                    self._emit(state, candidate, sender, item, out)
 
-    def _emit(self, state: _ConnState, sender: Endpoint, item, out: list) -> None:
+    def _emit(self, state: _ConnState, candidate: _Candidate, sender: Endpoint, item, out: list) -> None:
         conn = state.conn
         if type(item) is RawFrame:
-            decoded = decode_frame(item.data, missing=item.missing, max_decompressed=self.options.max_decompressed)
-            if not state.confirmed and (decoded.problems or decoded.command is None):
-                return
-            if state.broker is None and decoded.type_num is not None:
-                if decoded.type_num in _BROKER_ONLY:
-                    state.broker = sender
-                elif decoded.type_num in _CLIENT_ONLY:
-                    state.broker = _peer(conn, sender)
+            protocol = candidate.protocol
+            decoded = protocol.decode(item.data, item.missing, self.options)
             if not state.confirmed:
-                state.confirmed = True
+                if not protocol.confirms(decoded):
+                    return
+                self._confirm(state, candidate)
+                self._learn_roles(state, protocol, sender, decoded.type)
                 out.append(self._opened_event(state, item.first_time, item.first_packet))
+            elif state.server is None:
+                self._learn_roles(state, protocol, sender, decoded.type)
             self._frame_index += 1
-            out.append(FrameEvent(self._frame_index, conn, sender, _peer(conn, sender),
-                                  self._direction(state, sender), item.timestamp, item.first_time,
-                                  item.last_packet, item.first_packet, item.offset, decoded))
-        elif state.confirmed:
+            out.append(Frame(self._frame_index, protocol.name, conn.id, str(sender), str(_peer(conn, sender)),
+                             self._direction(state, sender), item.timestamp, item.first_time, item.last_packet,
+                             item.first_packet, item.offset, decoded))
+        elif state.confirmed and candidate is state.candidates[0]:
             note: StreamNote = item
-            out.append(StreamEvent(note.kind, note.timestamp, note.packet_index, note.message, conn, sender,
-                                   _peer(conn, sender), self._direction(state, sender), note.offset,
-                                   note.length, note.details))
+            out.append(Event(note.kind, note.timestamp, note.packet_index, conn.id, str(sender),
+                             str(_peer(conn, sender)), self._direction(state, sender), note.offset, note.length,
+                             note.details, note.params))
+
+    @staticmethod
+    def _confirm(state: _ConnState, candidate: _Candidate) -> None:
+        state.candidates = [candidate]
+        state.confirmed = True
+
+    @staticmethod
+    def _learn_roles(state: _ConnState, protocol: ProtocolSpec, sender: Endpoint, type_name: str) -> None:
+        """Off the known ports the sides are told apart by commands only one side sends."""
+        spec = protocol.commands.get(type_name)
+        if spec is None:
+            return
+        if spec.sender in protocol.server_roles:
+            state.server, state.server_role = sender, spec.sender
+        elif spec.sender == protocol.client_role:
+            state.server, state.server_role = _peer(state.conn, sender), protocol.default_server_role
 
     @staticmethod
     def _direction(state: _ConnState, sender: Endpoint) -> str:
-        if state.broker is None:
+        if state.server is None:
             return UNKNOWN_DIRECTION
-        return TO_CLIENT if sender == state.broker else TO_BROKER
+        return TO_CLIENT if sender == state.server else towards(state.server_role)
 
 
 def _peer(conn: Connection, sender: Endpoint) -> Endpoint:
@@ -251,11 +252,19 @@ def dissect_packets(packets: Iterable[CapturedPacket], options: Options | None =
 
 
 def dissect_file(path, options: Options | None = None) -> Iterator:
-    """Decode a capture file; raises capture.CaptureError when the file cannot be read at all."""
+    """Decode a capture file; raises capture.files.CaptureError when the file cannot be read at all."""
     with open_capture(path) as reader:
         dissector = Dissector(options)
-        yield from dissect_packets(reader, dissector=dissector)
-        for problem in reader.problems:
-            yield StreamEvent("CAPTURE_NOTE", dissector.last_time, dissector.last_packet, problem)
+        notes_seen = 0
+        for item in dissect_packets(reader, dissector=dissector):
+            # The reader's notes (odd blocks, ...) come in capture order, as they are found.
+            while notes_seen < len(reader.problems):
+                yield Event("CAPTURE_NOTE", dissector.last_time, dissector.last_packet,
+                            params={"what": reader.problems[notes_seen]})
+                notes_seen += 1
+            yield item
+        for what in reader.problems[notes_seen:]:
+            yield Event("CAPTURE_NOTE", dissector.last_time, dissector.last_packet, params={"what": what})
         if reader.truncated:
-            yield StreamEvent("CAPTURE_TRUNCATED", dissector.last_time, dissector.last_packet, reader.truncated)
+            yield Event("CAPTURE_TRUNCATED", dissector.last_time, dissector.last_packet,
+                        params={"what": reader.truncated})

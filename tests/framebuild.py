@@ -2,8 +2,10 @@
 
 Frames::
 
-    command(type, **fields)            BaseCommand message (sub-command for ``type`` filled with ``fields``)
-    command_bytes(type, **fields)      the serialized BaseCommand
+    BASE_COMMAND, TYPE_NUMBERS, ...    BaseCommand types and sub-command fields, written from upstream (below)
+    command_bytes(type, **fields)      the serialized BaseCommand, encoded by hand from BASE_COMMAND
+    command(type, **fields)            the same, parsed into a BaseCommand message (for tests that edit it)
+    subcommand(type, **fields)         the sub-command message alone
     simple_frame(type, **fields)       [TOTAL][CMD_SIZE][BaseCommand]
     raw_frame(cmd_bytes, rest=b"", total=None, cmd_size=None)   any sizes, for malformed frames
     payload_frame(type, fields, metadata, payload, checksum=True, broker_entry_metadata=None)
@@ -37,8 +39,95 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 import pcapgen
-from dissector.commands import SUBCOMMAND_FIELD, TYPE_NUMBERS
 from dissector.pb import PulsarApi_pb2 as api
+
+# ------------------------------------------------------------------------------ BaseCommand types (literal)
+# BaseCommand.Type numbers and, for each type, the BaseCommand field that carries its sub-command: field number,
+# field name and message type. Written out from the upstream definition, apache/pulsar-client-cpp
+# proto/PulsarApi.proto at commit 983435aae4c2bf9164d9e775f6a11576ad44561d (PR #600, 2026-07-09, "synced from
+# apache/pulsar master": the newest upstream, Type 2-81), `enum Type` and the `optional Command... x = N;` lines
+# of `message BaseCommand`. NOT read from this project's proto/ or dissector/: frames built here are encoded by
+# hand from these numbers (see command_bytes), so a wrong type -> field mapping in the decoder cannot build the
+# frames it is tested with.
+#   name: (type number, sub-command field number, sub-command field name, sub-command message)
+BASE_COMMAND = {
+    "CONNECT": (2, 2, "connect", "CommandConnect"),
+    "CONNECTED": (3, 3, "connected", "CommandConnected"),
+    "SUBSCRIBE": (4, 4, "subscribe", "CommandSubscribe"),
+    "PRODUCER": (5, 5, "producer", "CommandProducer"),
+    "SEND": (6, 6, "send", "CommandSend"),
+    "SEND_RECEIPT": (7, 7, "send_receipt", "CommandSendReceipt"),
+    "SEND_ERROR": (8, 8, "send_error", "CommandSendError"),
+    "MESSAGE": (9, 9, "message", "CommandMessage"),
+    "ACK": (10, 10, "ack", "CommandAck"),
+    "FLOW": (11, 11, "flow", "CommandFlow"),
+    "UNSUBSCRIBE": (12, 12, "unsubscribe", "CommandUnsubscribe"),
+    "SUCCESS": (13, 13, "success", "CommandSuccess"),
+    "ERROR": (14, 14, "error", "CommandError"),
+    "CLOSE_PRODUCER": (15, 15, "close_producer", "CommandCloseProducer"),
+    "CLOSE_CONSUMER": (16, 16, "close_consumer", "CommandCloseConsumer"),
+    "PRODUCER_SUCCESS": (17, 17, "producer_success", "CommandProducerSuccess"),
+    "PING": (18, 18, "ping", "CommandPing"),
+    "PONG": (19, 19, "pong", "CommandPong"),
+    "REDELIVER_UNACKNOWLEDGED_MESSAGES": (20, 20, "redeliverUnacknowledgedMessages", "CommandRedeliverUnacknowledgedMessages"),
+    "PARTITIONED_METADATA": (21, 21, "partitionMetadata", "CommandPartitionedTopicMetadata"),
+    "PARTITIONED_METADATA_RESPONSE": (22, 22, "partitionMetadataResponse", "CommandPartitionedTopicMetadataResponse"),
+    "LOOKUP": (23, 23, "lookupTopic", "CommandLookupTopic"),
+    "LOOKUP_RESPONSE": (24, 24, "lookupTopicResponse", "CommandLookupTopicResponse"),
+    "CONSUMER_STATS": (25, 25, "consumerStats", "CommandConsumerStats"),
+    "CONSUMER_STATS_RESPONSE": (26, 26, "consumerStatsResponse", "CommandConsumerStatsResponse"),
+    "REACHED_END_OF_TOPIC": (27, 27, "reachedEndOfTopic", "CommandReachedEndOfTopic"),
+    "SEEK": (28, 28, "seek", "CommandSeek"),
+    "GET_LAST_MESSAGE_ID": (29, 29, "getLastMessageId", "CommandGetLastMessageId"),
+    "GET_LAST_MESSAGE_ID_RESPONSE": (30, 30, "getLastMessageIdResponse", "CommandGetLastMessageIdResponse"),
+    "ACTIVE_CONSUMER_CHANGE": (31, 31, "active_consumer_change", "CommandActiveConsumerChange"),
+    "GET_TOPICS_OF_NAMESPACE": (32, 32, "getTopicsOfNamespace", "CommandGetTopicsOfNamespace"),
+    "GET_TOPICS_OF_NAMESPACE_RESPONSE": (33, 33, "getTopicsOfNamespaceResponse", "CommandGetTopicsOfNamespaceResponse"),
+    "GET_SCHEMA": (34, 34, "getSchema", "CommandGetSchema"),
+    "GET_SCHEMA_RESPONSE": (35, 35, "getSchemaResponse", "CommandGetSchemaResponse"),
+    "AUTH_CHALLENGE": (36, 36, "authChallenge", "CommandAuthChallenge"),
+    "AUTH_RESPONSE": (37, 37, "authResponse", "CommandAuthResponse"),
+    "ACK_RESPONSE": (38, 38, "ackResponse", "CommandAckResponse"),
+    "GET_OR_CREATE_SCHEMA": (39, 39, "getOrCreateSchema", "CommandGetOrCreateSchema"),
+    "GET_OR_CREATE_SCHEMA_RESPONSE": (40, 40, "getOrCreateSchemaResponse", "CommandGetOrCreateSchemaResponse"),
+    "NEW_TXN": (50, 50, "newTxn", "CommandNewTxn"),
+    "NEW_TXN_RESPONSE": (51, 51, "newTxnResponse", "CommandNewTxnResponse"),
+    "ADD_PARTITION_TO_TXN": (52, 52, "addPartitionToTxn", "CommandAddPartitionToTxn"),
+    "ADD_PARTITION_TO_TXN_RESPONSE": (53, 53, "addPartitionToTxnResponse", "CommandAddPartitionToTxnResponse"),
+    "ADD_SUBSCRIPTION_TO_TXN": (54, 54, "addSubscriptionToTxn", "CommandAddSubscriptionToTxn"),
+    "ADD_SUBSCRIPTION_TO_TXN_RESPONSE": (55, 55, "addSubscriptionToTxnResponse", "CommandAddSubscriptionToTxnResponse"),
+    "END_TXN": (56, 56, "endTxn", "CommandEndTxn"),
+    "END_TXN_RESPONSE": (57, 57, "endTxnResponse", "CommandEndTxnResponse"),
+    "END_TXN_ON_PARTITION": (58, 58, "endTxnOnPartition", "CommandEndTxnOnPartition"),
+    "END_TXN_ON_PARTITION_RESPONSE": (59, 59, "endTxnOnPartitionResponse", "CommandEndTxnOnPartitionResponse"),
+    "END_TXN_ON_SUBSCRIPTION": (60, 60, "endTxnOnSubscription", "CommandEndTxnOnSubscription"),
+    "END_TXN_ON_SUBSCRIPTION_RESPONSE": (61, 61, "endTxnOnSubscriptionResponse", "CommandEndTxnOnSubscriptionResponse"),
+    "TC_CLIENT_CONNECT_REQUEST": (62, 62, "tcClientConnectRequest", "CommandTcClientConnectRequest"),
+    "TC_CLIENT_CONNECT_RESPONSE": (63, 63, "tcClientConnectResponse", "CommandTcClientConnectResponse"),
+    "WATCH_TOPIC_LIST": (64, 64, "watchTopicList", "CommandWatchTopicList"),
+    "WATCH_TOPIC_LIST_SUCCESS": (65, 65, "watchTopicListSuccess", "CommandWatchTopicListSuccess"),
+    "WATCH_TOPIC_UPDATE": (66, 66, "watchTopicUpdate", "CommandWatchTopicUpdate"),
+    "WATCH_TOPIC_LIST_CLOSE": (67, 67, "watchTopicListClose", "CommandWatchTopicListClose"),
+    "TOPIC_MIGRATED": (68, 68, "topicMigrated", "CommandTopicMigrated"),
+    "SCALABLE_TOPIC_LOOKUP": (70, 70, "scalableTopicLookup", "CommandScalableTopicLookup"),
+    "SCALABLE_TOPIC_UPDATE": (71, 71, "scalableTopicUpdate", "CommandScalableTopicUpdate"),
+    "SCALABLE_TOPIC_CLOSE": (72, 72, "scalableTopicClose", "CommandScalableTopicClose"),
+    "SCALABLE_TOPIC_SUBSCRIBE": (73, 73, "scalableTopicSubscribe", "CommandScalableTopicSubscribe"),
+    "SCALABLE_TOPIC_SUBSCRIBE_RESPONSE": (74, 74, "scalableTopicSubscribeResponse", "CommandScalableTopicSubscribeResponse"),
+    "SCALABLE_TOPIC_ASSIGNMENT_UPDATE": (75, 75, "scalableTopicAssignmentUpdate", "CommandScalableTopicAssignmentUpdate"),
+    "WATCH_SCALABLE_TOPICS": (76, 76, "watchScalableTopics", "CommandWatchScalableTopics"),
+    "WATCH_SCALABLE_TOPICS_UPDATE": (77, 77, "watchScalableTopicsUpdate", "CommandWatchScalableTopicsUpdate"),
+    "WATCH_SCALABLE_TOPICS_CLOSE": (78, 78, "watchScalableTopicsClose", "CommandWatchScalableTopicsClose"),
+    "WATCH_TC_ASSIGNMENTS": (79, 79, "watchTcAssignments", "CommandWatchTcAssignments"),
+    "WATCH_TC_ASSIGNMENTS_UPDATE": (80, 80, "watchTcAssignmentsUpdate", "CommandWatchTcAssignmentsUpdate"),
+    "WATCH_TC_ASSIGNMENTS_CLOSE": (81, 81, "watchTcAssignmentsClose", "CommandWatchTcAssignmentsClose"),
+}
+TYPE_NUMBERS: dict[str, int] = {name: t for name, (t, _, _, _) in BASE_COMMAND.items()}
+TYPE_NAMES: dict[int, str] = {t: name for name, t in TYPE_NUMBERS.items()}
+SUBCOMMAND_FIELD_NUMBER: dict[int, int] = {t: f for t, f, _, _ in BASE_COMMAND.values()}
+SUBCOMMAND_FIELD_NAME: dict[int, str] = {t: name for t, _, name, _ in BASE_COMMAND.values()}
+SUBCOMMAND_MESSAGE: dict[int, str] = {t: msg for t, _, _, msg in BASE_COMMAND.values()}
+PAYLOAD_TYPE_NAMES = frozenset({"SEND", "MESSAGE"})  # the only commands followed by a payload (Commands.java)
 
 NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
 MAGIC_CRC32C = b"\x0e\x01"
@@ -122,21 +211,28 @@ def type_number(t: int | str) -> int:
     return TYPE_NUMBERS[t] if isinstance(t, str) else t
 
 
-def command(t: int | str, *, fill: bool = True, **fields) -> api.BaseCommand:
-    """BaseCommand of type ``t``; its sub-command gets ``fields``, then placeholders for missing required ones."""
-    num = type_number(t)
-    base = api.BaseCommand()
-    base.type = num
-    sub = getattr(base, SUBCOMMAND_FIELD[num])
-    sub.SetInParent()
+def subcommand(t: int | str, *, fill: bool = True, **fields) -> Message:
+    """The sub-command message of type ``t`` (class chosen by name from BASE_COMMAND) with ``fields``, then
+    placeholders for missing required ones."""
+    sub = getattr(api, SUBCOMMAND_MESSAGE[type_number(t)])()
     _set_fields(sub, fields)
     if fill:
         initialized(sub)
-    return base
+    return sub
 
 
 def command_bytes(t: int | str, *, fill: bool = True, **fields) -> bytes:
-    return command(t, fill=fill, **fields).SerializePartialToString()
+    """Serialized BaseCommand, encoded by hand: field 1 (varint) = the type number, then the sub-command as a
+    length-delimited field with the number BASE_COMMAND gives (not the one the generated classes know)."""
+    num = type_number(t)
+    body = subcommand(num, fill=fill, **fields).SerializePartialToString()
+    return (varint(1 << 3 | 0) + varint(num)
+            + varint(SUBCOMMAND_FIELD_NUMBER[num] << 3 | 2) + varint(len(body)) + body)
+
+
+def command(t: int | str, *, fill: bool = True, **fields) -> api.BaseCommand:
+    """BaseCommand of type ``t`` (parsed from command_bytes), for tests that edit it before serializing."""
+    return api.BaseCommand.FromString(command_bytes(t, fill=fill, **fields))
 
 
 # ------------------------------------------------------------------------------------------------ frames

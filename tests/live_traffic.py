@@ -1,10 +1,13 @@
 """Record fresh Pulsar traffic on loopback: a real pulsar-lite broker, the official client, tcpdump on ``lo``.
 
-``LiveRecording`` starts a fresh broker (empty db) on 127.0.0.1 and a free port that is not 6650, with the
-metrics HTTP listener disabled (as in the corpus' ``gen/broker.toml``), so only that one loopback port is
-opened. It then starts ``tcpdump -i lo -U -s 0 -w FILE 'tcp port N'`` and waits for "listening on". On exit
-it stops the broker first (so the broker's FIN is captured) and then tcpdump with SIGINT. Only processes
-started here are signalled, by their own Popen handle; every wait is bounded.
+``LiveRecording`` starts a fresh broker (empty db) on 127.0.0.1 and a free port that is not 6650 (or the
+``port`` asked for, refusing when something listens there), with the metrics HTTP listener disabled (as in the
+corpus' ``gen/broker.toml``), so only that one loopback port is opened. It then starts
+``tcpdump -i lo -U -s 0 -w FILE 'tcp port N'`` and waits for "listening on". On exit it stops the broker first
+(so the broker's FIN is captured) and then tcpdump with SIGINT. Only processes started here are signalled, by
+their own Popen handle; every wait is bounded.
+
+The tests and the benchmark's capture generator (``benchmarks/gen/perf_capture.py``) both use it.
 
 ``unavailable()`` says why live recording cannot run here (None when it can); tests turn that into a skip.
 """
@@ -24,7 +27,7 @@ HOST = "127.0.0.1"
 DEFAULT_PORT = 6650
 
 BROKER_CONFIG = """\
-# pulsar-lite config for the live tests: like the corpus' gen/broker.toml
+# pulsar-lite config for live recordings (tests, benchmark capture): like the corpus' gen/broker.toml
 keep_alive_interval_secs = 30
 {extra}
 [metrics]
@@ -112,13 +115,19 @@ class LiveRecording:
     interface = "lo"
 
     def __init__(self, workdir: Path, name: str = "live", broker_extra: str = "",
-                 start_timeout: float = 10.0) -> None:
+                 start_timeout: float = 10.0, port: int | None = None, pcap: Path | None = None,
+                 buffer_kib: int = 32768, immediate: bool = True) -> None:
+        """``port``: None for a free port that is not 6650. ``pcap``: where tcpdump writes (default in workdir).
+        ``buffer_kib`` is tcpdump's -B; ``immediate=False`` leaves out -U and --immediate-mode (bulk captures)."""
         self.workdir = Path(workdir)
         self.name = name
         self.broker_extra = broker_extra
         self.start_timeout = start_timeout
+        self.fixed_port = port
         self.port = 0
-        self.pcap = self.workdir / f"{name}.pcap"
+        self.pcap = Path(pcap) if pcap is not None else self.workdir / f"{name}.pcap"
+        self.buffer_kib = buffer_kib
+        self.immediate = immediate
         self.broker_log = self.workdir / f"{name}.broker.log"
         self.tcpdump_log = self.workdir / f"{name}.tcpdump.log"
         self.packets_captured: int | None = None
@@ -159,8 +168,10 @@ class LiveRecording:
             raise RuntimeError("pulsar-lite is not installed")
         conf = self.workdir / f"{self.name}.broker.toml"
         conf.write_text(BROKER_CONFIG.format(extra=self.broker_extra))
+        if self.fixed_port is not None and _port_open(self.fixed_port):
+            raise RuntimeError(f"something already listens on {HOST}:{self.fixed_port}; refusing to start")
         for attempt in range(3):  # the free port may be taken between the probe and the broker's bind
-            self.port = free_port()
+            self.port = free_port() if self.fixed_port is None else self.fixed_port
             store = self.workdir / f"{self.name}.store"  # pulsar-lite derives more files from --db-path
             shutil.rmtree(store, ignore_errors=True)
             store.mkdir()
@@ -176,16 +187,18 @@ class LiveRecording:
                 break
             except RuntimeError:
                 _stop(self._broker, signal.SIGTERM, 10)
-                if attempt == 2 or "in use" not in self.broker_log.read_text(errors="replace"):
+                taken = "in use" in self.broker_log.read_text(errors="replace")
+                if self.fixed_port is not None or attempt == 2 or not taken:
                     raise
         time.sleep(0.1)
         # Then tcpdump, once the broker's port answers (that probe connection stays out of the capture).
         # --immediate-mode: without it libpcap hands packets over per filled block or 1 s timeout, and a
-        # short scenario ends (SIGINT) before anything reached the file.
+        # short scenario ends (SIGINT) before anything reached the file. Bulk captures do without it.
         tlog = open(self.tcpdump_log, "w")
         self._files.append(tlog)
+        immediate = ["-U", "--immediate-mode"] if self.immediate else []
         self._tcpdump = subprocess.Popen(
-            ["tcpdump", "-i", self.interface, "-U", "--immediate-mode", "-s", "0", "-n", "-B", "32768",
+            ["tcpdump", "-i", self.interface, *immediate, "-s", "0", "-n", "-B", str(self.buffer_kib),
              "-w", str(self.pcap), f"tcp port {self.port}"],
             stdout=tlog, stderr=tlog, stdin=subprocess.DEVNULL)
         _wait_for(lambda: "listening on" in self.tcpdump_log.read_text(errors="replace"), self.start_timeout,

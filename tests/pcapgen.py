@@ -10,6 +10,8 @@ snaplen cut: ``(ts, data[:96], len(data))``.  ``path`` may also be a binary file
 The block builders (``shb``, ``idb``, ``epb``, ``spb``, ``pb``, ``block``) return bytes, for tests that need
 odd block sequences (several sections, unknown blocks, ...): ``write_raw(path, b"".join([...]))``.
 Frame builders ``ipv4_tcp`` / ``ipv6_tcp`` / ``ether`` make simple TCP packets without scapy.
+``read_pcap_header``, ``iter_pcap_records``, ``count_pcap_packets`` and ``copy_pcap`` stream classic pcap
+files (the benchmarks use them to count, cut and filter large captures).
 """
 
 from __future__ import annotations
@@ -97,6 +99,60 @@ def write_pcap(
 ) -> None:
     """Write ``packets`` (list of (timestamp, bytes) or (timestamp, bytes, orig_len)) as classic pcap."""
     write_raw(path, pcap_bytes(packets, linktype, nanos, big_endian, snaplen), gzip=gzip)
+
+
+# Streaming read and copy of classic pcap (the benchmarks use these on captures of hundreds of MB).
+PCAP_ENDIAN = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<",   # us / ns timestamps, little endian
+               b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}   # the same, big endian
+
+
+def read_pcap_header(f) -> tuple[bytes, str, int]:
+    """(the 24 header bytes, struct byte order, link type) of an open classic pcap; ValueError otherwise."""
+    hdr = f.read(24)
+    endian = PCAP_ENDIAN.get(hdr[:4])
+    if endian is None or len(hdr) < 24:
+        raise ValueError("not a classic pcap")
+    return hdr, endian, struct.unpack(endian + "I", hdr[20:])[0] & 0x0FFFFFFF
+
+
+def iter_pcap_records(f, endian: str, with_data: bool = True):
+    """(16-byte record header, packet bytes or None) for each record after the header; stops at a short read."""
+    rec = struct.Struct(endian + "IIII")
+    while True:
+        h = f.read(16)
+        if len(h) < 16:
+            return
+        incl = rec.unpack(h)[2]
+        if with_data:
+            yield h, f.read(incl)
+        else:
+            f.seek(incl, 1)
+            yield h, None
+
+
+def count_pcap_packets(path) -> int:
+    """Number of records in a classic pcap (ValueError if it is not one)."""
+    with open(path, "rb") as f:
+        _, endian, _ = read_pcap_header(f)
+        return sum(1 for _ in iter_pcap_records(f, endian, with_data=False))
+
+
+def copy_pcap(src, dst, keep=None, max_packets=None, max_bytes=None) -> int:
+    """Copy classic pcap ``src`` to ``dst`` (same header), keeping the packets for which ``keep(linktype, data)``
+    is true, up to ``max_packets`` packets / ``max_bytes`` bytes written. Returns the packets written."""
+    with open(src, "rb") as f:
+        hdr, endian, linktype = read_pcap_header(f)  # raises before dst is created
+        with open(dst, "wb") as o:
+            o.write(hdr)
+            written, n = len(hdr), 0
+            for h, data in iter_pcap_records(f, endian):
+                if (max_packets is not None and n >= max_packets) or (max_bytes is not None and written >= max_bytes):
+                    break
+                if keep is None or keep(linktype, data):
+                    o.write(h + data)
+                    written += 16 + len(data)
+                    n += 1
+    return n
 
 
 # ----------------------------------------------------------------------------------------------- pcapng

@@ -127,7 +127,14 @@ def test_strict_bad_checksum_exits_1(tmp_path):
     res = dissect(p, "--strict", "--plain")
     assert res.exit_code == 1
     assert "problem" in res.stderr
-    assert "checksum" in res.stdout
+    # What the problem is: by its stable id in the JSON records, not by the wording of the timeline.
+    res = dissect(p, "--strict", "--json")
+    assert res.exit_code == 1
+    recs = [json.loads(x) for x in res.stdout.splitlines()]
+    flagged = {r["type"]: [e["id"] for e in r["expert"]] for r in frames(recs) if r.get("expert")}
+    assert flagged == {"SEND": ["checksum.invalid"]}
+    (send,) = [r for r in frames(recs) if r["type"] == "SEND"]
+    assert send["checksum"] == "invalid"
 
 
 def test_strict_clean_capture_exits_0(tmp_path):

@@ -1,8 +1,11 @@
 """Protocol definitions: generated modules are current and agree with upstream facts.
 
-The expected values below are written from the reference notes
-(shared/reference/protocol-and-anchors.md, section 1), not read from the .proto
-files, so a wrong number or type in proto/*.proto makes these tests fail.
+The expected values below are written by hand from the upstream definitions, not
+read from this project's .proto files, so a wrong number or type in proto/ makes
+these tests fail: apache/pulsar-client-cpp proto/PulsarApi.proto at commit
+983435aae4c2bf9164d9e775f6a11576ad44561d (PR #600, 2026-07-09, synced from apache/pulsar
+master) and apache/pulsar pulsar-common/src/main/proto/PulsarMarkers.proto at commit
+16c80711fdaa17e399ce6f1a81d58a0e6b35863a (see captures/CORPUS.md).
 Where possible the check is made on encoded bytes ("against the wire"), not
 only on the descriptor.
 """
@@ -23,7 +26,7 @@ from framebuild import varint
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------------------
-# Expected facts (reference §1.2 - §1.6)
+# Expected facts (the upstream .proto files named in the module docstring)
 # ---------------------------------------------------------------------------
 
 BASE_COMMAND_TYPES = {

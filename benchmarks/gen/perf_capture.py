@@ -3,8 +3,9 @@
 Adapted (and trimmed) from the corpus generator ../shared/corpus/gen/{harness.py,s20_perf_big.py}, so that
 the benchmark does not need ../shared.  Traffic is the same as the corpus's ``perf_big``:
 
-  * a fresh pulsar-lite 0.2.0 broker on 127.0.0.1:6650 (start_broker.sh, metrics endpoint disabled);
-  * tcpdump -i lo -s 0 -B 131072 'tcp port 6650' (no -U) -> classic pcap, link type EN10MB;
+  * a fresh pulsar-lite 0.2.0 broker on 127.0.0.1:6650 (metrics endpoint disabled) and
+    tcpdump -i lo -s 0 -B 131072 'tcp port 6650' (no -U) -> classic pcap, link type EN10MB: both started and
+    stopped by tests/live_traffic.py's LiveRecording, the harness the live tests use;
   * producer process (own connection): N_NB non-batched 64-byte messages (producer 'perf-nb'), then N_B
     batched 64-byte messages (producer 'perf-b', batching_max_messages=1000, 10 ms, 128 KiB), send_async;
   * then (sequential mode) a consumer process (own connection): Exclusive sub 'perf-sub', Earliest,
@@ -12,23 +13,23 @@ the benchmark does not need ../shared.  Traffic is the same as the corpus's ``pe
 
 usage: python perf_capture.py OUT.pcap [--nonbatched N] [--batched M] [--concurrent]
 Writes OUT.pcap and OUT.json (a small manifest: counts the client API reported, tcpdump's packet/drop counts).
-Only processes started here are signalled, by PID.  Only 127.0.0.1 is used.
+Only processes started here are signalled (LiveRecording, by their own handles).  Only 127.0.0.1 is used.
 """
 import argparse
 import hashlib
 import json
 import multiprocessing as mp
 import os
-import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 GEN = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(GEN)), "tests"))
+from live_traffic import BROKER_CONFIG, LiveRecording, unavailable  # noqa: E402  (the shared broker harness)
+
 PORT = 6650
 TOPIC = "persistent://public/default/perf-1"
 IDLE_MS = 15000
@@ -130,34 +131,6 @@ def producer_proc(q, n_nb, n_b):
     q.put(out)
 
 
-def wait_for_text(path, text, timeout=15):
-    dl = time.time() + timeout
-    while time.time() < dl:
-        try:
-            with open(path, errors="replace") as f:
-                if text in f.read():
-                    return
-        except FileNotFoundError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"timeout waiting for {text!r} in {path}")
-
-
-def stop_pid(pid, sig=signal.SIGTERM, timeout=5.0):
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        return
-    dl = time.time() + timeout
-    while time.time() < dl:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGKILL)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", help="output pcap path")
@@ -166,30 +139,19 @@ def main():
     ap.add_argument("--concurrent", action="store_true",
                     help="start the consumer before the producer (pulsar-lite then sends many duplicates)")
     a = ap.parse_args()
-    for tool in ("tcpdump",):
-        if not shutil.which(tool):
-            sys.exit(f"{tool} not found (apt-get install -y tcpdump tshark)")
+    why = unavailable()  # pulsar-lite, pulsar-client, tcpdump, root
+    if why:
+        sys.exit(f"cannot record: {why}")
     out = os.path.abspath(a.out)
     os.makedirs(os.path.dirname(out), exist_ok=True)
     work = tempfile.mkdtemp(prefix="pulsar-bench-gen-")
-    env = dict(os.environ, PYTHON=sys.executable)
     t_start = time.time()
-    r = subprocess.run([os.path.join(GEN, "start_broker.sh"), os.path.join(work, "broker"),
-                        os.path.join(GEN, "broker.toml")], capture_output=True, text=True, env=env)
-    if r.returncode:
-        sys.exit(f"broker failed to start: {r.stderr.strip()}")
-    broker_pid = int(r.stdout.strip())
-    tcpdump = None
-    err_path = os.path.join(work, "tcpdump.stderr")
     manifest = {"capture": os.path.basename(out), "generator": "benchmarks/gen/perf_capture.py",
                 "args": {"nonbatched": a.nonbatched, "batched": a.batched,
-                         "mode": "concurrent" if a.concurrent else "sequential"}}
-    try:
-        with open(err_path, "w") as ef:
-            tcpdump = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "0", "-B", "131072", "-n",
-                                        "-w", out, f"tcp port {PORT}"], stdout=ef, stderr=ef)
-        wait_for_text(err_path, "listening on")
-        time.sleep(0.3)
+                         "mode": "concurrent" if a.concurrent else "sequential"},
+                "broker": {"listen": f"127.0.0.1:{PORT}", "config": BROKER_CONFIG.format(extra="")}}
+    # As the corpus: tcpdump's default buffered output and a 128 MiB kernel buffer, so that nothing is dropped.
+    with LiveRecording(work, "perf", port=PORT, pcap=out, buffer_kib=131072, immediate=False) as rec:
         q = mp.Queue()
         ready = mp.Event()
         cp = mp.Process(target=consumer_proc, args=(q, ready, a.nonbatched, a.batched))
@@ -204,29 +166,18 @@ def main():
         prod = next(x for x in res if "stop_reason" not in x)
         cons = next(x for x in res if "stop_reason" in x)
         manifest.update({"producer": prod, "consumer": cons})
-        time.sleep(0.5)
-    finally:
-        stop_pid(broker_pid)          # stop the broker first so its FIN is captured
-        time.sleep(0.5)
-        if tcpdump is not None:
-            tcpdump.send_signal(signal.SIGINT)
-            try:
-                tcpdump.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                tcpdump.kill(); tcpdump.wait()
+        time.sleep(0.2)  # with LiveRecording's own pause: the last acks and closes reach the wire
     try:  # tcpdump drops privileges and leaves the file owned by user 'tcpdump'
         st = os.stat(os.path.dirname(out))
         os.chown(out, st.st_uid, st.st_gid)
         os.chmod(out, 0o644)
     except OSError:
         pass
-    txt = open(err_path, errors="replace").read()
     cap = {"bytes": os.path.getsize(out)}
-    for key, pat in (("packets_captured", r"(\d+) packets captured"),
-                     ("packets_dropped_by_kernel", r"(\d+) packets dropped by kernel")):
-        m = re.search(pat, txt)
-        if m:
-            cap[key] = int(m.group(1))
+    if rec.packets_captured is not None:
+        cap["packets_captured"] = rec.packets_captured
+    if rec.packets_dropped is not None:
+        cap["packets_dropped_by_kernel"] = rec.packets_dropped
     manifest["capture_file"] = cap
     manifest["generation_seconds"] = round(time.time() - t_start, 1)
     with open(os.path.splitext(out)[0] + ".json", "w") as f:

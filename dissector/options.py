@@ -1,0 +1,43 @@
+"""Every knob of the pipeline in one place, with safe defaults: what to decode and how much state to keep.
+
+Each cap bounds memory on hostile or one-sided input; when a cap makes the pipeline drop state it says so
+(a ``STATE_DROPPED`` event, or the problem id named beside the cap), never silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Options:
+    # What to decode.
+    ports: frozenset[int] = frozenset()  # extra server ports, beside every protocol's own
+    protocols: tuple[str, ...] = ()  # names of the protocols to look for; () = all registered
+    detect: bool = False  # also look for a protocol on connections off its ports (by its probe)
+    detect_budget: int = 64 * 1024  # bytes an off-port connection may take to show one good frame
+
+    # Decoding limits (problem ids: OVERSIZED, payload.decompression, chunk.too_large).
+    max_frame_size: int = 5 * MiB + 10 * 1024  # Pulsar broker default maxMessageSize + frame padding
+    max_decompressed: int = 64 * MiB
+
+    # TCP reassembly (GAP reason "buffer limit" / "missing segment"; STATE_DROPPED for connections).
+    max_connections: int = 65_536  # connections tracked at once; the oldest is forgotten beyond
+    max_buffered_per_direction: int = 8 * MiB  # out-of-order bytes held per direction
+    ooo_wait_packets: int = 1000  # a hole is declared lost after this many later segments ...
+    hole_timeout: float = 10.0  # ... or this many seconds
+    close_wait_packets: int = 1000
+
+    # Conversation analysis (STATE_DROPPED; UNANSWERED with evicted=true for a dropped request).
+    request_timeout: float = 30.0  # the clients' operation timeout: later answers are response.slow
+    max_pending_requests: int = 10_000  # requests awaiting an answer, per connection
+    max_actors: int = 10_000  # producers / consumers remembered per connection
+    max_remembered_messages: int = 100_000  # delivered message ids per consumer (redelivery, ACK pairing)
+    max_chunked_messages: int = 256  # chunked messages being reassembled, per connection (chunk.abandoned)
+    redirect_loop_limit: int = 8  # lookups of one topic redirected this often on one connection: a loop
+
+    # Statistics.
+    latency_samples: int = 100_000  # per request type: percentiles from a uniform sample beyond this
+    plot_samples: int = 50_000  # responses drawn in a latency plot at most

@@ -1,0 +1,85 @@
+"""Which records to show: by connection, command type, topic, producer or consumer.
+
+Reads records (after the conversation analysis, which names the producers and consumers), so every front end
+filters alike, and filtering never changes what was analysed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from .. import protocols
+from ..analysis.bounded import remember_bounded
+
+ACCEPTED_MEMORY = 100_000  # recent accepted requests whose answers are shown too
+
+
+class FrameFilter:
+    """Which records to show: by connection, type, topic, producer, consumer."""
+
+    def __init__(self, conns=(), types=(), topics=(), producers=(), consumers=()) -> None:
+        self.conns = {int(c) for c in conns}
+        self.types = {t.upper() for t in types}
+        self.topics = set(topics)
+        self.producers = set(producers)
+        self.consumers = set(consumers)
+        self.actor_filter = bool(self.topics or self.producers or self.consumers)
+        self._accepted: OrderedDict[int, None] = OrderedDict()  # recent accepted frames: their answers belong too
+
+    def accepts(self, rec: dict) -> bool:
+        conn = rec.get("conn")
+        if self.conns and conn not in self.conns:
+            return conn is None and not self.actor_filter
+        if "index" not in rec:
+            if self.types and rec["type"] not in self.types:
+                return False
+            return not self.actor_filter or conn is None
+        if self.types and rec["type"] not in self.types:
+            return False
+        if self.actor_filter and rec.get("answers") in self._accepted:
+            return True  # e.g. the PRODUCER_SUCCESS or SUCCESS that answers an accepted request
+        if self.topics and topic_of(rec) not in self.topics:
+            return False
+        if self.producers and not _actor_matches(rec, "producer", self.producers):
+            return False
+        if self.consumers and not _actor_matches(rec, "consumer", self.consumers):
+            return False
+        if self.actor_filter:
+            remember_bounded(self._accepted, rec["index"], None, ACCEPTED_MEMORY)
+        return True
+
+
+def topic_of(rec: dict) -> str | None:
+    topic = rec["command"].get("topic")
+    if topic is not None:
+        return topic
+    for key in ("producer", "consumer"):
+        info = rec.get(key)
+        if info:
+            return info.get("topic")
+    return None
+
+
+def _creates(rec: dict) -> str | None:
+    try:
+        spec = protocols.get(rec.get("protocol", "pulsar")).commands.get(rec["type"])
+    except KeyError:
+        return None
+    return spec.creates if spec is not None else None
+
+
+def _actor_matches(rec: dict, key: str, wanted: set[str]) -> bool:
+    cmd = rec["command"]
+    info = rec.get(key) or {}
+    name = info.get("name")
+    creates = _creates(rec)
+    if creates is not None:
+        if creates != key:
+            return False
+        name = cmd.get(f"{key}_name") or name
+    if name is not None and name in wanted:
+        return True
+    ident = cmd.get(f"{key}_id")
+    if ident is not None and (key in rec or creates is not None):
+        return str(ident) in wanted
+    return False

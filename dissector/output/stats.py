@@ -1,0 +1,330 @@
+"""Capture statistics: per connection, topic, producer and consumer; latency percentiles per request type.
+
+Consumes records (the JSON contract, summary or full) one at a time and keeps only counters and bounded
+latency samples, so it runs in one pass beside any other output, and the same figures can be recomputed
+from saved JSON Lines. ``result()`` returns plain data (the JSON of ``pulsar-dissect stats --json``);
+rendering lives elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..options import Options
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of an ascending list (q in 0..100)."""
+    if not sorted_values:
+        return None
+    rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+class Reservoir:
+    """A uniform random sample of at most ``cap`` of the items added (Algorithm R); seeded, so the same
+    capture always gives the same figures."""
+
+    __slots__ = ("cap", "seen", "items", "_rng")
+
+    def __init__(self, cap: int, seed: int = 1) -> None:
+        self.cap = cap
+        self.seen = 0
+        self.items: list = []
+        self._rng = random.Random(seed)
+
+    def add(self, item) -> None:
+        self.seen += 1
+        if len(self.items) < self.cap:
+            self.items.append(item)
+        else:
+            slot = self._rng.randrange(self.seen)
+            if slot < self.cap:
+                self.items[slot] = item
+
+
+class Latencies:
+    """Count, mean and max exactly; percentiles from a reservoir of at most ``cap`` values (exact while fewer
+    were seen), so memory stays bounded however long the capture."""
+
+    __slots__ = ("total", "max", "sample")
+
+    def __init__(self, cap: int = 100_000) -> None:
+        self.total = 0.0
+        self.max: float | None = None
+        self.sample = Reservoir(cap)
+
+    @property
+    def count(self) -> int:
+        return self.sample.seen
+
+    def add(self, value: float) -> None:
+        self.total += value
+        if self.max is None or value > self.max:
+            self.max = value
+        self.sample.add(value)
+
+    def summary(self) -> dict[str, Any]:
+        ordered = sorted(self.sample.items)
+        return {
+            "count": self.count,
+            "p50": percentile(ordered, 50),
+            "p90": percentile(ordered, 90),
+            "p99": percentile(ordered, 99),
+            "max": self.max,
+            "mean": round(self.total / self.count, 3) if self.count else None,
+            "exact": self.count <= self.sample.cap,
+        }
+
+
+@dataclass
+class _Actor:
+    info: dict
+    frames: int = 0
+    messages: int = 0
+    payload_bytes: int = 0  # application bytes (after decompression)
+    wire_bytes: int = 0  # payload bytes as sent (compressed)
+    batches: int = 0
+    batched_messages: int = 0
+    compression: Counter = field(default_factory=Counter)
+    compressed_wire: int = 0  # bytes of the compressed payloads that were decompressed ...
+    compressed_plain: int = 0  # ... and what they decompressed to (the compression ratio)
+    errors: Counter = field(default_factory=Counter)
+    acks: int = 0
+    permits: int = 0
+    redeliveries: int = 0
+    receipts: int = 0
+    send_latency: "Latencies | None" = None
+
+
+class StatsCollector:
+    def __init__(self, options: Options | None = None) -> None:
+        options = options or Options()
+        self._samples = options.latency_samples
+        self.connections: dict[int, dict] = {}
+        self.topics: dict[str, dict] = defaultdict(lambda: {"messages_sent": 0, "bytes_sent": 0,
+                                                            "messages_received": 0, "bytes_received": 0,
+                                                            "producers": set(), "consumers": set()})
+        self.producers: dict[tuple[int, int], _Actor] = {}
+        self.consumers: dict[tuple[int, int], _Actor] = {}
+        self.latency: dict[str, Latencies] = {}
+        # (time, request type, ms) for plots: a bounded sample too, put back in time order when drawn
+        self._plot = Reservoir(options.plot_samples)
+        self.types: Counter = Counter()
+        self.server_errors: Counter = Counter()
+        self.expert: Counter = Counter()
+        self.events: Counter = Counter()
+        self.frames = 0
+        self.first_time: float | None = None
+        self.last_time: float | None = None
+
+    # ------------------------------------------------------------------ input
+
+    def add(self, rec: dict) -> None:
+        if "index" in rec:
+            self._frame(rec)
+        else:
+            self._event(rec)
+
+    def _latencies(self, table: dict, kind: str) -> Latencies:
+        lat = table.get(kind)
+        if lat is None:
+            lat = table[kind] = Latencies(self._samples)
+        return lat
+
+    def _event(self, rec: dict) -> None:
+        kind = rec["type"]
+        self.events[kind] += 1
+        if rec.get("conn") is None:
+            return
+        conn = self._conn(rec["conn"], rec["time"])
+        details = rec.get("details") or {}
+        if kind == "CONNECTION_OPENED":
+            conn["client"] = details.get("client")
+            conn["broker"] = next((v for k, v in details.items() if k not in ("client", "mid_stream")), None)
+            conn["mid_stream"] = details.get("mid_stream", False)
+        elif kind == "CONNECTION_CLOSED":
+            conn["closed"] = details.get("how")
+            if "closed_by" in details:
+                conn["closed_by"] = details["closed_by"]
+        else:
+            conn["events"][kind] += 1
+
+    def _conn(self, conn_id: int, time: float) -> dict:
+        conn = self.connections.get(conn_id)
+        if conn is None:
+            conn = self.connections[conn_id] = {
+                "conn": conn_id, "client": None, "broker": None, "first_time": time, "last_time": time,
+                "frames_to_broker": 0, "frames_to_client": 0, "frames_unknown_direction": 0,
+                "bytes_to_broker": 0, "bytes_to_client": 0, "bytes_unknown_direction": 0,
+                "problems": 0, "events": Counter(), "latency": {},
+            }
+        return conn
+
+    def _frame(self, rec: dict) -> None:
+        kind = rec["type"]
+        time = rec["time"]
+        self.frames += 1
+        self.types[kind] += 1
+        if self.first_time is None:
+            self.first_time = time
+        self.last_time = time
+        conn = self._conn(rec["conn"], time)
+        conn["last_time"] = time
+        direction = rec["direction"]
+        side = "to_client" if direction == "to_client" else "unknown_direction" if direction == "unknown" \
+            else "to_broker"
+        conn["frames_" + side] += 1
+        conn["bytes_" + side] += rec["size"]
+        if conn["client"] is None and direction != "unknown":
+            conn["client"], conn["broker"] = (rec["dst"], rec["src"]) if direction == "to_client" \
+                else (rec["src"], rec["dst"])
+        cmd = rec["command"]
+        if kind == "CONNECT":
+            conn["client_version"] = cmd.get("client_version", "")
+            conn["protocol_version"] = cmd.get("protocol_version", 0)
+        elif kind == "CONNECTED":
+            conn["server_version"] = cmd.get("server_version", "")
+        for e in rec.get("expert", ()):
+            self.expert[(e["id"], e["severity"])] += 1
+            if e["id"] == "server.error":
+                self.server_errors[_error_name(cmd.get("error"))] += 1
+        conn["problems"] += len(rec["problems"])
+        producer, consumer = rec.get("producer"), rec.get("consumer")
+        latency = rec.get("latency_ms")
+        if latency is not None:
+            request_type = rec.get("request_type") or kind
+            self._latencies(self.latency, request_type).add(latency)
+            self._plot.add((time, request_type, latency))
+            self._latencies(conn["latency"], request_type).add(latency)
+            if producer is not None and request_type == "SEND":
+                actor = self._actor(self.producers, rec, producer, count=False)
+                if actor.send_latency is None:
+                    actor.send_latency = Latencies(self._samples)
+                actor.send_latency.add(latency)
+        if producer is not None:
+            self._producer(rec, producer)
+        if consumer is not None:
+            self._consumer(rec, consumer)
+
+    @staticmethod
+    def _actor(table: dict, rec: dict, info: dict, count: bool = True) -> _Actor:
+        key = (rec["conn"], info.get("id", -1))
+        actor = table.get(key)
+        if actor is None:
+            actor = table[key] = _Actor(info)
+        else:
+            actor.info = info  # the latest view (a name learnt later)
+        if count:
+            actor.frames += 1
+        return actor
+
+    @property
+    def latency_samples(self) -> list[tuple[float, str, float]]:
+        """(time, request type, ms) of the responses kept for plotting, in time order."""
+        return sorted(self._plot.items)
+
+    def _count_messages(self, actor: _Actor, info: dict, rec: dict, side: str) -> None:
+        """Messages and bytes of one SEND (side "sent") or MESSAGE ("received") for the actor and its topic."""
+        topic = self.topics[info.get("topic") or "?"]
+        topic["producers" if side == "sent" else "consumers"].add(info.get("name") or str(info.get("id")))
+        n, size = _message_totals(rec)
+        actor.messages += n
+        actor.payload_bytes += size
+        actor.wire_bytes += rec.get("payload_size") or 0
+        topic["messages_" + side] += n
+        topic["bytes_" + side] += size
+
+    def _producer(self, rec: dict, info: dict) -> None:
+        actor = self._actor(self.producers, rec, info)
+        kind = rec["type"]
+        if kind == "SEND" and "payload_size" in rec:
+            self._count_messages(actor, info, rec, "sent")
+            md = rec.get("metadata")
+            if md is not None:
+                if "num_messages_in_batch" in md:
+                    actor.batches += 1
+                    actor.batched_messages += md["num_messages_in_batch"]
+                codec = md.get("compression", "NONE")
+                if codec != "NONE":
+                    actor.compression[codec] += 1
+                    if "uncompressed_size" in rec:
+                        actor.compressed_wire += rec["payload_size"]
+                        actor.compressed_plain += rec["uncompressed_size"]
+        elif kind == "SEND_RECEIPT":
+            actor.receipts += 1
+        elif kind == "SEND_ERROR":
+            actor.errors[_error_name(rec["command"].get("error"))] += 1
+
+    def _consumer(self, rec: dict, info: dict) -> None:
+        actor = self._actor(self.consumers, rec, info)
+        kind = rec["type"]
+        if kind == "MESSAGE" and "payload_size" in rec:
+            self._count_messages(actor, info, rec, "received")
+            if rec["command"].get("redelivery_count"):
+                actor.redeliveries += 1
+        elif kind == "ACK":
+            actor.acks += 1
+        elif kind == "FLOW":
+            actor.permits += rec["command"].get("messagePermits", 0)
+
+    # ------------------------------------------------------------------ output
+
+    def result(self) -> dict[str, Any]:
+        duration = (self.last_time - self.first_time) if self.first_time is not None else 0.0
+        return {
+            "frames": self.frames,
+            "duration_s": round(duration, 6),
+            "first_time": self.first_time,
+            "last_time": self.last_time,
+            "types": dict(self.types.most_common()),
+            "connections": [self._conn_out(c) for c in self.connections.values()],
+            "topics": {t: {**v, "producers": sorted(v["producers"]), "consumers": sorted(v["consumers"])}
+                       for t, v in sorted(self.topics.items())},
+            "producers": [self._actor_out(k, a, producer=True) for k, a in self.producers.items()],
+            "consumers": [self._actor_out(k, a, producer=False) for k, a in self.consumers.items()],
+            "latency_ms": {k: v.summary() for k, v in sorted(self.latency.items())},
+            "server_errors": dict(self.server_errors),
+            "expert": [{"id": i, "severity": s, "count": n} for (i, s), n in self.expert.most_common()],
+            "events": dict(self.events),
+        }
+
+    @staticmethod
+    def _conn_out(c: dict) -> dict:
+        out = {k: v for k, v in c.items() if k not in ("events", "latency")}
+        out["latency_ms"] = {k: v.summary() for k, v in sorted(c["latency"].items())}
+        out["duration_s"] = round(c["last_time"] - c["first_time"], 6)
+        out["events"] = dict(c["events"])
+        return out
+
+    @staticmethod
+    def _actor_out(key: tuple[int, int], a: _Actor, *, producer: bool) -> dict:
+        out = {"conn": key[0], **a.info, "frames": a.frames, "messages": a.messages,
+               "payload_bytes": a.payload_bytes, "wire_bytes": a.wire_bytes}
+        if producer:
+            out.update(receipts=a.receipts, batches=a.batches,
+                       send_latency_ms=a.send_latency.summary() if a.send_latency is not None else None,
+                       avg_batch_size=round(a.batched_messages / a.batches, 1) if a.batches else None,
+                       compression=dict(a.compression),
+                       compression_ratio=(round(a.compressed_plain / a.compressed_wire, 2) if a.compressed_wire
+                                          else None),
+                       errors={str(k): v for k, v in a.errors.items()})
+        else:
+            out.update(acks=a.acks, permits_granted=a.permits, redelivered_frames=a.redeliveries)
+        return out
+
+
+def _message_totals(rec: dict) -> tuple[int, int]:
+    summary = rec.get("messages_summary")
+    if summary is not None:
+        return summary["count"], summary["bytes"]
+    msgs = rec.get("messages") or ()
+    return len(msgs), sum(m["payload_size"] or 0 for m in msgs)
+
+
+def _error_name(error) -> str:
+    return "?" if error is None else str(error)

@@ -1,0 +1,145 @@
+"""The registry of problems: every id declared once, with its group, severity and message template.
+
+A stage that finds something wrong produces a ``Finding``: the id and its parameters, plain data that pickles
+and crosses process boundaries. The English text is made from the template only at output (``message``), so
+decoders never carry wording, and tests assert on ids.
+
+Two kinds of ids share the registry:
+- findings about one frame, dotted (``checksum.invalid``), listed in a frame record's ``expert``;
+- events that are not frames, upper-case (``GAP``), the ``type`` of an event record.
+
+Protocols register their own ids when their package is imported (``protocols/<name>/problems.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+ERROR, WARNING, NOTE = "error", "warning", "note"
+SEVERITIES = (ERROR, WARNING, NOTE)
+
+Template = str | Callable[[dict], str]
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemSpec:
+    id: str
+    group: str
+    severity: str
+    template: Template  # str.format template over the parameters, or a function of them
+    description: str  # what it means, for the documentation
+
+
+REGISTRY: dict[str, ProblemSpec] = {}
+
+
+def register(pid: str, severity: str, template: Template, description: str = "", *, group: str | None = None) -> str:
+    """Declare an id; declaring one twice is a programming error."""
+    if pid in REGISTRY:
+        raise ValueError(f"problem id {pid!r} is declared twice")
+    if severity not in SEVERITIES:
+        raise ValueError(f"problem id {pid!r}: unknown severity {severity!r}")
+    group = group or (pid.split(".", 1)[0] if "." in pid else "event")
+    REGISTRY[pid] = ProblemSpec(pid, group, severity, template, description)
+    return pid
+
+
+class Finding(NamedTuple):
+    """One problem or observation: an id from the registry and the values its message is made from."""
+
+    id: str
+    params: dict[str, Any]
+
+
+def finding(pid: str, **params: Any) -> Finding:
+    if pid not in REGISTRY:
+        raise KeyError(f"problem id {pid!r} is not registered")
+    return Finding(pid, params)
+
+
+def spec(pid: str) -> ProblemSpec:
+    return REGISTRY[pid]
+
+
+def severity(pid: str) -> str:
+    entry = REGISTRY.get(pid)
+    return entry.severity if entry is not None else ERROR
+
+
+def is_note(f: Finding) -> bool:
+    return severity(f.id) == NOTE
+
+
+def message(pid: str, params: dict) -> str:
+    """The English text of a finding or event (made at output only)."""
+    entry = REGISTRY.get(pid)
+    if entry is None:
+        return pid
+    template = entry.template
+    try:
+        return template(params) if callable(template) else template.format(**params)
+    except (KeyError, IndexError, ValueError, TypeError) as exc:  # a template/parameter mismatch is our bug
+        return f"{pid} ({type(exc).__name__} formatting {params!r})"
+
+
+def expert_record(f: Finding) -> dict[str, str]:
+    return {"id": f.id, "severity": severity(f.id), "message": message(f.id, f.params)}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Generic ids: the stream below every protocol, the conversation above it, and the limits of bounded state.
+
+register("GAP", WARNING, "{length} bytes missing from the capture ({reason})",
+         "bytes of one direction never captured (loss, snaplen, buffer limit)")
+register("SKIPPED", WARNING, "skipped {length} bytes to find the next frame boundary",
+         "bytes that could not be framed, passed over while resynchronising")
+register("TRUNCATED", WARNING, lambda p: _TRUNCATED[p["case"]].format(**p),
+         "bytes at a capture gap or at the end of a stream that do not make a whole frame")
+register("OVERSIZED", ERROR, lambda p: f"{p['field']} {p['size']} is above the limit ({p['limit']} max)"
+         + _looks_like(p),
+         "a frame whose declared size is above --max-frame-size; the bytes are skipped")
+register("BAD_SIZE", ERROR, lambda p: f"{p['field']} {p['size']} is too small ({p['limit']} max)" + _looks_like(p),
+         "a frame whose declared size is too small to be a frame; the bytes are skipped")
+register("PROXY_HEADER", NOTE, "HAProxy PROXY protocol header", "a PROXY v1/v2 header before the protocol")
+register("CONNECTION_OPENED", NOTE, lambda p: f"client {p['client']} ↔ {p['server_role']} {p['server']} ("
+         + ("capture started mid-connection" if p["mid_stream"] else "SYN seen") + ")",
+         "a connection of a known protocol starts (or is first seen)")
+register("CONNECTION_CLOSED", NOTE, lambda p: "connection " + _CLOSED.get(p["how"], p["how"])
+         + (f" by the {p['closed_by']}" if p.get("closed_by") else ""),
+         "a connection ends: FIN, RST, end of capture, port reuse, or forgotten at the connection limit")
+register("UNANSWERED", WARNING, lambda p: f"{p['request_type']} (frame {p['request']}) got no response in the capture"
+         + (" before it was forgotten" if p.get("evicted") else ""),
+         "a request with no response when its connection closed (or when its state was dropped)")
+register("CAPTURE_TRUNCATED", WARNING, "{what}", "the capture file ends inside a record")
+register("CAPTURE_NOTE", NOTE, "{what}", "something odd but harmless about the capture file (unknown blocks, ...)")
+register("STATE_DROPPED", WARNING, lambda p: f"more than {p['limit']:,} {p['what']} at once "
+         f"({p['option']}): the oldest is forgotten" + (f" ({p['dropped']:,} so far)" if p.get("dropped", 1) > 1 else ""),
+         "a cap on remembered state was reached and state was dropped (raise the named option)")
+
+register("response.unmatched", WARNING, lambda p: f"{p['type']} answers {_key(p['key'])}, which no request in the "
+         "capture used",
+         "a response whose request is not in the capture (although the connection was seen from its start)")
+register("response.slow", WARNING, lambda p: f"{p['type']} came {p['latency_s']:.1f} s after its {p['request_type']} "
+         f"(frame {p['request']}): past the clients' {p['timeout_s']:.0f} s operation timeout",
+         "a response later than the clients' operation timeout (--request-timeout)")
+register("request.duplicate_id", WARNING, lambda p: f"{_key(p['key'])} reused while an earlier {p['type']} with it "
+         "is still unanswered", "a request id reused while the first request is still pending")
+
+_TRUNCATED = {
+    "lost_in_gap": "frame of {frame_length} bytes lost in a capture gap after {length} bytes",
+    "before_gap": "{length} bytes before a capture gap could not be framed",
+    "inside_frame": "stream ended inside a frame: {length} of {frame_length} bytes captured",
+    "not_a_frame": "stream ended with {length} bytes that are not a whole frame",
+}
+_CLOSED = {"fin": "closed (FIN)", "rst": "reset (RST)", "end_of_capture": "still open at the end of the capture",
+           "reused": "replaced by a new connection on the same ports",
+           "evicted": "forgotten: too many connections open at once (--max-connections)"}
+
+
+def _key(fields: dict) -> str:
+    return " ".join(f"{name} {value}" for name, value in fields.items())
+
+
+def _looks_like(p: dict) -> str:
+    return f"; the bytes look like {p['foreign']}" if p.get("foreign") else ""

@@ -1,0 +1,156 @@
+"""The protocol boundary: what a protocol declares so that the rest of the tool can carry it.
+
+A protocol is one folder under ``dissector/protocols/`` whose ``__init__`` builds one ``ProtocolSpec``:
+
+- where it lives: server ports (and the role of the server on each), and a probe for ``--detect``;
+- how its PDUs are delimited: ``pdu_length`` (complete length / need more / not a frame) and ``resync``
+  (the next plausible PDU start after loss or a mid-connection start);
+- how a PDU is decoded into plain data (``decode``: bytes → ``model.Decoded``);
+- its roles and its one command table (per type: who sends it, what answers it and under which key, the
+  fields the timeline shows, which actor it is about);
+- its session state (``new_session``: protocol-specific conversation analysis) and its problem ids
+  (registered in ``dissector.problems`` when the package is imported);
+- how its frames look in a record and on a timeline line (``record_fields``, ``timeline_pieces``).
+
+Everything below the boundary (capture, network layers, TCP reassembly, the PDU splitter) and above it
+(pairing, records, renderers, statistics) is generic and reads only these declarations and plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Protocol
+
+from ..model import Decoded, Event, Frame
+from ..options import Options
+
+NEED_MORE = 0  # pdu_length: not enough bytes yet to tell the length
+
+
+@dataclass(frozen=True, slots=True)
+class BadLength:
+    """The bytes at this offset cannot start a PDU: the length field is out of bounds."""
+
+    kind: str  # OVERSIZED or BAD_SIZE
+    details: dict  # record details (e.g. total_size, head_hex)
+    params: dict  # message parameters (field, size)
+
+
+@dataclass(frozen=True, slots=True)
+class Space:
+    """A namespace in which requests wait for their answers under a key.
+
+    ``slot``: at most one request waits (a new one replaces it, as a handshake); ``duplicates``: a second
+    request of the same type under a key still waiting is ``request.duplicate_id``; ``unmatched``: a response
+    that finds nothing waiting is ``response.unmatched`` (when the connection was seen from its start);
+    ``unanswered``: a request still waiting when its connection closes is reported ``UNANSWERED``;
+    ``both_ways``: requests may come from either side (else only from the client side).
+    """
+
+    name: str
+    slot: bool = False
+    duplicates: bool = False
+    unmatched: bool = False
+    unanswered: bool = True
+    both_ways: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """Where a request waits or a response looks: a space, and command fields (``@direction`` is the frame's
+    direction, ``@reverse`` the opposite one: for a PING answered by a PONG from the other side)."""
+
+    space: Space
+    fields: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """One row of a protocol's command table."""
+
+    name: str
+    number: int
+    sender: str  # the role that sends it, or "any"
+    timeline: tuple[tuple[str, str], ...] = ()  # (label, command field) shown on its timeline line
+    scope: str | None = None  # "producer" / "consumer": the actor the frame is about ...
+    scope_id: str | None = None  # ... named by this command field
+    creates: str | None = None  # "producer" / "consumer": the command that names a new actor (<actor>_id, _name)
+    opens: Key | None = None  # a request: waits under this key for its answer
+    answers: tuple[Key, ...] = ()  # a response: answers the first request waiting under one of these keys
+    answer_types: frozenset[str] | None = None  # the request types it can answer (None: any)
+    interim: tuple[str, Any] | None = None  # (field, value): an answer that leaves its request waiting
+    remember: tuple[str, ...] = ()  # request fields kept while it waits (what the session needs on the answer)
+
+
+class CommandTable:
+    """The command table of a protocol, by name and by wire number."""
+
+    def __init__(self, specs: Iterable[CommandSpec]) -> None:
+        self.by_name: dict[str, CommandSpec] = {}
+        self.by_number: dict[int, CommandSpec] = {}
+        for spec in specs:
+            if spec.name in self.by_name or spec.number in self.by_number:
+                raise ValueError(f"command {spec.name} ({spec.number}) declared twice")
+            self.by_name[spec.name] = spec
+            self.by_number[spec.number] = spec
+
+    def get(self, name: str) -> CommandSpec | None:
+        return self.by_name.get(name)
+
+    def __iter__(self):
+        return iter(self.by_name.values())
+
+    def names(self) -> list[str]:
+        return list(self.by_name)
+
+
+class Session(Protocol):
+    """A protocol's conversation state for one connection (producers, consumers, flow control, ...).
+
+    ``on_frame`` adds the frame's notes and findings (never edits the frame) and may return events;
+    ``request`` is the waiting request the frame answers, when it is a response. ``close`` returns the events
+    of the connection's end (e.g. chunked messages never finished).
+    """
+
+    def on_frame(self, frame: Frame, spec: CommandSpec | None, request: "Waiting | None", notes: dict,
+                 findings: list) -> list[Event] | None: ...
+
+    def close(self, time: float, packet: int) -> list[Event]: ...
+
+
+@dataclass(slots=True)
+class Waiting:
+    """A request waiting for its answer: what pairing needs, never the payload."""
+
+    index: int
+    type: str
+    time: float
+    packet: int
+    src: str
+    dst: str
+    direction: str
+    bucket: tuple  # (space name, key values)
+    space: Space
+    kept: dict  # the fields named by the spec's ``remember``
+
+
+@dataclass(frozen=True)
+class ProtocolSpec:
+    name: str
+    client_role: str  # the role that opens connections
+    server_roles: tuple[str, ...]  # the roles on the server side (Pulsar: broker)
+    ports: dict[int, str]  # default server ports and the role of the server there
+    commands: CommandTable
+    foreign_kind: str  # event kind when a stream speaks something else (NOT_PULSAR)
+    min_pdu: int  # bytes of a PDU head worth decoding when the rest was lost
+    pdu_length: Callable[[bytearray, int, int, int], int | BadLength]  # (buf, pos, end, max_size)
+    resync: Callable[[bytearray, int, int, int], tuple[bool, int]]  # (buf, pos, end, max_size)
+    decode: Callable[[bytes, int, Options], Decoded]  # (pdu, missing bytes, options)
+    confirms: Callable[[Decoded], bool]  # a decoded PDU that proves the protocol on an off-port connection
+    new_session: Callable[[Options, int, bool], Session]  # (options, connection id, seen mid-stream)
+    record_fields: Callable[[Frame, bool, bool], dict]  # (frame, payload_bytes, summary) -> extra record keys
+    timeline_pieces: Callable[[dict], list]  # record -> [(text, style)] after the key fields
+
+    @property
+    def default_server_role(self) -> str:
+        return self.server_roles[0]

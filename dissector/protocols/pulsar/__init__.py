@@ -1,0 +1,42 @@
+"""Apache Pulsar's binary protocol (``pulsar://``, TCP 6650 and 6651), declared for the protocol boundary.
+
+The folder holds everything the tool knows about Pulsar: the schema (``pb/``, generated from
+``proto/pulsar/``), the command table (``commands``), framing and resynchronisation (``framing``), frame and
+payload decoding (``decode``, ``payload``, ``codecs``), the conversation state (``session``, ``chunks``), the
+problem ids (``problems``) and how frames look in records and on the timeline (``present``).
+"""
+
+from __future__ import annotations
+
+from ...options import Options
+from ..base import ProtocolSpec
+from . import problems  # noqa: F401  (registers Pulsar's problem ids)
+from .commands import BROKER, CLIENT, COMMANDS
+from .decode import confirms, decode_frame
+from .framing import pdu_length, resync
+from .present import record_fields, timeline_pieces
+from .session import PulsarSession
+
+PORTS = {6650: BROKER, 6651: BROKER}  # 6651 is pulsar+ssl://: TLS, reported as NOT_PULSAR
+
+
+def _new_session(options: Options, conn: int, mid_stream: bool) -> PulsarSession:
+    return PulsarSession(options, conn, mid_stream)
+
+
+PULSAR = ProtocolSpec(
+    name="pulsar",
+    client_role=CLIENT,
+    server_roles=(BROKER,),
+    ports=PORTS,
+    commands=COMMANDS,
+    foreign_kind="NOT_PULSAR",
+    min_pdu=8,  # TOTAL_SIZE and CMD_SIZE: a damaged frame shorter than that shows nothing
+    pdu_length=pdu_length,
+    resync=resync,
+    decode=decode_frame,
+    confirms=confirms,
+    new_session=_new_session,
+    record_fields=record_fields,
+    timeline_pieces=timeline_pieces,
+)

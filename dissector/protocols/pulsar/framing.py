@@ -1,0 +1,170 @@
+"""Pulsar framing: where a frame ends, and where the next one may start after lost bytes.
+
+Wire layout (big-endian): ``[TOTAL_SIZE u32][CMD_SIZE u32][BaseCommand][payload section]`` where TOTAL_SIZE
+counts everything after itself. The generic splitter asks ``pdu_length`` and ``resync``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import DecodeError
+
+from ..base import NEED_MORE, BadLength
+from ..protowire import WireError, read_varint
+from .commands import PAYLOAD_TYPES, SUBCOMMAND_FIELD, TYPE_NAMES
+from .pb import PulsarApi_pb2 as api
+
+_U32 = struct.Struct(">I")
+_U32x2 = struct.Struct(">II")
+_EMPTY_BASE = api.BaseCommand()
+_SUB_DESCRIPTORS = {num: api.BaseCommand.DESCRIPTOR.fields_by_name[name].message_type
+                    for num, name in SUBCOMMAND_FIELD.items()}
+_WIRE_TYPES = {FieldDescriptor.TYPE_DOUBLE: 1, FieldDescriptor.TYPE_FIXED64: 1, FieldDescriptor.TYPE_SFIXED64: 1,
+               FieldDescriptor.TYPE_FLOAT: 5, FieldDescriptor.TYPE_FIXED32: 5, FieldDescriptor.TYPE_SFIXED32: 5,
+               FieldDescriptor.TYPE_STRING: 2, FieldDescriptor.TYPE_BYTES: 2, FieldDescriptor.TYPE_MESSAGE: 2}
+
+
+def pdu_length(buf, pos: int, end: int, max_size: int) -> int | BadLength:
+    """Length of the frame at ``pos`` (TOTAL_SIZE + 4), NEED_MORE, or BadLength for an impossible size."""
+    if end - pos < 4:
+        return NEED_MORE
+    total = _U32.unpack_from(buf, pos)[0]
+    if total > max_size:
+        return BadLength("OVERSIZED", {"total_size": total}, {"field": "TOTAL_SIZE", "size": total})
+    if total < 4:
+        return BadLength("BAD_SIZE", {"total_size": total}, {"field": "TOTAL_SIZE", "size": total})
+    return total + 4
+
+
+def resync(buf, pos: int, end: int, max_size: int) -> tuple[bool, int]:
+    """Find the next plausible frame start at or after ``pos``.
+
+    Returns (True, offset) when found; (False, offset) when nothing before ``offset`` can start a frame and the
+    bytes from ``offset`` on must wait for more data.
+    """
+    i = pos
+    while True:
+        # BaseCommand starts with tag 0x08 (field 1, varint) right after the two size fields.
+        j = buf.find(b"\x08", i + 8, end)
+        if j < 0:
+            return False, max(pos, end - 8)
+        i = j - 8
+        total, cmd = _U32x2.unpack_from(buf, i)
+        if 2 <= cmd and cmd + 4 <= total <= max_size:
+            verdict = looks_like_frame(buf, i, total, cmd, end)
+            if verdict is None:
+                return False, i
+            if verdict:
+                return True, i
+        i += 1
+
+
+def looks_like_frame(buf: bytearray | bytes, start: int, total: int, cmd_size: int, end: int) -> bool | None:
+    """Whether a frame starts at ``start``: True, False, or None when more bytes (up to ``end``) are needed."""
+    if end - start < 10:
+        return None
+    type_num = buf[start + 9]
+    if type_num & 0x80 or type_num not in TYPE_NAMES:
+        return False
+    payload = type_num in PAYLOAD_TYPES
+    if not payload and total != cmd_size + 4:
+        return False
+    # Encoders write BaseCommand as [type][sub-command N]: check that shape on the bytes at hand first, so that
+    # a chance 0x08 in the middle of a payload with a large CMD_SIZE is rejected now instead of making the
+    # splitter wait for up to CMD_SIZE bytes.
+    cmd_end = start + 8 + cmd_size
+    shape = _subcommand_header(buf, start + 10, min(end, cmd_end), type_num)
+    if shape is None:
+        return None if end < cmd_end else False
+    if shape is False or shape[1] > cmd_end:
+        return False
+    sub_start, sub_end = shape
+    if sub_end <= end:
+        sub = getattr(_EMPTY_BASE, SUBCOMMAND_FIELD[type_num]).__class__()
+        try:
+            sub.ParseFromString(bytes(buf[sub_start:sub_end]))
+        except DecodeError:
+            return False
+        if not sub.IsInitialized():
+            return False
+    elif not _plausible_prefix(_SUB_DESCRIPTORS[type_num], buf, sub_start, end):
+        return False
+    need = start + 8 + cmd_size + (6 if payload else 0)
+    if need > end:
+        return None
+    base = api.BaseCommand()
+    try:
+        base.ParseFromString(bytes(buf[start + 8:start + 8 + cmd_size]))
+    except DecodeError:
+        return False
+    field_name = SUBCOMMAND_FIELD.get(type_num)
+    if not field_name or not base.HasField(field_name) or not getattr(base, field_name).IsInitialized():
+        return False
+    if payload:
+        p = start + 8 + cmd_size
+        magic = (buf[p] << 8) | buf[p + 1]
+        if magic not in (0x0E01, 0x0E02):
+            msize = int.from_bytes(buf[p:p + 4], "big")
+            if msize + 4 > total - 4 - cmd_size:
+                return False
+    return True
+
+
+def _subcommand_header(buf, pos: int, limit: int, type_num: int) -> tuple[int, int] | bool | None:
+    """(start, end) offsets of the sub-command that should follow BaseCommand.type at ``pos``.
+
+    False when the bytes are not [key of field ``type_num``, length-delimited][length]; None when ``limit``
+    comes first.
+    """
+    values = []
+    for _ in range(2):
+        value = shift = 0
+        while True:
+            if pos >= limit:
+                return None
+            b = buf[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                break
+            shift += 7
+            if shift > 28:
+                return False
+        values.append(value)
+    if values[0] != (type_num << 3 | 2):
+        return False
+    return pos, pos + values[1]
+
+
+def _plausible_prefix(descriptor, buf, start: int, end: int) -> bool:
+    """Whether the complete fields in ``buf[start:end]`` (the first bytes of a sub-command) fit its schema."""
+    fields = descriptor.fields_by_number
+    pos = start
+    while pos < end:
+        try:
+            key, pos = read_varint(buf, pos, end)
+        except WireError:
+            return pos + 10 > end  # cut off at ``end`` (fine) or longer than a varint can be
+        number, wire_type = key >> 3, key & 7
+        known = fields.get(number)
+        if known is None:
+            return False
+        expected = 2 if known.is_repeated and wire_type == 2 else _WIRE_TYPES.get(known.type, 0)
+        if wire_type != expected:
+            return False
+        if wire_type == 0:
+            try:
+                _, pos = read_varint(buf, pos, end)
+            except WireError:
+                return pos + 10 > end
+        elif wire_type == 2:
+            try:
+                length, pos = read_varint(buf, pos, end)
+            except WireError:
+                return pos + 10 > end
+            pos += length
+        else:
+            pos += 8 if wire_type == 1 else 4
+    return True

@@ -1,0 +1,155 @@
+"""How Pulsar frames look in a record and on a timeline line: the payload section of SEND and MESSAGE.
+
+Records (the JSON contract) add checksum, broker entry metadata, metadata, the messages (or their summary) and
+payload sizes; the timeline shows message counts, compression, checksum, schema, encryption, chunks and
+markers. Every wire string goes through ``output.text.safe``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from typing import Any
+
+from ...model import Frame
+from ...output.text import safe, text_or_b64
+
+MARKER_NAMES = {0: "UNKNOWN_MARKER", 10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
+                11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE", 12: "REPLICATED_SUBSCRIPTION_SNAPSHOT",
+                13: "REPLICATED_SUBSCRIPTION_UPDATE", 20: "TXN_COMMITTING", 21: "TXN_COMMIT", 22: "TXN_ABORT"}
+_BRIEF_METADATA = ("compression", "schema_version", "encryption_keys", "encryption_algo", "marker_type",
+                   "num_messages_in_batch")
+
+
+def record_fields(frame: Frame, payload_bytes: bool, summary: bool) -> dict[str, Any]:
+    """The record keys of a SEND or MESSAGE frame; ``summary`` replaces ``messages`` by ``messages_summary``
+    (count, bytes, chunk) for views that do not show each message, which saves hashing every payload."""
+    sec = frame.pdu.body
+    if sec is None:
+        return {}
+    md = sec.metadata
+    out: dict[str, Any] = {
+        "checksum": sec.checksum,
+        "broker_entry_metadata": sec.broker_entry_metadata,
+        "metadata": (_brief(md) if summary else md) if md is not None else None,
+        "payload_size": sec.payload_size,
+    }
+    if sec.checksum == "invalid":
+        out["checksum_detail"] = {"wire": sec.checksum_wire, "computed": sec.checksum_computed}
+    if sec.uncompressed_size is not None:
+        out["uncompressed_size"] = sec.uncompressed_size
+    if sec.encrypted:
+        out["encrypted"] = True
+    if sec.marker is not None:
+        out["marker"] = sec.marker
+    msgs = sec.messages
+    if summary:
+        out["messages_summary"] = brief = {"count": len(msgs), "bytes": sum(m["payload_size"] or 0 for m in msgs)}
+        if msgs and "chunk_id" in msgs[0]:
+            first = msgs[0]
+            brief["chunk"] = {"chunk_id": first["chunk_id"], "num_chunks": first["num_chunks"], "uuid": first["uuid"]}
+        return out
+    base_id = None
+    if frame.pdu.type == "MESSAGE":
+        mid = frame.pdu.command.get("message_id")
+        if mid is not None:
+            base_id = (mid.get("ledgerId"), mid.get("entryId"), mid.get("partition", -1))
+    out["messages"] = [message_record(m, base_id, payload_bytes) for m in msgs]
+    return out
+
+
+def _brief(md: dict) -> dict[str, Any]:
+    """The metadata fields a one-line view shows."""
+    out = {k: md[k] for k in _BRIEF_METADATA if k in md}
+    if out.get("compression") == "NONE":
+        del out["compression"]
+    return out
+
+
+# The order of a message record's keys (after payload_size, payload_sha256 and message_id).
+_KEY_ORDER = {k: i for i, k in enumerate((
+    "batch_index", "sequence_id", "partition_key", "ordering_key", "properties", "event_time", "null_value",
+    "null_partition_key", "compacted_out", "acked", "encrypted", "chunk_id", "num_chunks", "uuid"))}
+_orders: dict[tuple, tuple] = {}  # the keys of a decoded message -> the record's keys, in order
+
+
+def _order(keys: tuple) -> tuple:
+    order = _orders.get(keys)
+    if order is None:
+        order = _orders[keys] = tuple(sorted((k for k in keys if k not in ("payload", "payload_size")),
+                                             key=lambda k: _KEY_ORDER.get(k, len(_KEY_ORDER))))
+    return order
+
+
+def message_record(m: dict, base_id: tuple | None, payload_bytes: bool) -> dict[str, Any]:
+    payload = m["payload"]
+    rec: dict[str, Any] = {"payload_size": m["payload_size"],
+                           "payload_sha256": hashlib.sha256(payload).hexdigest() if payload is not None else None}
+    if base_id is not None:
+        batch_index = m.get("batch_index")
+        rec["message_id"] = {"ledger_id": base_id[0], "entry_id": base_id[1], "partition": base_id[2],
+                             "batch_index": -1 if batch_index is None else batch_index}
+    for key in _order(tuple(m)):
+        if key == "ordering_key":
+            rec.update(text_or_b64("ordering_key", m["ordering_key"]))
+        else:
+            rec[key] = m[key]
+    if payload_bytes and payload is not None:
+        rec.update(text_or_b64("payload", payload, text_key="payload_text"))
+    return rec
+
+
+def timeline_pieces(rec: dict) -> list[tuple[str, str]]:
+    """What a timeline line shows of a payload section and a reassembled chunked message."""
+    line: list[tuple[str, str]] = []
+    msgs = rec.get("messages")
+    summary = rec.get("messages_summary")
+    if msgs is not None or summary is not None:
+        if summary is None:
+            summary = messages_summary(msgs)
+        line.append((f" msgs={summary['count']} bytes={summary['bytes']}", "dim"))
+        md = rec.get("metadata") or {}
+        if md.get("compression") not in (None, "NONE"):
+            line.append((f" {safe(md['compression'], 20)}", "blue"))
+        if rec.get("checksum") == "invalid":
+            line.append((" crc=BAD", "bold red"))
+        elif rec.get("checksum") == "valid":
+            line.append((" crc=ok", "dim green"))
+        if md.get("schema_version"):
+            line.append((" schema=", "dim"))
+            line.append((safe(_b64_to_hex(md["schema_version"]), 20), ""))
+        if rec.get("encrypted"):
+            keys = ",".join(safe(k.get("key", "?"), 20) for k in md.get("encryption_keys", []))
+            line.append((f" encrypted keys={keys} algo={safe(md.get('encryption_algo', '?'), 20)}", "yellow"))
+        first = summary.get("chunk")
+        if first:
+            line.append((f" chunk {first['chunk_id'] + 1}/{first['num_chunks']} uuid=", "blue"))
+            line.append((safe(first["uuid"], 30), ""))
+        if md.get("marker_type") is not None:
+            line.append((" marker=", "dim"))
+            line.append((MARKER_NAMES.get(md["marker_type"], safe(md["marker_type"])), "magenta"))
+            if rec.get("marker"):
+                line.append((" " + safe(rec["marker"], 160), ""))
+    whole = rec.get("reassembled")
+    if whole:
+        size = whole.get("payload_size")
+        line.append((f" reassembled {len(whole['chunks'])} chunks "
+                     + (f"{size} bytes" if size is not None else "(payload not recovered)"), "blue"))
+        if whole.get("payload_sha256"):
+            line.append((f" sha256={whole['payload_sha256'][:12]}…", "dim"))
+    return line
+
+
+def messages_summary(msgs: list[dict]) -> dict:
+    """What the timeline shows of a frame's messages (``record_fields`` builds the same without the list)."""
+    out = {"count": len(msgs), "bytes": sum(m["payload_size"] or 0 for m in msgs)}
+    if msgs and "chunk_id" in msgs[0]:
+        out["chunk"] = {k: msgs[0][k] for k in ("chunk_id", "num_chunks", "uuid")}
+    return out
+
+
+def _b64_to_hex(value: str) -> str:
+    try:
+        return base64.b64decode(value).hex()
+    except ValueError:
+        return value

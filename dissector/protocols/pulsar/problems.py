@@ -1,0 +1,101 @@
+"""The problem ids of the Pulsar protocol: declared here once, with their severity and message template."""
+
+from __future__ import annotations
+
+from ...problems import ERROR, NOTE, WARNING, register
+
+
+def _actor(name: str | None, ident) -> str:
+    return f"{name!r} ({ident})" if name else str(ident)
+
+
+# -- framing and BaseCommand
+register("frame.too_short", ERROR, "frame of {length} bytes is too short for its size fields")
+register("frame.gap_damaged", WARNING, "frame damaged by a capture gap: {missing} of {size} bytes missing")
+register("frame.size_mismatch", ERROR, "TOTAL_SIZE {total_size} does not match the {following} bytes that follow it")
+register("frame.cmd_size", ERROR, "CMD_SIZE {cmd_size} is larger than TOTAL_SIZE {total_size} allows")
+register("frame.truncated", ERROR, "command cut short")
+register("command.unparsable", ERROR, "BaseCommand does not parse: {error}")
+register("command.no_type", ERROR, "BaseCommand has no type field")
+register("command.unknown_type", WARNING, "unknown command type {number}")
+register("command.missing_subcommand", ERROR, "{type} frame has no {field} field")
+register("command.extra_subcommands", WARNING, lambda p: "BaseCommand also carries sub-commands for "
+         + ", ".join(p["types"]))
+register("command.unknown_fields", WARNING, lambda p: "BaseCommand has fields unknown to this dissector: "
+         + ", ".join(map(str, p["fields"])))
+register("command.missing_required", ERROR, lambda p: f"{p['type']} lacks required fields: " + ", ".join(p["fields"]))
+register("command.unknown_enum", WARNING, lambda p: f"{p['type']} required fields hold values unknown to this "
+         "dissector: " + ", ".join(p["fields"]))
+register("command.trailing_bytes", WARNING, "{length} unexpected bytes after a {type} command (only SEND and "
+         "MESSAGE carry a payload)")
+
+# -- payload section
+register("payload.broker_entry_metadata", ERROR, lambda p: {
+    "cut": "broker entry metadata header cut short",
+    "size": f"broker entry metadata size {p.get('size')} runs past the end of the frame",
+    "unparsable": f"broker entry metadata does not parse: {p.get('error')}",
+}[p["case"]])
+register("payload.checksum_cut", ERROR, "checksum field cut short")
+register("checksum.invalid", ERROR, "checksum mismatch: frame says 0x{wire:08x}, computed 0x{computed:08x}")
+register("payload.metadata_size", ERROR, lambda p: "payload section has no metadata size" if "size" not in p else
+         f"metadata size {p['size']} runs past the end of the frame ({p['left']} bytes left)")
+register("payload.metadata_unparsable", ERROR, "MessageMetadata does not parse: {error}")
+register("payload.metadata_missing_required", ERROR, lambda p: "MessageMetadata lacks required fields: "
+         + ", ".join(p["fields"]))
+register("payload.incomplete", WARNING, "payload incomplete: frame damaged by a capture gap ({captured} bytes "
+         "captured)")
+register("payload.decompression", ERROR, lambda p: _DECOMPRESSION[p["case"]].format(**p))
+register("batch.malformed", ERROR, lambda p: f"batch entry {p['entry']}: " + _BATCH[p["case"]].format(**p))
+register("batch.count_mismatch", ERROR, "batch holds {entries} entries but num_messages_in_batch is {expected}")
+register("marker.unparsable", ERROR, "marker body ({marker}) does not parse: {error}")
+
+_DECOMPRESSION = {
+    "unknown_codec": "unknown compression type {codec}: payload left compressed",
+    "over_limit": "{codec}: uncompressed_size {declared} exceeds the --max-decompressed limit of {limit} bytes; "
+                  "not decompressed",
+    "bomb_declared": "{codec}: output would exceed uncompressed_size {declared} (decompression bomb or wrong "
+                     "uncompressed_size); not decompressed",
+    "bomb_limit": "{codec}: output would exceed the {limit}-byte limit (decompression bomb or wrong "
+                  "uncompressed_size); not decompressed",
+    "failed": "{codec} decompression failed: {error}",
+    "size_mismatch": "{codec}: uncompressed_size says {declared} bytes but the payload decompressed to {actual}",
+}
+_BATCH = {
+    "stray": "{left} stray bytes after the last entry",
+    "metadata_size": "metadata size {size} runs past the end of the payload",
+    "unparsable": "SingleMessageMetadata does not parse: {error}",
+    "no_payload_size": "SingleMessageMetadata has no payload_size",
+    "payload_size": "payload_size {size} runs past the end of the payload ({left} bytes left)",
+}
+
+# -- chunked messages
+register("chunk.restarted", WARNING, "chunked message {uuid!r} restarted after {seen} of {num_chunks} chunks")
+register("chunk.abandoned", WARNING, "more than {limit} chunked messages in progress: gave up on {uuid!r} after "
+         "{seen} of {num_chunks} chunks")
+register("chunk.orphan", WARNING, "chunk {chunk_id} of {num_chunks} of {uuid!r} without its first chunk in the capture")
+register("chunk.duplicate", WARNING, "duplicate chunk {chunk_id} of {uuid!r}")
+register("chunk.missing", ERROR, "chunk {chunk_id} of {uuid!r} arrived but chunk {expected} is missing; message "
+         "{uuid!r} cannot be reassembled")
+register("chunk.lost", WARNING, "chunk {chunk_id} of {uuid!r} is incomplete; message lost")
+register("chunk.size_mismatch", ERROR, "chunks of {uuid!r} add up to {size} bytes, total_chunk_msg_size says {total}")
+register("chunk.too_large", WARNING, "compressed chunked message {uuid!r} is larger than the decompression limit")
+register("UNFINISHED_CHUNKS", WARNING, "chunked message {uuid!r}: {seen} of {num_chunks} chunks seen (frames "
+         "{chunks}); the rest is not in the capture")
+
+# -- the conversation
+register("server.error", ERROR, lambda p: f"broker answered {p['type']} {p['error']}"
+         + (f": {p['message']}" if p.get("message") is not None else ""))
+register("send.unknown_producer", WARNING, "SEND for producer {producer_id}, which was not created on this connection")
+register("sequence.regression", NOTE, lambda p: f"sequence_id {p['first']} after {p['previous']} from producer "
+         + _actor(p.get("name"), p["producer_id"]))
+register("sequence.gap", NOTE, lambda p: f"sequence_id jumps from {p['previous']} to {p['first']} "
+         f"({p['first'] - p['previous'] - 1} not sent on this connection)")
+register("message.redelivered", NOTE, lambda p: f"message {p['ledger']}:{p['entry']} delivered again"
+         + (f" (first in frame {p['first_frame']})" if p.get("first_frame") is not None else "")
+         + (f", redelivery_count {p['redelivery_count']}" if p.get("redelivery_count") else ""))
+register("flow.overrun", WARNING, lambda p: "broker pushed a MESSAGE to consumer "
+         + _actor(p.get("name"), p["consumer_id"]) + " with no permits left")
+register("lookup.redirect_loop", WARNING, "lookup of {topic} redirected {limit} times on this connection")
+
+register("NOT_PULSAR", ERROR, "this direction speaks {protocol}; it is not decoded",
+         "TLS, HTTP or SSH on a Pulsar port")
