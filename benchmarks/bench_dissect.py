@@ -79,7 +79,7 @@ def cli_argv():
     if w:
         return [w]
     if os.path.exists(os.path.join(ROOT, "cli", "main.py")):
-        return [venv_python(), "-c", "import sys; from cli.main import main; sys.exit(main())"]
+        return [venv_python(), "-c", "import sys; from dissector.cli.main import main; sys.exit(main())"]
     return None
 
 

@@ -6,53 +6,66 @@ they would come out of the pipeline, with interleaving and reordering across con
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from framebuild import message_frame, metadata, payload_frame, raw_frame, send_frame, simple_frame
 
-from dissector.analysis import ConversationAnalyzer
-from dissector.commands import decode_frame
-from dissector.expert import problem_id, severity
-from dissector.pipeline import TO_BROKER, TO_CLIENT, FrameEvent, StreamEvent
-from dissector.reassembly import Connection, Endpoint
+from dissector.analysis.bounded import remember_bounded
+from dissector.analysis.conversation import ConversationAnalyzer
+from dissector.model import Annotated, Event, Frame
+from dissector.options import Options
+from dissector.problems import message, severity
+from dissector.protocols.pulsar.decode import decode_frame
 
-BROKER = Endpoint("10.0.0.1", 6650)
+TO_BROKER, TO_CLIENT = "to_broker", "to_client"
+BROKER = "10.0.0.1:6650"
 
 
 class Conversation:
     """Feeds frames of several connections to one analyzer; records every event it sees."""
 
-    def __init__(self) -> None:
-        self.analyzer = ConversationAnalyzer()
-        self.conns: dict[int, Connection] = {}
+    def __init__(self, options: Options | None = None) -> None:
+        self.analyzer = ConversationAnalyzer(options)
+        self.opened: set[int] = set()
         self.index = 0
-        self.frames: list[FrameEvent] = []
-        self.events: list[StreamEvent] = []
+        self.frames: list[Annotated] = []
+        self.events: list[Event] = []
 
-    def conn(self, cid: int) -> Connection:
-        if cid not in self.conns:
-            client = Endpoint("10.0.0.2", 40000 + cid)
-            self.conns[cid] = Connection(cid, client, BROKER, True, 0.0, 0)
-        return self.conns[cid]
+    def _feed(self, item) -> list:
+        out: list = []
+        self.analyzer.process(item, out)
+        return out
 
-    def frame(self, cid: int, direction: str, raw: bytes, time: float) -> FrameEvent:
-        conn = self.conn(cid)
-        src, dst = (conn.a, conn.b) if direction == TO_BROKER else (conn.b, conn.a)
+    def frame(self, cid: int, direction: str, raw: bytes, time: float) -> Annotated:
+        client = f"10.0.0.2:{40000 + cid}"
+        if cid not in self.opened:
+            self.opened.add(cid)
+            self._feed(Event("CONNECTION_OPENED", time, 0, cid, client, BROKER, TO_BROKER,
+                             details={"client": client, "broker": BROKER, "mid_stream": False}))
+        src, dst = (client, BROKER) if direction == TO_BROKER else (BROKER, client)
         self.index += 1
-        ev = FrameEvent(self.index, conn, src, dst, direction, time, time, self.index, self.index, 0,
-                        decode_frame(raw))
-        self.events.extend(self.analyzer.process(ev))
-        self.frames.append(ev)
-        return ev
+        frame = Frame(self.index, "pulsar", cid, src, dst, direction, time, time, self.index, self.index, 0,
+                      decode_frame(raw))
+        out = self._feed(frame)
+        annotated = out[0]
+        assert type(annotated) is Annotated and annotated.frame is frame  # the frame itself is never replaced
+        self.events.extend(out[1:])
+        self.frames.append(annotated)
+        return annotated
 
     def close(self, cid: int, time: float) -> None:
-        conn = self.conn(cid)
-        self.events.extend(self.analyzer.process(StreamEvent("CONNECTION_CLOSED", time, 0, "closed", conn)))
+        self.events.extend(self._feed(Event("CONNECTION_CLOSED", time, 0, cid, details={"how": "fin"}))[1:])
 
     def finish(self) -> None:
         self.events.extend(self.analyzer.finish())
 
 
-def ids(ev: FrameEvent) -> list[str]:
-    return [problem_id(p) for p in ev.frame.problems]
+def findings(a: Annotated) -> list:
+    return a.frame.pdu.findings + a.findings
+
+
+def ids(a: Annotated) -> list[str]:
+    return [f.id for f in findings(a)]
 
 
 def test_requests_pair_per_connection_even_when_interleaved_and_answered_out_of_order():
@@ -64,12 +77,12 @@ def test_requests_pair_per_connection_even_when_interleaved_and_answered_out_of_
     resp2 = c.frame(2, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=7), 1.010)
     ok1 = c.frame(1, TO_CLIENT, simple_frame("PRODUCER_SUCCESS", request_id=8, producer_name="p"), 1.020)
     resp1 = c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=7), 1.030)
-    assert resp2.notes["answers"] == lookup2.index
-    assert resp1.notes["answers"] == lookup1.index
-    assert ok1.notes["answers"] == prod1.index
+    assert resp2.notes["answers"] == lookup2.frame.index
+    assert resp1.notes["answers"] == lookup1.frame.index
+    assert ok1.notes["answers"] == prod1.frame.index
     assert resp1.notes["latency_ms"] == 30.0
     assert resp2.notes["latency_ms"] == 9.0
-    assert resp1.request_type == "LOOKUP"
+    assert resp1.notes["request_type"] == "LOOKUP"
     c.finish()
     assert [e for e in c.events if e.kind == "UNANSWERED"] == []
 
@@ -82,9 +95,9 @@ def test_request_id_reused_across_kinds_pairs_by_kind():
                                              request_id=1), 0.001)
     success = c.frame(1, TO_CLIENT, simple_frame("SUCCESS", request_id=1), 0.002)
     lookup_resp = c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=1), 0.003)
-    assert success.notes["answers"] == sub.index
-    assert lookup_resp.notes["answers"] == lookup.index
-    assert not success.frame.problems and not lookup_resp.frame.problems
+    assert success.notes["answers"] == sub.frame.index
+    assert lookup_resp.notes["answers"] == lookup.frame.index
+    assert not findings(success) and not findings(lookup_resp)
 
 
 def test_producer_success_not_ready_keeps_the_request_open():
@@ -94,7 +107,7 @@ def test_producer_success_not_ready_keeps_the_request_open():
                                                producer_ready=False), 0.1)
     second = c.frame(1, TO_CLIENT, simple_frame("PRODUCER_SUCCESS", request_id=5, producer_name="p",
                                                 producer_ready=True), 0.5)
-    assert first.notes["answers"] == second.notes["answers"] == req.index
+    assert first.notes["answers"] == second.notes["answers"] == req.frame.index
     assert second.notes["latency_ms"] == 500.0
     c.finish()
     assert not [e for e in c.events if e.kind == "UNANSWERED"]
@@ -111,10 +124,11 @@ def test_sends_pair_with_receipts_and_errors_by_producer_and_sequence():
     e01 = c.frame(1, TO_CLIENT, simple_frame("SEND_ERROR", producer_id=0, sequence_id=1, error=7,
                                              message="backlog quota"), 1.4)
     r00 = c.frame(1, TO_CLIENT, simple_frame("SEND_RECEIPT", producer_id=0, sequence_id=0), 1.5)
-    assert (r10.notes["answers"], e01.notes["answers"], r00.notes["answers"]) == (s10.index, s01.index, s00.index)
+    assert (r10.notes["answers"], e01.notes["answers"], r00.notes["answers"]) == (s10.frame.index, s01.frame.index, s00.frame.index)
     assert r10.notes["producer"]["name"] == "p1"
     assert ids(e01) == ["server.error"]
-    assert "ProducerBlockedQuotaExceededError" in e01.frame.problems[0] and "backlog quota" in e01.frame.problems[0]
+    assert findings(e01)[0].params["error"] == "ProducerBlockedQuotaExceededError"
+    assert findings(e01)[0].params["message"] == "backlog quota"
 
 
 def test_handshake_with_auth_challenge_rounds():
@@ -123,11 +137,12 @@ def test_handshake_with_auth_challenge_rounds():
     challenge = c.frame(1, TO_CLIENT, simple_frame("AUTH_CHALLENGE"), 0.01)
     response = c.frame(1, TO_BROKER, simple_frame("AUTH_RESPONSE"), 0.02)
     connected = c.frame(1, TO_CLIENT, simple_frame("CONNECTED", server_version="y", protocol_version=21), 0.05)
-    assert challenge.notes["answers"] == connect.index
-    assert response.notes["answers"] == challenge.index
-    assert connected.notes["answers"] == response.index
-    assert c.analyzer.session_info(1) == {"client_version": "x", "client_protocol": 21, "server_version": "y",
-                                          "server_protocol": 21}
+    assert challenge.notes["answers"] == connect.frame.index
+    assert response.notes["answers"] == challenge.frame.index
+    assert connected.notes["answers"] == response.frame.index
+    assert (challenge.notes["request_type"], connected.notes["request_type"]) == ("CONNECT", "AUTH_RESPONSE")
+    c.close(1, 1.0)
+    assert not [e for e in c.events if e.kind == "UNANSWERED"]
 
 
 def test_ping_pong_in_both_directions_and_unanswered_ping():
@@ -135,10 +150,10 @@ def test_ping_pong_in_both_directions_and_unanswered_ping():
     ping_b = c.frame(1, TO_CLIENT, simple_frame("PING"), 1.0)
     pong_c = c.frame(1, TO_BROKER, simple_frame("PONG"), 1.002)
     ping_c = c.frame(1, TO_BROKER, simple_frame("PING"), 2.0)
-    assert pong_c.notes["answers"] == ping_b.index
+    assert pong_c.notes["answers"] == ping_b.frame.index
     c.close(1, 5.0)
     unanswered = [e for e in c.events if e.kind == "UNANSWERED"]
-    assert [e.details["request"] for e in unanswered] == [ping_c.index]
+    assert [e.details["request"] for e in unanswered] == [ping_c.frame.index]
 
 
 def test_broker_initiated_close_is_a_push_not_a_request():
@@ -146,7 +161,7 @@ def test_broker_initiated_close_is_a_push_not_a_request():
     push = c.frame(1, TO_CLIENT, simple_frame("CLOSE_PRODUCER", producer_id=0, request_id=2**64 - 1), 0.0)
     assert push.notes.get("broker_initiated") is True
     c.finish()
-    assert not c.events and not push.frame.problems
+    assert not c.events and not findings(push)
 
 
 def test_unanswered_and_unmatched_and_duplicate_request_ids():
@@ -169,7 +184,8 @@ def test_send_before_producer_and_sequence_anomalies():
     c.frame(1, TO_BROKER, send_frame(b"a", producer_id=0, sequence_id=5), 1)
     gap = c.frame(1, TO_BROKER, send_frame(b"b", producer_id=0, sequence_id=9), 2)
     back = c.frame(1, TO_BROKER, send_frame(b"c", producer_id=0, sequence_id=7), 3)
-    assert ids(gap) == ["sequence.gap"] and severity(gap.frame.problems[0]) == "note"
+    assert ids(gap) == ["sequence.gap"] and severity(findings(gap)[0].id) == "note"
+    assert findings(gap)[0].params == {"first": 9, "previous": 5}
     assert ids(back) == ["sequence.regression"]
 
 
@@ -178,7 +194,7 @@ def test_batched_send_advances_the_sequence_by_its_message_count():
     c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1), 0)
     c.frame(1, TO_BROKER, send_frame(b"a", producer_id=0, sequence_id=0, num_messages=100), 1)
     nxt = c.frame(1, TO_BROKER, send_frame(b"b", producer_id=0, sequence_id=100, num_messages=100), 2)
-    assert nxt.frame.problems == []
+    assert findings(nxt) == []
 
 
 def test_flow_permits_and_overrun_and_redelivery():
@@ -206,8 +222,8 @@ def test_acks_point_at_the_messages_they_acknowledge():
                                                 message_id=[{"ledgerId": 1, "entryId": 3}]), 10)
     cumulative = c.frame(1, TO_BROKER, simple_frame("ACK", consumer_id=0, ack_type=1,
                                                     message_id=[{"ledgerId": 1, "entryId": 2}]), 11)
-    assert single.notes["acks"] == [ms[3].index]
-    assert cumulative.notes["acks"] == [ms[0].index, ms[1].index, ms[2].index]
+    assert single.notes["acks"] == [ms[3].frame.index]
+    assert cumulative.notes["acks"] == [ms[0].frame.index, ms[1].frame.index, ms[2].frame.index]
 
 
 def test_ack_with_request_id_pairs_with_ack_response():
@@ -215,15 +231,16 @@ def test_ack_with_request_id_pairs_with_ack_response():
     ack = c.frame(1, TO_BROKER, simple_frame("ACK", consumer_id=0, ack_type=0, request_id=42,
                                              message_id=[{"ledgerId": 1, "entryId": 1}]), 0)
     resp = c.frame(1, TO_CLIENT, simple_frame("ACK_RESPONSE", consumer_id=0, request_id=42), 0.004)
-    assert resp.notes["answers"] == ack.index and resp.notes["latency_ms"] == 4.0
+    assert resp.notes["answers"] == ack.frame.index and resp.notes["latency_ms"] == 4.0
 
 
 def test_error_answers_its_request_and_names_the_server_error():
     c = Conversation()
     req = c.frame(1, TO_BROKER, simple_frame("GET_LAST_MESSAGE_ID", consumer_id=0, request_id=4), 0)
     err = c.frame(1, TO_CLIENT, simple_frame("ERROR", request_id=4, error=11, message="no such topic"), 0.002)
-    assert err.notes["answers"] == req.index
-    assert ids(err) == ["server.error"] and "TopicNotFound" in err.frame.problems[0]
+    assert err.notes["answers"] == req.frame.index
+    assert ids(err) == ["server.error"] and findings(err)[0].params["error"] == "TopicNotFound"
+    assert "TopicNotFound: no such topic" in message("server.error", findings(err)[0].params)
 
 
 def test_lookup_redirect_loop():
@@ -258,30 +275,69 @@ def test_chunked_send_reassembled_across_connections_interleaving():
 def test_frames_without_a_decodable_command_are_passed_over():
     c = Conversation()
     ev = c.frame(1, TO_BROKER, raw_frame(b"\x08\x63"), 0)  # BaseCommand type 99: unknown
-    assert ev.frame.type == "UNKNOWN(99)" and not ev.notes
+    assert ev.frame.pdu.type == "UNKNOWN(99)" and not ev.notes
     c.finish()
     assert c.events == []
 
 
 def test_remembered_message_ids_are_capped():
-    from dissector.analysis import remember_bounded
-
-    from collections import OrderedDict
-
     table: OrderedDict = OrderedDict()
-    for i in range(10):
-        remember_bounded(table, i, i * 10, cap=4)
+    dropped = [remember_bounded(table, i, i * 10, cap=4) for i in range(10)]
     assert list(table) == [6, 7, 8, 9]  # the oldest are forgotten first
+    assert dropped == [False] * 4 + [True] * 6
 
 
-def test_a_consumer_that_never_acks_does_not_grow_without_bound(monkeypatch):
-    import dissector.analysis as analysis
-
-    monkeypatch.setattr(analysis, "MESSAGE_MEMORY", 50)
-    monkeypatch.setattr(analysis.remember_bounded, "__defaults__", (50,))
-    c = Conversation()
+def test_a_consumer_that_never_acks_does_not_grow_without_bound_and_says_so():
+    c = Conversation(Options(max_remembered_messages=50))
     c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1), 0)
     for i in range(500):
         c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=i), 1 + i / 1000)
-    consumer = c.analyzer._sessions[1].consumers[0]
+    consumer = c.analyzer._conns[1].session.consumers[0]
     assert len(consumer.unacked) == len(consumer.delivered) == 50
+    dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
+    assert [e.details["option"] for e in dropped] == ["max_remembered_messages"]  # said once, not per frame
+    c.close(1, 2.0)
+    totals = [e.details for e in c.events if e.kind == "STATE_DROPPED"][-1]
+    assert totals["dropped"] == 450 and totals["limit"] == 50
+
+
+def test_sends_that_are_never_answered_keep_bounded_state():
+    """One direction only (an asymmetric SPAN port): every SEND waits for a receipt that never comes."""
+    c = Conversation(Options(max_pending_requests=100))
+    c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1), 0)
+    for i in range(1000):
+        c.frame(1, TO_BROKER, send_frame(b"x" * 1000, producer_id=0, sequence_id=i), 1 + i / 1000)
+    conn = c.analyzer._conns[1]
+    assert len(conn.order) == 100 and sum(len(w) for w in conn.waiting.values()) == 100
+    waiting = [w for ws in conn.waiting.values() for w in ws]
+    assert all(not isinstance(v, (bytes, bytearray)) for w in waiting for v in vars_of(w))  # never the payload
+    dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
+    assert len(dropped) == 1 and dropped[0].details["option"] == "max_pending_requests"
+    c.close(1, 5.0)
+    unanswered = [e for e in c.events if e.kind == "UNANSWERED"]
+    assert len(unanswered) == 100  # the newest: the PRODUCER and the first SENDs were forgotten
+    assert unanswered[-1].details == {"request": c.frames[-1].frame.index, "request_type": "SEND"}
+
+
+def vars_of(obj) -> list:
+    return [getattr(obj, name) for name in obj.__slots__]
+
+
+def test_analysis_does_not_edit_the_decoded_frame():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1), 0)
+    send = c.frame(1, TO_BROKER, send_frame(b"a", producer_id=0, sequence_id=5), 1)
+    late = c.frame(1, TO_BROKER, send_frame(b"b", producer_id=0, sequence_id=3), 2)
+    err = c.frame(1, TO_CLIENT, simple_frame("SEND_ERROR", producer_id=0, sequence_id=3, error=7), 3)
+    assert send.frame.pdu.findings == [] and late.frame.pdu.findings == [] and err.frame.pdu.findings == []
+    assert ids(late) == ["sequence.regression"] and ids(err) == ["server.error"]
+
+
+def test_a_name_learnt_later_does_not_change_what_earlier_frames_carried():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1), 0)
+    early = c.frame(1, TO_BROKER, send_frame(b"a", producer_id=0, sequence_id=0), 0.1)
+    c.frame(1, TO_CLIENT, simple_frame("PRODUCER_SUCCESS", request_id=1, producer_name="standalone-0-1"), 0.2)
+    later = c.frame(1, TO_BROKER, send_frame(b"b", producer_id=0, sequence_id=1), 0.3)
+    assert "name" not in early.notes["producer"]
+    assert later.notes["producer"]["name"] == "standalone-0-1"

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 import pcapgen  # noqa: E402
 
-from dissector.capture import CapturedPacket, CaptureError, open_capture  # noqa: E402
+from dissector.capture.files import CapturedPacket, CaptureError, open_capture  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "captures"  # the corpus the project ships
 CORPUS = {

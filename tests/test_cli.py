@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import framebuild as fb
-from cli.main import app
+from dissector.cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURES = ROOT / "captures"
@@ -383,7 +383,7 @@ def test_chunked_message_not_recovered_is_not_shown_as_none(tmp_path):
 
 def _invalid_utf8_producer(topic: bytes) -> bytes:
     """A PRODUCER whose topic (a proto2 string) holds bytes that are not UTF-8, built by hand."""
-    from dissector.wire import LENGTH_DELIMITED
+    from dissector.protocols.protowire import LENGTH_DELIMITED
 
     inner = b"\x0a" + bytes([len(topic)]) + topic + b"\x10\x01\x18\x01"  # topic, producer_id 1, request_id 1
     body = b"\x08\x05" + bytes([(5 << 3) | LENGTH_DELIMITED, len(inner)]) + inner

@@ -10,8 +10,8 @@ import framebuild as fb
 from dissector.commands import (MESSAGE, PAYLOAD_TYPES, SEND, SUBCOMMAND_FIELD, TYPE_NAMES, decode_frame,
                                 looks_like_frame)
 from dissector.framing import FrameSplitter, RawFrame
-from dissector.pb import PulsarApi_pb2 as api
-from dissector.pbdict import message_to_dict
+from dissector.protocols.pulsar.pb import PulsarApi_pb2 as api
+from dissector.protocols.pbdict import message_to_dict
 
 
 def frame_for_type(num: int) -> bytes:

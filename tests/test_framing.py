@@ -1,4 +1,4 @@
-"""Tests of dissector.framing (FrameSplitter): splitting, limits, foreign protocols, resynchronisation, gaps."""
+"""Tests of the PDU splitter with Pulsar framing: splitting, limits, foreign protocols, resynchronisation, gaps."""
 
 from __future__ import annotations
 
@@ -10,9 +10,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import framebuild as fb
-from dissector.commands import decode_frame, looks_like_frame
-from dissector.framing import DEFAULT_MAX_FRAME_SIZE, FrameSplitter, RawFrame, StreamNote
-from dissector.pipeline import FrameEvent, StreamEvent, dissect_file
+from dissector.model import Event, Frame
+from dissector.options import Options
+from dissector.pipeline import dissect_file
+from dissector.problems import message
+from dissector.protocols.pulsar import PULSAR
+from dissector.protocols.pulsar.decode import decode_frame
+from dissector.transport.splitter import PduSplitter, RawFrame, StreamNote
+
+DEFAULT_MAX_FRAME_SIZE = Options().max_frame_size
+
+
+def text(note) -> str:
+    """The message a note becomes at output."""
+    return message(note.kind, {**note.details, **note.params, "offset": note.offset, "length": note.length})
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -30,11 +41,12 @@ def sample_frames() -> list[bytes]:
     ]
 
 
-def new_splitter(**kw) -> FrameSplitter:
-    return FrameSplitter(looks_like_frame, **kw)
+def new_splitter(**kw) -> PduSplitter:
+    kw.setdefault("max_frame_size", DEFAULT_MAX_FRAME_SIZE)
+    return PduSplitter(PULSAR, **kw)
 
 
-def run(chunks, *, splitter: FrameSplitter | None = None, finish: bool = True, **kw) -> list:
+def run(chunks, *, splitter: PduSplitter | None = None, finish: bool = True, **kw) -> list:
     """Feed ``chunks`` (bytes, or ("gap", n)) one per packet; return every frame and note, finish included."""
     sp = splitter or new_splitter(**kw)
     out = []
@@ -82,7 +94,7 @@ def test_many_frames_in_one_feed():
     assert frames_of(items) == frames
     assert notes_of(items) == []
     for f in frames_of(items):
-        assert decode_frame(f).problems == []
+        assert decode_frame(f).findings == []
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -165,7 +177,7 @@ def test_foreign_protocol_at_stream_start(head, word, bytewise_feed):
     assert frames_of(items) == []
     notes = notes_of(items, "NOT_PULSAR")
     assert len(notes) == 1
-    assert word in notes[0].message
+    assert word in text(notes[0])
     assert word in notes[0].details["protocol"]
     # Reported as soon as it is recognised: the length is what had arrived by then.
     assert notes[0].length == (4 if bytewise_feed else len(stream))
@@ -178,7 +190,7 @@ def test_tls_on_the_wire_is_named_when_not_at_stream_start():
     f = sample_frames()
     items = run([f[0] + TLS_CLIENT_HELLO[:5] + bytes(3) + f[1] + f[2]])
     assert frames_of(items) == [f[0], f[1], f[2]]
-    assert "TLS" in notes_of(items, "OVERSIZED")[0].message
+    assert "TLS" in text(notes_of(items, "OVERSIZED")[0])
 
 
 PROXY_V1 = b"PROXY TCP4 192.168.0.1 192.168.0.11 56324 6650\r\n"
@@ -257,8 +269,8 @@ def test_gap_inside_frame_after_header_then_next_frame_exact():
     dec = decode_frame(damaged.data, missing=damaged.missing)
     assert dec.type == "SEND"
     assert dec.size == len(victim)
-    assert any("capture gap" in p for p in dec.problems)
-    assert not any("TOTAL_SIZE" in p for p in dec.problems), dec.problems
+    assert "frame.gap_damaged" in [f.id for f in dec.findings]
+    assert "frame.size_mismatch" not in [f.id for f in dec.findings], dec.findings
 
 
 def test_gap_ending_exactly_at_frame_boundary():
@@ -315,8 +327,8 @@ def test_end_of_stream_inside_a_frame():
     assert [r.data for r in raw] == [f[0], f[2][:-5]]
     assert raw[1].missing == 5
     dec = decode_frame(raw[1].data, missing=raw[1].missing)
-    assert dec.type == "SEND" and dec.problems and dec.size == len(f[2])
-    assert dec.payload.checksum == "unverified"
+    assert dec.type == "SEND" and dec.findings and dec.size == len(f[2])
+    assert dec.body.checksum == "unverified"
 
 
 def test_end_of_stream_inside_size_fields():
@@ -370,8 +382,8 @@ def test_frames_found_again_after_garbage(garbage, n, cut, seed):
 # ------------------------------------------------------------------------------- through the pipeline
 def _frames_and_events(path):
     evs = list(dissect_file(path))
-    return ([e for e in evs if type(e) is FrameEvent],
-            [e for e in evs if type(e) is StreamEvent and e.kind not in ("CONNECTION_OPENED", "CONNECTION_CLOSED")])
+    return ([e for e in evs if type(e) is Frame],
+            [e for e in evs if type(e) is Event and e.kind not in ("CONNECTION_OPENED", "CONNECTION_CLOSED")])
 
 
 def test_pcap_small_segments_and_reordering(tmp_path):
@@ -380,8 +392,8 @@ def test_pcap_small_segments_and_reordering(tmp_path):
     segs = fb.tcp_pcap(path, frames, segment_size=[7, 1, 30, 3], reorder=[(2, 3), (10, 12)])
     assert len(segs) > 13
     fr, evs = _frames_and_events(path)
-    assert [e.frame.type for e in fr] == ["CONNECT", "PRODUCER", "SEND", "PING", "SEND", "FLOW", "MESSAGE", "ACK"]
-    assert all(not e.frame.problems for e in fr), [e.frame.problems for e in fr]
+    assert [e.pdu.type for e in fr] == ["CONNECT", "PRODUCER", "SEND", "PING", "SEND", "FLOW", "MESSAGE", "ACK"]
+    assert all(not e.pdu.findings for e in fr), [e.pdu.findings for e in fr]
     assert [e.direction for e in fr] == ["to_broker", "to_client"] * 4
     assert [e.kind for e in evs] == []
 
@@ -395,11 +407,12 @@ def test_pcap_dropped_segment_inside_frame(tmp_path):
     segs = fb.tcp_pcap(path, stream, segment_size=sizes, drop=[3])
     assert segs[3].offset == len(f[0]) + 20
     fr, evs = _frames_and_events(path)
-    assert [e.frame.type for e in fr] == ["CONNECT", "SEND", "PING", "SEND", "FLOW"]
-    damaged = fr[1].frame
-    assert damaged.missing and any("capture gap" in p for p in damaged.problems)
+    assert [e.pdu.type for e in fr] == ["CONNECT", "SEND", "PING", "SEND", "FLOW"]
+    damaged = fr[1].pdu
+    gap = [f for f in damaged.findings if f.id == "frame.gap_damaged"]
+    assert gap and gap[0].params["missing"] > 0
     assert damaged.size == len(f[2])
-    assert [e.frame.problems for e in fr[2:]] == [[], [], []]
+    assert [e.pdu.findings for e in fr[2:]] == [[], [], []]
     assert [e.kind for e in evs] == ["GAP"]
     assert evs[0].length == 10
 
@@ -410,7 +423,7 @@ def test_pcap_mid_stream_capture(tmp_path):
     # no handshake: the capture starts inside the first frame
     fb.tcp_pcap(path, [f[2][17:] + f[3] + f[4] + f[5]], handshake=False, segment_size=25)
     fr, evs = _frames_and_events(path)
-    assert [e.frame.type for e in fr] == ["PING", "SEND", "FLOW"]
+    assert [e.pdu.type for e in fr] == ["PING", "SEND", "FLOW"]
     assert [(e.kind, e.length) for e in evs] == [("SKIPPED", len(f[2]) - 17)]
 
 
@@ -514,5 +527,5 @@ def test_pcap_foreign_protocol_on_pulsar_port(tmp_path, head, word):
     fr, evs = _frames_and_events(path)
     assert fr == []
     foreign = [e for e in evs if e.kind == "NOT_PULSAR"]
-    assert foreign and word in foreign[0].message
+    assert foreign and word in text(foreign[0])
     assert foreign[0].direction == "to_broker" and foreign[0].length == len(head)

@@ -87,7 +87,7 @@ def _record(tmp_path_factory, name: str, scenario, *, payload_bytes: bool = True
     reason = unavailable()
     if reason:
         pytest.skip(reason)
-    from dissector.pipeline import Options
+    from dissector.options import Options
     from dissector.run import analysed_records
 
     work = tmp_path_factory.mktemp(name)
@@ -329,12 +329,12 @@ def test_encrypted_batch_counts_its_messages_in_the_records(encrypted):
 
 
 def test_encrypted_batch_counts_its_messages_in_the_stats(encrypted):
-    from dissector.pipeline import Options
-    from dissector.run import analysed_events
-    from dissector.stats import StatsCollector
+    from dissector.options import Options
+    from dissector.run import analysed_records
+    from dissector.output.stats import StatsCollector
 
     stats = StatsCollector()
-    for ev in analysed_events(encrypted.rec.pcap, Options(ports=frozenset({encrypted.rec.port}))):
+    for ev in analysed_records(encrypted.rec.pcap, Options(ports=frozenset({encrypted.rec.port}))):
         stats.add(ev)
     producers = {p["name"]: p for p in stats.result()["producers"]}
     assert producers["enc-single"]["messages"] == len(ENC_PLAIN)
@@ -919,7 +919,7 @@ def test_encryption_recording_is_clean(encrypted):
 
 
 def test_default_ports_do_not_decode_the_non_default_port(metadata):
-    from dissector.pipeline import Options
+    from dissector.options import Options
     from dissector.run import analysed_records
 
     assert metadata.rec.port not in Options().ports

@@ -1,4 +1,4 @@
-"""Tests for dissector.netlayers (link -> IP -> TCP)."""
+"""Tests for dissector.capture.netlayers (link -> IP -> TCP)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pcapgen  # noqa: E402
 from pcapgen import ether, ipv4_tcp, ipv6_tcp  # noqa: E402
 
-from dissector.capture import CapturedPacket, open_capture  # noqa: E402
-from dissector.netlayers import (  # noqa: E402
+from dissector.capture.files import CapturedPacket, open_capture  # noqa: E402
+from dissector.capture.netlayers import (  # noqa: E402
     ACK,
     CWR,
     ECE,

@@ -1,5 +1,5 @@
 """Tests of the payload section of SEND / MESSAGE frames: checksums, broker entry metadata, codecs, batches,
-markers, encryption, chunk reassembly (dissector.payload, dissector.codecs, dissector.chunks)."""
+markers, encryption, chunk reassembly (dissector.protocols.pulsar.payload, dissector.protocols.pulsar.codecs, dissector.protocols.pulsar.chunks)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import zlib
 import pytest
 
 import framebuild as fb
-from dissector import codecs
-from dissector.chunks import ChunkAssembler
+from dissector.protocols.pulsar import codecs
+from dissector.protocols.pulsar.chunks import ChunkAssembler
 from dissector.commands import decode_frame
-from dissector.pb import PulsarApi_pb2 as api
-from dissector.pb import PulsarMarkers_pb2 as markers
+from dissector.protocols.pulsar.pb import PulsarApi_pb2 as api
+from dissector.protocols.pulsar.pb import PulsarMarkers_pb2 as markers
 from dissector.pipeline import FrameEvent
 from dissector.run import analysed_events, analysed_records
 
@@ -643,7 +643,7 @@ def test_json_marker_encrypted_flags(tmp_path):
 
 
 def test_pending_chunked_messages_are_capped(monkeypatch):
-    import dissector.chunks as chunks
+    import dissector.protocols.pulsar.chunks as chunks
 
     monkeypatch.setattr(chunks, "MAX_PENDING", 3)
     assembler = chunks.ChunkAssembler()
@@ -656,7 +656,7 @@ def test_pending_chunked_messages_are_capped(monkeypatch):
 
 def test_decode_problems_carry_stable_ids():
     from dissector.commands import decode_frame
-    from dissector.expert import problem_id, severity
+    from dissector.problems import problem_id, severity
 
     bad_crc = decode_frame(fb.send_frame(b"x", checksum="bad"))
     assert [(problem_id(p), severity(p)) for p in bad_crc.problems] == [("checksum.invalid", "error")]

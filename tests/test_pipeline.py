@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from corpus import capture_path, manifest
-from dissector.pipeline import Options
+from dissector.options import Options
 from dissector.run import analysed_records
 from pcapgen import write_pcap
 

@@ -1,6 +1,6 @@
-"""Tests of dissector.reassembly (TCP reassembly).
+"""Tests of dissector.transport.reassembly (TCP reassembly).
 
-Packets are built with scapy (Ether()/IP()/TCP()/Raw() -> bytes) and parsed by dissector.netlayers, exactly as
+Packets are built with scapy (Ether()/IP()/TCP()/Raw() -> bytes) and parsed by dissector.capture.netlayers, exactly as
 from a capture file. The hypothesis property test and the throughput-heavy tests construct TcpSegment
 directly (same class) for speed.
 """
@@ -18,9 +18,9 @@ from scapy.layers.inet6 import IPv6
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
-from dissector.capture import CapturedPacket
-from dissector.netlayers import TcpSegment, tcp_segment
-from dissector.reassembly import (
+from dissector.capture.files import CapturedPacket
+from dissector.capture.netlayers import TcpSegment, tcp_segment
+from dissector.transport.reassembly import (
     ACK,
     FIN,
     PSH,

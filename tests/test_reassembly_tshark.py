@@ -1,4 +1,4 @@
-"""Independent check of dissector.reassembly against tshark's ``follow,tcp,raw``.
+"""Independent check of dissector.transport.reassembly against tshark's ``follow,tcp,raw``.
 
 For each capture, every TCP stream is reassembled by our code (capture -> netlayers -> reassembly) and by
 tshark, and both directions' byte streams must be identical. Skipped when tshark is not installed.
@@ -18,9 +18,9 @@ from scapy.packet import Raw
 from scapy.utils import wrpcap
 
 from corpus import CAPTURES
-from dissector.capture import open_capture
-from dissector.netlayers import iter_tcp_segments
-from dissector.reassembly import ConnectionOpened, StreamData, StreamGap, TcpReassembler
+from dissector.capture.files import open_capture
+from dissector.capture.netlayers import iter_tcp_segments
+from dissector.transport.reassembly import ConnectionOpened, StreamData, StreamGap, TcpReassembler
 
 
 # Explicit MAC addresses: scapy would otherwise look them up (routes, ARP), which is slow.

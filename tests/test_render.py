@@ -9,7 +9,7 @@ import re
 from rich.console import Console
 
 from corpus import capture_path, manifest
-from dissector.render_timeline import TimelineRenderer, fold
+from dissector.output.timeline import TimelineRenderer, fold
 from dissector.run import analysed_records
 
 

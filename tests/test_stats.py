@@ -11,14 +11,14 @@ from collections import Counter
 import pytest
 
 from corpus import capture_path, manifest, manifest_stems
-from dissector.run import analysed_events
-from dissector.stats import StatsCollector, percentile
+from dissector.run import analysed_records
+from dissector.output.stats import StatsCollector, percentile
 
 
 @functools.lru_cache(maxsize=None)
 def stats_of(stem: str) -> dict:
     collector = StatsCollector()
-    for ev in analysed_events(capture_path(stem + ".pcap")):
+    for ev in analysed_records(capture_path(stem + ".pcap"), summary=True):
         collector.add(ev)
     return json.loads(json.dumps(collector.result()))
 
@@ -207,7 +207,7 @@ def test_follow_needs_an_actor():
 
 
 def test_latency_reservoir_is_exact_below_its_cap_and_bounded_above():
-    from dissector.stats import Latencies
+    from dissector.output.stats import Latencies
 
     values = [float(v) for v in range(1, 1001)]
     small = Latencies(cap=5000)

@@ -86,7 +86,7 @@ class ConversationAnalyzer:
             conn.to_server = direction
         notes: dict = {}
         findings: list[Finding] = []
-        events = None
+        events: list[Event] = []
         pdu = frame.pdu
         if pdu.command is not None:  # a command that could not be decoded tells the conversation nothing
             spec = conn.protocol.commands.by_name.get(pdu.type)
@@ -95,8 +95,10 @@ class ConversationAnalyzer:
                 if spec.answers:
                     request = self._answer(conn, frame, spec, notes, findings)
                 if spec.opens is not None:
-                    self._wait(conn, frame, spec, findings, out)
-            events = conn.session.on_frame(frame, spec, request, notes, findings)
+                    self._wait(conn, frame, spec, findings, events)
+            more = conn.session.on_frame(frame, spec, request, notes, findings)
+            if more:
+                events.extend(more)
         out.append(Annotated(frame, notes, findings))
         if events:
             out.extend(events)
@@ -150,10 +152,11 @@ class ConversationAnalyzer:
                                                            "key": dict(zip(key.fields, bucket[1:]))}))
         return None
 
-    def _wait(self, conn: _Connection, frame: Frame, spec: CommandSpec, findings: list, out: list) -> None:
+    def _wait(self, conn: _Connection, frame: Frame, spec: CommandSpec, findings: list, events: list) -> None:
         key = spec.opens
         space = key.space
-        if not space.both_ways and frame.direction == TO_CLIENT:
+        if (space.opened_by == "client" and frame.direction == TO_CLIENT) or \
+                (space.opened_by == "server" and frame.direction != TO_CLIENT):
             return  # e.g. CLOSE_PRODUCER sent by the broker on its own: not a request awaiting an answer
         bucket = self._bucket(conn, key, frame)
         if bucket is None:
@@ -183,7 +186,7 @@ class ConversationAnalyzer:
             event = conn.drops.drop("max_pending_requests", "requests awaiting an answer",
                                     self.options.max_pending_requests, frame.time, frame.packet)
             if event is not None:
-                out.append(event)
+                events.append(event)
 
     @staticmethod
     def _forget(conn: _Connection, request: Waiting) -> None:

@@ -44,7 +44,8 @@ class Space:
     request of the same type under a key still waiting is ``request.duplicate_id``; ``unmatched``: a response
     that finds nothing waiting is ``response.unmatched`` (when the connection was seen from its start);
     ``unanswered``: a request still waiting when its connection closes is reported ``UNANSWERED``;
-    ``both_ways``: requests may come from either side (else only from the client side).
+    ``opened_by``: the side whose frames wait here ("client", "server" or "any"); a frame of the other side
+    with the same command is not a request (e.g. a CLOSE_PRODUCER pushed by the broker).
     """
 
     name: str
@@ -52,7 +53,7 @@ class Space:
     duplicates: bool = False
     unmatched: bool = False
     unanswered: bool = True
-    both_ways: bool = False
+    opened_by: str = "client"
 
 
 @dataclass(frozen=True, slots=True)

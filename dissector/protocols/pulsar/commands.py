@@ -27,8 +27,8 @@ CLIENT, BROKER, ANY = "client", "broker", "any"
 REQUEST = Space("request", duplicates=True, unmatched=True)  # by request_id
 PUBLISH = Space("send", unmatched=True)  # SENDs by (producer_id, sequence_id); chunks of a message share one
 HANDSHAKE = Space("handshake", slot=True)  # CONNECT or AUTH_RESPONSE awaiting CONNECTED / AUTH_CHALLENGE
-CHALLENGE = Space("challenge", slot=True, unanswered=False)  # AUTH_CHALLENGE awaiting AUTH_RESPONSE
-KEEPALIVE = Space("ping", slot=True, both_ways=True)  # a PING from either side awaiting the other's PONG
+CHALLENGE = Space("challenge", slot=True, unanswered=False, opened_by="server")  # AUTH_CHALLENGE awaiting AUTH_RESPONSE
+KEEPALIVE = Space("ping", slot=True, opened_by="any")  # a PING from either side awaiting the other's PONG
 
 BY_REQUEST_ID = Key(REQUEST, ("request_id",))
 BY_SEQUENCE = Key(PUBLISH, ("producer_id", "sequence_id"))
