@@ -99,8 +99,12 @@ register("TRUNCATED", WARNING, lambda p: _TRUNCATED[p["case"]].format(**p),
 register("OVERSIZED", ERROR, lambda p: f"{p['field']} {p['size']} is above the limit ({p['limit']} max)"
          + _looks_like(p),
          "a frame whose declared size is above --max-frame-size; the bytes are skipped")
-register("BAD_SIZE", ERROR, lambda p: f"{p['field']} {p['size']} is too small ({p['limit']} max)" + _looks_like(p),
-         "a frame whose declared size is too small to be a frame; the bytes are skipped")
+register("BAD_SIZE", ERROR, lambda p: f"{p['field']} {p['size']} " + (p.get("reason") or f"is too small ({p['limit']} max)")
+         + _looks_like(p),
+         "a frame whose declared size cannot be right (too small, or at odds with the frame's other size field); "
+         "the bytes are skipped until the next plausible frame")
+register("FOREIGN_PROTOCOL", ERROR, "this direction speaks {protocol}; it is not decoded",
+         "TLS, HTTP or SSH on the port of a binary protocol")
 register("PROXY_HEADER", NOTE, "HAProxy PROXY protocol header", "a PROXY v1/v2 header before the protocol")
 register("CONNECTION_OPENED", NOTE, lambda p: f"client {p['client']} ↔ {p['server_role']} {p['server']} ("
          + ("capture started mid-connection" if p["mid_stream"] else "SYN seen") + ")",

@@ -1,4 +1,6 @@
-"""Tests of dissector.commands: decode_frame on BaseCommand framing, types, required/unknown fields, sizes."""
+"""Tests of Pulsar frame decoding (dissector.protocols.pulsar.decode.decode_frame) on BaseCommand framing, types,
+required/unknown fields, sizes; the command table (dissector.protocols.pulsar.commands) and the frame-start check
+of resynchronisation (dissector.protocols.pulsar.framing.looks_like_frame)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,16 @@ import struct
 import pytest
 
 import framebuild as fb
-from dissector.commands import (MESSAGE, PAYLOAD_TYPES, SEND, SUBCOMMAND_FIELD, TYPE_NAMES, decode_frame,
-                                looks_like_frame)
-from dissector.framing import FrameSplitter, RawFrame
-from dissector.protocols.pulsar.pb import PulsarApi_pb2 as api
+from dissector.options import Options
+from dissector.problems import Finding, spec
 from dissector.protocols.pbdict import message_to_dict
+from dissector.protocols.pulsar import PULSAR
+from dissector.protocols.pulsar.commands import (COMMANDS, MESSAGE, PAYLOAD_TYPES, SEND, SUBCOMMAND_FIELD, TYPE_NAMES,
+                                                 TYPE_NUMBERS)
+from dissector.protocols.pulsar.decode import decode_frame
+from dissector.protocols.pulsar.framing import looks_like_frame
+from dissector.protocols.pulsar.pb import PulsarApi_pb2 as api
+from dissector.transport.splitter import PduSplitter, RawFrame
 
 
 def frame_for_type(num: int) -> bytes:
@@ -20,6 +27,33 @@ def frame_for_type(num: int) -> bytes:
     if fb.TYPE_NAMES[num] == "MESSAGE":
         return fb.message_frame(b"abc")
     return fb.simple_frame(num)
+
+
+def subcommand_for_type(num: int):
+    """The sub-command that frame_for_type(num) carries, built from framebuild's literal table."""
+    if fb.TYPE_NAMES[num] == "SEND":
+        return fb.subcommand(num, producer_id=1, sequence_id=0)
+    if fb.TYPE_NAMES[num] == "MESSAGE":
+        return fb.subcommand(num, consumer_id=1, message_id={"ledgerId": 1, "entryId": 0})
+    return fb.subcommand(num)
+
+
+def checked_findings(dec) -> list[Finding]:
+    """The frame's findings, each checked to make its message from its registered template (a template that
+    does not fit its parameters raises)."""
+    for f in dec.findings:
+        template = spec(f.id).template
+        template(f.params) if callable(template) else template.format(**f.params)
+    return dec.findings
+
+
+def ids(dec) -> list[str]:
+    return [f.id for f in checked_findings(dec)]
+
+
+def found(dec, pid: str) -> list[dict]:
+    """The parameters of the findings ``pid`` of a decoded frame."""
+    return [f.params for f in checked_findings(dec) if f.id == pid]
 
 
 def key(field: int, wire: int) -> bytes:
@@ -41,6 +75,9 @@ def test_type_table_matches_the_protocol():
     assert SUBCOMMAND_FIELD == fb.SUBCOMMAND_FIELD_NAME
     assert {TYPE_NAMES[n] for n in PAYLOAD_TYPES} == fb.PAYLOAD_TYPE_NAMES
     assert (TYPE_NAMES[SEND], TYPE_NAMES[MESSAGE]) == ("SEND", "MESSAGE")
+    assert TYPE_NUMBERS == fb.TYPE_NUMBERS
+    # the command table knows every type, under its wire number
+    assert {spec.name: spec.number for spec in COMMANDS} == fb.TYPE_NUMBERS
 
 
 @pytest.mark.parametrize("num", sorted(fb.TYPE_NAMES), ids=lambda n: fb.TYPE_NAMES[n])
@@ -48,21 +85,26 @@ def test_every_type_round_trips(num):
     frame = frame_for_type(num)
     dec = decode_frame(frame)
     assert dec.type == fb.TYPE_NAMES[num]
-    assert dec.type_num == num
-    assert dec.problems == []
+    assert TYPE_NUMBERS[dec.type] == num and COMMANDS.by_name[dec.type].number == num
+    assert dec.findings == []  # also: no frame.size_mismatch, so TOTAL_SIZE == len(frame) - 4 was read
     assert dec.command is not None
-    assert dec.command.DESCRIPTOR.name == fb.SUBCOMMAND_MESSAGE[num]
-    assert dec.size == len(frame) and dec.total_size == len(frame) - 4
-    assert (dec.payload is not None) == (fb.TYPE_NAMES[num] in fb.PAYLOAD_TYPE_NAMES)
+    # the sub-command was read as upstream's message for this type, field by field
+    assert api.BaseCommand.DESCRIPTOR.fields_by_name[SUBCOMMAND_FIELD[num]].message_type.name \
+        == fb.SUBCOMMAND_MESSAGE[num]
+    assert dec.command == message_to_dict(subcommand_for_type(num))
+    assert dec.size == len(frame)
+    assert (dec.body is not None) == (fb.TYPE_NAMES[num] in fb.PAYLOAD_TYPE_NAMES)
     # resynchronisation recognises every type as a frame start
-    assert looks_like_frame(frame, 0, dec.total_size, dec.cmd_size, len(frame)) is True
+    total, cmd_size = struct.unpack_from(">II", frame)
+    assert total == len(frame) - 4
+    assert looks_like_frame(frame, 0, total, cmd_size, len(frame)) is True
 
 
 @pytest.mark.parametrize("num", sorted(fb.TYPE_NAMES), ids=lambda n: fb.TYPE_NAMES[n])
 def test_every_type_is_found_by_resync(num):
     frame = frame_for_type(num)
     follow = fb.simple_frame("PING")
-    sp = FrameSplitter(looks_like_frame, synced=False)
+    sp = PduSplitter(PULSAR, synced=False, max_frame_size=Options().max_frame_size)
     junk = b"\x00\x01\x02\x03\x05" * 3
     items = sp.feed(junk + frame + follow, 0.0, 1) + sp.finish(0.0, 1)
     assert [i.data for i in items if isinstance(i, RawFrame)] == [frame, follow]
@@ -71,14 +113,13 @@ def test_every_type_is_found_by_resync(num):
 def test_sub_command_fields_are_kept():
     dec = decode_frame(fb.simple_frame("PRODUCER", topic="persistent://t/n/x", producer_id=7, request_id=9,
                                        producer_name="p"))
-    assert dec.command.topic == "persistent://t/n/x"
-    assert message_to_dict(dec.command) == {"topic": "persistent://t/n/x", "producer_id": 7, "request_id": 9,
-                                            "producer_name": "p"}
+    assert dec.command["topic"] == "persistent://t/n/x"
+    assert dec.command == {"topic": "persistent://t/n/x", "producer_id": 7, "request_id": 9, "producer_name": "p"}
 
 
 def test_broker_close_request_id_minus_one():
     dec = decode_frame(fb.simple_frame("CLOSE_PRODUCER", producer_id=1, request_id=2**64 - 1))
-    assert dec.problems == [] and dec.command.request_id == 2**64 - 1
+    assert dec.findings == [] and dec.command["request_id"] == 2**64 - 1
 
 
 # ------------------------------------------------------------------------------------- unknown types
@@ -87,9 +128,8 @@ def test_unknown_type_is_never_connect(num):
     frame = fb.raw_frame(key(1, 0) + _varint(num))
     dec = decode_frame(frame)
     assert dec.type == f"UNKNOWN({num})"
-    assert dec.type_num == num
     assert dec.command is None
-    assert any(str(num) in p and "unknown" in p.lower() for p in dec.problems)
+    assert found(dec, "command.unknown_type") == [{"number": num}]
 
 
 def test_unknown_type_with_its_sub_command_field():
@@ -97,8 +137,8 @@ def test_unknown_type_with_its_sub_command_field():
     frame = fb.raw_frame(key(1, 0) + _varint(99) + key(99, 2) + _varint(len(sub)) + sub)
     dec = decode_frame(frame)
     assert dec.type == "UNKNOWN(99)" and dec.command is None
-    assert any("unknown command type 99" in p for p in dec.problems)
-    assert any("99" in p and "fields unknown" in p for p in dec.problems)
+    assert found(dec, "command.unknown_type") == [{"number": 99}]
+    assert any(99 in p["fields"] for p in found(dec, "command.unknown_fields"))
     assert looks_like_frame(frame, 0, len(frame) - 4, len(frame) - 8, len(frame)) is False
 
 
@@ -107,27 +147,26 @@ def test_type_not_first_on_the_wire():
     send = api.CommandSend(producer_id=1, sequence_id=2).SerializePartialToString()
     cmd = key(6, 2) + _varint(len(send)) + send + key(1, 0) + _varint(6)
     dec = decode_frame(fb.raw_frame(cmd, fb.payload_section(fb.metadata(), b"x")))
-    assert dec.type == "SEND" and dec.problems == []
+    assert dec.type == "SEND" and dec.findings == []
 
 
 def test_base_command_without_type():
     send = api.CommandSend(producer_id=1, sequence_id=2).SerializePartialToString()
     dec = decode_frame(fb.raw_frame(key(6, 2) + _varint(len(send)) + send))
-    assert dec.type_num is None
     assert dec.type == "MALFORMED"
-    assert any("no type field" in p for p in dec.problems)
+    assert "command.no_type" in ids(dec)  # no type number was read
     assert "CONNECT" not in dec.type
 
 
 def test_empty_base_command():
     dec = decode_frame(fb.raw_frame(b""))
-    assert dec.type == "MALFORMED" and any("no type" in p for p in dec.problems)
+    assert dec.type == "MALFORMED" and "command.no_type" in ids(dec)
 
 
 def test_type_without_its_sub_command():
     dec = decode_frame(fb.raw_frame(key(1, 0) + _varint(6)))
     assert dec.type == "SEND" and dec.command is None
-    assert any("no send field" in p for p in dec.problems)
+    assert found(dec, "command.missing_subcommand") == [{"type": "SEND", "field": "send"}]
 
 
 def test_sub_command_of_another_type():
@@ -135,8 +174,8 @@ def test_sub_command_of_another_type():
     base.type = 19  # PONG, but carries the ping field
     dec = decode_frame(fb.raw_frame(base.SerializePartialToString()))
     assert dec.type == "PONG"
-    assert any("no pong field" in p for p in dec.problems)
-    assert any("PING" in p for p in dec.problems)
+    assert found(dec, "command.missing_subcommand") == [{"type": "PONG", "field": "pong"}]
+    assert any("PING" in p["types"] for p in found(dec, "command.extra_subcommands"))
 
 
 def test_two_sub_commands():
@@ -144,7 +183,7 @@ def test_two_sub_commands():
     base.pong.SetInParent()
     dec = decode_frame(fb.raw_frame(base.SerializePartialToString()))
     assert dec.type == "PING"
-    assert any("also carries" in p and "PONG" in p for p in dec.problems)
+    assert any("PONG" in p["types"] for p in found(dec, "command.extra_subcommands"))
 
 
 # --------------------------------------------------------------------------------- required fields
@@ -153,9 +192,9 @@ def test_send_with_only_producer_id():
     base = api.BaseCommand(type=api.BaseCommand.SEND, send=send)
     dec = decode_frame(fb.raw_frame(base.SerializePartialToString(), fb.payload_section(fb.metadata(), b"x")))
     assert dec.type == "SEND"
-    assert dec.command is not None and dec.command.producer_id == 1
-    assert any("sequence_id" in p and "required" in p for p in dec.problems)
-    assert not any("producer_id" in p for p in dec.problems)
+    assert dec.command is not None and dec.command["producer_id"] == 1
+    # sequence_id is named as missing, producer_id (present) by no finding at all
+    assert dec.findings == [Finding("command.missing_required", {"type": "SEND", "fields": ["sequence_id"]})]
 
 
 @pytest.mark.parametrize("t, fields, missing", [
@@ -163,13 +202,14 @@ def test_send_with_only_producer_id():
     ("SUBSCRIBE", dict(topic="t", subscription="s", consumer_id=1, request_id=1), "subType"),
     ("CONNECT", dict(), "client_version"),
     ("LOOKUP", dict(topic="t"), "request_id"),
-    ("ACK", dict(consumer_id=1, ack_type=0, message_id=[{"ledgerId": 1}]), "entryId"),
+    ("ACK", dict(consumer_id=1, ack_type=0, message_id=[{"ledgerId": 1}]), "message_id[0].entryId"),
 ])
 def test_missing_required_field_is_named(t, fields, missing):
     base = fb.command(t, fill=False, **fields)
     dec = decode_frame(fb.raw_frame(base.SerializePartialToString()))
     assert dec.type == t
-    assert any(missing in p for p in dec.problems), dec.problems
+    assert any(p["type"] == t and missing in p["fields"] for p in found(dec, "command.missing_required")), \
+        dec.findings
 
 
 def test_unknown_enum_value_in_required_field():
@@ -179,8 +219,8 @@ def test_unknown_enum_value_in_required_field():
     base = key(1, 0) + _varint(4) + key(4, 2) + _varint(len(sub)) + sub
     dec = decode_frame(fb.raw_frame(base))
     assert dec.type == "SUBSCRIBE"
-    assert any("subType" in p for p in dec.problems)
-    assert message_to_dict(dec.command).get("_unknown_fields") == [3]
+    assert any("subType" in p["fields"] for p in found(dec, "command.unknown_enum"))
+    assert dec.command.get("_unknown_fields") == [3]
 
 
 # ---------------------------------------------------------------------------------- unknown fields
@@ -188,7 +228,7 @@ def test_unknown_field_in_base_command():
     cmd = fb.command_bytes("PING") + key(200, 0) + _varint(1)
     dec = decode_frame(fb.raw_frame(cmd))
     assert dec.type == "PING"
-    assert any("unknown" in p and "200" in p for p in dec.problems)
+    assert any(200 in p["fields"] for p in found(dec, "command.unknown_fields"))
 
 
 def test_unknown_field_in_sub_command_is_visible():
@@ -196,7 +236,7 @@ def test_unknown_field_in_sub_command_is_visible():
     cmd = key(1, 0) + _varint(18) + key(18, 2) + _varint(len(ping)) + ping
     dec = decode_frame(fb.raw_frame(cmd))
     assert dec.type == "PING"
-    assert message_to_dict(dec.command)["_unknown_fields"] == [50]
+    assert dec.command["_unknown_fields"] == [50]
 
 
 # --------------------------------------------------------------------------------------------- sizes
@@ -204,28 +244,29 @@ def test_trailing_bytes_after_simple_command():
     frame = fb.raw_frame(fb.command_bytes("PING"), b"\xde\xad\xbe\xef")
     dec = decode_frame(frame)
     assert dec.type == "PING"
-    assert any("4 unexpected bytes" in p for p in dec.problems)
+    assert found(dec, "command.trailing_bytes") == [{"length": 4, "type": "PING"}]
 
 
 def test_cmd_size_larger_than_total_allows():
     cmd = fb.command_bytes("PING")
     frame = fb.raw_frame(cmd, total=4 + len(cmd) - 2)
     dec = decode_frame(frame)
-    assert any("CMD_SIZE" in p for p in dec.problems)
-    assert any("TOTAL_SIZE" in p for p in dec.problems)
+    # the finding names both sizes
+    assert found(dec, "frame.cmd_size") == [{"cmd_size": len(cmd), "total_size": 4 + len(cmd) - 2}]
+    assert "frame.size_mismatch" in ids(dec)
 
 
 def test_total_size_does_not_match_frame_length():
     cmd = fb.command_bytes("PING")
     dec = decode_frame(fb.raw_frame(cmd, total=len(cmd) + 10))
-    assert any("TOTAL_SIZE" in p for p in dec.problems)
+    assert found(dec, "frame.size_mismatch") == [{"total_size": len(cmd) + 10, "following": len(cmd) + 4}]
     assert dec.size == len(cmd) + 8
 
 
 def test_cmd_size_smaller_than_the_command():
     cmd = fb.command_bytes("FLOW", consumer_id=1, messagePermits=100)
     dec = decode_frame(fb.raw_frame(cmd, cmd_size=len(cmd) - 3))
-    assert dec.problems  # either a parse failure or a partial command plus stray bytes
+    assert dec.findings  # either a parse failure or a partial command plus stray bytes
     assert dec.type in ("FLOW", "MALFORMED")
 
 
@@ -234,27 +275,28 @@ def test_truncated_command():
     frame = fb.raw_frame(cmd)[:-10]
     dec = decode_frame(frame)
     assert dec.type == "MALFORMED"
-    assert any("cut short" in p for p in dec.problems)
+    assert "frame.truncated" in ids(dec)
 
 
 def test_truncated_command_from_a_capture_gap():
     frame = fb.raw_frame(fb.command_bytes("PRODUCER", topic="persistent://a/b/c", producer_id=1, request_id=1))
     dec = decode_frame(frame[:12], missing=len(frame) - 12)
     assert dec.size == len(frame)
-    assert any("capture gap" in p for p in dec.problems)
-    assert not any("TOTAL_SIZE" in p for p in dec.problems)
+    assert found(dec, "frame.gap_damaged") == [{"missing": len(frame) - 12, "size": len(frame)}]
+    # the sizes agree once the lost bytes are counted: no finding about TOTAL_SIZE
+    assert not {"frame.size_mismatch", "frame.cmd_size"} & set(ids(dec))
 
 
 @pytest.mark.parametrize("n", range(8))
 def test_frame_shorter_than_size_fields(n):
     dec = decode_frame(b"\x00" * n)
-    assert dec.type == "MALFORMED" and dec.problems
+    assert dec.type == "MALFORMED" and dec.findings
 
 
 def test_base_command_does_not_parse():
     dec = decode_frame(fb.raw_frame(b"\x08\x06\x32\x7f\x01"))  # send field claims 127 bytes, has 1
     assert dec.type == "SEND"
-    assert any("does not parse" in p for p in dec.problems)
+    assert "command.unparsable" in ids(dec)
 
 
 # ------------------------------------------------------------------------------------- looks_like_frame
@@ -275,5 +317,5 @@ def test_unknown_enum_value_is_not_called_missing():
     sub += key(3, 0) + _varint(9)
     base = key(1, 0) + _varint(4) + key(4, 2) + _varint(len(sub)) + sub
     dec = decode_frame(fb.raw_frame(base))
-    assert not any("lacks" in p for p in dec.problems), dec.problems
-    assert any("unknown" in p and "subType" in p for p in dec.problems)
+    assert "command.missing_required" not in ids(dec), dec.findings
+    assert found(dec, "command.unknown_enum") == [{"type": "SUBSCRIBE", "fields": ["subType"]}]

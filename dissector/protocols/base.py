@@ -135,6 +135,29 @@ class Waiting:
     kept: dict  # the fields named by the spec's ``remember``
 
 
+def cannot_resync(buf, pos: int, end: int, max_size: int) -> tuple[bool, int]:
+    """For a protocol without a way to find a PDU start in the middle of a stream: skip what is there."""
+    return False, end
+
+
+def _no_findings(decoded: Decoded) -> bool:
+    return not decoded.findings
+
+
+class _NoSession:
+    """For a protocol with nothing to add beyond request/response pairing."""
+
+    def on_frame(self, frame, spec, request, notes, findings):
+        return None
+
+    def close(self, time, packet):
+        return []
+
+
+def _no_session(options: Options, conn: int, mid_stream: bool) -> Session:
+    return _NoSession()
+
+
 @dataclass(frozen=True)
 class ProtocolSpec:
     name: str
@@ -142,15 +165,15 @@ class ProtocolSpec:
     server_roles: tuple[str, ...]  # the roles on the server side (Pulsar: broker)
     ports: dict[int, str]  # default server ports and the role of the server there
     commands: CommandTable
-    foreign_kind: str  # event kind when a stream speaks something else (NOT_PULSAR)
-    min_pdu: int  # bytes of a PDU head worth decoding when the rest was lost
     pdu_length: Callable[[bytearray, int, int, int], int | BadLength]  # (buf, pos, end, max_size)
-    resync: Callable[[bytearray, int, int, int], tuple[bool, int]]  # (buf, pos, end, max_size)
     decode: Callable[[bytes, int, Options], Decoded]  # (pdu, missing bytes, options)
-    confirms: Callable[[Decoded], bool]  # a decoded PDU that proves the protocol on an off-port connection
-    new_session: Callable[[Options, int, bool], Session]  # (options, connection id, seen mid-stream)
-    record_fields: Callable[[Frame, bool, bool], dict]  # (frame, payload_bytes, summary) -> extra record keys
-    timeline_pieces: Callable[[dict], list]  # record -> [(text, style)] after the key fields
+    resync: Callable[[bytearray, int, int, int], tuple[bool, int]] = cannot_resync  # (buf, pos, end, max_size)
+    confirms: Callable[[Decoded], bool] = _no_findings  # a PDU that proves the protocol on an off-port connection
+    new_session: Callable[[Options, int, bool], Session] = _no_session  # (options, connection id, mid-stream)
+    record_fields: Callable[[Frame, bool, bool], dict] = lambda frame, payload, summary: {}  # extra record keys
+    timeline_pieces: Callable[[dict], list] = lambda rec: []  # record -> [(text, style)] after the key fields
+    foreign_kind: str = "FOREIGN_PROTOCOL"  # event kind when a stream speaks something else
+    min_pdu: int = 1  # bytes of a PDU head worth decoding when the rest was lost
 
     @property
     def default_server_role(self) -> str:

@@ -35,7 +35,25 @@ def pdu_length(buf, pos: int, end: int, max_size: int) -> int | BadLength:
         return BadLength("OVERSIZED", {"total_size": total}, {"field": "TOTAL_SIZE", "size": total})
     if total < 4:
         return BadLength("BAD_SIZE", {"total_size": total}, {"field": "TOTAL_SIZE", "size": total})
+    if end - pos >= 8:
+        # When the two sizes disagree one of them is damaged, and trusting TOTAL_SIZE could swallow the frames
+        # after it: better to skip to the next plausible frame. Only SEND and MESSAGE carry bytes after the
+        # command, so for any other type (also one this schema does not know) the sizes must agree exactly.
+        cmd_size = _U32.unpack_from(buf, pos + 4)[0]
+        if cmd_size + 4 > total:
+            return _disagree(total, cmd_size, "is smaller than CMD_SIZE {cmd_size} allows")
+        if end - pos >= 10 and buf[pos + 8] == 0x08:
+            type_num = buf[pos + 9]
+            if type_num not in PAYLOAD_TYPES and total != cmd_size + 4:
+                name = TYPE_NAMES.get(type_num, f"type {type_num}")
+                return _disagree(total, cmd_size, f"disagrees with CMD_SIZE {{cmd_size}} of a {name} command, which "
+                                                  "carries no payload")
     return total + 4
+
+
+def _disagree(total: int, cmd_size: int, reason: str) -> BadLength:
+    return BadLength("BAD_SIZE", {"total_size": total, "cmd_size": cmd_size},
+                     {"field": "TOTAL_SIZE", "size": total, "reason": reason.format(cmd_size=cmd_size)})
 
 
 def resync(buf, pos: int, end: int, max_size: int) -> tuple[bool, int]:

@@ -1,0 +1,118 @@
+"""The JSON Lines contract as a whole: its schema, its problem ids, its times and order, on every shipped capture.
+
+The schema is docs/records.schema.json (draft 2020-12); every id the tool can emit is declared once in the
+problem registry and listed in the README; every record's time lies within the capture's packet times and
+records come in capture order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from corpus import CAPTURES, decoded
+from dissector.capture.files import open_capture
+from dissector.output.jsonl import dumps
+from dissector.problems import REGISTRY
+from dissector.run import analysed_records
+from pcapgen import write_pcap
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((ROOT / "docs" / "records.schema.json").read_text())
+CAPTURE_NAMES = sorted(p.name.removesuffix(".gz") for p in CAPTURES.iterdir()
+                       if p.name.endswith((".pcap", ".pcapng", ".pcap.gz")))
+
+
+def test_the_schema_is_a_valid_draft_2020_12_schema():
+    Draft202012Validator.check_schema(SCHEMA)
+
+
+def _errors(records) -> list[str]:
+    validator = Draft202012Validator(SCHEMA)
+    out = []
+    for rec in records:
+        for error in validator.iter_errors(json.loads(dumps(rec))):
+            out.append(f"{rec.get('index', rec['type'])}: {error.message} at {list(error.absolute_path)}")
+    return out
+
+
+@pytest.mark.parametrize("name", CAPTURE_NAMES)
+def test_every_record_of_the_corpus_matches_the_schema(name):
+    assert _errors(decoded(name)) == []
+
+
+@pytest.mark.parametrize("name", ["02_batching_props_keys.pcap", "03_compression_lz4.pcap", "11_errors.pcap"])
+def test_records_with_payloads_match_the_schema(name):
+    path = CAPTURES / name
+    assert _errors(analysed_records(path, payload_bytes=True)) == []
+
+
+def test_the_schema_rejects_what_breaks_the_contract():
+    validator = Draft202012Validator(SCHEMA)
+    good = next(r for r in decoded("01_basic_nonbatched.pcap") if r.get("answers"))
+    assert validator.is_valid(good)
+    for broken in ({k: v for k, v in good.items() if k != "request_type"},  # a response without its request type
+                   {**good, "direction": "sideways"},
+                   {**good, "expert": [{"id": "Not An Id", "severity": "error", "message": "x"}]},
+                   {k: v for k, v in good.items() if k != "command"}):
+        assert not validator.is_valid(broken)
+
+
+@pytest.mark.parametrize("name", CAPTURE_NAMES)
+def test_times_lie_within_the_capture_and_records_come_in_capture_order(name):
+    with open_capture(CAPTURES / name if (CAPTURES / name).exists() else CAPTURES / (name + ".gz")) as reader:
+        times = [p.timestamp for p in reader]
+    first, last = min(times), max(times)
+    recs = decoded(name)
+    assert [r for r in recs if not first <= r["time"] <= last] == []
+    packets = [r["packet"] for r in recs]
+    assert packets == sorted(packets)
+
+
+def test_unfinished_chunked_message_is_reported_when_its_connection_ends(tmp_path):
+    """The last chunk is cut from the capture: the event comes with its connection's end, at a real time
+    (it used to be time 0.0, after everything)."""
+    name = "04_chunking.pcap"
+    full = decoded(name)
+    chunks = [r for r in full if r["type"] == "SEND" and r.get("messages") and "chunk_id" in r["messages"][0]]
+    last_chunk = next(r for r in chunks if r["messages"][0]["chunk_id"] == r["messages"][0]["num_chunks"] - 1)
+    with open_capture(CAPTURES / (name + ".gz")) as reader:
+        packets = [(p.timestamp, p.data) for p in reader if p.index < last_chunk.get("first_packet", last_chunk["packet"])]
+    path = tmp_path / "cut.pcap"
+    write_pcap(path, packets)
+    recs = list(analysed_records(path))
+    unfinished = [i for i, r in enumerate(recs) if r["type"] == "UNFINISHED_CHUNKS"]
+    assert len(unfinished) == 1
+    event = recs[unfinished[0]]
+    assert packets[0][0] <= event["time"] <= packets[-1][0]
+    assert event["details"]["uuid"] == chunks[0]["messages"][0]["uuid"]
+    assert event["details"]["chunks"] == [r["index"] for r in chunks[:-1]][: len(event["details"]["chunks"])]
+    closed = [i for i, r in enumerate(recs) if r["type"] == "CONNECTION_CLOSED"]
+    assert closed and closed[0] < unfinished[0]  # with its connection's end, not after everything
+
+
+def _readme_ids() -> set[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Problems and anomalies"):]
+    section = section[: section.index("\n### ", 5)] if "\n### " in section[5:] else section
+    return set(re.findall(r"`([A-Za-z_]+(?:\.[a-z_]+)?)`", section))
+
+
+def test_every_registered_id_is_documented_in_the_readme():
+    documented = _readme_ids()
+    undocumented = sorted(pid for pid in REGISTRY if pid not in documented and not pid.startswith("toy."))
+    assert undocumented == []
+
+
+def test_every_id_the_corpus_emits_is_registered():
+    seen = set()
+    for name in CAPTURE_NAMES:
+        for rec in decoded(name):
+            seen.update(e["id"] for e in rec.get("expert", ()))
+            if "index" not in rec:
+                seen.add(rec["type"])
+    assert seen and seen <= set(REGISTRY)
