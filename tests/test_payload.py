@@ -715,3 +715,31 @@ def test_decode_problems_carry_stable_ids():
     assert [f.id for f in unknown.findings] == ["command.unknown_type"]
     damaged = decode_frame(fb.send_frame(b"payload")[:-3], missing=3)
     assert "frame.gap_damaged" in [f.id for f in damaged.findings]
+
+
+def test_a_message_frame_without_its_sub_command_still_makes_a_record(tmp_path):
+    """BaseCommand says MESSAGE but carries no CommandMessage: the payload is still shown, nothing raises."""
+    from dissector.run import analysed_records
+
+    frame = fb.raw_frame(b"\x08\x09", fb.payload_section(fb.metadata(), b"x"))
+    path = tmp_path / "m.pcap"
+    fb.tcp_pcap(path, [("b", frame)])
+    recs = [r for r in analysed_records(path) if "index" in r]
+    assert [r["type"] for r in recs] == ["MESSAGE"]
+    assert "command.missing_subcommand" in [e["id"] for e in recs[0]["expert"]]
+    assert recs[0]["messages"][0]["payload_size"] == 1 and "message_id" not in recs[0]["messages"][0]
+
+
+def test_a_chunk_damaged_by_a_gap_is_reported_lost():
+    from dissector.options import Options
+    from dissector.protocols.pulsar.chunks import ChunkAssembler
+
+    md = fb.metadata(uuid="u-1", chunk_id=0, num_chunks_from_msg=2, total_chunk_msg_size=600)
+    whole = fb.send_frame(b"x" * 300, md=md, is_chunk=True)
+    dec = decode_frame(whole[:-10], missing=10)
+    (msg,) = dec.body.messages
+    assert msg["payload"] is None and (msg["chunk_id"], msg["uuid"]) == (0, "u-1")
+    findings: list = []
+    assembler = ChunkAssembler(Options().max_decompressed, 8)
+    assert assembler.add(("to_broker", 0), 1, dec.body.metadata, dec.body.compression, msg["payload"], findings) is None
+    assert [f.id for f in findings] == ["chunk.lost"] and assembler.pending() == []

@@ -124,7 +124,10 @@ def decode_payload_section(frame: bytes, pos: int, *, damaged: bool = False,
     sec.payload_size = len(payload)
     if damaged:
         problems.append(Finding("payload.incomplete", {"captured": len(payload)}))
-        sec.messages.append({"payload_size": len(payload), "payload": None})
+        msg = {"payload_size": len(payload), "payload": None}
+        if md.HasField("chunk_id") and md.HasField("uuid"):  # a damaged chunk: its message is lost (chunk.lost)
+            msg.update(chunk_id=md.chunk_id, num_chunks=md.num_chunks_from_msg, uuid=text(md.uuid))
+        sec.messages.append(msg)
         return sec
     _decode_messages(sec, md, payload, ack_set, max_decompressed)
     return sec

@@ -51,7 +51,7 @@ def record_fields(frame: Frame, payload_bytes: bool, summary: bool) -> dict[str,
         return out
     base_id = None
     if frame.pdu.type == "MESSAGE":
-        mid = frame.pdu.command.get("message_id")
+        mid = (frame.pdu.command or {}).get("message_id")
         if mid is not None:
             base_id = (mid.get("ledgerId"), mid.get("entryId"), mid.get("partition", -1))
     out["messages"] = [message_record(m, base_id, payload_bytes) for m in msgs]

@@ -3,7 +3,7 @@
     python -m dissector.protocols.pulsar.pb.regen           # rewrite PulsarApi_pb2.py, PulsarMarkers_pb2.py
     python -m dissector.protocols.pulsar.pb.regen --check   # exit 1, naming the stale files, if they differ
 
-The modules are produced by ``grpc_tools.protoc`` from ``proto/*.proto`` and
+The modules are produced by ``grpc_tools.protoc`` from ``proto/pulsar/*.proto`` and
 committed, so the dissector needs only ``protobuf`` at run time.  protoc emits
 cross-file imports as top-level modules (``import PulsarApi_pb2``); they are
 rewritten to package-relative imports so ``from dissector.protocols.pulsar.pb import ...`` works.
