@@ -106,7 +106,7 @@ def test_corpus_against_scapy_reader(key):
         assert abs(p.timestamp - t) < 1e-6
 
 
-@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="oracle missing: tshark not installed")
 @pytest.mark.parametrize("key", ["pcap", "pcapng", "any"])
 def test_corpus_against_tshark(key):
     out = subprocess.run(

@@ -74,25 +74,31 @@ def test_times_lie_within_the_capture_and_records_come_in_capture_order(name):
 
 
 def test_unfinished_chunked_message_is_reported_when_its_connection_ends(tmp_path):
-    """The last chunk is cut from the capture: the event comes with its connection's end, at a real time
-    (it used to be time 0.0, after everything)."""
-    name = "04_chunking.pcap"
-    full = decoded(name)
-    chunks = [r for r in full if r["type"] == "SEND" and r.get("messages") and "chunk_id" in r["messages"][0]]
-    last_chunk = next(r for r in chunks if r["messages"][0]["chunk_id"] == r["messages"][0]["num_chunks"] - 1)
-    with open_capture(CAPTURES / (name + ".gz")) as reader:
-        packets = [(p.timestamp, p.data) for p in reader if p.index < last_chunk.get("first_packet", last_chunk["packet"])]
-    path = tmp_path / "cut.pcap"
-    write_pcap(path, packets)
+    """Two of three chunks, then the connection closes: the event comes with its connection's end, at a real
+    time (it used to come after everything, at time 0.0)."""
+    import framebuild as fb
+
+    body = bytes(range(256)) * 30
+    sends = [fb.payload_frame("SEND", dict(producer_id=0, sequence_id=0, is_chunk=True),
+                              fb.metadata(producer_name="p", uuid="u-7", chunk_id=i, num_chunks_from_msg=3,
+                                          total_chunk_msg_size=len(body)), body[i * 2560:(i + 1) * 2560])
+             for i in range(2)]
+    path = tmp_path / "two-of-three.pcap"
+    fb.tcp_pcap(path, [("c", fb.simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1)),
+                       ("b", fb.simple_frame("PRODUCER_SUCCESS", request_id=1, producer_name="p"))]
+                + [("c", s) for s in sends], t0=1_700_000_000.0)
+    with open_capture(path) as reader:
+        times = [p.timestamp for p in reader]
     recs = list(analysed_records(path))
     unfinished = [i for i, r in enumerate(recs) if r["type"] == "UNFINISHED_CHUNKS"]
     assert len(unfinished) == 1
     event = recs[unfinished[0]]
-    assert packets[0][0] <= event["time"] <= packets[-1][0]
-    assert event["details"]["uuid"] == chunks[0]["messages"][0]["uuid"]
-    assert event["details"]["chunks"] == [r["index"] for r in chunks[:-1]][: len(event["details"]["chunks"])]
+    assert times[0] <= event["time"] <= times[-1]
+    chunk_frames = [r["index"] for r in recs if r["type"] == "SEND"]
+    assert event["details"] == {"uuid": "u-7", "chunks": chunk_frames}
     closed = [i for i, r in enumerate(recs) if r["type"] == "CONNECTION_CLOSED"]
-    assert closed and closed[0] < unfinished[0]  # with its connection's end, not after everything
+    assert closed and [r["type"] for r in recs[closed[0]:]] == ["CONNECTION_CLOSED", "UNANSWERED", "UNANSWERED",
+                                                                "UNFINISHED_CHUNKS"]
 
 
 def _readme_ids() -> set[str]:

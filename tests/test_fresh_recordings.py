@@ -86,7 +86,7 @@ class Live:
 def _record(tmp_path_factory, name: str, scenario, *, payload_bytes: bool = True) -> Live:
     reason = unavailable()
     if reason:
-        pytest.skip(reason)
+        pytest.skip(f"oracle missing: {reason}")
     from dissector.options import Options
     from dissector.run import analysed_records
 
@@ -95,7 +95,7 @@ def _record(tmp_path_factory, name: str, scenario, *, payload_bytes: bool = True
         with LiveRecording(work, name) as rec:
             truth = scenario(rec, work)
     except CaptureUnavailable as exc:
-        pytest.skip(f"capture on lo not permitted here: {exc}")
+        pytest.skip(f"oracle missing: capture on lo not permitted here: {exc}")
     except Exception as exc:
         if not _is_client_error(exc):
             raise
@@ -145,7 +145,7 @@ ENC_BATCH = [f"batched secret {i}".encode() for i in range(8)]
 
 def _rsa_keys(work):
     if shutil.which("openssl") is None:
-        pytest.skip("the openssl CLI is needed to make an RSA key pair")
+        pytest.skip("oracle missing: the openssl CLI is needed to make an RSA key pair")
     priv, pub = work / "private.pem", work / "public.pem"
     subprocess.run(["openssl", "genrsa", "-out", str(priv), "2048"], check=True, capture_output=True, timeout=30)
     subprocess.run(["openssl", "rsa", "-in", str(priv), "-pubout", "-out", str(pub)], check=True,

@@ -114,7 +114,7 @@ def test_corpus_content():
     assert any(s.flags & FIN for s in segs)
 
 
-@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="oracle missing: tshark not installed")
 @pytest.mark.parametrize("key", list(CORPUS))
 def test_corpus_against_tshark(key):
     fields = ["frame.number", "frame.time_epoch", "ip.src", "tcp.srcport", "ip.dst", "tcp.dstport", "tcp.seq_raw",

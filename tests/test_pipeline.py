@@ -221,3 +221,30 @@ def test_corrupted_payload_bytes_never_crash_and_everything_else_decodes(tmp_pat
     missing = Counter((f["packet"], essence(f)) for f in untouched) - got
     assert not missing, f"{sum(missing.values())} untouched frames lost or decoded differently: " + \
         ", ".join(f"{t} of packet {p}" for (p, (t, *_)) in sorted(missing))
+
+
+def test_a_clock_tick_declares_a_lost_segment_without_waiting_for_the_next_packet():
+    """Live capture on an idle link: the hole before buffered bytes becomes a GAP when the clock passes the
+    hole timeout, and the frames after it come out then, not when (or if) another packet arrives."""
+    from dissector.capture.netlayers import TcpSegment
+    from dissector.pipeline import Dissector
+    from dissector.model import Event, Frame
+    from framebuild import simple_frame
+
+    first, lost, last = (simple_frame("PING"), simple_frame("PONG"), simple_frame("FLOW", consumer_id=1,
+                                                                                    messagePermits=5))
+    client, broker = ("10.0.0.2", 40000), ("10.0.0.1", 6650)
+
+    def seg(n, t, seq, flags, payload=b""):
+        return TcpSegment(n, t, *client, *broker, seq, 1, flags, 65535, payload, 0)
+
+    d = Dissector(Options(hole_timeout=2.0))
+    out = d.feed_segment(seg(1, 100.0, 999, 0x02))  # SYN
+    out += d.feed_segment(seg(2, 100.1, 1000, 0x18, first))
+    out += d.feed_segment(seg(3, 100.3, 1000 + len(first) + len(lost), 0x18, last))  # after a lost segment
+    assert [f.pdu.type for f in out if type(f) is Frame] == ["PING"]
+    assert d.tick(101.0) == []  # the hole is younger than the timeout
+    later = d.tick(102.5)
+    gaps = [e for e in later if type(e) is Event and e.kind == "GAP"]
+    assert len(gaps) == 1 and gaps[0].length == len(lost)
+    assert [f.pdu.type for f in later if type(f) is Frame] == ["FLOW"]

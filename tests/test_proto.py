@@ -249,7 +249,7 @@ def check_fields_on_wire(cls, expected: dict) -> None:
 
 def test_generated_modules_are_current():
     if importlib.util.find_spec("grpc_tools") is None:
-        pytest.skip("grpc_tools (grpcio-tools) not installed: cannot regenerate to compare")
+        pytest.skip("oracle missing: grpc_tools (grpcio-tools) not installed: cannot regenerate to compare")
     from dissector.protocols.pulsar.pb import regen
 
     stale = regen.stale_modules()

@@ -20,12 +20,8 @@ from scapy.packet import Raw
 
 from dissector.capture.files import CapturedPacket
 from dissector.capture.netlayers import TcpSegment, tcp_segment
+from dissector.capture.netlayers import ACK, FIN, PSH, RST, SYN
 from dissector.transport.reassembly import (
-    ACK,
-    FIN,
-    PSH,
-    RST,
-    SYN,
     ConnectionClosed,
     ConnectionOpened,
     Endpoint,

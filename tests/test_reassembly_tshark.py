@@ -28,7 +28,7 @@ MACS = {"src": "02:00:00:00:00:01", "dst": "02:00:00:00:00:02"}
 
 TSHARK = shutil.which("tshark")
 
-pytestmark = pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
+pytestmark = pytest.mark.skipif(TSHARK is None, reason="oracle missing: tshark not installed")
 
 # Every capture the project ships (real broker + official client), pcap, pcapng and Linux-cooked alike.
 CORPUS = sorted(p.name for p in CAPTURES.iterdir() if ".pcap" in p.name)

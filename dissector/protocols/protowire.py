@@ -17,6 +17,10 @@ class WireError(ValueError):
     """The bytes are not valid protobuf wire format."""
 
 
+class Truncated(WireError):
+    """A value runs past the end of the bytes at hand (more may come)."""
+
+
 def read_varint(buf: bytes | memoryview, pos: int, end: int | None = None) -> tuple[int, int]:
     """Return (value, next position) of the varint at ``pos``."""
     if end is None:
@@ -32,7 +36,7 @@ def read_varint(buf: bytes | memoryview, pos: int, end: int | None = None) -> tu
         shift += 7
         if shift >= 70:
             raise WireError("varint longer than 10 bytes")
-    raise WireError("varint runs past the end of the buffer")
+    raise Truncated("varint runs past the end of the buffer")
 
 
 @dataclass(slots=True)

@@ -54,7 +54,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Iterable
 
-from ..capture.netlayers import ACK, FIN, PSH, RST, SYN, URG  # noqa: F401  (re-exported for callers)
+from ..capture.netlayers import ACK, FIN, RST, SYN
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..capture.netlayers import TcpSegment
@@ -69,12 +69,6 @@ __all__ = [
     "ReassemblyStats",
     "TcpReassembler",
     "reassemble",
-    "FIN",
-    "SYN",
-    "RST",
-    "PSH",
-    "ACK",
-    "URG",
 ]
 
 _MASK = 0xFFFFFFFF

@@ -10,7 +10,7 @@ from ...model import Decoded
 from ...options import Options
 from ...problems import Finding
 from ..pbdict import message_to_dict, unknown_field_numbers
-from ..protowire import WireError, iter_fields
+from ..protowire import WireError, iter_fields, read_varint
 from .commands import MESSAGE, PAYLOAD_TYPES, SUBCOMMAND_FIELD, TYPE_NAMES
 from .payload import decode_payload_section
 from .pb import PulsarApi_pb2 as api
@@ -32,14 +32,10 @@ def peek_command_type(buf: bytes, start: int, end: int) -> int | None:
     one tag byte and a short varint.
     """
     if start < end and buf[start] == 0x08:
-        value = shift = 0
-        for pos in range(start + 1, min(end, start + 11)):
-            b = buf[pos]
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-        return None
+        try:
+            return read_varint(buf, start + 1, end)[0]
+        except WireError:
+            return None
     try:
         for field in iter_fields(buf, start, end):
             if field.number == 1 and field.wire_type == 0:

@@ -12,7 +12,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError
 
 from ..base import NEED_MORE, BadLength
-from ..protowire import WireError, read_varint
+from ..protowire import Truncated, WireError, read_varint
 from .commands import PAYLOAD_TYPES, SUBCOMMAND_FIELD, TYPE_NAMES
 from .pb import PulsarApi_pb2 as api
 
@@ -136,24 +136,16 @@ def _subcommand_header(buf, pos: int, limit: int, type_num: int) -> tuple[int, i
     False when the bytes are not [key of field ``type_num``, length-delimited][length]; None when ``limit``
     comes first.
     """
-    values = []
-    for _ in range(2):
-        value = shift = 0
-        while True:
-            if pos >= limit:
-                return None
-            b = buf[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 28:
-                return False
-        values.append(value)
-    if values[0] != (type_num << 3 | 2):
+    try:
+        key, pos = read_varint(buf, pos, limit)
+        length, pos = read_varint(buf, pos, limit)
+    except Truncated:
+        return None
+    except WireError:
         return False
-    return pos, pos + values[1]
+    if key != (type_num << 3 | 2):
+        return False
+    return pos, pos + length
 
 
 def _plausible_prefix(descriptor, buf, start: int, end: int) -> bool:
