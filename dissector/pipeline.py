@@ -251,6 +251,10 @@ def dissect_packets(packets: Iterable[CapturedPacket], options: Options | None =
     yield from dissector.finish()
 
 
+def _capture_note(note, dissector: Dissector) -> Event:
+    return Event("CAPTURE_NOTE", dissector.last_time, dissector.last_packet, details={"note": note.id, **note.params})
+
+
 def dissect_file(path, options: Options | None = None) -> Iterator:
     """Decode a capture file; raises capture.files.CaptureError when the file cannot be read at all."""
     with open_capture(path) as reader:
@@ -259,12 +263,11 @@ def dissect_file(path, options: Options | None = None) -> Iterator:
         for item in dissect_packets(reader, dissector=dissector):
             # The reader's notes (odd blocks, ...) come in capture order, as they are found.
             while notes_seen < len(reader.problems):
-                yield Event("CAPTURE_NOTE", dissector.last_time, dissector.last_packet,
-                            params={"what": reader.problems[notes_seen]})
+                yield _capture_note(reader.problems[notes_seen], dissector)
                 notes_seen += 1
             yield item
-        for what in reader.problems[notes_seen:]:
-            yield Event("CAPTURE_NOTE", dissector.last_time, dissector.last_packet, params={"what": what})
+        for note in reader.problems[notes_seen:]:
+            yield _capture_note(note, dissector)
         if reader.truncated:
             yield Event("CAPTURE_TRUNCATED", dissector.last_time, dissector.last_packet,
                         params={"what": reader.truncated})

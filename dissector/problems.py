@@ -116,7 +116,8 @@ register("UNANSWERED", WARNING, lambda p: f"{p['request_type']} (frame {p['reque
          + (" before it was forgotten" if p.get("evicted") else ""),
          "a request with no response when its connection closed (or when its state was dropped)")
 register("CAPTURE_TRUNCATED", WARNING, "{what}", "the capture file ends inside a record")
-register("CAPTURE_NOTE", NOTE, "{what}", "something odd but harmless about the capture file (unknown blocks, ...)")
+register("CAPTURE_NOTE", NOTE, lambda p: message(p["note"], p),
+         "something odd but harmless about the capture file (details.note: a capture.* id)")
 register("STATE_DROPPED", WARNING, lambda p: f"more than {p['limit']:,} {p['what']} at once "
          f"({p['option']}): the oldest is forgotten" + (f" ({p['dropped']:,} so far)" if p.get("dropped", 1) > 1 else ""),
          "a cap on remembered state was reached and state was dropped (raise the named option)")

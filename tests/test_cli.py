@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import framebuild as fb
+from corpus import capture_path, decoded
 from dissector.cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -403,3 +404,30 @@ def test_strings_that_are_not_utf8_are_shown_escaped_not_crashing(tmp_path):
     assert recs[1]["messages"][0]["partition_key"] == "\\xd7"
     timeline = dissect(p, "--plain")
     assert timeline.exit_code == 0 and "caf\\xe9" in timeline.stdout
+
+
+def test_strict_means_the_same_in_dissect_and_follow():
+    """--strict counts the errors and warnings of the records shown, in every command: a consumer whose request
+    got an ERROR fails it in both, a consumer with clean frames passes it in both."""
+    cap = str(capture_path("11_errors.pcap"))
+    recs = [r for r in decoded("11_errors.pcap") if "index" in r]
+    error = next(r for r in recs if r["type"] == "ERROR" and r["problems"])
+    bad = next(r for r in recs if r["index"] == error["answers"])["consumer"]["name"]
+    names = {r["consumer"]["name"] for r in recs if r.get("consumer", {}).get("name")}
+    good = next(n for n in sorted(names) if n != bad and not any(
+        r["problems"] for r in recs if r.get("consumer", {}).get("name") == n))
+    for command in (["dissect"], ["follow"]):
+        assert runner.invoke(app, command + [cap, "--consumer", bad, "--strict", "--json"]).exit_code == 1
+        assert runner.invoke(app, command + [cap, "--consumer", good, "--strict", "--json"]).exit_code == 0
+
+
+def test_any_limit_can_be_set_from_the_command_line(tmp_path):
+    cap = str(capture_path("02_batching_props_keys.pcap"))
+    res = runner.invoke(app, ["dissect", cap, "--json", "-o", "max_remembered_messages=3"])
+    assert res.exit_code == 0
+    events = [json.loads(line) for line in res.stdout.splitlines() if '"index"' not in line]
+    dropped = [e for e in events if e["type"] == "STATE_DROPPED"]
+    assert [e["details"]["option"] for e in dropped] == ["max_remembered_messages"] * 2  # first drop, then total
+    assert dropped[0]["details"]["dropped"] == 1 and dropped[1]["details"]["dropped"] > 1
+    assert runner.invoke(app, ["dissect", cap, "-o", "no_such_limit=3"]).exit_code == 2
+    assert runner.invoke(app, ["dissect", cap, "-o", "max_remembered_messages=many"]).exit_code == 2

@@ -7,7 +7,7 @@ the read chunk size plus the largest single record, independent of the file size
         for pkt in reader:            # CapturedPacket(index, timestamp, linktype, data, orig_len)
             ...
         if reader.truncated: print(reader.truncated)
-        for note in reader.problems: print(note)
+        for note in reader.problems: print(note.id, note.params)   # registered ids (problems.py)
 
 Packet numbering (``index``) is 1-based and counts exactly the packet records (pcap records; pcapng EPB,
 SPB and obsolete PB), which is Wireshark's ``frame.number``.
@@ -22,6 +22,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 from typing import Iterator
+
+from ..problems import NOTE, Finding, register
 
 __all__ = [
     "CapturedPacket",
@@ -43,6 +45,24 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------------------------- link types
+# Notes about the capture file itself (odd but harmless): each becomes a CAPTURE_NOTE event.
+register("capture.modified_pcap", NOTE, "modified (Kuznetzov) pcap format: extra per-record fields ignored")
+register("capture.pcap_version", NOTE, "unusual pcap version {version}; reading it as 2.4")
+register("capture.linktype_reserved_bits", NOTE, "reserved bits set in the link-type field (0x{field:08x}); ignored")
+register("capture.unsupported_linktype", NOTE, "unsupported link type {linktype} on {where}: its packets are read "
+         "but cannot be decoded")
+register("capture.undefined_interface", NOTE, "packet refers to undefined {interface}; skipped")
+register("capture.short_block", NOTE, lambda p: f"malformed {p['block']} (too short)"
+         + ("" if p["block"] == "Interface Description Block" else " skipped"))
+register("capture.caplen_beyond_block", NOTE, "Enhanced Packet Block at byte offset {offset} claims more captured "
+         "bytes than it holds; data cut to the block")
+register("capture.pcapng_version", NOTE, "pcapng section {section} has version {version}; read as 1.0")
+register("capture.simple_block_skipped", NOTE, "Simple Packet Block without interface 0 (or too short); skipped")
+register("capture.simple_block_time", NOTE, "Simple Packet Blocks carry no timestamp: they were given the previous "
+         "packet's")
+register("capture.block_skipped", NOTE, lambda p: (f"{p['block']}s" if p.get("block") else "unknown pcapng block")
+         + f" (type 0x{p['type']:08x}) skipped")
+
 LINKTYPE_NULL = 0  # BSD loopback, 4-byte address family in the capturing host's byte order
 LINKTYPE_ETHERNET = 1
 LINKTYPE_DLT_RAW1 = 12  # DLT_RAW on most platforms (written by old libpcaps)
@@ -207,8 +227,9 @@ class CaptureReader:
             reading stopped early: ``"capture file truncated: ..."`` (cut off in the middle of a record) or
             ``"capture file corrupt: ..."`` (a record header that cannot be right).  All packets before the
             damage were yielded.
-        problems: non-fatal notes (unknown block types skipped, unsupported link types, ...).  Each kind of
-            note is recorded once, so the list does not grow with the file size.
+        problems: non-fatal notes as ``Finding``s with registered ``capture.*`` ids (unknown block types
+            skipped, unsupported link types, ...).  Each kind of note is recorded once, so the list does not
+            grow with the file size.
         packets: number of packets yielded so far.
         linktype, snaplen, fcs_len: classic pcap only, from the global header (``None`` for pcapng, where
             each interface has its own; every packet carries its own ``linktype``).
@@ -219,7 +240,7 @@ class CaptureReader:
         self.format = ""
         self.compressed = False
         self.truncated: str | None = None
-        self.problems: list[str] = []
+        self.problems: list[Finding] = []
         self.packets = 0
         self.linktype: int | None = None
         self.snaplen: int | None = None
@@ -300,9 +321,9 @@ class CaptureReader:
             order, units, rec_hdr = _PCAP_MAGICS[magic]
             vmaj, vmin, _zone, _sigfigs, snaplen, network = struct.unpack_from(order + "HHiIII", buf, 4)
             if rec_hdr == 24:
-                self._note("modified", "modified (Kuznetzov) pcap format: extra per-record fields ignored")
+                self._note("modified", "capture.modified_pcap")
             if vmaj != 2:
-                self._note("version", f"unusual pcap version {vmaj}.{vmin}; reading it as 2.4")
+                self._note("version", "capture.pcap_version", version=f"{vmaj}.{vmin}")
             self._pos = 24
             self.snaplen = snaplen
             fcs = 0
@@ -310,7 +331,7 @@ class CaptureReader:
                 fcs = ((network >> 28) & 0xF) * 2  # in 16-bit words
             linktype = network & 0xFFFF
             if network & 0x03FF0000:
-                self._note("ltreserved", f"reserved bits set in the link-type field (0x{network:08x}); ignored")
+                self._note("ltreserved", "capture.linktype_reserved_bits", field=network)
             self.linktype = linktype
             self.fcs_len = fcs
             self._check_linktype(linktype, "the file")
@@ -322,10 +343,8 @@ class CaptureReader:
                       index) -> CapturedPacket | None:
         """The packet of an Enhanced or obsolete Packet Block; None (noted) if its interface is undefined."""
         if iface_id >= len(ifaces):
-            self._note(
-                ("noiface", section, iface_id),
-                f"packet refers to undefined {_interface_name(iface_id, section)}; skipped",
-            )
+            self._note(("noiface", section, iface_id), "capture.undefined_interface",
+                       interface=_interface_name(iface_id, section))
             return None
         itf = ifaces[iface_id]
         if itf.fcs:
@@ -333,19 +352,17 @@ class CaptureReader:
         return CapturedPacket(index, _pcapng_ts(ts_hi, ts_lo, itf.units, itf.offset), itf.linktype,
                               buf[start:dend], orig_len)
 
-    def _note(self, key, message: str) -> None:
+    def _note(self, key, pid: str, **params) -> None:
+        """Record a note once per ``key`` (a registered id and its parameters: text is made at output)."""
         if key not in self._problem_keys:
             self._problem_keys.add(key)
-            self.problems.append(message)
+            self.problems.append(Finding(pid, params))
 
     def _check_linktype(self, linktype: int, where: str) -> None:
         if linktype not in SUPPORTED_LINKTYPES:
             name = LINKTYPE_NAMES.get(linktype)
             label = f"{linktype} ({name})" if name else str(linktype)
-            self._note(
-                ("linktype", linktype),
-                f"unsupported link type {label} on {where}: its packets are read but cannot be decoded",
-            )
+            self._note(("linktype", linktype), "capture.unsupported_linktype", linktype=label, where=where)
 
     # ----------------------------------------------------------------------------------- buffering
     def _fill(self, need: int) -> bool:
@@ -606,18 +623,14 @@ class CaptureReader:
                 # ---- Enhanced Packet Block (the common case first)
                 if btype == 6:
                     if bend - body < 20:
-                        self._note("short-epb", "malformed Enhanced Packet Block (too short) skipped")
+                        self._note("short-epb", "capture.short_block", block="Enhanced Packet Block")
                         pos = end
                         continue
                     iface_id, ts_hi, ts_lo, caplen, orig_len = epb(buf, body)
                     start = body + 20
                     dend = start + caplen
                     if dend > bend:
-                        self._note(
-                            "epb-caplen",
-                            f"Enhanced Packet Block at byte offset {self._base + pos} claims more captured "
-                            f"bytes than it holds; data cut to the block",
-                        )
+                        self._note("epb-caplen", "capture.caplen_beyond_block", offset=self._base + pos)
                         dend = bend
                     pkt = self._block_packet(buf, ifaces, section, iface_id, ts_hi, ts_lo, start, dend, orig_len,
                                              index + 1)
@@ -631,7 +644,7 @@ class CaptureReader:
                     continue
                 if btype == 1:  # Interface Description Block
                     if bend - body < 8:
-                        self._note("short-idb", "malformed Interface Description Block (too short)")
+                        self._note("short-idb", "capture.short_block", block="Interface Description Block")
                         itf = _Interface(-1, 0)
                     else:
                         linktype, _res, snaplen = struct.unpack_from(order + "HHI", buf, body)
@@ -656,16 +669,11 @@ class CaptureReader:
                     if bend - body >= 8:
                         vmaj, vmin = struct.unpack_from(order + "HH", buf, body + 4)
                         if vmaj != 1:
-                            self._note(
-                                ("shbver", vmaj, vmin),
-                                f"pcapng section {section} has version {vmaj}.{vmin}; read as 1.0",
-                            )
+                            self._note(("shbver", vmaj, vmin), "capture.pcapng_version", section=section,
+                                       version=f"{vmaj}.{vmin}")
                 elif btype == 3:  # Simple Packet Block: interface 0
                     if bend - body < 4 or not ifaces:
-                        self._note(
-                            ("spb", section),
-                            "Simple Packet Block without interface 0 (or too short); skipped",
-                        )
+                        self._note(("spb", section), "capture.simple_block_skipped")
                         pos = end
                         continue
                     (orig_len,) = u32(buf, body)
@@ -680,16 +688,13 @@ class CaptureReader:
                         caplen, orig_len = _strip_fcs(itf.fcs, 0, caplen, orig_len)
                     index += 1
                     self.packets = index
-                    self._note(
-                        "spb-ts",
-                        "Simple Packet Blocks carry no timestamp: they were given the previous packet's",
-                    )
+                    self._note("spb-ts", "capture.simple_block_time")
                     yield CapturedPacket(
                         index, last_ts, itf.linktype, buf[start : start + caplen], orig_len
                     )
                 elif btype == 2:  # obsolete Packet Block
                     if bend - body < 20:
-                        self._note("short-pb", "malformed Packet Block (too short) skipped")
+                        self._note("short-pb", "capture.short_block", block="Packet Block")
                         pos = end
                         continue
                     iface_id, _drops, ts_hi, ts_lo, caplen, orig_len = struct.unpack_from(
@@ -710,9 +715,9 @@ class CaptureReader:
                 else:
                     name = _BLOCK_NAMES.get(btype)
                     if name:
-                        self._note(("block", btype), f"{name}s (type 0x{btype:08x}) skipped")
+                        self._note(("block", btype), "capture.block_skipped", block=name, type=btype)
                     else:
-                        self._note(("block", btype), f"unknown pcapng block type 0x{btype:08x} skipped")
+                        self._note(("block", btype), "capture.block_skipped", block=None, type=btype)
                 pos = end
         finally:
             self._pos = pos
