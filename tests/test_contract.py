@@ -19,7 +19,6 @@ from dissector.capture.files import open_capture
 from dissector.output.jsonl import dumps
 from dissector.problems import REGISTRY
 from dissector.run import analysed_records
-from pcapgen import write_pcap
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "records.schema.json").read_text())

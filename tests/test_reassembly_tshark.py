@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, TCP

@@ -101,9 +101,6 @@ class CommandTable:
     def __iter__(self):
         return iter(self.by_name.values())
 
-    def names(self) -> list[str]:
-        return list(self.by_name)
-
 
 class Session(Protocol):
     """A protocol's conversation state for one connection (producers, consumers, flow control, ...).

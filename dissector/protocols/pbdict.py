@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 from typing import Any, Callable
 
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.unknown_fields import UnknownFieldSet
 
@@ -79,9 +79,3 @@ def unknown_field_numbers(msg: Message) -> list[int]:
     except Exception:  # pragma: no cover - defensive: the API varies across protobuf runtimes
         return []
     return sorted({f.field_number for f in fields}) if len(fields) else []
-
-
-def enum_name(descriptor: Descriptor, field_name: str, value: int) -> str:
-    enum = descriptor.fields_by_name[field_name].enum_type
-    v = enum.values_by_number.get(value)
-    return v.name if v is not None else f"UNKNOWN({value})"

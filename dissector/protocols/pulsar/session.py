@@ -54,14 +54,11 @@ class PulsarSession:
         events: list[Event] | None = None
         if request is not None:
             self._learn(t, cmd, request, findings)
-        if spec.scope == "producer":
-            producer = self.producers.get(cmd.get("producer_id"))
-            if producer is not None:
-                notes["producer"] = producer.info
-        elif spec.scope == "consumer":
-            consumer = self.consumers.get(cmd.get("consumer_id"))
-            if consumer is not None:
-                notes["consumer"] = consumer.info
+        if spec.scope is not None:
+            actors = self.producers if spec.scope == "producer" else self.consumers
+            actor = actors.get(cmd.get(spec.scope_id))
+            if actor is not None:
+                notes[spec.scope] = actor.info
         if t == "PRODUCER":
             events = self._new_producer(frame, cmd)
         elif t == "SUBSCRIBE":
