@@ -19,6 +19,10 @@ class Options:
     detect: bool = False  # also look for a protocol on connections off its ports (by its probe)
     detect_budget: int = 64 * 1024  # bytes an off-port connection may take to show one good frame
 
+    # How deep to decode: ``summary`` keeps only what one-line views read (the timeline without -V/--payload,
+    # stats, follow): e.g. a few MessageMetadata fields instead of all of them. Records then carry that alone.
+    summary: bool = False
+
     # Decoding limits (problem ids: OVERSIZED, payload.decompression, chunk.too_large).
     max_frame_size: int = 5 * MiB + 10 * 1024  # Pulsar broker default maxMessageSize + frame padding
     max_decompressed: int = 64 * MiB

@@ -25,6 +25,9 @@ from ..protocols.base import CommandSpec, Key, ProtocolSpec, Waiting
 from .bounded import DropCounter
 
 
+_NOTHING: dict = {}  # the kept fields of a request that keeps none (never written to)
+
+
 class _Connection:
     __slots__ = ("protocol", "session", "mid_stream", "waiting", "order", "drops", "to_server", "last_time",
                  "last_packet")
@@ -105,6 +108,9 @@ class ConversationAnalyzer:
 
     def _bucket(self, conn: _Connection, key: Key, frame: Frame) -> tuple | None:
         cmd = frame.pdu.command
+        if len(key.fields) == 1 and key.fields[0][0] != "@":  # the common case: one command field
+            value = cmd.get(key.fields[0])
+            return None if value is None else (key.space.name, value)
         values = [key.space.name]
         for name in key.fields:
             if name == "@direction":
@@ -163,7 +169,7 @@ class ConversationAnalyzer:
             return
         cmd = frame.pdu.command
         request = Waiting(frame.index, spec.name, frame.time, frame.packet, frame.src, frame.dst, frame.direction,
-                          bucket, space, {name: cmd.get(name) for name in spec.remember})
+                          bucket, space, {name: cmd.get(name) for name in spec.remember} if spec.remember else _NOTHING)
         waiting = conn.waiting.get(bucket)
         if waiting is None:
             conn.waiting[bucket] = [request]

@@ -34,11 +34,12 @@ def _message_id(mid: Any) -> str:
     return safe(mid)
 
 
-def key_fields(rec: dict) -> list[tuple[str, str]]:
+def key_fields(rec: dict, protocol=None) -> list[tuple[str, str]]:
     """(label, value) of the fields the protocol's command table shows for this type (by default the
     command's first five scalar fields)."""
     cmd = rec.get("command") or {}
-    spec = _spec(rec)
+    protocol = protocol or _protocol(rec)
+    spec = protocol.commands.get(rec["type"]) if protocol is not None else None
     out: list[tuple[str, str]] = []
     fields = spec.timeline if spec is not None else ()
     if not fields:
@@ -117,7 +118,8 @@ class TimelineRenderer:
         return line
 
     def _frame_summary(self, line: "_Parts", rec: dict) -> None:
-        for label, value in key_fields(rec):
+        protocol = _protocol(rec)
+        for label, value in key_fields(rec, protocol):
             line.append((f" {label}=", "dim"))
             line.append((value, ""))
         for key in ("producer", "consumer"):
@@ -127,7 +129,6 @@ class TimelineRenderer:
                 if name:
                     line.append((f" {key}=", "dim"))
                     line.append((safe(name, 30), "green"))
-        protocol = _protocol(rec)
         if protocol is not None:
             line.extend(protocol.timeline_pieces(rec))
         if "answers" in rec:
@@ -220,8 +221,3 @@ def _protocol(rec: dict):
         return protocols.get(rec.get("protocol", "pulsar"))
     except KeyError:
         return None
-
-
-def _spec(rec: dict):
-    protocol = _protocol(rec)
-    return protocol.commands.get(rec["type"]) if protocol is not None else None

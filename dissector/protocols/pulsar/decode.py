@@ -94,7 +94,7 @@ def decode_frame(frame: bytes, missing: int = 0, options: Options = _DEFAULTS) -
     if type_num in PAYLOAD_TYPES:
         ack_set = list(command.ack_set) if type_num == MESSAGE and command is not None else None
         section = decode_payload_section(frame, cmd_end, damaged=bool(missing), ack_set=ack_set,
-                                         max_decompressed=options.max_decompressed)
+                                         max_decompressed=options.max_decompressed, brief=options.summary)
         decoded.body = section
         findings.extend(section.findings)
     elif cmd_end < len(frame):

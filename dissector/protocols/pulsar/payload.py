@@ -12,6 +12,7 @@ split into ``[SMM_SIZE u32][SingleMessageMetadata][payload]`` entries.
 
 from __future__ import annotations
 
+import base64
 import struct
 from dataclasses import dataclass, field
 
@@ -65,8 +66,10 @@ class PayloadSection:
 
 
 def decode_payload_section(frame: bytes, pos: int, *, damaged: bool = False,
-                           ack_set: list[int] | None = None, max_decompressed: int) -> PayloadSection:
-    """Decode ``frame[pos:]``; ``damaged`` means bytes at the end of the frame were lost to a capture gap."""
+                           ack_set: list[int] | None = None, max_decompressed: int,
+                           brief: bool = False) -> PayloadSection:
+    """Decode ``frame[pos:]``; ``damaged`` means bytes at the end of the frame were lost to a capture gap;
+    ``brief`` keeps only the metadata fields that one-line views and the session read (``BRIEF_METADATA``)."""
     sec = PayloadSection()
     end = len(frame)
     problems = sec.findings
@@ -116,7 +119,7 @@ def decode_payload_section(frame: bytes, pos: int, *, damaged: bool = False,
     except DecodeError as exc:
         problems.append(Finding("payload.metadata_unparsable", {"error": str(exc)}))
         return sec
-    sec.metadata = message_to_dict(md)
+    sec.metadata = brief_metadata(md) if brief else message_to_dict(md)
     sec.metadata_size = msize
     if not md.IsInitialized():
         problems.append(Finding("payload.metadata_missing_required", {"fields": md.FindInitializationErrors()}))
@@ -193,6 +196,30 @@ def _single_message(md, payload: bytes | None, size: int) -> dict:
     if md.null_partition_key:
         msg["null_partition_key"] = True
     return msg
+
+
+# The MessageMetadata fields one-line views show (compression, schema, encryption, marker, batch size) and the
+# session reads (chunks), in the JSON contract's form: what a summary decode keeps.
+BRIEF_METADATA = ("producer_name", "compression", "uncompressed_size", "num_messages_in_batch", "schema_version",
+                  "encryption_algo", "marker_type", "uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size")
+_COMPRESSION_NAMES = {v.number: v.name for v in api.CompressionType.DESCRIPTOR.values}
+
+
+def brief_metadata(md) -> dict:
+    out = {}
+    for name in BRIEF_METADATA:
+        if md.HasField(name):
+            value = getattr(md, name)
+            if name == "compression":
+                value = _COMPRESSION_NAMES.get(value, value)
+            elif name == "schema_version":
+                value = base64.b64encode(value).decode("ascii")
+            elif type(value) is not int:
+                value = text(value)
+            out[name] = value
+    if len(md.encryption_keys):
+        out["encryption_keys"] = [{"key": text(k.key)} for k in md.encryption_keys]
+    return out
 
 
 # SingleMessageMetadata field number -> message key (1: properties, 3: payload_size, 6: partition_key_b64_encoded)

@@ -17,8 +17,7 @@ from ...output.text import safe, text_or_b64
 MARKER_NAMES = {0: "UNKNOWN_MARKER", 10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
                 11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE", 12: "REPLICATED_SUBSCRIPTION_SNAPSHOT",
                 13: "REPLICATED_SUBSCRIPTION_UPDATE", 20: "TXN_COMMITTING", 21: "TXN_COMMIT", 22: "TXN_ABORT"}
-_BRIEF_METADATA = ("compression", "schema_version", "encryption_keys", "encryption_algo", "marker_type",
-                   "num_messages_in_batch")
+_BRIEF_METADATA = ("compression", "schema_version", "encryption_algo", "marker_type", "num_messages_in_batch")
 
 
 def record_fields(frame: Frame, payload_bytes: bool, summary: bool) -> dict[str, Any]:
@@ -31,7 +30,7 @@ def record_fields(frame: Frame, payload_bytes: bool, summary: bool) -> dict[str,
     out: dict[str, Any] = {
         "checksum": sec.checksum,
         "broker_entry_metadata": sec.broker_entry_metadata,
-        "metadata": (_brief(md) if summary else md) if md is not None else None,
+        "metadata": _brief(md) if summary and md is not None else md,
         "payload_size": sec.payload_size,
     }
     if sec.checksum == "invalid":
@@ -61,6 +60,8 @@ def record_fields(frame: Frame, payload_bytes: bool, summary: bool) -> dict[str,
 def _brief(md: dict) -> dict[str, Any]:
     """The metadata fields a one-line view shows."""
     out = {k: md[k] for k in _BRIEF_METADATA if k in md}
+    if "encryption_keys" in md:
+        out["encryption_keys"] = [{"key": k.get("key")} for k in md["encryption_keys"]]
     if out.get("compression") == "NONE":
         del out["compression"]
     return out
