@@ -24,7 +24,7 @@ class _Consumer:
     info: dict  # replaced, never edited: records that carry it must not change afterwards
     permits: int = 0
     flow_seen: bool = False
-    # (ledger, entry) -> MESSAGE frame index; both capped (oldest forgotten) so memory stays bounded
+    # _entry_key(ledger, entry) -> MESSAGE frame index; both capped (oldest forgotten) so memory stays bounded
     delivered: OrderedDict = field(default_factory=OrderedDict)
     unacked: OrderedDict = field(default_factory=OrderedDict)
 
@@ -33,6 +33,12 @@ class _Consumer:
 class _Producer:
     info: dict
     last_sequence_id: int | None = None
+
+
+def _entry_key(ledger: int, entry: int) -> int:
+    """One int per (ledger, entry), ordered as the pair: a quarter less memory than a tuple in the tables
+    of up to max_remembered_messages ids per consumer."""
+    return (ledger << 64) | (entry & 0xFFFFFFFFFFFFFFFF)
 
 
 class PulsarSession:
@@ -169,11 +175,12 @@ class PulsarSession:
         consumer.permits -= md.get("num_messages_in_batch", 1) if md is not None else 1
         notes["permits"] = consumer.permits
         message_id = cmd.get("message_id") or {}
-        mid = (message_id.get("ledgerId", 0), message_id.get("entryId", 0))
+        ledger, entry = message_id.get("ledgerId", 0), message_id.get("entryId", 0)
+        mid = _entry_key(ledger, entry)
         earlier = consumer.delivered.get(mid)
         redelivery_count = cmd.get("redelivery_count", 0)
         if earlier is not None or redelivery_count:
-            findings.append(Finding("message.redelivered", {"ledger": mid[0], "entry": mid[1], "first_frame": earlier,
+            findings.append(Finding("message.redelivered", {"ledger": ledger, "entry": entry, "first_frame": earlier,
                                                             "redelivery_count": redelivery_count}))
         cap = self.options.max_remembered_messages
         dropped = remember_bounded(consumer.delivered, mid, frame.index, cap)
@@ -188,7 +195,7 @@ class PulsarSession:
         cumulative = cmd.get("ack_type") == "Cumulative"
         unacked = consumer.unacked
         for mid in cmd.get("message_id", ()):
-            key = (mid.get("ledgerId", 0), mid.get("entryId", 0))
+            key = _entry_key(mid.get("ledgerId", 0), mid.get("entryId", 0))
             if cumulative:
                 for k in [k for k in unacked if k <= key]:
                     acked.append(unacked.pop(k))
