@@ -68,7 +68,6 @@ class TimelineOutput:
     def __init__(self, *, json_out: bool, plain: bool, no_color: bool, absolute_time: bool = False,
                  details: bool = False, payload: bool = False, max_frames: int | None = None) -> None:
         self.out = sys.stdout
-        self.payload = payload
         self.max_frames = max_frames
         self.renderer = None
         self.console = Console(file=self.out, no_color=no_color or plain, highlight=False,

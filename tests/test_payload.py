@@ -743,3 +743,20 @@ def test_a_chunk_damaged_by_a_gap_is_reported_lost():
     assembler = ChunkAssembler(Options().max_decompressed, 8)
     assert assembler.add(("to_broker", 0), 1, dec.body.metadata, dec.body.compression, msg["payload"], findings) is None
     assert [f.id for f in findings] == ["chunk.lost"] and assembler.pending() == []
+
+
+def test_compressed_chunks_held_for_decompression_are_bounded_in_bytes():
+    """Many compressed chunked messages started and never finished: the chunks held stay under the byte cap."""
+    from dissector.problems import message
+
+    assembler = ChunkAssembler(max_decompressed=10_000, max_pending=100, max_kept_bytes=2_500)
+    findings: list = []
+    for n in range(5):
+        md = {"uuid": f"u-{n}", "chunk_id": 0, "num_chunks_from_msg": 3, "producer_name": "p",
+              "total_chunk_msg_size": 3000, "uncompressed_size": 9000}
+        assembler.add(("to_broker", 0), n + 1, md, 1, b"z" * 1000, findings)  # LZ4: kept until the last chunk
+    assert assembler._kept_bytes <= 2_500
+    assert [p.uuid for p in assembler.pending()] == ["u-3", "u-4"]
+    abandoned = [f for f in findings if f.id == "chunk.abandoned"]
+    assert [f.params["uuid"] for f in abandoned] == ["u-0", "u-1", "u-2"]
+    assert abandoned[0].params["bytes"] == 2_500 and message("chunk.abandoned", abandoned[0].params)

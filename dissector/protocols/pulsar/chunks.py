@@ -3,7 +3,8 @@
 Chunks of one message are keyed by (direction, producer or consumer id, producer_name, uuid) within one
 connection. Uncompressed messages are hashed as the chunks arrive, so memory stays small however large the
 message; compressed ones must be kept until the last chunk (the codec ran over the whole message), bounded by
-the decompression limit. At most ``max_pending`` messages are reassembled at once (``chunk.abandoned``).
+the decompression limit. At most ``max_pending`` messages are reassembled at once, and the chunks kept for
+decompression hold at most ``max_kept_bytes`` in all (``chunk.abandoned`` for the oldest beyond either).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ class _Partial:
 
 
 class ChunkAssembler:
-    def __init__(self, max_decompressed: int, max_pending: int) -> None:
+    def __init__(self, max_decompressed: int, max_pending: int, max_kept_bytes: int | None = None) -> None:
         self._partials: dict[tuple, _Partial] = {}
         self._max = max_decompressed
         self._max_pending = max_pending
+        self._max_kept = max_decompressed if max_kept_bytes is None else max_kept_bytes
+        self._kept_bytes = 0  # bytes of compressed chunks held, over every message in progress
 
     def add(self, key: tuple, frame_index: int, md: dict, compression: int, chunk: bytes | None,
             findings: list[Finding]) -> dict | None:
@@ -54,10 +57,7 @@ class ChunkAssembler:
                 part.kept = []
             self._partials[full_key] = part
             if len(self._partials) > self._max_pending:
-                oldest = self._partials.pop(next(iter(self._partials)))
-                findings.append(Finding("chunk.abandoned", {"limit": self._max_pending, "uuid": oldest.uuid,
-                                                            "seen": oldest.next_chunk,
-                                                            "num_chunks": oldest.num_chunks}))
+                self._abandon_oldest(findings, {"limit": self._max_pending})
         elif part is None:
             findings.append(Finding("chunk.orphan", {"chunk_id": cid, "num_chunks": n, "uuid": uuid}))
             return None
@@ -65,11 +65,11 @@ class ChunkAssembler:
             findings.append(Finding("chunk.duplicate", {"chunk_id": cid, "uuid": uuid}))
             return None
         elif cid > part.next_chunk:
-            del self._partials[full_key]
+            self._forget(full_key)
             findings.append(Finding("chunk.missing", {"chunk_id": cid, "uuid": uuid, "expected": part.next_chunk}))
             return None
         if chunk is None:
-            del self._partials[full_key]
+            self._forget(full_key)
             findings.append(Finding("chunk.lost", {"chunk_id": cid, "uuid": uuid}))
             return None
         part.next_chunk = cid + 1
@@ -77,12 +77,28 @@ class ChunkAssembler:
         part.frames.append(frame_index)
         if part.kept is not None:
             part.kept.append(chunk)
+            self._kept_bytes += len(chunk)
+            while self._kept_bytes > self._max_kept and self._partials:
+                self._abandon_oldest(findings, {"bytes": self._max_kept})
+            if full_key not in self._partials:
+                return None  # this very message was the oldest
         else:
             part.sha.update(chunk)
         if part.next_chunk < part.num_chunks:
             return None
-        del self._partials[full_key]
+        self._forget(full_key)
         return self._complete(part, findings)
+
+    def _forget(self, key: tuple) -> _Partial:
+        part = self._partials.pop(key)
+        if part.kept is not None:
+            self._kept_bytes -= sum(map(len, part.kept))
+        return part
+
+    def _abandon_oldest(self, findings: list[Finding], why: dict) -> None:
+        oldest = self._forget(next(iter(self._partials)))
+        findings.append(Finding("chunk.abandoned", {**why, "uuid": oldest.uuid, "seen": oldest.next_chunk,
+                                                    "num_chunks": oldest.num_chunks}))
 
     def _complete(self, part: _Partial, findings: list[Finding]) -> dict:
         if part.total_size is not None and part.size != part.total_size:

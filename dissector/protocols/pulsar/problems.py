@@ -70,8 +70,10 @@ _BATCH = {
 
 # -- chunked messages
 register("chunk.restarted", WARNING, "chunked message {uuid!r} restarted after {seen} of {num_chunks} chunks")
-register("chunk.abandoned", WARNING, "more than {limit} chunked messages in progress: gave up on {uuid!r} after "
-         "{seen} of {num_chunks} chunks")
+register("chunk.abandoned", WARNING, lambda p: (
+    f"more than {p['limit']} chunked messages in progress" if "limit" in p
+    else f"more than {p['bytes']} bytes of compressed chunks held (max_chunk_bytes)")
+    + f": gave up on {p['uuid']!r} after {p['seen']} of {p['num_chunks']} chunks")
 register("chunk.orphan", WARNING, "chunk {chunk_id} of {num_chunks} of {uuid!r} without its first chunk in the capture")
 register("chunk.duplicate", WARNING, "duplicate chunk {chunk_id} of {uuid!r}")
 register("chunk.missing", ERROR, "chunk {chunk_id} of {uuid!r} arrived but chunk {expected} is missing; message "

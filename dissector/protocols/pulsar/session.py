@@ -48,7 +48,7 @@ class PulsarSession:
         self.producers: OrderedDict[int, _Producer] = OrderedDict()
         self.consumers: OrderedDict[int, _Consumer] = OrderedDict()
         self.redirects: dict[str, int] = {}  # topic -> lookups redirected
-        self.chunks = ChunkAssembler(options.max_decompressed, options.max_chunked_messages)
+        self.chunks = ChunkAssembler(options.max_decompressed, options.max_chunked_messages, options.max_chunk_bytes)
         self.drops = DropCounter(conn)
 
     def on_frame(self, frame: Frame, spec: CommandSpec | None, request: Waiting | None, notes: dict,
