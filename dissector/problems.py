@@ -115,6 +115,10 @@ register("CONNECTION_CLOSED", NOTE, lambda p: "connection " + _CLOSED.get(p["how
 register("UNANSWERED", WARNING, lambda p: f"{p['request_type']} (frame {p['request']}) got no response in the capture"
          + (" before it was forgotten" if p.get("evicted") else ""),
          "a request with no response when its connection closed (or when its state was dropped)")
+register("OVERDUE", NOTE, lambda p: f"{p['request_type']} (frame {p['request']}) has had no answer for "
+         f"{p['timeout_s']:g} s: past the clients' operation timeout",
+         "a request still waiting when the clock passes the operation timeout (the verdict follows: response.slow "
+         "or UNANSWERED)")
 register("CAPTURE_TRUNCATED", WARNING, "{what}", "the capture file ends inside a record")
 register("CAPTURE_NOTE", NOTE, lambda p: message(p["note"], p),
          "something odd but harmless about the capture file (details.note: a capture.* id)")

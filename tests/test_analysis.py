@@ -47,9 +47,9 @@ class Conversation:
         frame = Frame(self.index, "pulsar", cid, src, dst, direction, time, time, self.index, self.index, 0,
                       decode_frame(raw))
         out = self._feed(frame)
-        annotated = out[0]
-        assert type(annotated) is Annotated and annotated.frame is frame  # the frame itself is never replaced
-        self.events.extend(out[1:])
+        (annotated,) = [a for a in out if type(a) is Annotated]
+        assert annotated.frame is frame  # the frame itself is never replaced
+        self.events.extend(e for e in out if e is not annotated)
         self.frames.append(annotated)
         return annotated
 
@@ -341,3 +341,36 @@ def test_a_name_learnt_later_does_not_change_what_earlier_frames_carried():
     later = c.frame(1, TO_BROKER, send_frame(b"b", producer_id=0, sequence_id=1), 0.3)
     assert "name" not in early.notes["producer"]
     assert later.notes["producer"]["name"] == "standalone-0-1"
+
+
+def test_the_clock_reports_a_request_past_the_operation_timeout_once_and_in_time_order():
+    c = Conversation(Options(request_timeout=30.0))
+    slow = c.frame(1, TO_BROKER, simple_frame("LOOKUP", topic="t", request_id=1), 10.0)
+    fast = c.frame(1, TO_BROKER, simple_frame("LOOKUP", topic="t", request_id=2), 11.0)
+    c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=2), 11.5)
+    other = c.frame(2, TO_BROKER, simple_frame("PARTITIONED_METADATA", topic="t", request_id=1), 12.0)
+    late = c.frame(2, TO_BROKER, simple_frame("PARTITIONED_METADATA", topic="u", request_id=2), 20.0)
+    out: list = []
+    c.analyzer.tick(41.0, out)  # idle link: no packet, the wall clock moves on
+    assert [(e.kind, e.details["request"], e.time) for e in out] == [
+        ("OVERDUE", slow.frame.index, 40.0), ("OVERDUE", other.frame.index, 42.0)][:1]
+    c.analyzer.tick(60.0, out)
+    assert [(e.details["request"], e.time) for e in out] == [
+        (slow.frame.index, 40.0), (other.frame.index, 42.0), (late.frame.index, 50.0)]
+    assert fast.frame.index not in [e.details["request"] for e in out]
+    c.analyzer.tick(100.0, out)
+    assert len(out) == 3  # each is reported once
+    answer = c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=1), 101.0)
+    assert answer.notes["answers"] == slow.frame.index and ids(answer) == ["response.slow"]
+    c.close(2, 102.0)
+    assert sorted(e.details["request"] for e in c.events if e.kind == "UNANSWERED") == [other.frame.index,
+                                                                                          late.frame.index]
+
+
+def test_the_clock_runs_on_the_capture_time_of_the_items_too():
+    c = Conversation(Options(request_timeout=5.0))
+    c.frame(1, TO_BROKER, simple_frame("PING"), 1.0)
+    c.frame(1, TO_BROKER, simple_frame("FLOW", consumer_id=0, messagePermits=1), 7.0)  # later traffic
+    overdue = [e for e in c.events if e.kind == "OVERDUE"]
+    assert [(e.details["request_type"], e.time) for e in overdue] == [("PING", 6.0)]
+    assert message("OVERDUE", {**overdue[0].details, "timeout_s": 5.0}).startswith("PING (frame 1)")

@@ -10,10 +10,16 @@ A request still waiting when its connection closes is ``UNANSWERED``. Then the p
 Nothing here edits what the decoder produced: each frame comes out as ``Annotated(frame, notes, findings)``.
 What is kept per waiting request is a ``Waiting`` (a few ids), never the frame or its payload, and at most
 ``Options.max_pending_requests`` per connection.
+
+The analysis has a clock: ``tick(now)`` (every item's time when reading a file; the wall clock for a live
+capture on an idle link) reports a request that has waited past ``Options.request_timeout`` as ``OVERDUE``
+when that happens, not only when its answer or its connection's end comes. A heap holds one deadline per
+connection (its oldest request not yet reported), so the clock costs nothing per request.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from typing import Iterable, Iterator
 
@@ -30,7 +36,7 @@ _NOTHING: dict = {}  # the kept fields of a request that keeps none (never writt
 
 class _Connection:
     __slots__ = ("protocol", "session", "mid_stream", "waiting", "order", "drops", "to_server", "last_time",
-                 "last_packet")
+                 "last_packet", "in_heap")
 
     def __init__(self, protocol: ProtocolSpec, options: Options, conn: int, mid_stream: bool) -> None:
         self.protocol = protocol
@@ -42,6 +48,7 @@ class _Connection:
         self.to_server = towards(protocol.default_server_role)  # the direction of the client's requests
         self.last_time = 0.0
         self.last_packet = 0
+        self.in_heap = False  # a deadline of this connection is in the analyzer's heap
 
 
 class ConversationAnalyzer:
@@ -51,9 +58,45 @@ class ConversationAnalyzer:
         self.options = options or Options()
         self._conns: dict[int, _Connection] = {}
         self._mid_stream: dict[int, bool] = {}  # opened connections without a frame yet
+        self._deadlines: list[tuple[float, int]] = []  # heap of (deadline, connection): at most one per connection
+        self._last_packet = 0
+
+    def tick(self, now: float, out: list) -> None:
+        """The clock moved to ``now``: report the requests that have waited past the operation timeout."""
+        deadlines = self._deadlines
+        while deadlines and deadlines[0][0] < now:
+            _, conn_id = heapq.heappop(deadlines)
+            conn = self._conns.get(conn_id)
+            if conn is not None:
+                conn.in_heap = False
+                self._next_deadline(conn_id, conn, now, out)
+
+    def _next_deadline(self, conn_id: int, conn: _Connection, now: float, out: list | None) -> None:
+        """Report the connection's oldest request not yet reported if it is overdue at ``now``, and put the
+        deadline of the next one in the heap."""
+        timeout = self.options.request_timeout
+        for index, bucket in conn.order.items():
+            request = next(w for w in conn.waiting[bucket] if w.index == index)
+            if request.overdue or not request.space.unanswered:
+                continue
+            deadline = request.time + timeout
+            if deadline < now and out is not None:
+                request.overdue = True
+                conn.order.move_to_end(index)  # the unreported ones stay in front
+                out.append(Event("OVERDUE", deadline, self._last_packet, conn_id, request.src, request.dst,
+                                 request.direction, details={"request": index, "request_type": request.type},
+                                 params={"timeout_s": timeout}))
+                self._next_deadline(conn_id, conn, now, None)  # one report per pop: the heap keeps time order
+                return
+            heapq.heappush(self._deadlines, (deadline, conn_id))
+            conn.in_heap = True
+            return
 
     def process(self, item, out: list) -> None:
         """Append what ``item`` (a Frame or an Event) becomes, and any events it causes, to ``out``."""
+        if self._deadlines:
+            self.tick(item.time, out)
+        self._last_packet = item.packet
         if type(item) is Frame:
             self._frame(item, out)
             return
@@ -183,6 +226,9 @@ class ConversationAnalyzer:
                                                                  "key": dict(zip(key.fields, bucket[1:]))}))
             waiting.append(request)
         conn.order[frame.index] = bucket
+        if not conn.in_heap and space.unanswered:
+            heapq.heappush(self._deadlines, (frame.time + self.options.request_timeout, frame.conn))
+            conn.in_heap = True
         if len(conn.order) > self.options.max_pending_requests:
             index, bucket = conn.order.popitem(last=False)
             waiting = conn.waiting[bucket]

@@ -130,6 +130,7 @@ class Waiting:
     bucket: tuple  # (space name, key values)
     space: Space
     kept: dict  # the fields named by the spec's ``remember``
+    overdue: bool = False  # reported OVERDUE (waited past the operation timeout)
 
 
 def cannot_resync(buf, pos: int, end: int, max_size: int) -> tuple[bool, int]:
