@@ -248,3 +248,21 @@ def test_a_clock_tick_declares_a_lost_segment_without_waiting_for_the_next_packe
     gaps = [e for e in later if type(e) is Event and e.kind == "GAP"]
     assert len(gaps) == 1 and gaps[0].length == len(lost)
     assert [f.pdu.type for f in later if type(f) is Frame] == ["FLOW"]
+
+
+def test_one_direction_of_a_real_capture_keeps_bounded_state(tmp_path):
+    """Only the client-to-broker half of a real capture (an asymmetric SPAN port): no SEND ever gets its
+    receipt, yet at most max_pending_requests wait, and the tool says it dropped the rest."""
+    to_broker = [(t, d) for t, d in packets("02_batching_props_keys.pcap")
+                 if struct.unpack_from(">H", d, 14 + (d[14] & 0x0F) * 4 + 2)[0] == 6650]
+    path = tmp_path / "to_broker.pcap"
+    write_pcap(path, to_broker)
+    recs = decode(path, max_pending_requests=4)
+    sends = [r for r in frames_of(recs) if r["type"] == "SEND"]
+    summary = manifest("02_batching_props_keys")["summary"]
+    assert len(sends) == summary["batches_entries"]  # one SEND per batch the client API reported
+    assert sum(len(r["messages"]) for r in sends) == summary["sent"]
+    dropped = [r for r in recs if r["type"] == "STATE_DROPPED"]
+    assert dropped and {r["details"]["option"] for r in dropped} == {"max_pending_requests"}
+    assert len([r for r in recs if r["type"] == "UNANSWERED"]) == 4
+    assert all(r["direction"] == "to_broker" for r in frames_of(recs))
