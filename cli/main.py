@@ -13,6 +13,7 @@ from rich.console import Console
 
 from dissector.capture.files import CaptureError
 from dissector.options import Options
+from dissector.output.expr import ExprError
 from dissector.output.filters import FrameFilter
 from dissector.output.jsonl import json_writer
 from dissector.output.records import problem_count
@@ -123,6 +124,15 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
         raise typer.Exit(EXIT_OK)
 
 
+def _filter(*shorthands, expression: str | None = None) -> FrameFilter:
+    """The record filter of the options; a bad expression is a message with its column and exit 2."""
+    try:
+        return FrameFilter(*shorthands, expression=expression)
+    except ExprError as exc:
+        typer.echo(f"pulsar-dissect: bad filter expression: {exc.describe()}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+
+
 def _strict_exit(strict: bool, output: TimelineOutput) -> None:
     """--strict, in every command: exit 1 when a record shown has an error or a warning (notes do not count)."""
     if strict and output.problems:
@@ -136,6 +146,8 @@ DETECT_OPT = typer.Option(False, "--detect", help="also find Pulsar on connectio
 MAX_FRAME_OPT = typer.Option(_DEFAULTS.max_frame_size, "--max-frame-size", help="largest TOTAL_SIZE accepted")
 MAX_DECOMPRESSED_OPT = typer.Option(_DEFAULTS.max_decompressed, "--max-decompressed",
                                     help="largest payload to decompress, in bytes")
+FILTER_OPT = typer.Option(None, "-Y", "--filter",
+                          help='only records matching this expression, e.g. \'type == "SEND" and latency_ms > 20\'')
 SET_OPT = typer.Option(None, "-o", "--option", help="set a limit: NAME=VALUE (e.g. max_pending_requests=50000)")
 
 
@@ -150,6 +162,7 @@ def dissect_cmd(
     topic: Optional[List[str]] = typer.Option(None, "--topic", help="only frames about this topic"),
     producer: Optional[List[str]] = typer.Option(None, "--producer", help="only this producer (name or id)"),
     consumer: Optional[List[str]] = typer.Option(None, "--consumer", help="only this consumer (name or id)"),
+    expr: Optional[str] = FILTER_OPT,
     max_frames: Optional[int] = typer.Option(None, "--max-frames", help="stop after this many frames shown"),
     strict: bool = typer.Option(False, "--strict", help="exit 1 when a record shown has an error or a warning"),
     no_color: bool = typer.Option(False, "--no-color", help="no colours"),
@@ -163,7 +176,7 @@ def dissect_cmd(
 ) -> None:
     """Decode a capture into a request/response timeline (or JSON Lines with --json)."""
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
-    flt = FrameFilter(_split_csv(conn), _split_csv(type_), topic or [], producer or [], consumer or [])
+    flt = _filter(_split_csv(conn), _split_csv(type_), topic or [], producer or [], consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, absolute_time=absolute_time,
                             details=details, payload=payload, max_frames=max_frames)
     _run(capture, options, flt, output)
@@ -176,6 +189,7 @@ def follow_cmd(
     producer: Optional[List[str]] = typer.Option(None, "--producer", help="the producer to follow (name or id)"),
     consumer: Optional[List[str]] = typer.Option(None, "--consumer", help="the consumer to follow (name or id)"),
     topic: Optional[List[str]] = typer.Option(None, "--topic", help="the topic to follow"),
+    expr: Optional[str] = FILTER_OPT,
     json_out: bool = typer.Option(False, "--json", help="JSON Lines instead of the timeline"),
     port: Optional[List[int]] = PORT_OPT,
     detect: bool = DETECT_OPT,
@@ -192,7 +206,7 @@ def follow_cmd(
         typer.echo("pulsar-dissect follow: name a --producer, --consumer or --topic", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
-    flt = FrameFilter([], [], topic or [], producer or [], consumer or [])
+    flt = _filter([], [], topic or [], producer or [], consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload)
     stats = StatsCollector(options)
     _run(capture, options, flt, output, stats.add)
@@ -209,6 +223,7 @@ def stats_cmd(
     capture: Path = CAPTURE_ARG,
     json_out: bool = typer.Option(False, "--json", help="the statistics as one JSON object"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="also draw latency plots to FILE.png or FILE.svg"),
+    expr: Optional[str] = FILTER_OPT,
     port: Optional[List[int]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     plain: bool = typer.Option(False, "--plain", help="plain text, no colours"),
@@ -222,9 +237,11 @@ def stats_cmd(
         typer.echo("pulsar-dissect stats: --plot takes a .png or .svg file name", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
+    flt = _filter(expression=expr)
     stats = StatsCollector(options)
     for rec in _records(capture, options, summary=True):
-        stats.add(rec)
+        if flt.accepts(rec):
+            stats.add(rec)
     data = stats.result()
     if json_out:
         json_writer(sys.stdout)(data)
@@ -243,7 +260,99 @@ def stats_cmd(
         typer.echo(f"latency plot written to {plot}", err=True)
 
 
-SUBCOMMANDS = {"dissect", "follow", "stats"}
+def _captures(paths: list[str]) -> list[Path]:
+    """Capture files from files, directories (their pcap/pcapng files, gzipped or not) and glob patterns."""
+    import glob
+
+    out: list[Path] = []
+    for text in paths:
+        path = Path(text)
+        if path.is_dir():
+            out.extend(sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(_CAPTURE_ENDINGS)))
+        elif not path.exists() and any(c in text for c in "*?["):
+            out.extend(Path(p) for p in sorted(glob.glob(text)))
+        else:
+            out.append(path)
+    return out
+
+
+_CAPTURE_ENDINGS = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
+
+
+@app.command("check")
+def check_cmd(
+    captures: List[str] = typer.Argument(..., help="capture files, directories or glob patterns"),
+    rules_files: Optional[List[Path]] = typer.Option(None, "--rules", help="a YAML rule file (see the README)"),
+    rule_texts: Optional[List[str]] = typer.Option(None, "--rule", help='a rule, e.g. no-errors, '
+                                                   '"latency SEND p99 < 20ms", \'count(type == "SEND") == 10\''),
+    junit: Optional[Path] = typer.Option(None, "--junit", help="also write JUnit XML to FILE"),
+    json_out: bool = typer.Option(False, "--json", help="one JSON object per capture and rule"),
+    port: Optional[List[int]] = PORT_OPT,
+    detect: bool = DETECT_OPT,
+    max_frame_size: int = MAX_FRAME_OPT,
+    max_decompressed: int = MAX_DECOMPRESSED_OPT,
+    settings: Optional[List[str]] = SET_OPT,
+) -> None:
+    """Assert rules on recorded captures: exit 0 when every rule holds, 1 when one fails, 2 when a capture or
+    the rules cannot be read."""
+    from dissector.check import run_check
+    from dissector.check.parse import RuleError, rule_from_text, rules_from_yaml
+    from dissector.check.report import as_json, as_junit, as_text
+
+    options = _options(port, detect, max_frame_size, max_decompressed, settings)
+    sources = [(path, path.read_text(encoding="utf-8")) for path in rules_files or () if _readable(path)]
+
+    def fresh_rules():  # rules keep per-capture state: new ones for every capture
+        try:
+            rules = [rule for path, text in sources for rule in rules_from_yaml(text, str(path))]
+            for text in rule_texts or ():
+                try:
+                    rules.append(rule_from_text(text))
+                except ExprError as exc:
+                    raise RuleError(f"--rule {text!r}: bad expression: {exc.describe()}") from None
+        except RuleError as exc:
+            typer.echo(f"pulsar-dissect check: {exc}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+        if not rules:
+            typer.echo("pulsar-dissect check: no rules: give --rules FILE or --rule TEXT", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+        return rules
+
+    fresh_rules()  # the rules are checked before any capture is read
+    paths = _captures(captures)
+    if not paths:
+        typer.echo("pulsar-dissect check: no capture files found", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    results, unreadable = [], 0
+    write = json_writer(sys.stdout)
+    for path in paths:
+        try:
+            result = run_check(path, fresh_rules(), options)
+        except CaptureError as exc:
+            typer.echo(f"pulsar-dissect check: {exc}", err=True)
+            unreadable += 1
+            continue
+        results.append(result)
+        if json_out:
+            for obj in as_json(result):
+                write(obj)
+        else:
+            typer.echo(as_text(result))
+    if junit is not None:
+        junit.write_bytes(as_junit(results))
+    if unreadable:
+        raise typer.Exit(EXIT_UNREADABLE)
+    raise typer.Exit(EXIT_OK if all(r.passed for r in results) else EXIT_PROBLEMS)
+
+
+def _readable(path: Path) -> bool:
+    if not path.is_file():
+        typer.echo(f"pulsar-dissect check: cannot read the rule file {path}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    return True
+
+
+SUBCOMMANDS = {"dissect", "follow", "stats", "check"}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -10,14 +10,17 @@ from collections import OrderedDict
 
 from .. import protocols
 from ..analysis.bounded import remember_bounded
+from .expr import compile_expr, resolve
 
 ACCEPTED_MEMORY = 100_000  # recent accepted requests whose answers are shown too
 
 
 class FrameFilter:
-    """Which records to show: by connection, type, topic, producer, consumer."""
+    """Which records to show: by connection, type, topic, producer, consumer (the shorthands), and by an
+    expression (``-Y``, see ``expr``); a record is shown when it passes both."""
 
-    def __init__(self, conns=(), types=(), topics=(), producers=(), consumers=()) -> None:
+    def __init__(self, conns=(), types=(), topics=(), producers=(), consumers=(), expression: str | None = None) -> None:
+        self.predicate = compile_expr(expression) if expression else None
         self.conns = {int(c) for c in conns}
         self.types = {t.upper() for t in types}
         self.topics = set(topics)
@@ -27,6 +30,11 @@ class FrameFilter:
         self._accepted: OrderedDict[int, None] = OrderedDict()  # recent accepted frames: their answers belong too
 
     def accepts(self, rec: dict) -> bool:
+        if self.predicate is not None and not self.predicate(rec):
+            return False
+        return self._shorthands(rec)
+
+    def _shorthands(self, rec: dict) -> bool:
         conn = rec.get("conn")
         if self.conns and conn not in self.conns:
             return conn is None and not self.actor_filter
@@ -50,14 +58,8 @@ class FrameFilter:
 
 
 def topic_of(rec: dict) -> str | None:
-    topic = rec["command"].get("topic")
-    if topic is not None:
-        return topic
-    for key in ("producer", "consumer"):
-        info = rec.get(key)
-        if info:
-            return info.get("topic")
-    return None
+    values = resolve(rec, ("topic",))
+    return values[0] if values else None
 
 
 def _creates(rec: dict) -> str | None:
