@@ -141,7 +141,8 @@ def _default_name(kind: str, params) -> str:
         return kind
     if isinstance(params, (str, list)):
         return f"{kind} {params if isinstance(params, str) else ' before '.join(map(str, params))}"
-    return kind + " " + " ".join(f"{k}={v}" for k, v in params.items())
+    return kind + " " + " ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}"
+                                 for k, v in params.items())
 
 
 def _count(name: str, p: dict) -> Count:
