@@ -104,9 +104,15 @@ def compile_expr(expression: str) -> Predicate:
         tree = _PARSER.parse(expression)
     except UnexpectedInput as exc:
         got = getattr(exc, "token", None)
-        what = f"unexpected {got!r}" if got not in (None, "") and getattr(got, "type", "") != "$END" \
-            else "unexpected end of the expression" if got is not None else "unexpected character"
-        raise ExprError(f"syntax error: {what}", expression, getattr(exc, "column", None)) from None
+        column = getattr(exc, "column", None)
+        if got is not None and getattr(got, "type", "") == "$END":
+            what, column = "the expression ends too soon", len(expression.rstrip()) + 1
+        elif got is not None:
+            what = f"unexpected {str(got)!r}"
+        else:
+            what = f"unexpected character {expression[exc.pos_in_stream]!r}" \
+                if 0 <= getattr(exc, "pos_in_stream", -1) < len(expression) else "unexpected character"
+        raise ExprError(f"syntax error: {what}", expression, column) from None
     try:
         return _Compiler(expression).transform(tree)
     except VisitError as exc:
