@@ -13,7 +13,7 @@ from rich.console import Console
 
 from dissector.capture.files import CaptureError
 from dissector.options import Options
-from dissector.output.expr import ExprError
+from dissector.output.expr import ExprError, needs_full_records
 from dissector.output.filters import FrameFilter
 from dissector.output.jsonl import json_writer
 from dissector.output.records import problem_count
@@ -110,6 +110,8 @@ def _records(capture: Path, options: Options, *, payload_bytes: bool = False, su
 
 def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutput, sink=None) -> None:
     """Decode, filter and output; ``sink`` also sees every record shown."""
+    if flt.predicate is not None and needs_full_records(flt.predicate):
+        output.summary = False  # the expression reads each message or the whole metadata
     try:
         for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary):
             if not flt.accepts(rec):
@@ -239,7 +241,8 @@ def stats_cmd(
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(expression=expr)
     stats = StatsCollector(options)
-    for rec in _records(capture, options, summary=True):
+    full = flt.predicate is not None and needs_full_records(flt.predicate)
+    for rec in _records(capture, options, summary=not full):
         if flt.accepts(rec):
             stats.add(rec)
     data = stats.result()

@@ -32,7 +32,8 @@ class CaptureResult:
 def run_check(capture: str | Path, rules: list[Rule], options: Options | None = None) -> CaptureResult:
     """Every rule over one capture; raises capture.files.CaptureError when it cannot be read."""
     first_time = None
-    for rec in analysed_records(capture, options, summary=True):
+    summary = not any(rule.needs_full for rule in rules)
+    for rec in analysed_records(capture, options, summary=summary):
         if first_time is None:
             first_time = rec["time"]
         for rule in rules:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from ..output.expr import Predicate, compile_expr
+from ..output.expr import Predicate, compile_expr, needs_full_records
 from ..output.stats import Latencies, percentile
 from ..problems import NOTE, SEVERITIES, WARNING
 
@@ -30,6 +30,7 @@ class Rule:
     """One rule: ``add`` every record of a capture, then ``verdict``."""
 
     kind = ""
+    needs_full = False  # the rule reads what only full records carry (each message, the whole metadata)
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -66,6 +67,7 @@ class Forbid(Rule):
         super().__init__(name)
         self.expression = expression
         self.match: Predicate = compile_expr(expression)
+        self.needs_full = needs_full_records(self.match)
         self.what = what or f"record(s) matching {expression}"
 
     def add(self, rec: dict) -> None:
@@ -86,6 +88,7 @@ class Require(Rule):
         self.expression = expression
         self.match = compile_expr(expression)
         self.seen = 0
+        self.needs_full = needs_full_records(self.match)
 
     def add(self, rec: dict) -> None:
         if self.match(rec):
@@ -109,6 +112,7 @@ class Count(Rule):
         self.expression, self.op, self.number = expression, op, number
         self.match = compile_expr(expression)
         self.count = 0
+        self.needs_full = needs_full_records(self.match)
 
     def add(self, rec: dict) -> None:
         if self.match(rec):

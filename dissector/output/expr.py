@@ -19,6 +19,7 @@ Parsed by lark into an AST and evaluated by this module: nothing is ever passed 
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Callable
 
@@ -113,12 +114,24 @@ def compile_expr(expression: str) -> Predicate:
             what = f"unexpected character {expression[exc.pos_in_stream]!r}" \
                 if 0 <= getattr(exc, "pos_in_stream", -1) < len(expression) else "unexpected character"
         raise ExprError(f"syntax error: {what}", expression, column) from None
+    compiler = _Compiler(expression)
     try:
-        return _Compiler(expression).transform(tree)
+        predicate = compiler.transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, ExprError):
             raise exc.orig_exc from None
         raise
+    predicate.fields = frozenset(compiler.fields)
+    return predicate
+
+
+# Keys that records made for one-line views (``summary``) leave out or shorten.
+FULL_RECORD_FIELDS = frozenset(("messages", "metadata"))
+
+
+def needs_full_records(predicate: Predicate) -> bool:
+    """Whether the expression reads what only full records carry (each message, the whole metadata)."""
+    return bool(getattr(predicate, "fields", frozenset()) & FULL_RECORD_FIELDS)
 
 
 # ------------------------------------------------------------------------------------------- evaluation
@@ -168,6 +181,13 @@ def _comparable(a, b) -> bool:
     return (isinstance(a, numbers) and isinstance(b, numbers)) or type(a) is type(b)
 
 
+def _orderable(a, b) -> bool:
+    """< <= > >= hold between numbers or between strings only (never an error, as for any comparison)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return False
+    return (isinstance(a, (int, float)) and isinstance(b, (int, float))) or (type(a) is str and type(b) is str)
+
+
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
     "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
@@ -177,11 +197,12 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 class _Value:
     """An operand: a field path (many values) or a literal (one)."""
 
-    __slots__ = ("path", "literal")
+    __slots__ = ("path", "literal", "column")
 
-    def __init__(self, path: tuple[str, ...] | None = None, literal: Any = None) -> None:
+    def __init__(self, path: tuple[str, ...] | None = None, literal: Any = None, column: int | None = None) -> None:
         self.path = path
         self.literal = literal
+        self.column = column
 
     def values(self, rec: dict) -> list:
         return resolve(rec, self.path) if self.path is not None else [self.literal]
@@ -194,6 +215,7 @@ class _Compiler(Transformer):
     def __init__(self, expression: str) -> None:
         super().__init__()
         self.expression = expression
+        self.fields: set[str] = set()  # the top-level names the expression reads
 
     # -- operands
     def field(self, *names: Token) -> _Value:
@@ -201,15 +223,18 @@ class _Compiler(Transformer):
         if str(first) not in KNOWN_FIELDS:
             raise ExprError(f"unknown field {str(first)!r} (fields: {', '.join(sorted(KNOWN_FIELDS))})",
                             self.expression, first.column)
+        self.fields.add(str(first))
         return _Value(path=tuple(str(n) for n in names))
 
     def string(self, token: Token) -> _Value:
         text = str(token)
         if text.startswith("'"):
-            return _Value(literal=text[1:-1])
-        import json
-
-        return _Value(literal=json.loads(text))
+            return _Value(literal=text[1:-1], column=token.column)
+        try:
+            return _Value(literal=json.loads(text), column=token.column)
+        except ValueError as exc:
+            raise ExprError(f"bad string {text}: {exc.args[0].split(':')[0]}", self.expression,
+                            token.column) from None
 
     def number(self, token: Token) -> _Value:
         text = str(token)
@@ -230,11 +255,12 @@ class _Compiler(Transformer):
     # -- predicates
     def compare(self, left: _Value, op: Token, right: _Value) -> Predicate:
         fn = _OPS[str(op)]
+        comparable = _comparable if str(op) in ("==", "!=") else _orderable
 
         def compare(rec: dict) -> bool:
             for a in left.values(rec):
                 for b in right.values(rec):
-                    if _comparable(a, b) and fn(a, b):
+                    if comparable(a, b) and fn(a, b):
                         return True
             return False
         return compare
@@ -265,7 +291,9 @@ class _Compiler(Transformer):
         try:
             regex = re.compile(pattern.literal)
         except re.error as exc:
-            raise ExprError(f"bad regular expression {pattern.literal!r}: {exc}", self.expression, None) from None
+            column = pattern.column + 1 + exc.pos if pattern.column and exc.pos is not None else pattern.column
+            raise ExprError(f"bad regular expression {pattern.literal!r}: {exc.msg}", self.expression,
+                            column) from None
 
         def matches(rec: dict) -> bool:
             return any(isinstance(a, str) and regex.search(a) for a in left.values(rec))
