@@ -263,6 +263,114 @@ def stats_cmd(
         typer.echo(f"latency plot written to {plot}", err=True)
 
 
+@app.command("live")
+def live_cmd(
+    interface: Optional[str] = typer.Option(None, "-i", "--interface", help="interface to sniff (default: all)"),
+    port: Optional[List[int]] = PORT_OPT,
+    bpf: Optional[str] = typer.Option(None, "-f", help="capture filter (BPF); default: TCP on the broker ports"),
+    write: Optional[Path] = typer.Option(None, "-w", help="also save the packets to this pcap file"),
+    duration: Optional[float] = typer.Option(None, "--duration", help="stop after this many seconds"),
+    count: Optional[int] = typer.Option(None, "-c", help="stop after this many packets"),
+    expr: Optional[str] = FILTER_OPT,
+    engine: str = typer.Option("socket", "--engine", help="socket (AF_PACKET, needs CAP_NET_RAW) or dumpcap"),
+    json_out: bool = typer.Option(False, "--json", help="JSON Lines: one object per frame or event"),
+    detect: bool = DETECT_OPT,
+    strict: bool = typer.Option(False, "--strict", help="exit 1 when a record shown has an error or a warning"),
+    no_color: bool = typer.Option(False, "--no-color", help="no colours"),
+    plain: bool = typer.Option(False, "--plain", help="plain text, no colours, no wrapping (for pagers)"),
+    absolute_time: bool = typer.Option(False, "--absolute-time", help="UTC wall-clock times, not relative"),
+    details: bool = typer.Option(False, "--details", "-V", help="every decoded field under each frame"),
+    payload: bool = typer.Option(False, "--payload", help="show payloads (JSON: payload_text / payload_b64)"),
+    max_frame_size: int = MAX_FRAME_OPT,
+    max_decompressed: int = MAX_DECOMPRESSED_OPT,
+    settings: Optional[List[str]] = SET_OPT,
+) -> None:
+    """Sniff an interface and stream the timeline (or JSON Lines) as traffic flows; Ctrl-C stops."""
+    import signal
+    import threading
+    import time
+
+    from dissector import protocols
+    from dissector.capture.live import LiveError, PcapWriter, capture_filter, open_live
+    from dissector.output.records import record
+    from dissector.run import live_items
+
+    options = _options(port, detect, max_frame_size, max_decompressed, settings)
+    flt = _filter(expression=expr)
+    output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, absolute_time=absolute_time,
+                            details=details, payload=payload)
+    if flt.predicate is not None and needs_full_records(flt.predicate):
+        output.summary = False
+    ports = {p for protocol in protocols.select(options.protocols) for p in protocol.ports} | set(options.ports)
+    capture = capture_filter(ports, bpf)
+    try:
+        source = open_live(engine, interface, capture)
+    except LiveError as exc:
+        typer.echo(f"pulsar-dissect live: {exc}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    typer.echo(f"pulsar-dissect live: capturing on {interface or 'all interfaces'} ({capture}), engine {engine}",
+               err=True)
+    deadline = time.time() + duration if duration is not None else None
+    writer: list = []  # the pcap writer, made with the first packet's link type
+    received = 0
+
+    def packets():
+        nonlocal received
+        for packet in source.packets(stop):
+            if packet is not None:
+                received += 1
+                if write is not None:
+                    if not writer:
+                        writer.append(PcapWriter(write, packet.linktype))
+                    writer[0].write(packet)
+                if count is not None and received >= count:
+                    stop.set()
+            elif writer:
+                writer[0].flush()
+            if deadline is not None and time.time() >= deadline:
+                stop.set()
+            yield packet
+
+    frames = 0
+    last_flush = time.time()
+    try:
+        for item in live_items(packets(), options):
+            rec = record(item, payload_bytes=payload, summary=output.summary)
+            if "index" in rec:
+                frames += 1
+            if flt.accepts(rec):
+                output.emit(rec)
+            if time.time() - last_flush > 0.1:
+                _flush(output)
+                last_flush = time.time()
+    except BrokenPipeError:
+        stop.set()
+    finally:
+        source.close()
+        if writer:
+            writer[0].close()
+        _flush(output)
+    stats = source.poll_stats()
+    typer.echo(f"pulsar-dissect live: {stats.received} packets received, {stats.kernel_dropped} dropped by the "
+               f"kernel" + (f", {stats.duplicates} loopback copies left out" if stats.duplicates else "")
+               + f"; {frames} frames, {output.problems} problem(s) shown"
+               + (f"; packets saved to {write}" if write is not None and writer else ""), err=True)
+    _strict_exit(strict, output)
+
+
+def _flush(output: "TimelineOutput") -> None:
+    try:
+        output.out.flush()
+        buffer = getattr(output.out, "buffer", None)
+        if buffer is not None:
+            buffer.flush()
+    except (BrokenPipeError, ValueError):
+        pass
+
+
 def _captures(paths: list[str]) -> list[Path]:
     """Capture files from files, directories (their pcap/pcapng files, gzipped or not) and glob patterns."""
     import glob
@@ -355,7 +463,7 @@ def _readable(path: Path) -> bool:
     return True
 
 
-SUBCOMMANDS = {"dissect", "follow", "stats", "check"}
+SUBCOMMANDS = {"dissect", "follow", "stats", "check", "live"}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,14 +1,15 @@
-"""One call from a capture file to analysed frames and events, or to JSON-contract records."""
+"""One call from a capture file (or a live source) to analysed frames and events, or to JSON-contract records."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Iterator
 
-from .analysis.conversation import analyse
+from .analysis.conversation import ConversationAnalyzer, analyse
 from .options import Options
 from .output.records import record
-from .pipeline import dissect_file
+from .pipeline import Dissector, dissect_file
 
 
 def analysed_events(path, options: Options | None = None) -> Iterator:
@@ -26,3 +27,28 @@ def analysed_records(path, options: Options | None = None, *, payload_bytes: boo
         options = dataclasses.replace(options, summary=True)
     for item in analysed_events(path, options):
         yield record(item, payload_bytes=payload_bytes, summary=summary)
+
+
+def live_items(packets, options: Options | None = None) -> Iterator:
+    """Annotated frames and events from a live source, as they come: ``packets`` yields CapturedPackets and
+    ``None`` when the link was idle for a moment, which moves the clock (expiries without a next packet).
+    The same reassembly, decoding and analysis as a file; only the source differs."""
+    options = options or Options()
+    dissector = Dissector(options)
+    analyzer = ConversationAnalyzer(options)
+    out: list = []
+    for packet in packets:
+        if packet is None:
+            now = time.time()
+            items = dissector.tick(now)
+            analyzer.tick(now, out)
+        else:
+            items = dissector.feed_packet(packet)
+        for item in items:
+            analyzer.process(item, out)
+        yield from out
+        out.clear()
+    for item in dissector.finish():
+        analyzer.process(item, out)
+    yield from out
+    yield from analyzer.finish()
