@@ -140,10 +140,8 @@ def test_live_streams_what_the_client_sent_and_received(tmp_path, engine):
     with open_capture(pcap) as reader:
         written = sum(1 for _ in reader)
     assert f"{written} packets received" in stderr
-    if rec.packets_captured is not None:
+    if rec.packets_captured is not None:  # a packet socket sees each loopback packet twice: counted once
         assert written == rec.packets_captured
-    if engine == "socket":
-        assert "loopback copies left out" in stderr
 
 
 def test_sigterm_and_count_stop_cleanly_with_a_valid_pcap(tmp_path):

@@ -5,7 +5,8 @@ Two engines:
 - ``PacketSocket``: a Linux AF_PACKET socket (SOCK_DGRAM: every interface gives its IP packets the same way,
   ``LINKTYPE_RAW``) with the capture filter compiled by libpcap (through scapy) and attached in the kernel, so
   only the Pulsar ports reach Python. On loopback the kernel shows every packet twice, outgoing and incoming:
-  the outgoing copy is dropped, so each is counted once. Needs root or CAP_NET_RAW.
+  instructions put in front of the filter drop the outgoing copy in the kernel, so each is counted once (and
+  copied once). Needs root or CAP_NET_RAW.
 - ``Dumpcap``: Wireshark's ``dumpcap`` writes pcapng to a pipe that the project's own reader streams, for hosts
   where dumpcap holds the capture privilege and Python does not.
 
@@ -35,6 +36,10 @@ ARPHRD_LOOPBACK = 772
 SOL_PACKET = 263
 PACKET_STATISTICS = 6
 SO_ATTACH_FILTER = 26
+SO_RCVBUFFORCE = 33
+# Classic BPF ancillary loads (linux/filter.h): SKF_AD_OFF + SKF_AD_PKTTYPE / SKF_AD_IFINDEX
+_LD_PKTTYPE, _LD_IFINDEX = 0xFFFFF000 + 4, 0xFFFFF000 + 8
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
 SNAPLEN = 262_144  # a loopback segment with GSO can be larger than the 64 KiB MTU
 
 
@@ -70,7 +75,10 @@ class PacketSocket:
             raise LiveError(f"cannot open a packet socket here: {exc}") from None
         try:
             self._attach_filter(bpf)
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_bytes)
+            try:  # past net.core.rmem_max (with CAP_NET_ADMIN): room for bursts while Python catches up
+                self.sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, buffer_bytes)
+            except OSError:
+                self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer_bytes)
             if self.interface is not None:
                 try:
                     socket.if_nametoindex(self.interface)
@@ -94,11 +102,19 @@ class PacketSocket:
             program = compile_filter(bpf, linktype=DLT_RAW)
         except Exception as exc:  # scapy raises its own Scapy_Exception with libpcap's message
             raise LiveError(f"bad capture filter {bpf!r}: {exc}") from None
-        # struct sock_fprog {unsigned short len; struct sock_filter *filter;}: the program's instructions are
-        # copied into a buffer of ours, kept alive as long as the socket.
-        size = program.bf_len * 8
-        self._insns = ctypes.create_string_buffer(ctypes.string_at(program.bf_insns, size), size)
-        fprog = struct.pack("HL", program.bf_len, ctypes.addressof(self._insns))
+        # In front: drop the outgoing copy of a loopback packet (jumps in the program are relative, so the
+        # compiled instructions stay valid after these).
+        insn = struct.Struct("HBBI")
+        prefix = b"".join((insn.pack(_BPF_LD_W_ABS, 0, 0, _LD_PKTTYPE),
+                           insn.pack(_BPF_JEQ_K, 0, 3, PACKET_OUTGOING),
+                           insn.pack(_BPF_LD_W_ABS, 0, 0, _LD_IFINDEX),
+                           insn.pack(_BPF_JEQ_K, 0, 1, _loopback_index()),
+                           insn.pack(_BPF_RET_K, 0, 0, 0)))
+        code = prefix + ctypes.string_at(program.bf_insns, program.bf_len * 8)
+        # struct sock_fprog {unsigned short len; struct sock_filter *filter;}: the instructions live in a buffer
+        # of ours, kept alive as long as the socket.
+        self._insns = ctypes.create_string_buffer(code, len(code))
+        fprog = struct.pack("HL", len(code) // 8, ctypes.addressof(self._insns))
         self.sock.setsockopt(socket.SOL_SOCKET, SO_ATTACH_FILTER, fprog)
 
     def packets(self, stop: threading.Event) -> Iterator[CapturedPacket | None]:
@@ -206,6 +222,13 @@ class Dumpcap:
                 except (IndexError, ValueError):
                     pass
         self._thread.join(timeout=5)
+
+
+def _loopback_index() -> int:
+    for index, name in socket.if_nameindex():
+        if name == "lo":
+            return index
+    return 0xFFFFFFFF  # no loopback: the prefix drops nothing
 
 
 def open_live(engine: str, interface: str | None, bpf: str, *, tick: float = 0.25):
