@@ -78,8 +78,8 @@ def _scenario(rec: LiveRecording, n: int = 120) -> dict:
 
 
 def _run_live(rec: LiveRecording, work: Path, engine: str, stop_signal=signal.SIGINT):
-    out = work / f"live-{engine}.json"
-    pcap = work / f"live-{engine}.pcap"
+    out = work / f"ours-{engine}.json"
+    pcap = work / f"ours-{engine}.pcap"  # not tcpdump's file (LiveRecording writes <name>.pcap)
     proc = subprocess.Popen(CLI + ["live", "-i", "lo", "--port", str(rec.port), "--json", "-w", str(pcap),
                                    "--engine", engine], stdout=open(out, "w"), stderr=subprocess.PIPE)
     started = proc.stderr.readline().decode()
