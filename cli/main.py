@@ -150,13 +150,20 @@ MAX_DECOMPRESSED_OPT = typer.Option(_DEFAULTS.max_decompressed, "--max-decompres
                                     help="largest payload to decompress, in bytes")
 FILTER_OPT = typer.Option(None, "-Y", "--filter",
                           help='only records matching this expression, e.g. \'type == "SEND" and latency_ms > 20\'')
+STRICT_OPT = typer.Option(False, "--strict", help="exit 1 when a record shown has an error or a warning")
+NO_COLOR_OPT = typer.Option(False, "--no-color", help="no colours")
+PLAIN_OPT = typer.Option(False, "--plain", help="plain text, no colours, no wrapping (for pagers)")
+ABSOLUTE_TIME_OPT = typer.Option(False, "--absolute-time", help="UTC wall-clock times, not relative")
+DETAILS_OPT = typer.Option(False, "--details", "-V", help="every decoded field under each frame")
+PAYLOAD_OPT = typer.Option(False, "--payload", help="show payloads (JSON: payload_text / payload_b64)")
+JSON_OPT = typer.Option(False, "--json", help="JSON Lines: one object per frame or event")
 SET_OPT = typer.Option(None, "-o", "--option", help="set a limit: NAME=VALUE (e.g. max_pending_requests=50000)")
 
 
 @app.command("dissect")
 def dissect_cmd(
     capture: Path = CAPTURE_ARG,
-    json_out: bool = typer.Option(False, "--json", help="JSON Lines: one object per frame or event"),
+    json_out: bool = JSON_OPT,
     port: Optional[List[int]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     conn: Optional[List[str]] = typer.Option(None, "--conn", help="only these connection numbers"),
@@ -166,12 +173,12 @@ def dissect_cmd(
     consumer: Optional[List[str]] = typer.Option(None, "--consumer", help="only this consumer (name or id)"),
     expr: Optional[str] = FILTER_OPT,
     max_frames: Optional[int] = typer.Option(None, "--max-frames", help="stop after this many frames shown"),
-    strict: bool = typer.Option(False, "--strict", help="exit 1 when a record shown has an error or a warning"),
-    no_color: bool = typer.Option(False, "--no-color", help="no colours"),
-    plain: bool = typer.Option(False, "--plain", help="plain text, no colours, no wrapping (for pagers)"),
-    absolute_time: bool = typer.Option(False, "--absolute-time", help="UTC wall-clock times, not relative"),
-    details: bool = typer.Option(False, "--details", "-V", help="every decoded field under each frame"),
-    payload: bool = typer.Option(False, "--payload", help="show payloads (JSON: payload_text / payload_b64)"),
+    strict: bool = STRICT_OPT,
+    no_color: bool = NO_COLOR_OPT,
+    plain: bool = PLAIN_OPT,
+    absolute_time: bool = ABSOLUTE_TIME_OPT,
+    details: bool = DETAILS_OPT,
+    payload: bool = PAYLOAD_OPT,
     max_frame_size: int = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
@@ -196,9 +203,9 @@ def follow_cmd(
     port: Optional[List[int]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     plain: bool = typer.Option(False, "--plain", help="plain text, no colours"),
-    no_color: bool = typer.Option(False, "--no-color", help="no colours"),
+    no_color: bool = NO_COLOR_OPT,
     payload: bool = typer.Option(False, "--payload", help="show payloads"),
-    strict: bool = typer.Option(False, "--strict", help="exit 1 when a record shown has an error or a warning"),
+    strict: bool = STRICT_OPT,
     max_frame_size: int = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
@@ -229,7 +236,7 @@ def stats_cmd(
     port: Optional[List[int]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     plain: bool = typer.Option(False, "--plain", help="plain text, no colours"),
-    no_color: bool = typer.Option(False, "--no-color", help="no colours"),
+    no_color: bool = NO_COLOR_OPT,
     max_frame_size: int = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
@@ -273,14 +280,14 @@ def live_cmd(
     count: Optional[int] = typer.Option(None, "-c", help="stop after this many packets"),
     expr: Optional[str] = FILTER_OPT,
     engine: str = typer.Option("socket", "--engine", help="socket (AF_PACKET, needs CAP_NET_RAW) or dumpcap"),
-    json_out: bool = typer.Option(False, "--json", help="JSON Lines: one object per frame or event"),
+    json_out: bool = JSON_OPT,
     detect: bool = DETECT_OPT,
-    strict: bool = typer.Option(False, "--strict", help="exit 1 when a record shown has an error or a warning"),
-    no_color: bool = typer.Option(False, "--no-color", help="no colours"),
-    plain: bool = typer.Option(False, "--plain", help="plain text, no colours, no wrapping (for pagers)"),
-    absolute_time: bool = typer.Option(False, "--absolute-time", help="UTC wall-clock times, not relative"),
-    details: bool = typer.Option(False, "--details", "-V", help="every decoded field under each frame"),
-    payload: bool = typer.Option(False, "--payload", help="show payloads (JSON: payload_text / payload_b64)"),
+    strict: bool = STRICT_OPT,
+    no_color: bool = NO_COLOR_OPT,
+    plain: bool = PLAIN_OPT,
+    absolute_time: bool = ABSOLUTE_TIME_OPT,
+    details: bool = DETAILS_OPT,
+    payload: bool = PAYLOAD_OPT,
     max_frame_size: int = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
