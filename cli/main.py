@@ -23,13 +23,26 @@ from dissector.output.timeline import TimelineRenderer
 from dissector.run import analysed_records
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Apache Pulsar wire-protocol analyzer: decode captures into an annotated timeline.")
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"pulsar-dissect {version('pulsar-dissect')}")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
+            typer.echo("pulsar-dissect (not installed)")
+        raise typer.Exit(EXIT_OK)
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", "-v", callback=_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
     """Apache Pulsar wire-protocol analyzer. `pulsar-dissect CAPTURE` decodes a capture."""
 
 
@@ -59,7 +72,7 @@ def _options(port, detect, max_frame_size, max_decompressed, settings=()) -> Opt
         except ValueError:
             typer.echo(f"pulsar-dissect: -o {name}: {value!r} is not a number", err=True)
             raise typer.Exit(EXIT_UNREADABLE)
-    return Options(ports=frozenset(port or ()), detect=detect, max_frame_size=max_frame_size,
+    return Options(ports=frozenset(_ports(port)), detect=detect, max_frame_size=max_frame_size,
                    max_decompressed=max_decompressed, **values)
 
 
@@ -99,21 +112,30 @@ class TimelineOutput:
         return True
 
 
-def _records(capture: Path, options: Options, *, payload_bytes: bool = False, summary: bool = False):
-    """The capture's records; exits 2 with a message when it cannot be read."""
+def _records(capture: Path, options: Options, *, payload_bytes: bool = False, summary: bool = False,
+             seen: "Seen | None" = None):
+    """The capture's records (``-`` reads standard input); exits 2 with a message when it cannot be read."""
+    source = sys.stdin.buffer if str(capture) == "-" else capture
     try:
-        yield from analysed_records(capture, options, payload_bytes=payload_bytes, summary=summary)
+        for rec in analysed_records(source, options, payload_bytes=payload_bytes, summary=summary,
+                                    report=seen.report if seen is not None else None):
+            if seen is not None:
+                seen.add(rec)
+            yield rec
     except CaptureError as exc:
         typer.echo(f"pulsar-dissect: {exc}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
 
 
-def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutput, sink=None) -> None:
-    """Decode, filter and output; ``sink`` also sees every record shown."""
+def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutput, sink=None) -> "Seen":
+    """Decode, filter and output; ``sink`` also sees every record shown. Returns what the capture held."""
     if flt.predicate is not None and needs_full_records(flt.predicate):
         output.summary = False  # the expression reads each message or the whole metadata
+    seen = Seen()
     try:
-        for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary):
+        for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary, seen=seen):
+            if output.renderer is not None and output.renderer.origin is None:
+                output.renderer.origin = rec["time"]  # times from the capture's start, whatever the filter
             if not flt.accepts(rec):
                 continue
             if not output.emit(rec):
@@ -124,6 +146,134 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
     except BrokenPipeError:
         sys.stderr.close()
         raise typer.Exit(EXIT_OK)
+    return seen
+
+
+class Seen:
+    """What a capture held (bounded), to tell the user why nothing was shown."""
+
+    CAP = 1000
+
+    def __init__(self) -> None:
+        self.report: dict = {}
+        self.frames = 0
+        self.conns: set[int] = set()
+        self.producers: dict[str, str] = {}  # "0@c1" -> name
+        self.consumers: dict[str, str] = {}
+        self.topics: set[str] = set()
+
+    def add(self, rec: dict) -> None:
+        if "index" not in rec:
+            return
+        self.frames += 1
+        if len(self.conns) < self.CAP:
+            self.conns.add(rec["conn"])
+        for key, table in (("producer", self.producers), ("consumer", self.consumers)):
+            info = rec.get(key)
+            if info and len(table) < self.CAP:
+                table[f"{info.get('id')}@c{rec['conn']}"] = info.get("name") or "?"
+                if info.get("topic") and len(self.topics) < self.CAP:
+                    self.topics.add(info["topic"])
+        topic = rec["command"].get("topic")
+        if isinstance(topic, str) and len(self.topics) < self.CAP:
+            self.topics.add(topic)
+
+    def explain(self, options: Options, flt: FrameFilter, shown: int) -> str | None:
+        """Why nothing (or no frame) was shown, or None when there is nothing to say."""
+        if self.frames == 0:
+            from dissector import protocols
+
+            ports = sorted({p for proto in protocols.select(options.protocols) for p in proto.ports}
+                           | set(options.ports))
+            where = "/".join(map(str, ports))
+            other = self.report.get("other_tcp")
+            rows = other.summary() if other is not None else []
+            reader = self.report.get("reader")
+            if rows:
+                seen = ", ".join(f"{r['port']} ({r['connections']} connection{'s' if r['connections'] != 1 else ''}"
+                                 f", {_size(r['bytes'])})" for r in rows)
+                return (f"no Pulsar on {where}; TCP seen on {seen} — try --port {rows[0]['port']} or --detect"
+                        if not options.detect else f"no Pulsar found, even with --detect; TCP seen on {seen}")
+            packets = getattr(reader, "packets", None)
+            if packets == 0:
+                return "the capture holds no packets"
+            return f"no Pulsar on {where} and no other TCP in this capture ({packets} packets)"
+        if shown:
+            return None
+        lines = []
+        if flt.conns and not flt.conns & self.conns:
+            lines.append("connections in this capture: " + _listing(f"c{c}" for c in sorted(self.conns)))
+        if flt.producers:
+            lines.append("producers in this capture: " + _listing(f"{n} ({k})" for k, n in self.producers.items()))
+        if flt.consumers:
+            lines.append("consumers in this capture: " + _listing(f"{n} ({k})" for k, n in self.consumers.items()))
+        if flt.topics:
+            lines.append("topics in this capture: " + _listing(sorted(self.topics)))
+        return ("nothing in this capture matches the filter; " + "; ".join(lines)) if lines else None
+
+
+def _listing(items) -> str:
+    from dissector.output.text import safe
+
+    items = [safe(i, 80) for i in items]
+    return ", ".join(items[:20]) + (f", … ({len(items)})" if len(items) > 20 else "") if items else "none"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+def _tell(seen: Seen, options: Options, flt: FrameFilter, output: "TimelineOutput") -> None:
+    """Never print nothing silently: say on stderr what the capture held (a problem for --strict)."""
+    message = seen.explain(options, flt, output.shown)
+    if message:
+        typer.echo(f"pulsar-dissect: {message}", err=True)
+        output.problems += 1
+
+
+def _conn_ids(values: list[str]) -> list[int]:
+    """Connections as the timeline prints them (c3) or as numbers (3)."""
+    out = []
+    for v in values:
+        text = v[1:] if v[:1] in ("c", "C") else v
+        if not text.isdigit():
+            typer.echo(f"pulsar-dissect: --conn takes connection numbers as the timeline shows them (c3 or 3), "
+                       f"not {v!r}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+        out.append(int(text))
+    return out
+
+
+def _known_types(types: list[str]) -> list[str]:
+    """Command types and event kinds as given; an unknown one is an error naming the closest."""
+    import difflib
+
+    from dissector import protocols
+    from dissector.problems import REGISTRY
+
+    known = {spec.name for proto in protocols.registered() for spec in proto.commands}
+    known |= {pid for pid in REGISTRY if pid.isupper()} | {"MALFORMED"}
+    for t in types:
+        if t.upper() not in known and not t.upper().startswith("UNKNOWN("):
+            close = difflib.get_close_matches(t.upper(), sorted(known), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            typer.echo(f"pulsar-dissect: unknown command type {t!r}{hint}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+    return types
+
+
+def _ports(values: Optional[List[str]]) -> list[int]:
+    out = []
+    for v in _split_csv(values):
+        if not v.isdigit() or not 0 < int(v) < 65536:
+            typer.echo(f"pulsar-dissect: --port takes TCP port numbers (comma lists are fine), not {v!r}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+        out.append(int(v))
+    return out
 
 
 def _filter(*shorthands, expression: str | None = None) -> FrameFilter:
@@ -142,8 +292,21 @@ def _strict_exit(strict: bool, output: TimelineOutput) -> None:
         raise typer.Exit(EXIT_PROBLEMS)
 
 
-CAPTURE_ARG = typer.Argument(..., help="pcap or pcapng file (gzip-compressed is fine)")
-PORT_OPT = typer.Option(None, "--port", help="extra broker port (6650 and 6651 always count)")
+CAPTURE_ARG = typer.Argument(None, help="pcap or pcapng file (gzip-compressed is fine; - reads standard input)",
+                             show_default=False)
+READ_OPT = typer.Option(None, "-r", "--read", help="the capture file (as tshark's -r)")
+
+
+def _capture(capture: Optional[Path], read: Optional[Path]) -> Path:
+    if capture is not None and read is not None:
+        typer.echo("pulsar-dissect: give the capture once (as an argument or with -r)", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    if capture is None and read is None:
+        typer.echo("pulsar-dissect: which capture? (pulsar-dissect CAPTURE, or -r CAPTURE; - for standard input)",
+                   err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    return capture if capture is not None else read
+PORT_OPT = typer.Option(None, "--port", help="extra broker ports, repeatable or comma-separated (6650 and 6651 always count)")
 DETECT_OPT = typer.Option(False, "--detect", help="also find Pulsar on connections off the broker ports")
 MAX_FRAME_OPT = typer.Option(_DEFAULTS.max_frame_size, "--max-frame-size", help="largest TOTAL_SIZE accepted")
 MAX_DECOMPRESSED_OPT = typer.Option(_DEFAULTS.max_decompressed, "--max-decompressed",
@@ -162,9 +325,10 @@ SET_OPT = typer.Option(None, "-o", "--option", help="set a limit: NAME=VALUE (e.
 
 @app.command("dissect")
 def dissect_cmd(
-    capture: Path = CAPTURE_ARG,
+    capture: Optional[Path] = CAPTURE_ARG,
+    read: Optional[Path] = READ_OPT,
     json_out: bool = JSON_OPT,
-    port: Optional[List[int]] = PORT_OPT,
+    port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     conn: Optional[List[str]] = typer.Option(None, "--conn", help="only these connection numbers"),
     type_: Optional[List[str]] = typer.Option(None, "--type", "-t", help="only these command types (SEND,MESSAGE)"),
@@ -172,7 +336,8 @@ def dissect_cmd(
     producer: Optional[List[str]] = typer.Option(None, "--producer", help="only this producer (name or id)"),
     consumer: Optional[List[str]] = typer.Option(None, "--consumer", help="only this consumer (name or id)"),
     expr: Optional[str] = FILTER_OPT,
-    max_frames: Optional[int] = typer.Option(None, "--max-frames", help="stop after this many frames shown"),
+    max_frames: Optional[int] = typer.Option(None, "--max-frames", "-c", min=1,
+                                             help="stop after this many frames shown"),
     strict: bool = STRICT_OPT,
     no_color: bool = NO_COLOR_OPT,
     plain: bool = PLAIN_OPT,
@@ -184,23 +349,27 @@ def dissect_cmd(
     settings: Optional[List[str]] = SET_OPT,
 ) -> None:
     """Decode a capture into a request/response timeline (or JSON Lines with --json)."""
+    capture = _capture(capture, read)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
-    flt = _filter(_split_csv(conn), _split_csv(type_), topic or [], producer or [], consumer or [], expression=expr)
+    flt = _filter(_conn_ids(_split_csv(conn)), _known_types(_split_csv(type_)), topic or [], producer or [],
+                  consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, absolute_time=absolute_time,
                             details=details, payload=payload, max_frames=max_frames)
-    _run(capture, options, flt, output)
+    seen = _run(capture, options, flt, output)
+    _tell(seen, options, flt, output)
     _strict_exit(strict, output)
 
 
 @app.command("follow")
 def follow_cmd(
-    capture: Path = CAPTURE_ARG,
+    capture: Optional[Path] = CAPTURE_ARG,
+    read: Optional[Path] = READ_OPT,
     producer: Optional[List[str]] = typer.Option(None, "--producer", help="the producer to follow (name or id)"),
     consumer: Optional[List[str]] = typer.Option(None, "--consumer", help="the consumer to follow (name or id)"),
     topic: Optional[List[str]] = typer.Option(None, "--topic", help="the topic to follow"),
     expr: Optional[str] = FILTER_OPT,
     json_out: bool = typer.Option(False, "--json", help="JSON Lines instead of the timeline"),
-    port: Optional[List[int]] = PORT_OPT,
+    port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     plain: bool = typer.Option(False, "--plain", help="plain text, no colours"),
     no_color: bool = NO_COLOR_OPT,
@@ -214,26 +383,26 @@ def follow_cmd(
     if not (producer or consumer or topic):
         typer.echo("pulsar-dissect follow: name a --producer, --consumer or --topic", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
+    capture = _capture(capture, read)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter([], [], topic or [], producer or [], consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload)
     stats = StatsCollector(options)
-    _run(capture, options, flt, output, stats.add)
-    if output.renderer is not None:
-        if output.shown == 0:
-            output.console.print("nothing in this capture matches", markup=False)
-        else:
-            render_stats(stats.result(), output.console)
+    seen = _run(capture, options, flt, output, stats.add)
+    _tell(seen, options, flt, output)
+    if output.renderer is not None and output.shown:
+        render_stats(stats.result(), output.console)
     _strict_exit(strict, output)
 
 
 @app.command("stats")
 def stats_cmd(
-    capture: Path = CAPTURE_ARG,
+    capture: Optional[Path] = CAPTURE_ARG,
+    read: Optional[Path] = READ_OPT,
     json_out: bool = typer.Option(False, "--json", help="the statistics as one JSON object"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="also draw latency plots to FILE.png or FILE.svg"),
     expr: Optional[str] = FILTER_OPT,
-    port: Optional[List[int]] = PORT_OPT,
+    port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     plain: bool = typer.Option(False, "--plain", help="plain text, no colours"),
     no_color: bool = NO_COLOR_OPT,
@@ -245,17 +414,22 @@ def stats_cmd(
     if plot is not None and plot.suffix.lower() not in (".png", ".svg"):
         typer.echo("pulsar-dissect stats: --plot takes a .png or .svg file name", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
+    capture = _capture(capture, read)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(expression=expr)
     stats = StatsCollector(options)
     full = flt.predicate is not None and needs_full_records(flt.predicate)
-    for rec in _records(capture, options, summary=not full):
+    seen = Seen()
+    for rec in _records(capture, options, summary=not full, seen=seen):
         if flt.accepts(rec):
             stats.add(rec)
     data = stats.result()
+    message = seen.explain(options, flt, data["frames"])
+    if message:
+        typer.echo(f"pulsar-dissect: {message}", err=True)
     if json_out:
         json_writer(sys.stdout)(data)
-    else:
+    elif data["frames"] or not message:  # no empty tables under the message that says why
         render_stats(data, Console(no_color=no_color or plain, highlight=False,
                                    force_terminal=False if (no_color or plain) else None))
     if plot is not None:
@@ -266,14 +440,18 @@ def stats_cmd(
             typer.echo("pulsar-dissect stats: --plot needs matplotlib (pip install 'pulsar-dissect[plot]')",
                        err=True)
             raise typer.Exit(EXIT_UNREADABLE)
-        plot_latency(stats.latency_samples, plot, title=f"{capture.name}: request latency over time")
+        try:
+            plot_latency(stats.latency_samples, plot, title=f"{capture.name}: request latency over time")
+        except OSError as exc:
+            typer.echo(f"pulsar-dissect stats: cannot write the plot {plot}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
         typer.echo(f"latency plot written to {plot}", err=True)
 
 
 @app.command("live")
 def live_cmd(
     interface: Optional[str] = typer.Option(None, "-i", "--interface", help="interface to sniff (default: all)"),
-    port: Optional[List[int]] = PORT_OPT,
+    port: Optional[List[str]] = PORT_OPT,
     bpf: Optional[str] = typer.Option(None, "-f", help="capture filter (BPF); default: TCP on the broker ports"),
     write: Optional[Path] = typer.Option(None, "-w", help="also save the packets to this pcap file"),
     duration: Optional[float] = typer.Option(None, "--duration", help="stop after this many seconds"),
@@ -405,7 +583,7 @@ def check_cmd(
                                                    '"latency SEND p99 < 20ms", \'count(type == "SEND") == 10\''),
     junit: Optional[Path] = typer.Option(None, "--junit", help="also write JUnit XML to FILE"),
     json_out: bool = typer.Option(False, "--json", help="one JSON object per capture and rule"),
-    port: Optional[List[int]] = PORT_OPT,
+    port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     max_frame_size: int = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
@@ -481,7 +659,7 @@ def main(argv: list[str] | None = None) -> None:
     gc.set_threshold(50_000, 50, 100)
     args = list(sys.argv[1:] if argv is None else argv)
     # `pulsar-dissect FILE` is the main job: route it to the dissect command.
-    if args and args[0] not in SUBCOMMANDS and args[0] not in ("--help", "-h"):
+    if args and args[0] not in SUBCOMMANDS and args[0] not in ("--help", "-h", "--version", "-v"):
         args.insert(0, "dissect")
     app(args=args, prog_name="pulsar-dissect")
 

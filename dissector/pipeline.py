@@ -70,6 +70,7 @@ class Dissector:
             ooo_wait_packets=options.ooo_wait_packets, hole_timeout=options.hole_timeout,
             close_wait_packets=options.close_wait_packets, max_connections=options.max_connections)
         self._conns: dict[int, _ConnState] = {}
+        self.other_tcp = OtherTraffic()  # TCP off the protocols' ports: to say what a capture held instead
         self._frame_index = 0
         self.last_time = 0.0
         self.last_packet = 0
@@ -85,6 +86,7 @@ class Dissector:
     def feed_segment(self, seg: TcpSegment) -> list:
         self.last_time, self.last_packet = seg.timestamp, seg.packet_index
         if not self.options.detect and seg.src_port not in self._ports and seg.dst_port not in self._ports:
+            self.other_tcp.add(seg)
             return []
         out: list = []
         for ev in self._reassembler.feed(seg):
@@ -235,6 +237,38 @@ class Dissector:
         return TO_CLIENT if sender == state.server else towards(state.server_role)
 
 
+class OtherTraffic:
+    """TCP seen off the protocols' ports, per (guessed) server port: connections and payload bytes. Bounded."""
+
+    MAX_PORTS = 256
+    MAX_CONNECTIONS = 1024  # remembered per port; more are counted by their bytes only
+
+    def __init__(self) -> None:
+        self.ports: dict[int, list] = {}  # port -> [set of client endpoints, payload bytes]
+
+    def add(self, seg: TcpSegment) -> None:
+        flags = seg.flags
+        if flags & 0x02 and not flags & 0x10:  # SYN: the server is the receiver
+            port, client = seg.dst_port, (seg.src_ip, seg.src_port)
+        elif seg.src_port < seg.dst_port:  # otherwise the lower port is most likely the server's
+            port, client = seg.src_port, (seg.dst_ip, seg.dst_port)
+        else:
+            port, client = seg.dst_port, (seg.src_ip, seg.src_port)
+        entry = self.ports.get(port)
+        if entry is None:
+            if len(self.ports) >= self.MAX_PORTS:
+                return
+            entry = self.ports[port] = [set(), 0]
+        if len(entry[0]) < self.MAX_CONNECTIONS:
+            entry[0].add(client)
+        entry[1] += len(seg.payload)
+
+    def summary(self, most: int = 5) -> list[dict]:
+        """The busiest ports first: {port, connections, bytes}."""
+        rows = [{"port": port, "connections": len(conns), "bytes": size} for port, (conns, size) in self.ports.items()]
+        return sorted(rows, key=lambda r: (-r["bytes"], r["port"]))[:most]
+
+
 def _peer(conn: Connection, sender: Endpoint) -> Endpoint:
     return conn.b if sender == conn.a else conn.a
 
@@ -255,10 +289,14 @@ def _capture_note(note, dissector: Dissector) -> Event:
     return Event("CAPTURE_NOTE", dissector.last_time, dissector.last_packet, details={"note": note.id, **note.params})
 
 
-def dissect_file(path, options: Options | None = None) -> Iterator:
-    """Decode a capture file; raises capture.files.CaptureError when the file cannot be read at all."""
+def dissect_file(path, options: Options | None = None, report: dict | None = None) -> Iterator:
+    """Decode a capture file; raises capture.files.CaptureError when the file cannot be read at all.
+    ``report``, when given, receives what the capture held besides the frames (``other_tcp``, ``packets``)."""
     with open_capture(path) as reader:
         dissector = Dissector(options)
+        if report is not None:
+            report["other_tcp"] = dissector.other_tcp
+            report["reader"] = reader
         notes_seen = 0
         for item in dissect_packets(reader, dissector=dissector):
             # The reader's notes (odd blocks, ...) come in capture order, as they are found.

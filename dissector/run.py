@@ -12,20 +12,20 @@ from .output.records import record
 from .pipeline import Dissector, dissect_file
 
 
-def analysed_events(path, options: Options | None = None) -> Iterator:
-    """``model.Annotated`` frames and ``model.Event`` values in capture order."""
+def analysed_events(path, options: Options | None = None, report: dict | None = None) -> Iterator:
+    """``model.Annotated`` frames and ``model.Event`` values in capture order (``report``: see dissect_file)."""
     options = options or Options()
-    return analyse(dissect_file(path, options), options)
+    return analyse(dissect_file(path, options, report), options)
 
 
 def analysed_records(path, options: Options | None = None, *, payload_bytes: bool = False,
-                     summary: bool = False) -> Iterator[dict]:
+                     summary: bool = False, report: dict | None = None) -> Iterator[dict]:
     """The JSON Lines contract of a capture, one dict per frame or event, in capture order; ``summary`` records
     (for one-line views) also decode only what those views read (``Options.summary``)."""
     options = options or Options()
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
-    for item in analysed_events(path, options):
+    for item in analysed_events(path, options, report):
         yield record(item, payload_bytes=payload_bytes, summary=summary)
 
 

@@ -208,7 +208,8 @@ def test_type_filter():
     assert _types(json_lines(BASIC, "--type", "MESSAGE")) == {"MESSAGE": len(MANIFEST["received"])}
     assert _types(json_lines(BASIC, "--type", "send,message")) == {"SEND": 10, "MESSAGE": 10}
     assert _types(json_lines(BASIC, "-t", "ACK", "-t", "FLOW")) == {"ACK": MANIFEST["acks"]["count"], "FLOW": 1}
-    assert _types(json_lines(BASIC, "--type", "NO_SUCH_TYPE")) == {}
+    unknown = dissect(BASIC, "--type", "NO_SUCH_TYPE", "--json")  # an unknown type is an error, not silence
+    assert unknown.exit_code == 2 and unknown.stdout == ""
 
 
 def test_conn_filter():
@@ -245,11 +246,17 @@ def test_consumer_filter():
     assert not {"SEND", "SEND_RECEIPT", "PRODUCER", "CONNECT"} & got.keys()
 
 
-@pytest.mark.parametrize("n", [0, 1, 5, 1000])
+@pytest.mark.parametrize("n", [1, 5, 1000])
 def test_max_frames(n):
     got = frames(json_lines(BASIC, "--max-frames", n))
     assert len(got) == min(n, sum(census().values()))
     assert [r["index"] for r in got] == list(range(1, len(got) + 1))
+
+
+@pytest.mark.parametrize("n", ["0", "-3"])
+def test_max_frames_below_one_is_refused(n):
+    res = dissect(BASIC, "--max-frames", n)
+    assert res.exit_code == 2 and res.stdout == ""
 
 
 def test_max_frames_counts_filtered_frames():

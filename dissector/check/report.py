@@ -18,7 +18,7 @@ from . import CaptureResult
 def evidence_lines(result: CaptureResult, verdict) -> list[str]:
     """The offending records as plain timeline lines, each with its frame and packet number."""
     renderer = TimelineRenderer(Console(file=io.StringIO(), color_system=None), plain=True)
-    renderer._t0 = result.first_time  # times relative to the capture's start, as in the full timeline
+    renderer.origin = result.first_time  # times relative to the capture's start, as in the full timeline
     lines = []
     for rec in verdict.evidence:
         where = f"frame {rec['index']}, packet {rec['packet']}" if "index" in rec else f"packet {rec['packet']}"

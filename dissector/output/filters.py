@@ -46,7 +46,7 @@ class FrameFilter:
             return False
         if self.actor_filter and rec.get("answers") in self._accepted:
             return True  # e.g. the PRODUCER_SUCCESS or SUCCESS that answers an accepted request
-        if self.topics and topic_of(rec) not in self.topics:
+        if self.topics and not _topic_matches(topic_of(rec), self.topics):
             return False
         if self.producers and not _actor_matches(rec, "producer", self.producers):
             return False
@@ -60,6 +60,14 @@ class FrameFilter:
 def topic_of(rec: dict) -> str | None:
     values = resolve(rec, ("topic",))
     return values[0] if values else None
+
+
+def _topic_matches(topic: str | None, wanted: set[str]) -> bool:
+    """The full name, or the short one the client was given (``my-topic`` for
+    ``persistent://public/default/my-topic``)."""
+    if topic is None:
+        return False
+    return topic in wanted or topic.rsplit("/", 1)[-1] in wanted
 
 
 def _creates(rec: dict) -> str | None:
@@ -83,5 +91,6 @@ def _actor_matches(rec: dict, key: str, wanted: set[str]) -> bool:
         return True
     ident = cmd.get(f"{key}_id")
     if ident is not None and (key in rec or creates is not None):
-        return str(ident) in wanted
+        # by id, or as the timeline prints it: id@connection (0@c2)
+        return str(ident) in wanted or f"{ident}@c{rec['conn']}" in wanted
     return False

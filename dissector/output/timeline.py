@@ -63,7 +63,7 @@ class TimelineRenderer:
         self.absolute_time = absolute_time
         self.details = details
         self.show_payload = show_payload
-        self._t0: float | None = None
+        self.origin: float | None = None  # time 0 of relative times: the capture's first record (else the first shown)
 
     def render(self, rec: dict) -> None:
         parts = self.parts(rec)
@@ -75,10 +75,10 @@ class TimelineRenderer:
 
     def _time(self, t: float) -> str:
         if self.absolute_time:
-            return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%H:%M:%S.%f")
-        if self._t0 is None:
-            self._t0 = t
-        return f"{t - self._t0:+10.6f}"
+            return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+        if self.origin is None:
+            self.origin = t
+        return f"{t - self.origin:+10.6f}"
 
     def parts(self, rec: dict) -> "_Parts":
         """The line as (text, style) pieces: cheap to join for plain output, one Text for the terminal."""
