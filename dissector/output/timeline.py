@@ -21,13 +21,21 @@ from .text import safe
 ARROW_TO_SERVER, ARROW_TO_CLIENT, ARROW_UNKNOWN = "→", "←", "↔"
 
 
+_SPECIAL_IDS = {(2**64 - 1, 2**64 - 1): "earliest", (2**63 - 1, 2**63 - 1): "latest"}  # MessageId.earliest/latest
+
+
 def _message_id(mid: Any) -> str:
     if isinstance(mid, dict):
+        special = _SPECIAL_IDS.get((mid.get("ledgerId"), mid.get("entryId")))
+        if special:
+            return special
         s = f"{mid.get('ledgerId', '?')}:{mid.get('entryId', '?')}"
         if mid.get("partition", -1) not in (-1, None):
             s += f":p{mid['partition']}"
         if mid.get("batch_index", -1) not in (-1, None):
             s += f":b{mid['batch_index']}"
+        if mid.get("ack_set"):  # a batch-index ACK: only some entries of the batch are acknowledged
+            s += "(partial)"
         return s
     if isinstance(mid, list):
         return ",".join(_message_id(m) for m in mid[:4]) + ("…" if len(mid) > 4 else "")
@@ -43,16 +51,41 @@ def key_fields(rec: dict, protocol=None) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     fields = spec.timeline if spec is not None else ()
     if not fields:
-        fields = tuple((k, k) for k, v in cmd.items() if not isinstance(v, (dict, list)))[:5]
-    for label, path in fields:
-        if path not in cmd:
+        fields = tuple((_SHORT.get(k, k), k) for k, v in cmd.items() if not isinstance(v, (dict, list)))[:5]
+    for label, path, *how in fields:
+        value = _lookup(cmd, path)
+        if value is None:
             continue
-        value = cmd[path]
-        if path == "message_id":
+        if how and how[0] == "date_ms":
+            out.append((label, _date_ms(value)))
+        elif path.endswith(("message_id", "message_ids", "last_message_id", "start_message_id",
+                            "consumer_mark_delete_position")):
             out.append((label, _message_id(value)))
         else:
             out.append((label, safe(value)))
     return out
+
+
+# One style of keys on every line: the labels the command table uses, also for types it shows by default.
+_SHORT = {"request_id": "req", "consumer_id": "cons", "producer_id": "prod", "sequence_id": "seq"}
+
+
+def _lookup(cmd: dict, path: str):
+    """The value at a dotted path of a command (``schema.type``), or None."""
+    value = cmd
+    for part in path.split("."):
+        if type(value) is not dict or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _date_ms(value) -> str:
+    """Epoch milliseconds as a UTC date and time (a SEEK's publish time, a delayed delivery)."""
+    try:
+        return _dt.datetime.fromtimestamp(int(value) / 1000, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    except (OverflowError, OSError, ValueError, TypeError):
+        return safe(value)
 
 
 class TimelineRenderer:

@@ -201,7 +201,8 @@ def _single_message(md, payload: bytes | None, size: int) -> dict:
 # The MessageMetadata fields one-line views show (compression, schema, encryption, marker, batch size) and the
 # session reads (chunks), in the JSON contract's form: what a summary decode keeps.
 BRIEF_METADATA = ("producer_name", "compression", "uncompressed_size", "num_messages_in_batch", "schema_version",
-                  "encryption_algo", "marker_type", "uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size")
+                  "encryption_algo", "marker_type", "uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size",
+                  "deliver_at_time")
 _COMPRESSION_NAMES = {v.number: v.name for v in api.CompressionType.DESCRIPTOR.values}
 
 

@@ -17,7 +17,8 @@ from ...output.text import safe, text_or_b64
 MARKER_NAMES = {0: "UNKNOWN_MARKER", 10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
                 11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE", 12: "REPLICATED_SUBSCRIPTION_SNAPSHOT",
                 13: "REPLICATED_SUBSCRIPTION_UPDATE", 20: "TXN_COMMITTING", 21: "TXN_COMMIT", 22: "TXN_ABORT"}
-_BRIEF_METADATA = ("compression", "schema_version", "encryption_algo", "marker_type", "num_messages_in_batch")
+_BRIEF_METADATA = ("compression", "schema_version", "encryption_algo", "marker_type", "num_messages_in_batch",
+                   "deliver_at_time")
 
 
 def record_fields(frame: Frame, payload_bytes: bool, summary: bool) -> dict[str, Any]:
@@ -131,6 +132,11 @@ def timeline_pieces(rec: dict) -> list[tuple[str, str]]:
             line.append((MARKER_NAMES.get(md["marker_type"], safe(md["marker_type"])), "magenta"))
             if rec.get("marker"):
                 line.append((" " + safe(rec["marker"], 160), ""))
+    if "deliver_at_time" in (rec.get("metadata") or {}):  # delayed delivery
+        line.append((" deliver_at=", "dim"))
+        line.append((_date(rec["metadata"]["deliver_at_time"]), "yellow"))
+    if rec["type"] == "REDELIVER_UNACKNOWLEDGED_MESSAGES" and not rec["command"].get("message_ids"):
+        line.append((" ids=all", ""))
     whole = rec.get("reassembled")
     if whole:
         size = whole.get("payload_size")
@@ -147,6 +153,12 @@ def messages_summary(msgs: list[dict]) -> dict:
     if msgs and "chunk_id" in msgs[0]:
         out["chunk"] = {k: msgs[0][k] for k in ("chunk_id", "num_chunks", "uuid")}
     return out
+
+
+def _date(ms) -> str:
+    from ...output.timeline import _date_ms
+
+    return _date_ms(ms)
 
 
 def _b64_to_hex(value: str) -> str:
