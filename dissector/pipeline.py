@@ -173,7 +173,7 @@ class Dissector:
         conn = state.conn
         details = {"how": ev.how, "bytes_" + self._direction(state, conn.a): conn.bytes_from(conn.a),
                    "bytes_" + self._direction(state, conn.b): conn.bytes_from(conn.b)}
-        closer = conn.first_fin_from if ev.how == "fin" else None
+        closer = conn.first_fin_from if ev.how == "fin" else conn.rst_from if ev.how == "rst" else None
         if closer is not None and state.server is not None:
             details["closed_by"] = state.server_role if closer == state.server else state.protocol.client_role
         return Event("CONNECTION_CLOSED", ev.timestamp, ev.packet_index, conn.id, details=details)

@@ -266,3 +266,25 @@ def test_one_direction_of_a_real_capture_keeps_bounded_state(tmp_path):
     assert dropped and {r["details"]["option"] for r in dropped} == {"max_pending_requests"}
     assert len([r for r in recs if r["type"] == "UNANSWERED"]) == 4
     assert all(r["direction"] == "to_broker" for r in frames_of(recs))
+
+
+def test_the_side_that_reset_the_connection_is_named(tmp_path):
+    from framebuild import simple_frame
+    from pcapgen import ether, ipv4_tcp
+
+    client, broker = ("10.0.0.2", 40000), ("10.0.0.1", 6650)
+    connect = simple_frame("CONNECT")
+
+    def c2b(seq, ack, flags, payload=b""):
+        return ether(ipv4_tcp(client[0], broker[0], client[1], broker[1], seq, ack, flags, payload))
+
+    def b2c(seq, ack, flags, payload=b""):
+        return ether(ipv4_tcp(broker[0], client[0], broker[1], client[1], seq, ack, flags, payload))
+
+    pkts = [c2b(100, 0, 0x02), b2c(500, 101, 0x12), c2b(101, 501, 0x10), c2b(101, 501, 0x18, connect),
+            b2c(501, 101 + len(connect), 0x14)]  # the broker answers the CONNECT with a reset
+    path = tmp_path / "rst.pcap"
+    write_pcap(path, [(1_700_000_000 + i / 100, p) for i, p in enumerate(pkts)])
+    closed = [r for r in decode(path) if r["type"] == "CONNECTION_CLOSED"]
+    assert [(c["details"]["how"], c["details"]["closed_by"]) for c in closed] == [("rst", "broker")]
+    assert closed[0]["message"].endswith("by the broker")

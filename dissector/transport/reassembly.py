@@ -104,7 +104,7 @@ class Connection:
 
     __slots__ = (
         "id", "a", "b", "saw_syn", "mid_stream", "first_time", "first_packet_index", "last_time",
-        "last_packet_index", "segments", "closed", "close_how", "first_fin_from",
+        "last_packet_index", "segments", "closed", "close_how", "first_fin_from", "rst_from",
         "_ha", "_hb", "_buffering", "_slow", "_rst", "_rst_info", "_closing_pkt", "_closing_time",
     )  # fmt: skip
 
@@ -122,6 +122,7 @@ class Connection:
         self.closed = False
         self.close_how: str | None = None
         self.first_fin_from: Endpoint | None = None  # the side that started the close, in capture order
+        self.rst_from: Endpoint | None = None  # the side that reset the connection
         self._ha: _Half = None  # type: ignore[assignment]  # data sent by a
         self._hb: _Half = None  # type: ignore[assignment]  # data sent by b
         self._buffering = 0  # number of directions with out-of-order data buffered
@@ -863,6 +864,8 @@ class TcpReassembler:
         if not conn._rst:
             conn._rst = True
             conn._rst_info = (half, seg.seq, seg.ack if seg.flags & ACK else None, seg.timestamp, seg.packet_index)
+            if conn.rst_from is None:
+                conn.rst_from = half.ep
             conn._slow = True
             if conn._closing_pkt < 0:
                 conn._closing_pkt = self._npackets
