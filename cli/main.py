@@ -441,7 +441,8 @@ def stats_cmd(
                        err=True)
             raise typer.Exit(EXIT_UNREADABLE)
         try:
-            plot_latency(stats.latency_samples, plot, title=f"{capture.name}: request latency over time")
+            plot_latency(stats.latency_samples, plot, title=f"{capture.name}: request latency over time",
+                         origin=stats.origin, throughput=stats.throughput, width=stats.throughput_width)
         except OSError as exc:
             typer.echo(f"pulsar-dissect stats: cannot write the plot {plot}: {exc.strerror or exc}", err=True)
             raise typer.Exit(EXIT_UNREADABLE)

@@ -253,3 +253,28 @@ def test_statistics_recomputed_from_saved_json_lines_are_the_same(name):
         saved.add(json.loads(line))
     assert saved.result() == live.result()
     assert live.result()["latency_ms"]  # something was paired and measured
+
+
+@pytest.mark.parametrize("stem", ["02_batching_props_keys", "05_cumulative_ack"])
+def test_the_throughput_behind_the_plot_adds_up_to_the_messages_sent_and_received(stem):
+    m = manifest(stem)
+    collector = StatsCollector()
+    for rec in analysed_records(capture_path(stem + ".pcap"), summary=True):
+        collector.add(rec)
+    buckets = collector.throughput.values()
+    assert sum(b[0] for b in buckets) == len(m["sent"])  # messages to the broker: every one sent once
+    assert sum(b[2] for b in buckets) >= len(m.get("received") or m.get("consumer_events") or [])
+    assert len(collector.throughput) <= 2000 and collector.origin <= min(collector.throughput) * collector.throughput_width + collector.throughput_width
+
+
+def test_the_plot_is_written_with_its_three_panels(tmp_path):
+    pytest.importorskip("matplotlib")
+    from dissector.output.plot import plot_latency
+
+    collector = StatsCollector()
+    for rec in analysed_records(capture_path("11_errors.pcap"), summary=True):
+        collector.add(rec)
+    assert any(error for *_, error in collector.latency_samples)  # the ERROR answer is marked apart
+    out = plot_latency(collector.latency_samples, tmp_path / "p.png", origin=collector.origin,
+                       throughput=collector.throughput, width=collector.throughput_width)
+    assert out.stat().st_size > 10_000

@@ -101,6 +101,9 @@ class _Actor:
     send_latency: "Latencies | None" = None
 
 
+THROUGHPUT_BUCKETS = 2000  # time buckets kept for the throughput plot (their width adapts to the capture)
+
+
 class StatsCollector:
     def __init__(self, options: Options | None = None) -> None:
         options = options or Options()
@@ -121,10 +124,18 @@ class StatsCollector:
         self.frames = 0
         self.first_time: float | None = None
         self.last_time: float | None = None
+        self.origin: float | None = None  # the first record's time: time 0 of the timeline and the plots
+        # time bucket -> [messages to broker, bytes to broker, messages to client, bytes to client], for plots;
+        # the buckets start at 10 ms and double in width whenever there are too many (at most THROUGHPUT_BUCKETS)
+        self.throughput: dict[int, list[int]] = {}
+        self.throughput_width = 0.01
+        self._tp_first = self._tp_last = 0  # the first and last bucket: their span stays within the bound
 
     # ------------------------------------------------------------------ input
 
     def add(self, rec: dict) -> None:
+        if self.origin is None:
+            self.origin = rec["time"]
         if "index" in rec:
             self._frame(rec)
         else:
@@ -199,7 +210,7 @@ class StatsCollector:
         if latency is not None:
             request_type = rec.get("request_type") or kind
             self._latencies(self.latency, request_type).add(latency)
-            self._plot.add((time, request_type, latency))
+            self._plot.add((time, request_type, latency, kind in ("ERROR", "SEND_ERROR")))
             self._latencies(conn["latency"], request_type).add(latency)
             if producer is not None and request_type == "SEND":
                 actor = self._actor(self.producers, rec, producer, count=False)
@@ -224,15 +235,38 @@ class StatsCollector:
         return actor
 
     @property
-    def latency_samples(self) -> list[tuple[float, str, float]]:
-        """(time, request type, ms) of the responses kept for plotting, in time order."""
+    def latency_samples(self) -> list[tuple[float, str, float, bool]]:
+        """(time, request type, ms, answered by an error) of the responses kept for plotting, in time order."""
         return sorted(self._plot.items)
+
+    def _count_throughput(self, rec: dict, n: int, size: int) -> None:
+        slot = int(rec["time"] / self.throughput_width)
+        bucket = self.throughput.get(slot)
+        if bucket is None:
+            slots = self.throughput
+            while slots and max(slot, self._tp_last) - min(slot, self._tp_first) >= THROUGHPUT_BUCKETS:
+                merged: dict[int, list[int]] = {}
+                for old, counts in slots.items():
+                    into = merged.setdefault(old // 2, [0, 0, 0, 0])
+                    for i in range(4):
+                        into[i] += counts[i]
+                self.throughput = slots = merged
+                self.throughput_width *= 2
+                self._tp_first, self._tp_last = self._tp_first // 2, self._tp_last // 2
+                slot = int(rec["time"] / self.throughput_width)
+            bucket = slots.setdefault(slot, [0, 0, 0, 0])
+            self._tp_first = min(self._tp_first, slot) if len(slots) > 1 else slot
+            self._tp_last = max(self._tp_last, slot) if len(slots) > 1 else slot
+        base = 2 if rec["direction"] == "to_client" else 0
+        bucket[base] += n
+        bucket[base + 1] += size
 
     def _count_messages(self, actor: _Actor, info: dict, rec: dict, side: str) -> None:
         """Messages and bytes of one SEND (side "sent") or MESSAGE ("received") for the actor and its topic."""
         topic = self.topics[info.get("topic") or "?"]
         topic["producers" if side == "sent" else "consumers"].add(info.get("name") or str(info.get("id")))
         n, size = _message_totals(rec)
+        self._count_throughput(rec, n, size)
         actor.messages += n
         actor.payload_bytes += size
         actor.wire_bytes += rec.get("payload_size") or 0
