@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -278,3 +279,34 @@ def test_the_plot_is_written_with_its_three_panels(tmp_path):
     out = plot_latency(collector.latency_samples, tmp_path / "p.png", origin=collector.origin,
                        throughput=collector.throughput, width=collector.throughput_width)
     assert out.stat().st_size > 10_000
+
+
+def _collect(stem: str) -> dict:
+    collector = StatsCollector()
+    for rec in analysed_records(capture_path(stem + ".pcap"), summary=True):
+        collector.add(rec)
+    return collector.result()
+
+
+def test_sends_accepted_and_rejected_add_up_to_what_the_client_saw():
+    """11b: a 4-byte message fits; the 100,000-byte one is rejected 15 times (the manifest's notes), each time
+    re-sent on a new connection."""
+    m = manifest("11b_send_error_too_big")
+    rejected = int(re.match(r"(\d+) SEND_ERROR", m["notes"][0])[1])
+    fitting = [s for s in m["sent"] if s["payload_len"] <= m["broker_max_message_size_bytes"]]
+    producers = _collect("11b_send_error_too_big")["producers"]
+    assert sum(p["messages_accepted"] for p in producers) == len(fitting)
+    assert sum(p["messages_rejected"] for p in producers) == rejected
+    assert sum(p["messages"] for p in producers) == len(fitting) + rejected + sum(p["messages_unanswered"]
+                                                                                  for p in producers)
+
+
+@pytest.mark.parametrize("stem", ["01_basic_nonbatched", "02_batching_props_keys", "05_cumulative_ack"])
+def test_deliveries_distinct_and_acknowledged_add_up_to_what_the_consumer_saw(stem):
+    m = manifest(stem)
+    received = m.get("received") or m.get("consumer_events")
+    consumers = _collect(stem)["consumers"]
+    assert sum(c["messages_distinct"] for c in consumers) == len(received)
+    assert sum(c["messages_acked"] for c in consumers) == len(received)  # the scenario acks every message
+    assert all(c["messages_unacked"] == 0 and c["messages_duplicate"] == c["messages"] - c["messages_distinct"]
+               for c in consumers)

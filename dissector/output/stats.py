@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,8 +99,18 @@ class _Actor:
     redeliveries: int = 0
     receipts: int = 0
     send_latency: "Latencies | None" = None
+    # what became of the messages: SENDs waiting for their answer (frame index -> messages), accepted or rejected
+    waiting: OrderedDict = field(default_factory=OrderedDict)
+    accepted: int = 0
+    rejected: int = 0
+    # deliveries: (ledger, entry) -> messages in that entry (distinct vs duplicate), and MESSAGE frame -> messages
+    entries: OrderedDict = field(default_factory=OrderedDict)
+    distinct: int = 0
+    delivered_frames: OrderedDict = field(default_factory=OrderedDict)
+    acked: int = 0
 
 
+ACTOR_MEMORY = 100_000  # message frames / entries remembered per producer or consumer for the counts above
 THROUGHPUT_BUCKETS = 2000  # time buckets kept for the throughput plot (their width adapts to the capture)
 
 
@@ -278,6 +288,7 @@ class StatsCollector:
         kind = rec["type"]
         if kind == "SEND" and "payload_size" in rec:
             self._count_messages(actor, info, rec, "sent")
+            _remember(actor.waiting, rec["index"], _message_totals(rec)[0])
             md = rec.get("metadata")
             if md is not None:
                 if "num_messages_in_batch" in md:
@@ -291,18 +302,29 @@ class StatsCollector:
                         actor.compressed_plain += rec["uncompressed_size"]
         elif kind == "SEND_RECEIPT":
             actor.receipts += 1
+            actor.accepted += actor.waiting.pop(rec.get("answers"), 0)
         elif kind == "SEND_ERROR":
             actor.errors[_error_name(rec["command"].get("error"))] += 1
+            actor.rejected += actor.waiting.pop(rec.get("answers"), 0)
 
     def _consumer(self, rec: dict, info: dict) -> None:
         actor = self._actor(self.consumers, rec, info)
         kind = rec["type"]
         if kind == "MESSAGE" and "payload_size" in rec:
             self._count_messages(actor, info, rec, "received")
+            n = _message_totals(rec)[0]
+            mid = rec["command"].get("message_id") or {}
+            entry = (mid.get("ledgerId"), mid.get("entryId"))
+            if entry not in actor.entries:
+                actor.distinct += n
+            _remember(actor.entries, entry, n)
+            _remember(actor.delivered_frames, rec["index"], n)
             if rec["command"].get("redelivery_count"):
                 actor.redeliveries += 1
         elif kind == "ACK":
             actor.acks += 1
+            for index in rec.get("acks", ()):
+                actor.acked += actor.delivered_frames.pop(index, 0)
         elif kind == "FLOW":
             actor.permits += rec["command"].get("messagePermits", 0)
 
@@ -340,7 +362,8 @@ class StatsCollector:
         out = {"conn": key[0], **a.info, "frames": a.frames, "messages": a.messages,
                "payload_bytes": a.payload_bytes, "wire_bytes": a.wire_bytes}
         if producer:
-            out.update(receipts=a.receipts, batches=a.batches,
+            out.update(receipts=a.receipts, batches=a.batches, messages_accepted=a.accepted,
+                       messages_rejected=a.rejected, messages_unanswered=sum(a.waiting.values()),
                        send_latency_ms=a.send_latency.summary() if a.send_latency is not None else None,
                        avg_batch_size=round(a.batched_messages / a.batches, 1) if a.batches else None,
                        compression=dict(a.compression),
@@ -348,8 +371,16 @@ class StatsCollector:
                                           else None),
                        errors={str(k): v for k, v in a.errors.items()})
         else:
-            out.update(acks=a.acks, permits_granted=a.permits, redelivered_frames=a.redeliveries)
+            out.update(acks=a.acks, permits_granted=a.permits, redelivered_frames=a.redeliveries,
+                       messages_distinct=a.distinct, messages_duplicate=a.messages - a.distinct,
+                       messages_acked=a.acked, messages_unacked=a.distinct - a.acked)
         return out
+
+
+def _remember(table: OrderedDict, key, value) -> None:
+    table[key] = value
+    if len(table) > ACTOR_MEMORY:
+        table.popitem(last=False)
 
 
 def _message_totals(rec: dict) -> tuple[int, int]:
