@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+import pytest
+
 from framebuild import message_frame, metadata, payload_frame, raw_frame, send_frame, simple_frame
 
 from dissector.analysis.bounded import remember_bounded
@@ -374,3 +376,60 @@ def test_the_clock_runs_on_the_capture_time_of_the_items_too():
     overdue = [e for e in c.events if e.kind == "OVERDUE"]
     assert [(e.details["request_type"], e.time) for e in overdue] == [("PING", 6.0)]
     assert message("OVERDUE", {**overdue[0].details, "timeout_s": 5.0}).startswith("PING (frame 1)")
+
+
+# Lifecycle warnings. Built from frames: the real broker does not let a client use a closed producer, and
+# pulsar-lite's delayed delivery is exercised by test_fresh_recordings.py.
+
+def test_a_frame_for_a_closed_producer_or_consumer_is_flagged():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1, producer_name="p"), 0)
+    c.frame(1, TO_BROKER, simple_frame("CLOSE_PRODUCER", producer_id=0, request_id=2), 1)
+    late = c.frame(1, TO_BROKER, send_frame(b"x", producer_id=0, sequence_id=0), 2)
+    assert ids(late) == ["actor.used_after_close"] and findings(late)[0].params["name"] == "p"
+    assert late.notes["producer"]["name"] == "p"  # the frame still says whose it was
+    c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=4, request_id=3), 3)
+    c.frame(1, TO_BROKER, simple_frame("CLOSE_CONSUMER", consumer_id=4, request_id=4), 4)
+    flow = c.frame(1, TO_BROKER, simple_frame("FLOW", consumer_id=4, messagePermits=10), 5)
+    assert ids(flow) == ["actor.used_after_close"]
+
+
+def test_a_consumer_closed_or_ended_with_unacknowledged_messages_is_flagged_with_count_and_frames():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1,
+                                       consumer_name="lazy"), 0)
+    ms = [c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=i), 1 + i) for i in range(3)]
+    c.frame(1, TO_BROKER, simple_frame("ACK", consumer_id=0, ack_type=0,
+                                       message_id=[{"ledgerId": 1, "entryId": 1}]), 5)
+    close = c.frame(1, TO_BROKER, simple_frame("CLOSE_CONSUMER", consumer_id=0, request_id=2), 6)
+    (warning,) = findings(close)
+    assert warning.id == "consumer.unacked" and warning.params["count"] == 2
+    assert warning.params["frames"] == [ms[0].frame.index, ms[2].frame.index]
+    # still subscribed when the connection ends: an event, with the same facts
+    c.frame(2, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1), 7)
+    late = c.frame(2, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=9), 8)
+    c.close(2, 9)
+    (end,) = [e for e in c.events if e.kind == "UNACKED_AT_END"]
+    assert end.conn == 2 and end.details["count"] == 1 and end.details["frames"] == [late.frame.index]
+
+
+def test_a_reader_never_acknowledges_and_is_not_flagged():
+    c = Conversation()
+    c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="r", consumer_id=0, request_id=1,
+                                       durable=False), 0)
+    c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=0), 1)
+    close = c.frame(1, TO_BROKER, simple_frame("CLOSE_CONSUMER", consumer_id=0, request_id=2), 2)
+    assert findings(close) == []
+
+
+def test_early_delivery_is_flagged_for_shared_subscriptions_only():
+    for sub_type, expected in ((1, ["message.early_delivery"]), (0, [])):  # Shared, Exclusive
+        c = Conversation()
+        c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1,
+                                           subType=sub_type), 100.0)
+        md = metadata()
+        md.deliver_at_time = 110_000  # ms: ten seconds after the subscription
+        early = c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=0, md=md), 105.0)
+        assert ids(early) == expected
+        if expected:
+            assert findings(early)[0].params["early_ms"] == pytest.approx(5000)

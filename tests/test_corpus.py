@@ -6,6 +6,8 @@ own output. ``derived_frame_census`` (tshark reassembly + an independent frame s
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter, defaultdict
 
 import pytest
@@ -59,6 +61,16 @@ def test_frame_census_per_stream_and_direction(stem):
 def test_decodes_without_problems(stem):
     m = manifest(stem)
     fs = frames(stem)
+    # A consumer closed with messages it never acknowledged is a true warning: check it against the ACKs.
+    acked = {i for f in fs if f["type"] == "ACK" for i in f.get("acks", ())}
+    by_index = {f["index"]: f for f in fs}
+    unacked_closes = [f for f in fs if [e["id"] for e in f.get("expert", ())] == ["consumer.unacked"]]
+    for f in unacked_closes:
+        (finding,) = [e for e in f["expert"]]
+        listed = [int(i) for i in re.findall(r"\d+", finding["message"].split("frames", 1)[1])]
+        assert f["type"] == "CLOSE_CONSUMER" and listed
+        assert all(by_index[i]["type"] == "MESSAGE" and i not in acked for i in listed)
+    fs = [f for f in fs if f not in unacked_closes]
     bad = [(f["index"], f["type"], f["problems"]) for f in fs if f["problems"]]
     server_errors = [f for f in fs if f["type"] in ("ERROR", "SEND_ERROR")]
     # The only problems are the broker's own error answers, each flagged as such.

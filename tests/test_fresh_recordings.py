@@ -729,7 +729,15 @@ def test_delivered_metadata_is_what_the_consumer_saw(metadata):
         assert msg.get("partition_key") == r["partition_key"]
         assert msg.get("ordering_key") == r["ordering_key"]
         assert msg.get("properties", {}) == r["properties"]
-        assert f["problems"] == []
+        assert f["problems"] == [] or _only_early_delivery(f)
+
+
+def _only_early_delivery(f: dict) -> bool:
+    """pulsar-lite may deliver a delayed message before its deliver_at_time: the broker's doing, which the
+    dissector must flag. The flag is right when the frame came before the time its metadata asks for."""
+    ids = [e["id"] for e in f.get("expert", ()) if e["severity"] != "note"]
+    md = f.get("metadata") or {}
+    return ids == ["message.early_delivery"] and f["time"] * 1000 < md.get("deliver_at_time", 0)
 
 
 def test_metadata_recording_is_clean(metadata):
@@ -894,7 +902,7 @@ def _assert_clean(live: Live) -> None:
     assert rec.packets_dropped == 0, rec.packets_dropped
     frames = live.frames
     assert frames
-    bad = [(f["index"], f["type"], f["problems"]) for f in frames if f["problems"]]
+    bad = [(f["index"], f["type"], f["problems"]) for f in frames if f["problems"] and not _only_early_delivery(f)]
     assert bad == []
     kinds = Counter(e["type"] for e in live.events)
     conns = {f["conn"] for f in frames}

@@ -99,5 +99,20 @@ register("flow.overrun", WARNING, lambda p: "broker pushed a MESSAGE to consumer
          + _actor(p.get("name"), p["consumer_id"]) + " with no permits left")
 register("lookup.redirect_loop", WARNING, "lookup of {topic} redirected {limit} times on this connection")
 
+register("actor.used_after_close", WARNING, lambda p: f"{p['type']} for {p['actor']} "
+         + _actor(p.get("name"), p["id"]) + " after the client closed it")
+register("consumer.unacked", WARNING, lambda p: f"consumer {_actor(p.get('name'), p['consumer_id'])} closed with "
+         f"{p['count']} delivered MESSAGE frame(s) never acknowledged (frames {_frames(p['frames'], p['count'])})")
+register("UNACKED_AT_END", WARNING, lambda p: f"consumer {_actor(p.get('name'), p['consumer_id'])} had {p['count']} "
+         f"delivered MESSAGE frame(s) never acknowledged when its connection ended (frames "
+         f"{_frames(p['frames'], p['count'])})")
+register("message.early_delivery", WARNING, lambda p: f"delivered {p['early_ms'] / 1000:.3f} s before its "
+         "deliver_at_time")
+
+
+def _frames(frames: list, count: int) -> str:
+    return ", ".join(map(str, frames)) + (f", … ({count})" if count > len(frames) else "")
+
+
 register("NOT_PULSAR", ERROR, "this direction speaks {protocol}; it is not decoded",
          "TLS, HTTP or SSH on a Pulsar port")

@@ -22,6 +22,7 @@ from .chunks import ChunkAssembler
 @dataclass(slots=True)
 class _Consumer:
     info: dict  # replaced, never edited: records that carry it must not change afterwards
+    durable: bool = True  # a reader's subscription is not: it never acknowledges, by design
     permits: int = 0
     flow_seen: bool = False
     # _entry_key(ledger, entry) -> MESSAGE frame index; both capped (oldest forgotten) so memory stays bounded
@@ -33,6 +34,12 @@ class _Consumer:
 class _Producer:
     info: dict
     last_sequence_id: int | None = None
+
+
+def _unacked(ident, consumer: "_Consumer") -> Finding:
+    frames = list(consumer.unacked.values())
+    return Finding("consumer.unacked", {"consumer_id": ident, "name": consumer.info.get("name"),
+                                        "count": len(frames), "frames": frames[:20]})
 
 
 def _entry_key(ledger: int, entry: int) -> int:
@@ -48,6 +55,7 @@ class PulsarSession:
         self.producers: OrderedDict[int, _Producer] = OrderedDict()
         self.consumers: OrderedDict[int, _Consumer] = OrderedDict()
         self.redirects: dict[str, int] = {}  # topic -> lookups redirected
+        self.closed: OrderedDict[tuple, dict] = OrderedDict()  # (scope, id) of closed actors -> their info
         self.chunks = ChunkAssembler(options.max_decompressed, options.max_chunked_messages, options.max_chunk_bytes)
         self.drops = DropCounter(conn)
 
@@ -62,9 +70,16 @@ class PulsarSession:
             self._learn(t, cmd, request, findings)
         if spec.scope is not None:
             actors = self.producers if spec.scope == "producer" else self.consumers
-            actor = actors.get(cmd.get(spec.scope_id))
+            ident = cmd.get(spec.scope_id)
+            actor = actors.get(ident)
             if actor is not None:
                 notes[spec.scope] = actor.info
+            elif (spec.scope, ident) in self.closed and frame.direction != TO_CLIENT \
+                    and t not in ("CLOSE_PRODUCER", "CLOSE_CONSUMER"):
+                info = self.closed[(spec.scope, ident)]
+                notes[spec.scope] = info
+                findings.append(Finding("actor.used_after_close", {"type": t, "actor": spec.scope, "id": ident,
+                                                                   "name": info.get("name")}))
         if t == "PRODUCER":
             events = self._new_producer(frame, cmd)
         elif t == "SUBSCRIBE":
@@ -87,15 +102,32 @@ class PulsarSession:
         elif t in ("ERROR", "SEND_ERROR"):
             findings.append(Finding("server.error", {"type": t, "error": cmd.get("error", "?"),
                                                      "message": cmd.get("message")}))
-        elif t in ("CLOSE_PRODUCER", "CLOSE_CONSUMER") and frame.direction == TO_CLIENT:
-            notes["broker_initiated"] = True
+        elif t in ("CLOSE_PRODUCER", "CLOSE_CONSUMER"):
+            if frame.direction == TO_CLIENT:
+                notes["broker_initiated"] = True
+            self._on_close(t, cmd, findings)
         return events
+
+    def _on_close(self, t: str, cmd: dict, findings: list) -> None:
+        """The actor is gone: later frames about it are a client bug; messages it never acked are said now."""
+        scope = "producer" if t == "CLOSE_PRODUCER" else "consumer"
+        ident = cmd.get(f"{scope}_id")
+        actor = (self.producers if scope == "producer" else self.consumers).pop(ident, None)
+        if actor is None:
+            return
+        remember_bounded(self.closed, (scope, ident), actor.info, self.options.max_actors)
+        if scope == "consumer" and actor.unacked and actor.durable:
+            findings.append(_unacked(ident, actor))
 
     def close(self, time: float, packet: int) -> list[Event]:
         events = [Event("UNFINISHED_CHUNKS", time, packet, self.drops.conn,
                         details={"uuid": part.uuid, "chunks": part.frames},
                         params={"seen": part.next_chunk, "num_chunks": part.num_chunks})
                   for part in self.chunks.pending()]
+        for ident, consumer in self.consumers.items():
+            if consumer.unacked and consumer.durable:
+                finding = _unacked(ident, consumer)
+                events.append(Event("UNACKED_AT_END", time, packet, self.drops.conn, details=finding.params))
         return events + self.drops.close(time, packet)
 
     # ------------------------------------------------------------------ actors
@@ -115,7 +147,8 @@ class PulsarSession:
                 "type": cmd.get("subType")}
         if "consumer_name" in cmd:
             info["name"] = cmd["consumer_name"]
-        if remember_bounded(self.consumers, info["id"], _Consumer(info), self.options.max_actors):
+        consumer = _Consumer(info, durable=cmd.get("durable", True) is not False)
+        if remember_bounded(self.consumers, info["id"], consumer, self.options.max_actors):
             return self._dropped(frame, "max_actors", "consumers")
         return None
 
@@ -137,7 +170,7 @@ class PulsarSession:
         pid = cmd.get("producer_id")
         producer = self.producers.get(pid)
         if producer is None:
-            if not self.mid_stream:
+            if not self.mid_stream and ("producer", pid) not in self.closed:  # after a close: said already
                 findings.append(Finding("send.unknown_producer", {"producer_id": pid}))
             return
         first = cmd.get("sequence_id", 0)
@@ -173,6 +206,11 @@ class PulsarSession:
         body = frame.pdu.body
         md = body.metadata if body is not None else None
         consumer.permits -= md.get("num_messages_in_batch", 1) if md is not None else 1
+        # delayed delivery applies to Shared and Key_Shared subscriptions only (others get messages at once)
+        if md is not None and "deliver_at_time" in md and frame.time * 1000 < md["deliver_at_time"] \
+                and consumer.info.get("type") in ("Shared", "Key_Shared"):
+            findings.append(Finding("message.early_delivery", {"early_ms": md["deliver_at_time"] - frame.time * 1000,
+                                                               "deliver_at": md["deliver_at_time"]}))
         notes["permits"] = consumer.permits
         message_id = cmd.get("message_id") or {}
         ledger, entry = message_id.get("ledgerId", 0), message_id.get("entryId", 0)
