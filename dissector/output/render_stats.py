@@ -37,7 +37,8 @@ def _table(title: str | None, columns: list[str], rows: list[list]) -> Table:
     return table
 
 
-_NUMERIC = {"msgs", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks", "permits", "redeliv", "frames →/←",
+_NUMERIC = {"msgs", "acc", "rej", "dup", "acked", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks", "permits",
+            "redeliv", "frames →/←",
             "bytes →/←", "problems", "conn", "count", "p50", "p90", "p99", "max", "mean"}
 
 
@@ -57,7 +58,7 @@ def render_stats(data: dict, console: Console) -> None:
                          [[c["conn"], c["client"], c["broker"],
                            f"{c['frames_to_broker']}/{c['frames_to_client']}",
                            f"{c['bytes_to_broker']:,}/{c['bytes_to_client']:,}",
-                           (c.get("closed") or "open") + (f" by {c['closed_by']}" if c.get("closed_by") else ""),
+                           (c.get("closed") or "open") + (f"/{c['closed_by']}" if c.get("closed_by") else ""),
                            c["problems"]] for c in conns]))
     versions = {(c.get("client_version"), c.get("server_version"), c.get("protocol_version")) for c in conns}
     for client, server, proto in sorted(versions, key=str):
@@ -71,18 +72,17 @@ def render_stats(data: dict, console: Console) -> None:
                            f"received {t['messages_received']:,} messages ({t['bytes_received']:,} B)"))
         producers = [p for p in data["producers"] if p.get("topic") == topic]
         if producers:
-            console.print(_table(None, ["producer", "msgs", "bytes", "batches", "avg", "codec", "ratio", "rcpt",
+            console.print(_table(None, ["producer", "msgs", "acc", "rej", "bytes", "avg", "codec", "ratio",
                                         "errors"],
-                                 [[_actor_name(p), p["messages"], p["payload_bytes"], p["batches"],
-                                   p["avg_batch_size"], ",".join(p["compression"]) or "-", p["compression_ratio"],
-                                   p["receipts"], p["errors"]] for p in producers]))
+                                 [[_actor_name(p), p["messages"], p["messages_accepted"], p["messages_rejected"],
+                                   p["payload_bytes"], p["avg_batch_size"], ",".join(p["compression"]) or "-",
+                                   p["compression_ratio"], p["errors"]] for p in producers]))
         consumers = [c for c in data["consumers"] if c.get("topic") == topic]
         if consumers:
-            console.print(_table(None, ["consumer", "sub", "type", "msgs", "bytes", "acks", "permits",
-                                        "redeliv"],
+            console.print(_table(None, ["consumer", "sub", "type", "msgs", "dup", "acked", "bytes", "permits"],
                                  [[_actor_name(c), c.get("subscription"), c.get("type"), c["messages"],
-                                   c["payload_bytes"], c["acks"], c["permits_granted"], c["redelivered_frames"]]
-                                  for c in consumers]))
+                                   c["messages_duplicate"], c["messages_acked"], c["payload_bytes"],
+                                   c["permits_granted"]] for c in consumers]))
     if data["latency_ms"]:
         rows = [[k, v] for k, v in data["latency_ms"].items()]
         senders = [p for p in data["producers"] if p.get("send_latency_ms")]
