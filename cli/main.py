@@ -338,6 +338,8 @@ def dissect_cmd(
     expr: Optional[str] = FILTER_OPT,
     max_frames: Optional[int] = typer.Option(None, "--max-frames", "-c", min=1,
                                              help="stop after this many frames shown"),
+    write: Optional[Path] = typer.Option(None, "-w", help="also write the packets of the frames shown to this "
+                                                          "pcap file (read, filter, write)"),
     strict: bool = STRICT_OPT,
     no_color: bool = NO_COLOR_OPT,
     plain: bool = PLAIN_OPT,
@@ -350,14 +352,67 @@ def dissect_cmd(
 ) -> None:
     """Decode a capture into a request/response timeline (or JSON Lines with --json)."""
     capture = _capture(capture, read)
+    if write is not None and str(capture) == "-":
+        typer.echo("pulsar-dissect: -w needs a capture file, not standard input (it reads the packets again)",
+                   err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(_conn_ids(_split_csv(conn)), _known_types(_split_csv(type_)), topic or [], producer or [],
                   consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, absolute_time=absolute_time,
                             details=details, payload=payload, max_frames=max_frames)
-    seen = _run(capture, options, flt, output)
+    packets = _PacketSet() if write is not None else None
+    seen = _run(capture, options, flt, output, packets.add if packets is not None else None)
+    if packets is not None:
+        written = packets.write(capture, write)
+        typer.echo(f"pulsar-dissect: {written} packets of the frames shown written to {write}", err=True)
     _tell(seen, options, flt, output)
     _strict_exit(strict, output)
+
+
+class _PacketSet:
+    """The capture packets that carried the frames shown (ranges, merged as they come), for -w."""
+
+    def __init__(self) -> None:
+        self.ranges: list[list[int]] = []
+
+    def add(self, rec: dict) -> None:
+        if "index" not in rec:
+            return
+        first, last = rec.get("first_packet", rec["packet"]), rec["packet"]
+        if self.ranges and first <= self.ranges[-1][1] + 1:
+            self.ranges[-1][1] = max(self.ranges[-1][1], last)
+        else:
+            self.ranges.append([first, last])
+
+    def write(self, capture: Path, path: Path) -> int:
+        """Copy those packets from the capture (read again, streaming) to a pcap file."""
+        from bisect import bisect_right
+
+        from dissector.capture.files import open_capture
+        from dissector.capture.writer import PcapWriter
+
+        self.ranges.sort()
+        starts = [r[0] for r in self.ranges]
+        writer, count = None, 0
+        try:
+            with open_capture(capture) as reader:
+                for packet in reader:
+                    i = bisect_right(starts, packet.index) - 1
+                    if i >= 0 and packet.index <= self.ranges[i][1]:
+                        if writer is None:
+                            writer = PcapWriter(path, packet.linktype)
+                        writer.write(packet)
+                        count += 1
+        except OSError as exc:
+            typer.echo(f"pulsar-dissect: cannot write {path}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None:  # nothing shown: an empty but valid pcap
+            PcapWriter(path, 1).close()
+        return count
 
 
 @app.command("follow")

@@ -115,3 +115,21 @@ def test_relative_times_count_from_the_capture_start_whatever_the_filter():
 def test_absolute_time_says_the_date_and_utc():
     first = run(str(capture_path("01_basic_nonbatched.pcap")), "--absolute-time", "-c", "1").stdout.splitlines()[0]
     assert re.search(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6} UTC", first)
+
+
+def test_read_filter_write_keeps_the_packets_of_the_frames_shown(tmp_path):
+    cap = capture_path("02_batching_props_keys.pcap")
+    out = tmp_path / "sends.pcap"
+    res = run(str(cap), "--type", "SEND", "--json", "-w", str(out))
+    assert res.returncode == 0
+    shown = [json.loads(x) for x in res.stdout.splitlines()]
+    packets = {p for r in shown for p in range(r.get("first_packet", r["packet"]), r["packet"] + 1)}
+    assert f"{len(packets)} packets of the frames shown written" in res.stderr
+    again = [json.loads(x) for x in run(str(out), "--json").stdout.splitlines() if '"index"' in x]
+    sends = [r for r in again if r["type"] == "SEND"]
+    assert len(sends) == manifest("02_batching_props_keys")["summary"]["batches_entries"]
+    assert [m["payload_sha256"] for r in sends for m in r["messages"]] == \
+        [m["payload_sha256"] for r in shown for m in r["messages"]]
+    with open(cap, "rb") as fh:
+        stdin = subprocess.run(CLI + ["-", "-w", str(tmp_path / "x.pcap")], stdin=fh, capture_output=True, text=True)
+    assert stdin.returncode == 2 and "standard input" in stdin.stderr

@@ -17,7 +17,6 @@ idle link. ``stats()`` says how many packets were received and how many the kern
 from __future__ import annotations
 
 import ctypes
-import os
 import queue
 import shutil
 import socket
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from .files import LINKTYPE_RAW, CaptureError, CapturedPacket, CaptureReader
+from .writer import PcapWriter  # noqa: F401  (live -w)
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
@@ -237,26 +237,3 @@ def open_live(engine: str, interface: str | None, bpf: str, *, tick: float = 0.2
     if engine == "dumpcap":
         return Dumpcap(interface, bpf, tick=tick)
     raise LiveError(f"unknown engine {engine!r} (socket, dumpcap)")
-
-
-class PcapWriter:
-    """Classic pcap out (``-w``), flushed as it goes so that what was seen survives any stop."""
-
-    def __init__(self, path: str | os.PathLike, linktype: int, snaplen: int = SNAPLEN) -> None:
-        self._file = open(path, "wb")
-        self._file.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, snaplen, linktype))  # ns timestamps
-        self.linktype = linktype
-
-    def write(self, packet: CapturedPacket) -> None:
-        seconds = int(packet.timestamp)
-        nanos = int(round((packet.timestamp - seconds) * 1e9))
-        if nanos >= 1_000_000_000:
-            seconds, nanos = seconds + 1, nanos - 1_000_000_000
-        data = packet.data
-        self._file.write(struct.pack("<IIII", seconds, nanos, len(data), packet.orig_len) + bytes(data))
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
