@@ -34,8 +34,6 @@ CLI = [str(Path(sys.executable).parent / "pulsar-dissect")]
 
 def drive(rec: LiveRecording, rate: int, seconds: float, batched: bool) -> dict:
     """One producer at ``rate`` messages/s for ``seconds``, one consumer acking; what the client API saw."""
-    import pulsar
-
     client = rec.client(operation_timeout_seconds=30)
     topic = f"persistent://public/default/live-bench-{rate}-{int(batched)}"
     consumer = client.subscribe(topic, "bench", receiver_queue_size=5000)

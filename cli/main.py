@@ -131,7 +131,7 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
     """Decode, filter and output; ``sink`` also sees every record shown. Returns what the capture held."""
     if flt.predicate is not None and needs_full_records(flt.predicate):
         output.summary = False  # the expression reads each message or the whole metadata
-    seen = Seen()
+    seen = Seen(flt)
     try:
         for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary, seen=seen):
             if output.renderer is not None and output.renderer.origin is None:
@@ -154,9 +154,11 @@ class Seen:
 
     CAP = 1000
 
-    def __init__(self) -> None:
+    def __init__(self, flt: FrameFilter | None = None) -> None:
         self.report: dict = {}
         self.frames = 0
+        # the actors and topics are listed only to explain a filter on them that matched nothing
+        self.listing = flt is not None and bool(flt.conns or flt.producers or flt.consumers or flt.topics)
         self.conns: set[int] = set()
         self.producers: dict[str, str] = {}  # "0@c1" -> name
         self.consumers: dict[str, str] = {}
@@ -166,6 +168,8 @@ class Seen:
         if "index" not in rec:
             return
         self.frames += 1
+        if not self.listing:
+            return
         if len(self.conns) < self.CAP:
             self.conns.add(rec["conn"])
         for key, table in (("producer", self.producers), ("consumer", self.consumers)):

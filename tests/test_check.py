@@ -558,8 +558,6 @@ def _ack_scenario(lazy: bool):
     """A producer sends ACK_MESSAGES non-batched messages; consumer 'diligent' receives and acks each; with
     ``lazy``, consumer 'lazy' (its own subscription) receives them all and never acks."""
     def scenario(rec, _work):
-        import pulsar
-
         from test_fresh_recordings import RECEIVE_MS, _close_all
 
         topic = f"persistent://public/default/check-acks-{int(lazy)}"

@@ -12,7 +12,6 @@ import pytest
 from typer.testing import CliRunner
 
 from corpus import capture_path, decoded, manifest
-from dissector.cli.main import app
 from pcapgen import write_pcap
 from test_pipeline import _remap_port, packets
 

@@ -249,7 +249,7 @@ class _Compiler(Transformer):
     def null(self, _token=None) -> _Value:
         return _Value(literal=None)
 
-    def set(self, *items: _Value) -> frozenset:
+    def set(self, *items: _Value) -> tuple:
         return tuple(i.literal for i in items if i is not None)
 
     # -- predicates

@@ -3,7 +3,6 @@ histogram with log-spaced bins, and throughput per direction; times from the tim
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from pathlib import Path
 

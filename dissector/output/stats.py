@@ -110,7 +110,9 @@ class _Actor:
     acked: int = 0
 
 
-ACTOR_MEMORY = 100_000  # message frames / entries remembered per producer or consumer for the counts above
+# message frames / entries remembered per producer or consumer for the counts above: an ACK or a duplicate
+# delivery further back than this is not matched (bounded memory whatever the capture)
+ACTOR_MEMORY = 20_000
 THROUGHPUT_BUCKETS = 2000  # time buckets kept for the throughput plot (their width adapts to the capture)
 
 
@@ -314,7 +316,7 @@ class StatsCollector:
             self._count_messages(actor, info, rec, "received")
             n = _message_totals(rec)[0]
             mid = rec["command"].get("message_id") or {}
-            entry = (mid.get("ledgerId"), mid.get("entryId"))
+            entry = (mid.get("ledgerId", 0) << 64) | mid.get("entryId", 0)  # one int, not a tuple: less memory
             if entry not in actor.entries:
                 actor.distinct += n
             _remember(actor.entries, entry, n)

@@ -8,6 +8,7 @@ Wire strings are untrusted: a topic name may hold terminal escape sequences, ric
 from __future__ import annotations
 
 import base64
+import datetime as _dt
 import json
 from typing import Any
 
@@ -31,6 +32,14 @@ def text_or_b64(key: str, value: bytes, text_key: str | None = None) -> dict[str
         return {text_key or key: value.decode("utf-8")}
     except UnicodeDecodeError:
         return {f"{key}_b64": base64.b64encode(value).decode("ascii")}
+
+
+def date_ms(value) -> str:
+    """Epoch milliseconds as a UTC date and time (a SEEK's publish time, a delayed delivery)."""
+    try:
+        return _dt.datetime.fromtimestamp(int(value) / 1000, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
+    except (OverflowError, OSError, ValueError, TypeError):
+        return safe(value)
 
 
 def _bytes_text(value):

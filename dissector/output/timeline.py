@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import protocols
-from .text import safe
+from .text import date_ms, safe
 
 ARROW_TO_SERVER, ARROW_TO_CLIENT, ARROW_UNKNOWN = "→", "←", "↔"
 
@@ -57,7 +57,7 @@ def key_fields(rec: dict, protocol=None) -> list[tuple[str, str]]:
         if value is None:
             continue
         if how and how[0] == "date_ms":
-            out.append((label, _date_ms(value)))
+            out.append((label, date_ms(value)))
         elif path.endswith(("message_id", "message_ids", "last_message_id", "start_message_id",
                             "consumer_mark_delete_position")):
             out.append((label, _message_id(value)))
@@ -78,14 +78,6 @@ def _lookup(cmd: dict, path: str):
             return None
         value = value[part]
     return value
-
-
-def _date_ms(value) -> str:
-    """Epoch milliseconds as a UTC date and time (a SEEK's publish time, a delayed delivery)."""
-    try:
-        return _dt.datetime.fromtimestamp(int(value) / 1000, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
-    except (OverflowError, OSError, ValueError, TypeError):
-        return safe(value)
 
 
 class TimelineRenderer:

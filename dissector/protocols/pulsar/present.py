@@ -12,7 +12,7 @@ import hashlib
 from typing import Any
 
 from ...model import Frame
-from ...output.text import safe, text_or_b64
+from ...output.text import date_ms, safe, text_or_b64
 
 MARKER_NAMES = {0: "UNKNOWN_MARKER", 10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
                 11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE", 12: "REPLICATED_SUBSCRIPTION_SNAPSHOT",
@@ -134,7 +134,7 @@ def timeline_pieces(rec: dict) -> list[tuple[str, str]]:
                 line.append((" " + safe(rec["marker"], 160), ""))
     if "deliver_at_time" in (rec.get("metadata") or {}):  # delayed delivery
         line.append((" deliver_at=", "dim"))
-        line.append((_date(rec["metadata"]["deliver_at_time"]), "yellow"))
+        line.append((date_ms(rec["metadata"]["deliver_at_time"]), "yellow"))
     if rec["type"] == "REDELIVER_UNACKNOWLEDGED_MESSAGES" and not rec["command"].get("message_ids"):
         line.append((" ids=all", ""))
     whole = rec.get("reassembled")
@@ -153,12 +153,6 @@ def messages_summary(msgs: list[dict]) -> dict:
     if msgs and "chunk_id" in msgs[0]:
         out["chunk"] = {k: msgs[0][k] for k in ("chunk_id", "num_chunks", "uuid")}
     return out
-
-
-def _date(ms) -> str:
-    from ...output.timeline import _date_ms
-
-    return _date_ms(ms)
 
 
 def _b64_to_hex(value: str) -> str:
