@@ -15,8 +15,9 @@ from typing import Iterable, Iterator
 from . import protocols
 from .capture.files import CapturedPacket, open_capture
 from .capture.netlayers import TcpSegment, tcp_segment
-from .model import TO_CLIENT, UNKNOWN_DIRECTION, Event, Frame, towards
+from .model import TO_CLIENT, UNKNOWN_DIRECTION, Decoded, Event, Frame, towards
 from .options import Options
+from .problems import Finding
 from .protocols.base import ProtocolSpec
 from .transport.reassembly import (Connection, ConnectionClosed, ConnectionOpened, Endpoint, StreamData, StreamGap,
                                    TcpReassembler)
@@ -155,7 +156,8 @@ class Dissector:
         elif kind is ConnectionClosed:
             state = self._conns.pop(ev.conn.id, None)
             if state is not None and not state.abandoned:
-                self._close_splitters(state, out, ev.timestamp, ev.packet_index)
+                self._close_splitters(state, out, ev.timestamp, ev.packet_index, ev.how,
+                                      self._closer_role(state, ev))
                 if state.confirmed:
                     out.append(self._closed_event(state, ev))
 
@@ -173,10 +175,18 @@ class Dissector:
         conn = state.conn
         details = {"how": ev.how, "bytes_" + self._direction(state, conn.a): conn.bytes_from(conn.a),
                    "bytes_" + self._direction(state, conn.b): conn.bytes_from(conn.b)}
-        closer = conn.first_fin_from if ev.how == "fin" else conn.rst_from if ev.how == "rst" else None
-        if closer is not None and state.server is not None:
-            details["closed_by"] = state.server_role if closer == state.server else state.protocol.client_role
+        closed_by = self._closer_role(state, ev)
+        if closed_by is not None:
+            details["closed_by"] = closed_by
         return Event("CONNECTION_CLOSED", ev.timestamp, ev.packet_index, conn.id, details=details)
+
+    @staticmethod
+    def _closer_role(state: _ConnState, ev: ConnectionClosed) -> str | None:
+        conn = state.conn
+        closer = conn.first_fin_from if ev.how == "fin" else conn.rst_from if ev.how == "rst" else None
+        if closer is None or state.server is None:
+            return None
+        return state.server_role if closer == state.server else state.protocol.client_role
 
     def _new_splitter(self, state: _ConnState, candidate: _Candidate, sender: Endpoint, offset: int) -> PduSplitter:
         synced = state.conn.saw_syn and offset == 0
@@ -185,23 +195,29 @@ class Dissector:
         candidate.splitters[sender] = splitter
         return splitter
 
-    def _close_splitters(self, state: _ConnState, out: list, time: float, packet: int) -> None:
+    def _close_splitters(self, state: _ConnState, out: list, time: float, packet: int,
+                         how: str = "end_of_capture", closed_by: str | None = None) -> None:
         for candidate in list(state.candidates):
             for sender, splitter in candidate.splitters.items():
                 for item in splitter.finish(time, packet):
-                    self._emit(state, candidate, sender, item, out)
+                    self._emit(state, candidate, sender, item, out, (how, closed_by))
 
-    def _emit(self, state: _ConnState, candidate: _Candidate, sender: Endpoint, item, out: list) -> None:
+    def _emit(self, state: _ConnState, candidate: _Candidate, sender: Endpoint, item, out: list,
+              end: tuple[str, str | None] | None = None) -> None:
+        """``end`` is (how, closed_by) for what the end of the stream left over."""
         conn = state.conn
         if type(item) is RawFrame:
             protocol = candidate.protocol
             decoded = protocol.decode(item.data, item.missing, self.options)
+            if item.missing:  # why bytes are missing is known here, not in the decoder
+                decoded = _incomplete(decoded, item.missing, end)
             if not state.confirmed:
                 if not protocol.confirms(decoded):
                     return
                 self._confirm(state, candidate)
                 self._learn_roles(state, protocol, sender, decoded.type)
-                out.append(self._opened_event(state, item.first_time, item.first_packet))
+                # the connection opened with its first packet (the SYN), not with the frame that proved it
+                out.append(self._opened_event(state, conn.first_time, conn.first_packet_index))
             elif state.server is None:
                 self._learn_roles(state, protocol, sender, decoded.type)
             self._frame_index += 1
@@ -235,6 +251,18 @@ class Dissector:
         if state.server is None:
             return UNKNOWN_DIRECTION
         return TO_CLIENT if sender == state.server else towards(state.server_role)
+
+
+def _incomplete(decoded: Decoded, missing: int, end: tuple[str, str | None] | None) -> Decoded:
+    params = {"missing": missing, "size": decoded.size}
+    if end is None:
+        finding = Finding("frame.gap_damaged", params)
+    else:
+        params["how"] = end[0]
+        if end[1] is not None:
+            params["closed_by"] = end[1]
+        finding = Finding("frame.cut_at_end", params)
+    return Decoded(decoded.type, decoded.command, decoded.size, [finding, *decoded.findings], decoded.body)
 
 
 class OtherTraffic:

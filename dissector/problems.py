@@ -96,6 +96,12 @@ register("SKIPPED", WARNING, "skipped {length} bytes to find the next frame boun
          "bytes that could not be framed, passed over while resynchronising")
 register("TRUNCATED", WARNING, lambda p: _TRUNCATED[p["case"]].format(**p),
          "bytes at a capture gap or at the end of a stream that do not make a whole frame")
+register("frame.gap_damaged", WARNING, "frame damaged by a capture gap: {missing} of {size} bytes missing",
+         "a frame some of whose bytes were never captured (the rest of the stream goes on)")
+register("frame.cut_at_end", WARNING, lambda p: _CUT[p["how"]].format(**p) + (
+    f" by the {p['closed_by']}" if p.get("closed_by") else "") + _CUT_WHY.get(p["how"], ""),
+         "the stream ends inside this frame: the sender stopped mid-frame (its process died, or it gave up) and "
+         "the connection closed, or the capture ended there")
 register("OVERSIZED", ERROR, lambda p: f"{p['field']} {p['size']} is above the limit ({p['limit']} max)"
          + _looks_like(p),
          "a frame whose declared size is above --max-frame-size; the bytes are skipped")
@@ -141,6 +147,15 @@ _TRUNCATED = {
     "inside_frame": "stream ended inside a frame: {length} of {frame_length} bytes captured",
     "not_a_frame": "stream ended with {length} bytes that are not a whole frame",
 }
+_CUT = {"fin": "stream ended inside this frame ({missing} of {size} bytes never sent): connection closed (FIN)",
+        "rst": "stream ended inside this frame ({missing} of {size} bytes never sent): connection reset (RST)",
+        "end_of_capture": "the capture ends inside this frame ({missing} of {size} bytes not captured)",
+        "reused": "connection replaced by a new one on the same ports inside this frame ({missing} of {size} "
+                  "bytes never sent)",
+        "evicted": "connection forgotten (--max-connections) inside this frame ({missing} of {size} bytes "
+                   "dropped)"}
+_CUT_WHY = {"fin": "; the sender stopped mid-frame (its process died or gave up)",
+            "rst": "; the sender stopped mid-frame (its process died or gave up)"}
 _CLOSED = {"fin": "closed (FIN)", "rst": "reset (RST)", "end_of_capture": "still open at the end of the capture",
            "reused": "replaced by a new connection on the same ports",
            "evicted": "forgotten: too many connections open at once (--max-connections)"}

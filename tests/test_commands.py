@@ -282,7 +282,7 @@ def test_truncated_command_from_a_capture_gap():
     frame = fb.raw_frame(fb.command_bytes("PRODUCER", topic="persistent://a/b/c", producer_id=1, request_id=1))
     dec = decode_frame(frame[:12], missing=len(frame) - 12)
     assert dec.size == len(frame)
-    assert found(dec, "frame.gap_damaged") == [{"missing": len(frame) - 12, "size": len(frame)}]
+    # why the bytes are missing is the pipeline's to say (frame.gap_damaged or frame.cut_at_end), not the decoder's;
     # the sizes agree once the lost bytes are counted: no finding about TOTAL_SIZE
     assert not {"frame.size_mismatch", "frame.cmd_size"} & set(ids(dec))
 

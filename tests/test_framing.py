@@ -269,8 +269,8 @@ def test_gap_inside_frame_after_header_then_next_frame_exact():
     dec = decode_frame(damaged.data, missing=damaged.missing)
     assert dec.type == "SEND"
     assert dec.size == len(victim)
-    assert "frame.gap_damaged" in [f.id for f in dec.findings]
-    assert "frame.size_mismatch" not in [f.id for f in dec.findings], dec.findings
+    # the gap itself is the pipeline's to say; the sizes agree once the lost bytes are counted
+    assert not {"frame.size_mismatch", "frame.cmd_size", "frame.gap_damaged"} & {f.id for f in dec.findings}
 
 
 def test_gap_ending_exactly_at_frame_boundary():

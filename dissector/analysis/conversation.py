@@ -38,9 +38,9 @@ class _Connection:
     __slots__ = ("protocol", "session", "mid_stream", "waiting", "order", "drops", "to_server", "last_time",
                  "last_packet", "in_heap")
 
-    def __init__(self, protocol: ProtocolSpec, options: Options, conn: int, mid_stream: bool) -> None:
+    def __init__(self, protocol: ProtocolSpec, options: Options, conn: int, mid_stream: bool, shared) -> None:
         self.protocol = protocol
-        self.session = protocol.new_session(options, conn, mid_stream)
+        self.session = protocol.new_session(options, conn, mid_stream, shared)
         self.mid_stream = mid_stream
         self.waiting: dict[tuple, list[Waiting]] = {}  # (space, key values) -> requests, oldest first
         self.order: OrderedDict[int, tuple] = OrderedDict()  # request frame index -> its bucket, oldest first
@@ -60,6 +60,7 @@ class ConversationAnalyzer:
         self._mid_stream: dict[int, bool] = {}  # opened connections without a frame yet
         self._deadlines: list[tuple[float, int]] = []  # heap of (deadline, connection): at most one per connection
         self._last_packet = 0
+        self._shared: dict[str, object] = {}  # protocol name -> its state across connections
 
     def tick(self, now: float, out: list) -> None:
         """The clock moved to ``now``: report the requests that have waited past the operation timeout."""
@@ -125,7 +126,10 @@ class ConversationAnalyzer:
         if conn is None:
             protocol = protocols.get(frame.protocol)
             mid_stream = self._mid_stream.pop(frame.conn, False)
-            conn = self._conns[frame.conn] = _Connection(protocol, self.options, frame.conn, mid_stream)
+            if protocol.name not in self._shared:
+                self._shared[protocol.name] = protocol.new_shared(self.options)
+            conn = self._conns[frame.conn] = _Connection(protocol, self.options, frame.conn, mid_stream,
+                                                         self._shared[protocol.name])
         conn.last_time, conn.last_packet = frame.time, frame.packet
         direction = frame.direction
         if direction != TO_CLIENT and direction != UNKNOWN_DIRECTION:

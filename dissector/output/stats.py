@@ -321,7 +321,7 @@ class StatsCollector:
                 actor.distinct += n
             _remember(actor.entries, entry, n)
             _remember(actor.delivered_frames, rec["index"], n)
-            if rec["command"].get("redelivery_count"):
+            if "delivery" in rec or rec["command"].get("redelivery_count"):  # as message.redelivered says
                 actor.redeliveries += 1
         elif kind == "ACK":
             actor.acks += 1

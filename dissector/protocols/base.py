@@ -152,7 +152,7 @@ class _NoSession:
         return []
 
 
-def _no_session(options: Options, conn: int, mid_stream: bool) -> Session:
+def _no_session(options: Options, conn: int, mid_stream: bool, shared=None) -> Session:
     return _NoSession()
 
 
@@ -167,7 +167,10 @@ class ProtocolSpec:
     decode: Callable[[bytes, int, Options], Decoded]  # (pdu, missing bytes, options)
     resync: Callable[[bytearray, int, int, int], tuple[bool, int]] = cannot_resync  # (buf, pos, end, max_size)
     confirms: Callable[[Decoded], bool] = _no_findings  # a PDU that proves the protocol on an off-port connection
-    new_session: Callable[[Options, int, bool], Session] = _no_session  # (options, connection id, mid-stream)
+    # (options, connection id, mid-stream, the protocol's state shared by all its connections)
+    new_session: Callable[[Options, int, bool, Any], Session] = _no_session
+    # state across connections (e.g. which producers hold a topic), made once per analysis
+    new_shared: Callable[[Options], Any] = lambda options: None
     record_fields: Callable[[Frame, bool, bool], dict] = lambda frame, payload, summary: {}  # extra record keys
     timeline_pieces: Callable[[dict], list] = lambda rec: []  # record -> [(text, style)] after the key fields
     foreign_kind: str = "FOREIGN_PROTOCOL"  # event kind when a stream speaks something else

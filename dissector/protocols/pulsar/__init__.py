@@ -15,13 +15,13 @@ from .commands import BROKER, CLIENT, COMMANDS
 from .decode import confirms, decode_frame
 from .framing import pdu_length, resync
 from .present import record_fields, timeline_pieces
-from .session import PulsarSession
+from .session import PulsarSession, SharedState
 
 PORTS = {6650: BROKER, 6651: BROKER}  # 6651 is pulsar+ssl://: TLS, reported as NOT_PULSAR
 
 
-def _new_session(options: Options, conn: int, mid_stream: bool) -> PulsarSession:
-    return PulsarSession(options, conn, mid_stream)
+def _new_session(options: Options, conn: int, mid_stream: bool, shared: SharedState) -> PulsarSession:
+    return PulsarSession(options, conn, mid_stream, shared)
 
 
 PULSAR = ProtocolSpec(
@@ -37,6 +37,7 @@ PULSAR = ProtocolSpec(
     decode=decode_frame,
     confirms=confirms,
     new_session=_new_session,
+    new_shared=SharedState,
     record_fields=record_fields,
     timeline_pieces=timeline_pieces,
 )

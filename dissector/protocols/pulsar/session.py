@@ -25,9 +25,65 @@ class _Consumer:
     durable: bool = True  # a reader's subscription is not: it never acknowledges, by design
     permits: int = 0
     flow_seen: bool = False
-    # _entry_key(ledger, entry) -> MESSAGE frame index; both capped (oldest forgotten) so memory stays bounded
+    # _entry_key(ledger, entry) -> MESSAGE frame index (of the first delivery; of the latest for unacked);
+    # every table capped (oldest forgotten) so memory stays bounded
     delivered: OrderedDict = field(default_factory=OrderedDict)
     unacked: OrderedDict = field(default_factory=OrderedDict)
+    repeated: OrderedDict = field(default_factory=OrderedDict)  # key -> [frames, redelivery_count]
+    asked: OrderedDict = field(default_factory=OrderedDict)  # key -> REDELIVER frame that asked for it again
+
+
+@dataclass(slots=True)
+class _Repeat:
+    """The deliveries of one message seen more than once: the first frames (capped) and how many in all."""
+
+    frames: list
+    redelivery_count: int
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.count = len(self.frames)
+
+    def add(self, frame: int, redelivery_count: int) -> None:
+        self.count += 1
+        if len(self.frames) < _LINKS_SHOWN:
+            self.frames.append(frame)
+        self.redelivery_count = max(self.redelivery_count, redelivery_count)
+
+
+_EXCLUSIVE = ("Exclusive", "WaitForExclusive", "ExclusiveWithFencing")
+
+
+class SharedState:
+    """What Pulsar's analysis knows across connections: the producers that hold each topic (a broker's
+    Exclusive guarantee spans every client)."""
+
+    def __init__(self, options: Options) -> None:
+        self.cap = options.max_actors
+        self.topic_producers: OrderedDict[str, dict[tuple, dict]] = OrderedDict()  # topic -> (conn, id) -> info
+
+    def producer_ready(self, conn: int, info: dict) -> list[tuple[tuple, dict]]:
+        """A producer got its PRODUCER_SUCCESS: the producers it now shares an exclusive topic with."""
+        topic = info.get("topic")
+        held = self.topic_producers.pop(topic, None) or {}
+        remember_bounded(self.topic_producers, topic, held, self.cap)  # most recently used last
+        mode = info.get("access_mode", "Shared")
+        if mode == "ExclusiveWithFencing":
+            held.clear()  # it fences the others out: the broker closes them
+        conflicts = [(key, other) for key, other in held.items()
+                     if mode in _EXCLUSIVE or other.get("access_mode", "Shared") in _EXCLUSIVE]
+        held[(conn, info.get("id"))] = info
+        return conflicts
+
+    def producer_gone(self, conn: int, ident) -> None:
+        for held in self.topic_producers.values():
+            if held.pop((conn, ident), None) is not None:
+                return
+
+    def connection_gone(self, conn: int) -> None:
+        for held in self.topic_producers.values():
+            for key in [k for k in held if k[0] == conn]:
+                del held[key]
 
 
 @dataclass(slots=True)
@@ -42,6 +98,17 @@ def _unacked(ident, consumer: "_Consumer") -> Finding:
                                         "count": len(frames), "frames": frames[:20]})
 
 
+_LINKS_SHOWN = 100  # frame indexes a record lists at most (the count says how many in all)
+
+
+def _subscription(consumer: "_Consumer") -> tuple:
+    return consumer.info.get("topic"), consumer.info.get("subscription")
+
+
+def _signed64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def _entry_key(ledger: int, entry: int) -> int:
     """One int per (ledger, entry), ordered as the pair: a quarter less memory than a tuple in the tables
     of up to max_remembered_messages ids per consumer."""
@@ -49,8 +116,11 @@ def _entry_key(ledger: int, entry: int) -> int:
 
 
 class PulsarSession:
-    def __init__(self, options: Options, conn: int, mid_stream: bool) -> None:
+    def __init__(self, options: Options, conn: int, mid_stream: bool, shared: SharedState | None = None) -> None:
         self.options = options
+        self.conn = conn
+        self.shared = shared if shared is not None else SharedState(options)
+        self.seeks: dict = {}  # (topic, subscription) -> SEEK frame whose first delivery is still to come
         self.mid_stream = mid_stream
         self.producers: OrderedDict[int, _Producer] = OrderedDict()
         self.consumers: OrderedDict[int, _Consumer] = OrderedDict()
@@ -99,25 +169,49 @@ class PulsarSession:
                 notes["permits"] = consumer.permits
         elif t == "ACK":
             self._on_ack(cmd, notes)
+        elif t == "REDELIVER_UNACKNOWLEDGED_MESSAGES":
+            self._on_redeliver(frame, cmd, notes)
+        elif t == "SEEK":
+            consumer = self.consumers.get(cmd.get("consumer_id"))
+            if consumer is not None:  # the subscription moves: a consumer subscribing again lands there too
+                self.seeks[_subscription(consumer)] = frame.index
         elif t in ("ERROR", "SEND_ERROR"):
             findings.append(Finding("server.error", {"type": t, "error": cmd.get("error", "?"),
                                                      "message": cmd.get("message")}))
         elif t in ("CLOSE_PRODUCER", "CLOSE_CONSUMER"):
             if frame.direction == TO_CLIENT:
                 notes["broker_initiated"] = True
-            self._on_close(t, cmd, findings)
+            closed = self._on_close(frame, t, cmd, findings)
+            if closed:
+                events = (events or []) + closed
         return events
 
-    def _on_close(self, t: str, cmd: dict, findings: list) -> None:
-        """The actor is gone: later frames about it are a client bug; messages it never acked are said now."""
+    def _on_close(self, frame: Frame, t: str, cmd: dict, findings: list) -> list[Event] | None:
+        """The actor is gone: later frames about it are a client bug; messages it never acked and messages
+        delivered more than once are said now."""
         scope = "producer" if t == "CLOSE_PRODUCER" else "consumer"
         ident = cmd.get(f"{scope}_id")
         actor = (self.producers if scope == "producer" else self.consumers).pop(ident, None)
         if actor is None:
-            return
+            return None
         remember_bounded(self.closed, (scope, ident), actor.info, self.options.max_actors)
-        if scope == "consumer" and actor.unacked and actor.durable:
+        if scope == "producer":
+            self.shared.producer_gone(self.conn, ident)
+            return None
+        if actor.unacked and actor.durable:
             findings.append(_unacked(ident, actor))
+        return self._repeated(ident, actor, frame.time, frame.packet) or None
+
+    def _repeated(self, ident, consumer: _Consumer, time: float, packet: int) -> list[Event]:
+        """One REDELIVERED warning per message this consumer got more than once (or flagged as redelivered)."""
+        out = []
+        for key, repeat in consumer.repeated.items():
+            out.append(Event("REDELIVERED", time, packet, self.conn, details={
+                "consumer_id": ident, "name": consumer.info.get("name"), "ledger": key >> 64,
+                "entry": _signed64(key & 0xFFFFFFFFFFFFFFFF), "count": repeat.count, "frames": repeat.frames,
+                "redelivery_count": repeat.redelivery_count}))
+        consumer.repeated.clear()
+        return out
 
     def close(self, time: float, packet: int) -> list[Event]:
         events = [Event("UNFINISHED_CHUNKS", time, packet, self.drops.conn,
@@ -128,6 +222,8 @@ class PulsarSession:
             if consumer.unacked and consumer.durable:
                 finding = _unacked(ident, consumer)
                 events.append(Event("UNACKED_AT_END", time, packet, self.drops.conn, details=finding.params))
+            events.extend(self._repeated(ident, consumer, time, packet))
+        self.shared.connection_gone(self.conn)
         return events + self.drops.close(time, packet)
 
     # ------------------------------------------------------------------ actors
@@ -156,8 +252,16 @@ class PulsarSession:
         if t == "PRODUCER_SUCCESS" and request.type == "PRODUCER":
             # The broker names anonymous producers in PRODUCER_SUCCESS.
             producer = self.producers.get(request.kept.get("producer_id"))
-            if producer is not None and "name" not in producer.info and "producer_name" in cmd:
+            if producer is None:
+                return
+            if "name" not in producer.info and "producer_name" in cmd:
                 producer.info = {**producer.info, "name": cmd["producer_name"]}
+            if cmd.get("producer_ready", True) is not False:  # not the interim answer of WaitForExclusive
+                for (conn, ident), other in self.shared.producer_ready(self.conn, producer.info):
+                    findings.append(Finding("producer.exclusive_conflict", {
+                        "topic": producer.info.get("topic"), "mode": producer.info.get("access_mode", "Shared"),
+                        "other_conn": conn, "other_producer_id": ident, "other_name": other.get("name"),
+                        "other_mode": other.get("access_mode", "Shared")}))
         elif t == "LOOKUP_RESPONSE" and request.type == "LOOKUP" and cmd.get("response") == "Redirect":
             topic = request.kept.get("topic")
             count = self.redirects[topic] = self.redirects.get(topic, 0) + 1
@@ -212,16 +316,32 @@ class PulsarSession:
             findings.append(Finding("message.early_delivery", {"early_ms": md["deliver_at_time"] - frame.time * 1000,
                                                                "deliver_at": md["deliver_at_time"]}))
         notes["permits"] = consumer.permits
+        seek = self.seeks.pop(_subscription(consumer), None) if self.seeks else None
+        if seek is not None:
+            notes["after_seek"] = seek  # the first message delivered after the SEEK: where it landed
         message_id = cmd.get("message_id") or {}
         ledger, entry = message_id.get("ledgerId", 0), message_id.get("entryId", 0)
         mid = _entry_key(ledger, entry)
-        earlier = consumer.delivered.get(mid)
+        first = consumer.delivered.get(mid)
         redelivery_count = cmd.get("redelivery_count", 0)
-        if earlier is not None or redelivery_count:
-            findings.append(Finding("message.redelivered", {"ledger": ledger, "entry": entry, "first_frame": earlier,
-                                                            "redelivery_count": redelivery_count}))
         cap = self.options.max_remembered_messages
-        dropped = remember_bounded(consumer.delivered, mid, frame.index, cap)
+        asked = consumer.asked.pop(mid, None)
+        if asked is not None:
+            notes["redelivery_requested_by"] = asked
+        if first is not None or redelivery_count:
+            repeat = consumer.repeated.get(mid)
+            if repeat is None:
+                repeat = _Repeat([first, frame.index] if first is not None else [frame.index], redelivery_count)
+                remember_bounded(consumer.repeated, mid, repeat, cap)
+            else:
+                repeat.add(frame.index, redelivery_count)
+            params = {"ledger": ledger, "entry": entry, "first_frame": first, "redelivery_count": redelivery_count}
+            if first is not None:
+                notes["delivery"] = params["delivery"] = repeat.count
+            findings.append(Finding("message.redelivered", params))
+            dropped = False
+        else:
+            dropped = remember_bounded(consumer.delivered, mid, frame.index, cap)
         remember_bounded(consumer.unacked, mid, frame.index, cap)
         return self._dropped(frame, "max_remembered_messages", "delivered message ids") if dropped else None
 
@@ -247,6 +367,25 @@ class PulsarSession:
                     acked.append(message)
         if acked:
             notes["acks"] = sorted(set(acked))
+
+    def _on_redeliver(self, frame: Frame, cmd: dict, notes: dict) -> None:
+        """Link the request to the MESSAGE frames it asks for again (all unacknowledged ones when it names
+        none), and remember it so the redelivered MESSAGE can point back to it."""
+        consumer = self.consumers.get(cmd.get("consumer_id"))
+        if consumer is None:
+            return
+        ids = cmd.get("message_ids")
+        if ids:
+            keys = [_entry_key(m.get("ledgerId", 0), m.get("entryId", 0)) for m in ids]
+            frames = [consumer.unacked[k] for k in keys if k in consumer.unacked]
+        else:
+            keys = list(consumer.unacked)
+            frames = list(consumer.unacked.values())
+        for key in keys:
+            remember_bounded(consumer.asked, key, frame.index, self.options.max_remembered_messages)
+        if frames:
+            notes["redelivers"] = sorted(frames)[:_LINKS_SHOWN]
+            notes["redelivers_count"] = len(frames)
 
     def _dropped(self, frame: Frame, option: str, what: str) -> list[Event] | None:
         event = self.drops.drop(option, what, getattr(self.options, option), frame.time, frame.packet)
