@@ -115,8 +115,9 @@ register("PROXY_HEADER", NOTE, "HAProxy PROXY protocol header", "a PROXY v1/v2 h
 register("CONNECTION_OPENED", NOTE, lambda p: f"client {p['client']} ↔ {p['server_role']} {p['server']} ("
          + ("capture started mid-connection" if p["mid_stream"] else "SYN seen") + ")",
          "a connection of a known protocol starts (or is first seen)")
-register("CONNECTION_CLOSED", NOTE, lambda p: "connection " + _CLOSED.get(p["how"], p["how"])
-         + (f" by the {p['closed_by']}" if p.get("closed_by") else ""),
+register("CONNECTION_CLOSED", NOTE, lambda p: "connection " + (
+    f"refused by the {p['closed_by']} (RST, nothing sent)" if _refused(p) else
+    _CLOSED.get(p["how"], p["how"]) + (f" by the {p['closed_by']}" if p.get("closed_by") else "")),
          "a connection ends: FIN, RST, end of capture, port reuse, or forgotten at the connection limit")
 register("UNANSWERED", WARNING, lambda p: f"{p['request_type']} (frame {p['request']}) got no response in the capture"
          + (" before it was forgotten" if p.get("evicted") else ""),
@@ -147,6 +148,12 @@ _TRUNCATED = {
     "inside_frame": "stream ended inside a frame: {length} of {frame_length} bytes captured",
     "not_a_frame": "stream ended with {length} bytes that are not a whole frame",
 }
+def _refused(p: dict) -> bool:
+    """A connection reset by the server before either side sent a byte: the port refused it."""
+    return p["how"] == "rst" and p.get("closed_by") not in (None, "client") and not any(
+        v for k, v in p.items() if k.startswith("bytes_"))
+
+
 _CUT = {"fin": "stream ended inside this frame ({missing} of {size} bytes never sent): connection closed (FIN)",
         "rst": "stream ended inside this frame ({missing} of {size} bytes never sent): connection reset (RST)",
         "end_of_capture": "the capture ends inside this frame ({missing} of {size} bytes not captured)",

@@ -150,6 +150,8 @@ def test_a_stream_that_ends_inside_a_frame_is_the_sender_stopping_not_a_capture_
     assert not any(r.get("type") == "GAP" for r in recs)
     closed = [r for r in recs if r.get("type") == "CONNECTION_CLOSED"]
     assert closed and closed[0]["details"]["how"] == "fin"
+    # the broker never got the request whole: it awaits no answer
+    assert not any(r.get("type") in ("UNANSWERED", "OVERDUE") for r in recs)
 
 
 def test_a_capture_that_ends_inside_a_frame_says_so(tmp_path):

@@ -144,7 +144,7 @@ class ConversationAnalyzer:
             if spec is not None:
                 if spec.answers:
                     request = self._answer(conn, frame, spec, notes, findings)
-                if spec.opens is not None:
+                if spec.opens is not None and not _cut_short(pdu):  # a request never sent whole awaits nothing
                     self._wait(conn, frame, spec, findings, events)
             more = conn.session.on_frame(frame, spec, request, notes, findings)
             if more:
@@ -262,6 +262,10 @@ class ConversationAnalyzer:
         out.extend(conn.session.close(time, packet))
         out.extend(conn.drops.close(time, packet))
         return out
+
+
+def _cut_short(pdu) -> bool:
+    return any(f.id == "frame.cut_at_end" for f in pdu.findings) if pdu.findings else False
 
 
 def analyse(items: Iterable, options: Options | None = None) -> Iterator:
