@@ -80,9 +80,11 @@ class TimelineOutput:
     """Writes accepted records as timeline lines or JSON Lines and counts their problems (for --strict)."""
 
     def __init__(self, *, json_out: bool, plain: bool, no_color: bool, absolute_time: bool = False,
-                 details: bool = False, payload: bool = False, max_frames: int | None = None) -> None:
+                 details: bool = False, payload: bool = False, max_frames: int | None = None,
+                 hex_dump: bool = False) -> None:
         self.out = sys.stdout
         self.max_frames = max_frames
+        self.hex_dump = hex_dump and not json_out  # -x: the bytes of each frame shown, under its line
         self.renderer = None
         self.console = Console(file=self.out, no_color=no_color or plain, highlight=False,
                                force_terminal=False if (no_color or plain) else None)
@@ -127,17 +129,25 @@ def _records(capture: Path, options: Options, *, payload_bytes: bool = False, su
         raise typer.Exit(EXIT_UNREADABLE)
 
 
-def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutput, sink=None) -> "Seen":
-    """Decode, filter and output; ``sink`` also sees every record shown. Returns what the capture held."""
+def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutput, sink=None,
+         context: "ActorContext | None" = None) -> "Seen":
+    """Decode, filter and output; ``sink`` also sees every record shown; ``context`` (follow) adds the events
+    that tell how the followed actor's connections and requests ended. Returns what the capture held."""
     if flt.predicate is not None and needs_full_records(flt.predicate):
         output.summary = False  # the expression reads each message or the whole metadata
     seen = Seen(flt)
+    frame_bytes = None
+    if output.hex_dump and output.renderer is not None:
+        frame_bytes = output.renderer.frame_bytes = FrameBytes(capture, options, summary=output.summary)
     try:
         for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary, seen=seen):
             if output.renderer is not None and output.renderer.origin is None:
                 output.renderer.origin = rec["time"]  # times from the capture's start, whatever the filter
             if not flt.accepts(rec):
-                continue
+                if context is None or not context.wants(rec, flt):
+                    continue
+            elif context is not None:
+                context.saw(rec)
             if not output.emit(rec):
                 break
             if sink is not None:
@@ -146,7 +156,127 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
     except BrokenPipeError:
         sys.stderr.close()
         raise typer.Exit(EXIT_OK)
+    finally:
+        if frame_bytes is not None:
+            frame_bytes.close()
     return seen
+
+
+class FrameBytes:
+    """-x: the bytes of each frame shown. Records do not carry them, so the capture is read a second time, in
+    step with the first, by the same pipeline (same options: the same frames, numbered alike). Frames come in
+    index order: the bytes of frames not shown are dropped as soon as they are read, so at most one TCP
+    segment's frames are held at a time."""
+
+    def __init__(self, capture: Path, options: Options, *, summary: bool = False) -> None:
+        if summary and not options.summary:  # decode as the first reading does: the same frames, numbered alike
+            options = dataclasses.replace(options, summary=True)
+        self.capture, self.options = capture, options
+        self.kept: dict[int, tuple[bytes, int]] = {}
+        self._last = [0]  # the highest frame index read so far
+        self._reader = None
+        self._items = None
+        self._done = False
+
+    def _start(self) -> None:
+        """Open the second reading when the first frame is shown (the first reading has checked the file)."""
+        from dissector.capture.files import open_capture
+        from dissector.model import Frame
+        from dissector.pipeline import Dissector, dissect_packets
+
+        kept, last = self.kept, self._last
+
+        class _Tap(Dissector):
+            """The pipeline, keeping each frame's bytes (which it otherwise drops once decoded)."""
+
+            def _emit(self, *args, **kwargs) -> None:  # (state, candidate, sender, item, out, ...)
+                item, out = args[3], args[4]
+                before = len(out)
+                super()._emit(*args, **kwargs)
+                data = getattr(item, "data", None)
+                if data is not None:
+                    for made in out[before:]:
+                        if type(made) is Frame:
+                            kept[made.index] = (bytes(data), getattr(item, "missing", 0))
+                            last[0] = max(last[0], made.index)
+
+        try:
+            self._reader = open_capture(self.capture)
+        except CaptureError:
+            self._done = True
+            return
+        self._items = dissect_packets(self._reader, dissector=_Tap(self.options))
+
+    def __call__(self, rec: dict) -> tuple[bytes, int] | None:
+        """(bytes, bytes not in the capture) of a frame record, or None."""
+        if self._items is None and not self._done:
+            self._start()
+        index = rec["index"]
+        kept = self.kept
+        while index not in kept and self._last[0] < index and not self._done:
+            try:
+                next(self._items)
+            except StopIteration:
+                self._done = True
+            except Exception:  # the first reading reports what is wrong with the capture; here it only ends
+                self._done = True
+            for k in [k for k in kept if k < index]:  # frames the filter did not show: dropped at once
+                del kept[k]
+        for k in [k for k in kept if k < index]:
+            del kept[k]
+        return kept.pop(index, None)
+
+    def close(self) -> None:
+        self._done = True
+        self.kept.clear()
+        if self._reader is not None:
+            self._reader.close()
+
+
+class ActorContext:
+    """follow: besides the followed actor's frames, the events that finish its story: how its connections
+    ended (CONNECTION_CLOSED: FIN or RST and by whom, or the end of the capture), its requests that got no
+    answer (UNANSWERED, OVERDUE), its consumer's messages never acknowledged (UNACKED_AT_END) or delivered more
+    than once (REDELIVERED), and its chunked messages never finished (UNFINISHED_CHUNKS). Bounded: the most recent frames shown are remembered."""
+
+    MEMORY = 100_000
+
+    def __init__(self) -> None:
+        from collections import OrderedDict
+
+        self.conns: set[int] = set()
+        self.frames: "OrderedDict[int, None]" = OrderedDict()
+        self.consumers: set[tuple[int, object]] = set()  # (conn, consumer id)
+
+    def saw(self, rec: dict) -> None:
+        """A record shown for the actor."""
+        if "index" not in rec:
+            return
+        if len(self.conns) < self.MEMORY:
+            self.conns.add(rec["conn"])
+        self.frames[rec["index"]] = None
+        if len(self.frames) > self.MEMORY:
+            self.frames.popitem(last=False)
+        consumer = rec.get("consumer")
+        if consumer and len(self.consumers) < self.MEMORY:
+            self.consumers.add((rec["conn"], consumer.get("id")))
+
+    def wants(self, rec: dict, flt: FrameFilter) -> bool:
+        """An event (not a frame) the filter left out that belongs to the actor's story; -Y still applies."""
+        if "index" in rec or rec.get("conn") not in self.conns:
+            return False
+        if flt.predicate is not None and not flt.predicate(rec):
+            return False
+        kind, details = rec["type"], rec.get("details") or {}
+        if kind == "CONNECTION_CLOSED":
+            return True
+        if kind in ("UNANSWERED", "OVERDUE"):
+            return details.get("request") in self.frames
+        if kind in ("UNACKED_AT_END", "REDELIVERED"):
+            return (rec["conn"], details.get("consumer_id")) in self.consumers
+        if kind == "UNFINISHED_CHUNKS":
+            return any(i in self.frames for i in details.get("chunks") or ())
+        return False
 
 
 class Seen:
@@ -321,7 +451,9 @@ STRICT_OPT = typer.Option(False, "--strict", help="exit 1 when a record shown ha
 NO_COLOR_OPT = typer.Option(False, "--no-color", help="no colours")
 PLAIN_OPT = typer.Option(False, "--plain", help="plain text, no colours, no wrapping (for pagers)")
 ABSOLUTE_TIME_OPT = typer.Option(False, "--absolute-time", help="UTC wall-clock times, not relative")
-DETAILS_OPT = typer.Option(False, "--details", "-V", help="every decoded field under each frame")
+DETAILS_OPT = typer.Option(False, "--details", "-V", help="every decoded field under each frame, as a tree")
+HEX_OPT = typer.Option(False, "-x", "--hex", help="a hex and ASCII dump of each frame's bytes under its line "
+                                                  "(as tshark's -x)")
 PAYLOAD_OPT = typer.Option(False, "--payload", help="show payloads (JSON: payload_text / payload_b64)")
 JSON_OPT = typer.Option(False, "--json", help="JSON Lines: one object per frame or event")
 SET_OPT = typer.Option(None, "-o", "--option", help="set a limit: NAME=VALUE (e.g. max_pending_requests=50000)")
@@ -349,6 +481,7 @@ def dissect_cmd(
     plain: bool = PLAIN_OPT,
     absolute_time: bool = ABSOLUTE_TIME_OPT,
     details: bool = DETAILS_OPT,
+    hex_dump: bool = HEX_OPT,
     payload: bool = PAYLOAD_OPT,
     max_frame_size: int = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
@@ -360,11 +493,12 @@ def dissect_cmd(
         typer.echo("pulsar-dissect: -w needs a capture file, not standard input (it reads the packets again)",
                    err=True)
         raise typer.Exit(EXIT_UNREADABLE)
+    _check_hex(hex_dump, capture, json_out)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(_conn_ids(_split_csv(conn)), _known_types(_split_csv(type_)), topic or [], producer or [],
                   consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, absolute_time=absolute_time,
-                            details=details, payload=payload, max_frames=max_frames)
+                            details=details, payload=payload, max_frames=max_frames, hex_dump=hex_dump)
     packets = _PacketSet() if write is not None else None
     seen = _run(capture, options, flt, output, packets.add if packets is not None else None)
     if packets is not None:
@@ -372,6 +506,20 @@ def dissect_cmd(
         typer.echo(f"pulsar-dissect: {written} packets of the frames shown written to {write}", err=True)
     _tell(seen, options, flt, output)
     _strict_exit(strict, output)
+
+
+def _check_hex(hex_dump: bool, capture: Path, json_out: bool) -> None:
+    """-x reads the capture a second time for the frames' bytes, and shows them under timeline lines."""
+    if not hex_dump:
+        return
+    if json_out:
+        typer.echo("pulsar-dissect: -x shows the bytes under timeline lines; JSON records do not carry them "
+                   "(drop --json, or -x)", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    if str(capture) == "-":
+        typer.echo("pulsar-dissect: -x needs a capture file, not standard input (it reads the packets again)",
+                   err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
 
 
 class _PacketSet:
@@ -433,24 +581,29 @@ def follow_cmd(
     plain: bool = typer.Option(False, "--plain", help="plain text, no colours"),
     no_color: bool = NO_COLOR_OPT,
     payload: bool = typer.Option(False, "--payload", help="show payloads"),
+    details: bool = DETAILS_OPT,
+    hex_dump: bool = HEX_OPT,
     strict: bool = STRICT_OPT,
     max_frame_size: int = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
 ) -> None:
-    """One actor's story: every frame of a producer, a consumer or a topic, then its summary."""
+    """One actor's story: every frame of a producer, a consumer or a topic, how its connections and requests
+    ended, then its summary."""
     if not (producer or consumer or topic):
         typer.echo("pulsar-dissect follow: name a --producer, --consumer or --topic", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     capture = _capture(capture, read)
+    _check_hex(hex_dump, capture, json_out)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter([], [], topic or [], producer or [], consumer or [], expression=expr)
-    output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload)
+    output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload, details=details,
+                            hex_dump=hex_dump)
     stats = StatsCollector(options)
-    seen = _run(capture, options, flt, output, stats.add)
+    seen = _run(capture, options, flt, output, stats.add, ActorContext())
     _tell(seen, options, flt, output)
     if output.renderer is not None and output.shown:
-        render_stats(stats.result(), output.console)
+        render_stats(stats.result(), output.console, plain=output.renderer.plain)
     _strict_exit(strict, output)
 
 
@@ -489,8 +642,10 @@ def stats_cmd(
     if json_out:
         json_writer(sys.stdout)(data)
     elif data["frames"] or not message:  # no empty tables under the message that says why
+        # plain (--plain, or not a terminal): one line per row, never a value split, wider than the terminal
+        # if it must be
         render_stats(data, Console(no_color=no_color or plain, highlight=False,
-                                   force_terminal=False if (no_color or plain) else None))
+                                   force_terminal=False if (no_color or plain) else None), plain=plain or None)
     if plot is not None:
         try:
             from dissector.output.plot import plot_latency

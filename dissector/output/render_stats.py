@@ -1,11 +1,14 @@
 """Statistics as rich tables (from the plain data of ``StatsCollector.result()``), readable at 80 columns.
 
-Topics are section headings rather than a column, because a topic name alone can fill half a terminal.
+Topics are section headings rather than a column, because a topic name alone can fill half a terminal. No value
+is ever split across lines (an address, an error name, a number): on a narrow terminal only headers and names
+wrap, between words; plain output keeps every row on one line. Latencies have a fixed three decimals.
 """
 
 from __future__ import annotations
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -13,11 +16,12 @@ from rich.text import Text
 from .text import safe
 
 
-def _fmt(value) -> str:
+def _fmt(value, column: str = "") -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        decimals = _DECIMALS.get(column)
+        return f"{value:.{decimals}f}" if decimals is not None else f"{value:.6g}"
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, dict):
@@ -25,76 +29,138 @@ def _fmt(value) -> str:
     return safe(value, 60)
 
 
-def _table(title: str | None, columns: list[str], rows: list[list]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                  header_style="bold", pad_edge=False, padding=(0, 1))
-    for i, col in enumerate(columns):
-        numeric = col in _NUMERIC
-        table.add_column(col, overflow="fold", no_wrap=numeric, justify="right" if numeric else "left",
-                         min_width=_MIN_WIDTH.get(col))
-    for row in rows:
-        table.add_row(*(_fmt(v) for v in row))
-    return table
-
-
+# Fixed decimals, so that a column lines up: latencies in ms to the microsecond, as the timeline shows them.
+_DECIMALS = {"p50": 3, "p90": 3, "p99": 3, "max": 3, "mean": 3, "avg": 1, "ratio": 2}
 _NUMERIC = {"msgs", "acc", "rej", "dup", "acked", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks", "permits",
             "redeliv", "frames →/←",
             "bytes →/←", "problems", "conn", "count", "p50", "p90", "p99", "max", "mean"}
-
-
+# Columns of words that may wrap between words on a narrow terminal (never inside a word); every other value is
+# kept whole on one line: an address, a number, an error name. Plain output never wraps anything.
+_WRAP = {"producer", "consumer", "request", "what"}
 _MIN_WIDTH = {"producer": 12, "consumer": 12}
+_GAP = 2  # columns between two columns
+
+
+def print_table(console: Console, title: str | None, columns: list[str], rows: list[list], *,
+                plain: bool | None = None) -> None:
+    """A table whose values are never split across lines. Each column is as wide as its widest value; on a
+    terminal narrower than that, headers and the columns of words (names) wrap between words first; plain
+    output (``--plain``, or not a terminal) keeps one line per row, wider than the terminal if it must be."""
+    if plain is None:
+        plain = not console.is_terminal
+    cells = [[_fmt(v, col) for col, v in zip(columns, row)] for row in rows]
+    values = [max((cell_len(r[i]) for r in cells), default=1) for i in range(len(columns))]
+    widths = [max(values[i], cell_len(col), _MIN_WIDTH.get(col, 0)) for i, col in enumerate(columns)]
+    if not plain:
+        narrowed = list(widths)
+        _fit(narrowed, values, columns, cells, console.width)
+        if sum(narrowed) + _GAP * (len(narrowed) - 1) <= console.width:
+            widths = narrowed  # else one line per row is better than names wrapped to no avail
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, header_style="bold", pad_edge=False, padding=(0, 1),
+                  collapse_padding=True)
+    for col, width in zip(columns, widths):
+        numeric = col in _NUMERIC
+        # A column is never narrower than its widest value (or word, for _WRAP): only headers and names wrap.
+        table.add_column(col, width=width, no_wrap=plain, overflow="fold", justify="right" if numeric else "left")
+    for row in cells:
+        table.add_row(*row)
+    total = sum(widths) + _GAP * (len(widths) - 1)
+    if title:
+        console.print(Text(title, style="bold"), soft_wrap=True)
+    if total <= console.width:
+        console.print(table)
+        return
+    room = console.width
+    console.width = total  # rich never renders wider than its console: widen it for this table only
+    try:
+        console.print(table, crop=False)
+    finally:
+        console.width = room
+
+
+def _fit(widths: list[int], values: list[int], columns: list[str], cells: list[list[str]], room: int) -> None:
+    """Narrow the columns towards ``room``: first the headers wider than their values (between the header's
+    words), then the columns of words (never below their longest word)."""
+    def excess() -> int:
+        return sum(widths) + _GAP * (len(widths) - 1) - room
+
+    for i, col in enumerate(columns):
+        if excess() <= 0:
+            return
+        if widths[i] > values[i]:
+            floor = max(values[i], max(cell_len(w) for w in col.split()), _MIN_WIDTH.get(col, 0))
+            widths[i] = max(floor, widths[i] - excess())
+    for i, col in enumerate(columns):
+        if excess() <= 0:
+            return
+        if col in _WRAP:
+            words = [cell_len(w) for r in cells for w in r[i].split()] + [cell_len(w) for w in col.split()]
+            floor = max(max(words, default=1), _MIN_WIDTH.get(col, 0))
+            widths[i] = max(floor, widths[i] - excess())
 
 
 def _actor_name(a: dict) -> str:
     return f"{safe(a.get('name') or '?', 24)} ({a.get('id')}@c{a['conn']})"
 
 
-def render_stats(data: dict, console: Console) -> None:
+def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> None:
+    """The statistics as tables; ``plain`` (default: when the console is not a terminal) never wraps a line."""
+    if plain is None:
+        plain = not console.is_terminal
+
+    def say(text: Text) -> None:
+        console.print(text, soft_wrap=plain)
+
+    def table(title, columns, rows) -> None:
+        print_table(console, title, columns, rows, plain=plain)
+
     conns = data["connections"]
-    console.print(Text(f"{data['frames']:,} frames on {len(conns)} connection(s) over {data['duration_s']:.3f} s",
-                       style="bold"))
-    console.print(_table("Connections", ["conn", "client", "broker", "frames →/←", "bytes →/←", "closed",
-                                         "problems"],
-                         [[c["conn"], c["client"], c["broker"],
-                           f"{c['frames_to_broker']}/{c['frames_to_client']}",
-                           f"{c['bytes_to_broker']:,}/{c['bytes_to_client']:,}",
-                           (c.get("closed") or "open") + (f"/{c['closed_by']}" if c.get("closed_by") else ""),
-                           c["problems"]] for c in conns]))
+    say(Text(f"{data['frames']:,} frames on {len(conns)} connection(s) over {data['duration_s']:.3f} s", style="bold"))
+    console.print()
+    table("Connections", ["conn", "client", "broker", "frames →/←", "bytes →/←", "closed", "problems"],
+          [[c["conn"], c["client"], c["broker"],
+            f"{c['frames_to_broker']}/{c['frames_to_client']}",
+            f"{c['bytes_to_broker']:,}/{c['bytes_to_client']:,}",
+            (c.get("closed") or "open") + (f"/{c['closed_by']}" if c.get("closed_by") else ""),
+            c["problems"]] for c in conns])
     versions = {(c.get("client_version"), c.get("server_version"), c.get("protocol_version")) for c in conns}
+    if any(client or server for client, server, _ in versions):
+        console.print()
     for client, server, proto in sorted(versions, key=str):
         if client or server:
-            console.print(Text(f"  client {safe(client or '?', 40)} ↔ broker {safe(server or '?', 40)}"
-                               f" (protocol v{proto})", style="dim"))
+            say(Text(f"  client {safe(client or '?', 40)} ↔ broker {safe(server or '?', 40)} (protocol v{proto})",
+                     style="dim"))
     for topic, t in data["topics"].items():
         console.print()
-        console.print(Text("Topic ", style="bold") + Text(safe(topic, 200), style="bold cyan"))
-        console.print(Text(f"  sent {t['messages_sent']:,} messages ({t['bytes_sent']:,} B), "
-                           f"received {t['messages_received']:,} messages ({t['bytes_received']:,} B)"))
+        say(Text("Topic ", style="bold") + Text(safe(topic, 200), style="bold cyan"))
+        say(Text(f"  sent {t['messages_sent']:,} messages ({t['bytes_sent']:,} B), "
+                 f"received {t['messages_received']:,} messages ({t['bytes_received']:,} B)"))
         producers = [p for p in data["producers"] if p.get("topic") == topic]
         if producers:
-            console.print(_table(None, ["producer", "msgs", "acc", "rej", "bytes", "avg", "codec", "ratio",
-                                        "errors"],
-                                 [[_actor_name(p), p["messages"], p["messages_accepted"], p["messages_rejected"],
-                                   p["payload_bytes"], p["avg_batch_size"], ",".join(p["compression"]) or "-",
-                                   p["compression_ratio"], p["errors"]] for p in producers]))
+            console.print()
+            table(None, ["producer", "msgs", "acc", "rej", "bytes", "avg", "codec", "ratio", "errors"],
+                  [[_actor_name(p), p["messages"], p["messages_accepted"], p["messages_rejected"], p["payload_bytes"],
+                    p["avg_batch_size"], ",".join(p["compression"]) or "-", p["compression_ratio"], p["errors"]]
+                   for p in producers])
         consumers = [c for c in data["consumers"] if c.get("topic") == topic]
         if consumers:
-            console.print(_table(None, ["consumer", "sub", "type", "msgs", "dup", "acked", "bytes", "permits"],
-                                 [[_actor_name(c), c.get("subscription"), c.get("type"), c["messages"],
-                                   c["messages_duplicate"], c["messages_acked"], c["payload_bytes"],
-                                   c["permits_granted"]] for c in consumers]))
+            console.print()
+            table(None, ["consumer", "sub", "type", "msgs", "dup", "acked", "bytes", "permits"],
+                  [[_actor_name(c), c.get("subscription"), c.get("type"), c["messages"], c["messages_duplicate"],
+                    c["messages_acked"], c["payload_bytes"], c["permits_granted"]] for c in consumers])
     if data["latency_ms"]:
         rows = [[k, v] for k, v in data["latency_ms"].items()]
         senders = [p for p in data["producers"] if p.get("send_latency_ms")]
         if len(senders) > 1:  # publish latency of each producer
             rows += [[f"SEND {_actor_name(p)}", p["send_latency_ms"]] for p in senders]
         console.print()
-        console.print(_table("Latency by request type (ms)", ["request", "count", "p50", "p90", "p99", "max", "mean"],
-                             [[k, v["count"], v["p50"], v["p90"], v["p99"], v["max"], v["mean"]] for k, v in rows]))
+        table("Latency by request type (ms)", ["request", "count", "p50", "p90", "p99", "max", "mean"],
+              [[k, v["count"], v["p50"], v["p90"], v["p99"], v["max"], v["mean"]] for k, v in rows])
         if not all(v.get("exact", True) for _, v in rows):
-            console.print(Text("  percentiles from a uniform sample of 100,000 responses per row", style="dim"))
+            say(Text("  percentiles from a uniform sample of 100,000 responses per row", style="dim"))
     rows = [[f"server error {k}", "error", v] for k, v in data["server_errors"].items()]
     rows += [[e["id"], e["severity"], e["count"]] for e in data["expert"] if e["id"] != "server.error"]
     rows += [[k, "event", v] for k, v in data["events"].items() if k not in ("CONNECTION_OPENED", "CONNECTION_CLOSED")]
     if rows:
-        console.print(_table("Errors and problems", ["what", "severity", "count"], rows))
+        console.print()
+        table("Errors and problems", ["what", "severity", "count"], rows)

@@ -42,6 +42,53 @@ def date_ms(value) -> str:
         return safe(value)
 
 
+# Fields that hold bytes (base64 text in records, as in protobuf's JSON mapping): one decoding for every view,
+# so a value reads the same on a timeline line and in the -V tree. "hex": always hex (a schema version is a
+# number, not text); otherwise text when the bytes are UTF-8, else hex.
+BYTES_FIELDS = {"schema_version": "hex", "schema_id": "hex", "ordering_key": "text", "auth_data": "text",
+                "schema_data": "text", "encryption_param": "hex"}
+BYTES_IN = {("encryption_keys", "value"): "hex"}  # (parent key, key): a bytes field whose name alone is ambiguous
+
+
+def bytes_kind(key: str, parent: str | None = None) -> str | None:
+    """How a base64-coded bytes field is shown ("hex" or "text"), or None when the field is not bytes."""
+    return BYTES_IN.get((parent, key)) or BYTES_FIELDS.get(key)
+
+
+def shown_bytes(raw: bytes, kind: str = "text", limit: int = 1000) -> tuple[str, bool]:
+    """(text, is_hex): the bytes as safe text when ``kind`` is "text" and they are UTF-8, else as hex (spaced
+    as the payload preview; a schema version unspaced, as on the timeline line)."""
+    if kind == "text":
+        try:
+            return safe(raw.decode("utf-8"), limit), False
+        except UnicodeDecodeError:
+            pass
+    return (raw.hex() if kind == "hex" else raw.hex(" "))[:limit], True
+
+
+def shown_b64(value, kind: str = "text", limit: int = 1000) -> tuple[str, bool]:
+    """A base64 value of a bytes field as ``shown_bytes`` shows it (a value that is not base64: as it is)."""
+    if not isinstance(value, str):
+        return safe(value, limit), False
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (ValueError, TypeError):
+        return safe(value, limit), False
+    return shown_bytes(raw, kind, limit)
+
+
+_ASCII = bytes(i if 0x20 <= i < 0x7F else 0x2E for i in range(256))  # printable ASCII, else "."
+
+
+def hex_dump(data: bytes, indent: int = 8) -> list[str]:
+    """Lines of offset, 16 bytes in hex and as ASCII (anything not printable ASCII as "."), as tshark -x: 79
+    columns with the default indent, whatever the offsets' width."""
+    digits = max(4, len(f"{max(len(data) - 1, 0):x}"))
+    pad = " " * max(0, indent - (digits - 4))
+    return [f"{pad}{off:0{digits}x}  {data[off:off + 16].hex(' '):<47}  "
+            f"{data[off:off + 16].translate(_ASCII).decode('ascii')}" for off in range(0, len(data), 16)]
+
+
 def _bytes_text(value):
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).decode("utf-8", "backslashreplace")

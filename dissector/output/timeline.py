@@ -4,6 +4,11 @@ Every string that came off the wire passes through ``text.safe()`` and is append
 text (never parsed as markup), so a topic name cannot inject escape sequences or rich markup into the terminal.
 Which fields a line shows comes from the protocol's command table, and the protocol adds its own pieces
 (Pulsar: the payload section).
+
+A line starts with the frame number (``-`` for an event), the time, and the capture packet that carried it
+(``p34``; ``p30-34`` when the frame spans packets), so the same place can be found in Wireshark. ``details``
+(``-V``) adds the tree of every decoded field under the line, ``frame_bytes`` (``-x``) a hex and ASCII dump of
+the frame's bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .. import protocols
-from .text import date_ms, safe
+from .text import bytes_kind, date_ms, hex_dump, safe, shown_b64
 
 ARROW_TO_SERVER, ARROW_TO_CLIENT, ARROW_UNKNOWN = "→", "←", "↔"
 
@@ -26,6 +31,9 @@ _SPECIAL_IDS = {(2**64 - 1, 2**64 - 1): "earliest", (2**63 - 1, 2**63 - 1): "lat
 
 def _message_id(mid: Any) -> str:
     if isinstance(mid, dict):
+        if "ledger_id" in mid:  # a message record's id (snake case, as the JSON contract writes it)
+            mid = {"ledgerId": mid["ledger_id"], "entryId": mid.get("entry_id"), "partition": mid.get("partition"),
+                   "batch_index": mid.get("batch_index")}
         special = _SPECIAL_IDS.get((mid.get("ledgerId"), mid.get("entryId")))
         if special:
             return special
@@ -56,14 +64,36 @@ def key_fields(rec: dict, protocol=None) -> list[tuple[str, str]]:
         value = _lookup(cmd, path)
         if value is None:
             continue
+        parts = path.rsplit(".", 2)
+        kind = bytes_kind(parts[-1], parts[-2] if len(parts) > 1 else None)
         if how and how[0] == "date_ms":
             out.append((label, date_ms(value)))
-        elif path.endswith(("message_id", "message_ids", "last_message_id", "start_message_id",
-                            "consumer_mark_delete_position")):
+        elif _is_message_id(path):
             out.append((label, _message_id(value)))
+        elif kind is not None:  # bytes: as the -V tree shows them
+            out.append((label, shown_b64(value, kind, MAX_LINE_BYTES)[0]))
         else:
             out.append((label, safe(value)))
     return out
+
+
+MAX_LINE_BYTES = 60
+PACKET_WIDTH = 5  # p1 to p9999 line up; longer ones push the rest of the line along
+_MESSAGE_ID_KEYS = ("message_id", "message_ids", "last_message_id", "start_message_id",
+                    "consumer_mark_delete_position")
+
+
+def _is_message_id(path: str) -> bool:
+    return path.endswith(_MESSAGE_ID_KEYS)
+
+
+def packets_text(rec: dict) -> str:
+    """The capture packet(s) of a record: ``p34``, or ``p30-34`` for a frame that spans packets."""
+    last = rec.get("packet")
+    if last is None:
+        return "p?"
+    first = rec.get("first_packet", last)
+    return f"p{first}-{last}" if first != last else f"p{last}"
 
 
 # One style of keys on every line: the labels the command table uses, also for types it shows by default.
@@ -81,13 +111,19 @@ def _lookup(cmd: dict, path: str):
 
 
 class TimelineRenderer:
+    """Timeline lines from records. ``details``: the tree of decoded fields under each frame (-V);
+    ``frame_bytes``: a function from a frame record to its bytes and the count of its bytes not in the capture
+    (lost in a gap, or after the stream's end), or None when they are not to be had, for a hex dump under each
+    frame (-x)."""
+
     def __init__(self, console: Console, *, plain: bool = False, absolute_time: bool = False,
-                 details: bool = False, show_payload: bool = False) -> None:
+                 details: bool = False, show_payload: bool = False, frame_bytes=None) -> None:
         self.console = console
         self.plain = plain
         self.absolute_time = absolute_time
         self.details = details
         self.show_payload = show_payload
+        self.frame_bytes = frame_bytes
         self.origin: float | None = None  # time 0 of relative times: the capture's first record (else the first shown)
 
     def render(self, rec: dict) -> None:
@@ -111,6 +147,7 @@ class TimelineRenderer:
         is_frame = "index" in rec
         line.append((f"{rec['index']:>6} " if is_frame else "     - ", "dim"))
         line.append((self._time(rec["time"]) + " ", "cyan"))
+        line.append((f"{packets_text(rec):<{PACKET_WIDTH}} ", "dim"))
         if "conn" in rec:
             line.append((f"c{rec['conn']} ", "magenta"))
         if "src" in rec:
@@ -140,6 +177,8 @@ class TimelineRenderer:
                 line.append((safe(note["message"], 300), "yellow"))
         if self.details and is_frame:
             self._details(line, rec)
+        if self.frame_bytes is not None and is_frame:
+            self._hex(line, rec)
         return line
 
     def _frame_summary(self, line: "_Parts", rec: dict) -> None:
@@ -162,20 +201,125 @@ class TimelineRenderer:
         if acks:
             shown = ",".join(f"#{i}" for i in acks[:6]) + (f",… ({len(acks)})" if len(acks) > 6 else "")
             line.append((f" acks {shown}", "dim cyan"))
-        if self.show_payload and rec.get("messages"):
+        if self.show_payload and not self.details and rec.get("messages"):  # -V shows them in its tree
             for m in rec["messages"]:
                 line.append(("\n          ", ""))
                 line.append((_payload_preview(m), ""))
 
     def _details(self, line: "_Parts", rec: dict) -> None:
-        for section in ("command", "broker_entry_metadata", "metadata", "marker"):
-            value = rec.get(section)
-            if value:
-                line.append((f"\n        {section}: ", "dim"))
-                line.append((safe(value, 2000), ""))
-        for m in rec.get("messages") or []:
-            line.append(("\n        message: ", "dim"))
-            line.append((safe({k: v for k, v in m.items() if k not in ("payload_text", "payload_b64")}, 2000), ""))
+        """The tree of every decoded field (as tshark -V): where the frame was, its command, then the rest of
+        the record (payload section, messages, what the analysis found), nested by indentation. Bytes fields
+        read as on the line (text when UTF-8, else hex; a schema version in hex), never as base64."""
+        where = f"{safe(rec.get('src', '?'))} → {safe(rec.get('dst', '?'))}"
+        line.append((f"\n{TREE_INDENT}frame {rec['index']}: {rec.get('size')} bytes in {_packets_words(rec)}, {where}",
+                     "dim"))
+        protocol = _protocol(rec)
+        spec = protocol.commands.get(rec["type"]) if protocol is not None else None
+        dates = {path for _, path, *how in (spec.timeline if spec is not None else ()) if how == ["date_ms"]}
+        tree = _Tree(line, dates)
+        tree.node(f"command {rec['type']}", rec.get("command") or {}, 0, pb=True)
+        for key, value in rec.items():
+            if key in _ON_THE_LINE or value is None:
+                continue
+            if key == "expert":
+                value = [f"{e.get('id')} ({e.get('severity')})" for e in value]
+            tree.node(key, value, 0, pb=key in _PB_SECTIONS, path=key)
+
+    def _hex(self, line: "_Parts", rec: dict) -> None:
+        got = self.frame_bytes(rec)
+        if got is None:
+            line.append((f"\n{TREE_INDENT}(the bytes of this frame are not available)", "dim"))
+            return
+        data, missing = got
+        for text in hex_dump(data, len(TREE_INDENT)):
+            line.append(("\n" + text, ""))
+        if missing:
+            line.append((f"\n{TREE_INDENT}… and {missing} bytes not in the capture", "yellow"))
+
+
+TREE_INDENT = " " * 8
+TREE_STEP = 4
+MAX_TREE_VALUE = 1000
+# Record keys the line itself shows (or that only say how the record was made); everything else is in the tree.
+_ON_THE_LINE = {"index", "protocol", "time", "conn", "src", "dst", "direction", "packet", "first_packet", "type",
+                "command", "size", "problems", "messages_summary"}
+# Sections decoded from protobuf, whose bytes fields are base64 in the record.
+_PB_SECTIONS = {"command", "metadata", "broker_entry_metadata", "marker"}
+_DATE_KEYS = {"publish_time", "event_time", "deliver_at_time", "message_publish_time"}  # epoch milliseconds
+
+
+def _packets_words(rec: dict) -> str:
+    last = rec.get("packet")
+    first = rec.get("first_packet", last)
+    return f"packets {first}-{last}" if first != last else f"packet {last}"
+
+
+class _Tree:
+    """Appends the tree lines of a value to a line's pieces."""
+
+    def __init__(self, line: "_Parts", dates: set) -> None:
+        self.line = line
+        self.dates = dates
+
+    def node(self, label: str, value: Any, depth: int, *, pb: bool, parent: str | None = None,
+             path: str = "") -> None:
+        pad = "\n" + TREE_INDENT + " " * (TREE_STEP * depth)
+        line = self.line
+        if isinstance(value, dict):
+            named = label if not label.startswith("[") else parent
+            head = _message_id(value) if named and _is_message_id(named) else None
+            line.append((pad + label, "dim"))
+            if head is not None:
+                line.append((": " + head, ""))
+            if not value:
+                line.append((": (none)", "dim"))
+            owner = parent if label.startswith("[") else label  # the list an element belongs to names it
+            for key, item in value.items():
+                if key in ("payload_text", "payload_b64"):
+                    continue
+                self.node(safe(key, 60), item, depth + 1, pb=pb, parent=owner, path=f"{path}.{key}" if path else key)
+            if "payload_text" in value or "payload_b64" in value:  # a message: its payload as --payload shows it
+                preview = _payload_preview(value)
+                name, sep, rest = preview.partition(": ")
+                line.append((pad + " " * TREE_STEP + name + sep, "dim"))
+                line.append((rest, ""))
+            return
+        if isinstance(value, list):
+            if not value:
+                line.append((pad + label, "dim"))
+                line.append((": (none)", "dim"))
+            elif all(not isinstance(v, (dict, list)) for v in value):
+                kind = bytes_kind(label, parent) if pb else None
+                shown = ", ".join(shown_b64(v, kind)[0] if kind else safe(v, MAX_TREE_VALUE) for v in value)
+                line.append((pad + label + ": ", "dim"))
+                line.append((safe(shown, MAX_TREE_VALUE), ""))
+            elif all(isinstance(v, dict) and v.keys() == {"key", "value"} for v in value):
+                # key/value pairs (a protobuf map written as a list): shown as a message's properties are
+                line.append((pad + label, "dim"))
+                for pair in value:
+                    self.node(safe(pair["key"], 60), pair["value"], depth + 1, pb=pb, parent=label,
+                              path=f"{path}.{pair['key']}")
+            else:
+                line.append((f"{pad}{label} ({len(value)})", "dim"))
+                for i, item in enumerate(value):
+                    self.node(f"[{i}]", item, depth + 1, pb=pb, parent=label, path=path)
+            return
+        kind = bytes_kind(label, parent) if pb else None
+        if kind is not None:
+            text, hexed = shown_b64(value, kind, MAX_TREE_VALUE)
+            line.append((pad + label + (" (hex): " if hexed else ": "), "dim"))
+            line.append((text, ""))
+            return
+        if label.endswith("_b64"):  # bytes the record keeps as base64 when they are not UTF-8
+            text, _ = shown_b64(value, "bytes", MAX_TREE_VALUE)
+            line.append((pad + label[:-4] + " (hex): ", "dim"))
+            line.append((text, ""))
+            return
+        line.append((pad + label + ": ", "dim"))
+        text = f"{value:.3f}" if label == "latency_ms" and isinstance(value, float) else safe(value, MAX_TREE_VALUE)
+        if type(value) is int and value > 0 and (label in _DATE_KEYS or path in self.dates):
+            text += f" ({date_ms(value)})"
+        line.append((text, ""))
 
 
 _Parts = list  # of (text, style) pieces: joined for plain output, assembled into one Text for a terminal

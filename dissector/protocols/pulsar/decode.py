@@ -46,14 +46,13 @@ def peek_command_type(buf: bytes, start: int, end: int) -> int | None:
 
 
 def decode_frame(frame: bytes, missing: int = 0, options: Options = _DEFAULTS) -> Decoded:
-    """Decode one frame; ``missing`` > 0 means its last ``missing`` bytes were lost (capture gap)."""
+    """Decode one frame; ``missing`` > 0 means its last ``missing`` bytes are not there (a capture gap, or
+    the stream ended inside it)."""
     size = len(frame) + missing
     if len(frame) < 8:
         return Decoded("MALFORMED", None, size, [Finding("frame.too_short", {"length": len(frame)})])
     total, cmd_size = _U32x2.unpack_from(frame, 0)
-    findings: list[Finding] = []
-    if missing:
-        findings.append(Finding("frame.gap_damaged", {"missing": missing, "size": size}))
+    findings: list[Finding] = []  # the pipeline says why ``missing`` bytes are missing (gap or end of stream)
     if total + 4 != size:
         findings.append(Finding("frame.size_mismatch", {"total_size": total, "following": size - 4}))
     cmd_end = 8 + cmd_size
@@ -61,6 +60,13 @@ def decode_frame(frame: bytes, missing: int = 0, options: Options = _DEFAULTS) -
         findings.append(Finding("frame.cmd_size", {"cmd_size": cmd_size, "total_size": total}))
     if cmd_end > len(frame):
         findings.append(Finding("frame.truncated", {}))
+        if missing and cmd_size <= total - 4:
+            # The wire carried the frame whole and the capture lost its end inside the command: the fields that
+            # arrived whole (type, then the ids, written first) still say what it was, e.g. so that the SEND of
+            # a middle chunk keeps its place among the SENDs waiting for receipts under the same sequence id.
+            known = _command_prefix(frame, 8, len(frame))
+            if known is not None:
+                return Decoded(known[0], known[1], size, findings)
         return Decoded("MALFORMED", None, size, findings)
     type_num = peek_command_type(frame, 8, cmd_end)
     base = api.BaseCommand()
@@ -100,6 +106,64 @@ def decode_frame(frame: bytes, missing: int = 0, options: Options = _DEFAULTS) -
     elif cmd_end < len(frame):
         findings.append(Finding("command.trailing_bytes", {"length": len(frame) - cmd_end, "type": name}))
     return decoded
+
+
+def _command_prefix(buf: bytes, start: int, end: int) -> tuple[str, dict] | None:
+    """(type name, fields) of a BaseCommand cut short at ``end``: the sub-command's fields that arrived whole.
+
+    None when the type or the start of its sub-command is not among the bytes at hand.
+    """
+    type_num = peek_command_type(buf, start, end)
+    field_name = SUBCOMMAND_FIELD.get(type_num) if type_num is not None else None
+    if field_name is None:
+        return None
+    sub_start = sub_end = None
+    pos = start
+    try:
+        while pos < end:  # BaseCommand: type (1), then the sub-command, whose field number is the type's
+            key, pos = read_varint(buf, pos, end)
+            number, wire_type = key >> 3, key & 7
+            if wire_type == 2:
+                length, pos = read_varint(buf, pos, end)
+                if number == type_num:
+                    sub_start, sub_end = pos, min(pos + length, end)
+                    break
+                pos += length
+            elif wire_type == 0:
+                _, pos = read_varint(buf, pos, end)
+            elif wire_type in (1, 5):
+                pos += 8 if wire_type == 1 else 4
+            else:
+                return None
+    except WireError:
+        return None
+    if sub_start is None:
+        return None
+    whole = pos = sub_start  # the end of the last field that arrived whole
+    try:
+        while pos < sub_end:
+            key, pos = read_varint(buf, pos, sub_end)
+            wire_type = key & 7
+            if wire_type == 0:
+                _, pos = read_varint(buf, pos, sub_end)
+            elif wire_type == 2:
+                length, pos = read_varint(buf, pos, sub_end)
+                pos += length
+            elif wire_type in (1, 5):
+                pos += 8 if wire_type == 1 else 4
+            else:
+                break
+            if pos > sub_end:
+                break
+            whole = pos
+    except WireError:
+        pass
+    sub = getattr(api.BaseCommand(), field_name).__class__()
+    try:
+        sub.ParseFromString(bytes(buf[sub_start:whole]))
+    except DecodeError:
+        return None
+    return type_name(type_num), message_to_dict(sub)
 
 
 def _required_problems(command: Message, name: str, findings: list[Finding]) -> None:

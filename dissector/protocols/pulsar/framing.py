@@ -51,6 +51,72 @@ def pdu_length(buf, pos: int, end: int, max_size: int) -> int | BadLength:
     return total + 4
 
 
+_HEAD_LIMIT = 64 * 1024  # bytes after the command that the head of an oversized frame may hold (its metadata)
+_MAGIC_CRC32C, _MAGIC_BEM = 0x0E01, 0x0E02
+
+
+def oversized_head(buf, pos: int, end: int) -> tuple[int, int] | int | None:
+    """(head, frame length) of a SEND or MESSAGE frame at ``pos`` whose TOTAL_SIZE is above the frame-size
+    limit. The head is the size fields, the command and the payload section up to the end of its
+    MessageMetadata (or the command alone when that lies beyond ``_HEAD_LIMIT``). NEED_MORE until those bytes
+    are there; None when the bytes do not look like such a frame (then the size is not to be trusted, and the
+    splitter resyncs).
+
+    The command sits at the start and is small: with it, an oversized frame can still be decoded as what it is
+    (a SEND keeps its place among the SENDs waiting under its sequence id; a chunk keeps its place in its
+    message) while the rest of it is skipped, never allocated.
+    """
+    if end - pos < 10:
+        return NEED_MORE
+    total, cmd_size = _U32x2.unpack_from(buf, pos)
+    if buf[pos + 8] != 0x08 or buf[pos + 9] not in PAYLOAD_TYPES or not 2 <= cmd_size <= _HEAD_LIMIT \
+            or cmd_size + 4 > total:
+        return None
+    cmd_end = pos + 8 + cmd_size
+    if end < cmd_end:
+        return NEED_MORE
+    field_name = SUBCOMMAND_FIELD[buf[pos + 9]]
+    base = api.BaseCommand()
+    try:
+        base.ParseFromString(bytes(buf[pos + 8:cmd_end]))
+    except DecodeError:
+        return None
+    if not base.HasField(field_name) or not getattr(base, field_name).IsInitialized():
+        return None
+    head = _head_length(buf, pos, end, total, cmd_size)
+    return head if head == NEED_MORE else (head, total + 4)
+
+
+def _head_length(buf, pos: int, end: int, total: int, cmd_size: int) -> int:
+    """Bytes of the head from ``pos`` (the command was checked), or NEED_MORE."""
+    cmd_end = pos + 8 + cmd_size
+    frame_end = pos + 4 + total
+    p = cmd_end
+    for magic, fixed in ((_MAGIC_BEM, None), (_MAGIC_CRC32C, 4)):
+        if frame_end - p < 2 or p > cmd_end + _HEAD_LIMIT:
+            return cmd_end - pos
+        if p + 2 > end:
+            return NEED_MORE
+        if (buf[p] << 8) | buf[p + 1] != magic:
+            continue
+        if fixed is None:  # broker entry metadata: [magic][size][metadata]
+            if p + 6 > end:
+                return NEED_MORE
+            p += 6 + _U32.unpack_from(buf, p + 2)[0]
+        else:
+            p += 2 + fixed
+    if p + 4 > cmd_end + _HEAD_LIMIT or p + 4 > frame_end:
+        return cmd_end - pos
+    if p + 4 > end:
+        return NEED_MORE
+    md_end = p + 4 + _U32.unpack_from(buf, p)[0]
+    if md_end > cmd_end + _HEAD_LIMIT or md_end > frame_end:
+        return cmd_end - pos
+    if md_end > end:
+        return NEED_MORE
+    return md_end - pos
+
+
 def _disagree(total: int, cmd_size: int, reason: str) -> BadLength:
     return BadLength("BAD_SIZE", {"total_size": total, "cmd_size": cmd_size},
                      {"field": "TOTAL_SIZE", "size": total, "reason": reason.format(cmd_size=cmd_size)})

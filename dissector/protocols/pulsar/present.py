@@ -137,6 +137,7 @@ def timeline_pieces(rec: dict) -> list[tuple[str, str]]:
         line.append((date_ms(rec["metadata"]["deliver_at_time"]), "yellow"))
     if rec["type"] == "REDELIVER_UNACKNOWLEDGED_MESSAGES" and not rec["command"].get("message_ids"):
         line.append((" ids=all", ""))
+    line.extend(_links(rec))
     whole = rec.get("reassembled")
     if whole:
         size = whole.get("payload_size")
@@ -145,6 +146,24 @@ def timeline_pieces(rec: dict) -> list[tuple[str, str]]:
         if whole.get("payload_sha256"):
             line.append((f" sha256={whole['payload_sha256'][:12]}…", "dim"))
     return line
+
+
+def _links(rec: dict) -> list[tuple[str, str]]:
+    """The analysis' links between frames: what a redelivery request asks for again, which request a
+    redelivered message answers, the delivery count of a repeated message, where a SEEK landed."""
+    out = []
+    frames = rec.get("redelivers")
+    if frames:
+        count = rec.get("redelivers_count", len(frames))
+        shown = ",".join(f"#{i}" for i in frames[:6]) + (f",… ({count})" if count > 6 else "")
+        out.append((f" again {shown}", "dim cyan"))
+    if "redelivery_requested_by" in rec:
+        out.append((f" asked by #{rec['redelivery_requested_by']}", "dim cyan"))
+    if "delivery" in rec:
+        out.append((f" delivery={rec['delivery']}", "yellow"))
+    if "after_seek" in rec:
+        out.append((f" first after SEEK #{rec['after_seek']}", "dim cyan"))
+    return out
 
 
 def messages_summary(msgs: list[dict]) -> dict:

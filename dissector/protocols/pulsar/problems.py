@@ -11,7 +11,6 @@ def _actor(name: str | None, ident) -> str:
 
 # -- framing and BaseCommand
 register("frame.too_short", ERROR, "frame of {length} bytes is too short for its size fields")
-register("frame.gap_damaged", WARNING, "frame damaged by a capture gap: {missing} of {size} bytes missing")
 register("frame.size_mismatch", ERROR, "TOTAL_SIZE {total_size} does not match the {following} bytes that follow it")
 register("frame.cmd_size", ERROR, "CMD_SIZE {cmd_size} is larger than TOTAL_SIZE {total_size} allows")
 register("frame.truncated", ERROR, "command cut short")
@@ -42,8 +41,7 @@ register("payload.metadata_size", ERROR, lambda p: "payload section has no metad
 register("payload.metadata_unparsable", ERROR, "MessageMetadata does not parse: {error}")
 register("payload.metadata_missing_required", ERROR, lambda p: "MessageMetadata lacks required fields: "
          + ", ".join(p["fields"]))
-register("payload.incomplete", WARNING, "payload incomplete: frame damaged by a capture gap ({captured} bytes "
-         "captured)")
+register("payload.incomplete", WARNING, "payload incomplete: only {captured} bytes of it are in the capture")
 register("payload.decompression", ERROR, lambda p: _DECOMPRESSION[p["case"]].format(**p))
 register("batch.malformed", ERROR, lambda p: f"batch entry {p['entry']}: " + _BATCH[p["case"]].format(**p))
 register("batch.count_mismatch", ERROR, "batch holds {entries} entries but num_messages_in_batch is {expected}")
@@ -68,17 +66,40 @@ _BATCH = {
     "payload_size": "payload_size {size} runs past the end of the payload ({left} bytes left)",
 }
 
-# -- chunked messages
+# -- chunked messages (texts number chunks from 1, as the timeline line does; params keep the wire chunk_id)
 register("chunk.restarted", WARNING, "chunked message {uuid!r} restarted after {seen} of {num_chunks} chunks")
 register("chunk.abandoned", WARNING, lambda p: (
     f"more than {p['limit']} chunked messages in progress" if "limit" in p
     else f"more than {p['bytes']} bytes of compressed chunks held (max_chunk_bytes)")
     + f": gave up on {p['uuid']!r} after {p['seen']} of {p['num_chunks']} chunks")
-register("chunk.orphan", WARNING, "chunk {chunk_id} of {num_chunks} of {uuid!r} without its first chunk in the capture")
-register("chunk.duplicate", WARNING, "duplicate chunk {chunk_id} of {uuid!r}")
-register("chunk.missing", ERROR, "chunk {chunk_id} of {uuid!r} arrived but chunk {expected} is missing; message "
-         "{uuid!r} cannot be reassembled")
-register("chunk.lost", WARNING, "chunk {chunk_id} of {uuid!r} is incomplete; message lost")
+register("chunk.orphan", WARNING, lambda p: f"chunk {p['chunk_id'] + 1}/{p['num_chunks']} of {p['uuid']!r} without "
+         "its first chunk in the capture")
+register("chunk.duplicate", WARNING, lambda p: f"duplicate chunk {p['chunk_id'] + 1} of {p['uuid']!r}")
+register("chunk.missing", ERROR, lambda p: f"chunk {p['chunk_id'] + 1} of {p['uuid']!r} arrived but chunk "
+         f"{p['expected'] + 1} is missing; message {p['uuid']!r} cannot be reassembled")
+register("chunk.lost", WARNING, lambda p: f"chunk {p['chunk_id'] + 1} of {p['uuid']!r} is not all in the capture; "
+         "the message's payload cannot be recovered")
+register("chunk.dropped_by_client", WARNING, lambda p: {
+    "duplicate": lambda: f"chunk {p['chunk_id'] + 1}/{p['num_chunks']} of {p['uuid']!r} again after {p['seen']} "
+                         "chunk(s): the consumer drops the message; the application never gets it",
+    "out_of_order": lambda: f"chunk {p['chunk_id'] + 1}/{p['num_chunks']} of {p['uuid']!r} while the consumer "
+                            f"expects chunk {p['expected'] + 1}: it drops the message ({p['seen']} chunk(s) held); "
+                            "the application never gets it",
+    "uncached": lambda: f"chunk {p['chunk_id'] + 1}/{p['num_chunks']} of {p['uuid']!r}: the consumer holds nothing "
+                        "of this message (" + (f"dropped at frame {p['dropped_at']}" if "dropped_at" in p
+                                               else "its first chunk was not delivered on this connection")
+                        + ") and discards the chunk",
+    "checksum": lambda: f"chunk {p['chunk_id'] + 1}/{p['num_chunks']} of {p['uuid']!r} fails its checksum: the "
+                        "consumer discards it, so the message cannot complete",
+    "cache_full": lambda: f"more than {p['limit']} chunked messages in progress for this consumer: it drops "
+                          f"{p['uuid']!r} after {p['seen']} of {p['num_chunks']} chunks",
+    "expired": lambda: f"no chunk of {p['uuid']!r} for {p['idle_s']:.1f} s: the consumer's {p['expire_s']:g} s "
+                       f"expiry drops it after {p['seen']} of {p['num_chunks']} chunks",
+    "decompression": lambda: f"the consumer cannot decompress the reassembled {p['uuid']!r} ({p['seen']} chunks) "
+                             "and drops it",
+}[p["reason"]](), "the consumer (C++ client 4.2, ConsumerImpl::processMessageChunk) drops a chunked message: the "
+   "application never gets it (reason: duplicate, out_of_order, uncached, checksum, cache_full, expired, "
+   "decompression)")
 register("chunk.size_mismatch", ERROR, "chunks of {uuid!r} add up to {size} bytes, total_chunk_msg_size says {total}")
 register("chunk.too_large", WARNING, "compressed chunked message {uuid!r} is larger than the decompression limit")
 register("UNFINISHED_CHUNKS", WARNING, "chunked message {uuid!r}: {seen} of {num_chunks} chunks seen (frames "
@@ -93,8 +114,17 @@ register("sequence.regression", NOTE, lambda p: f"sequence_id {p['first']} after
 register("sequence.gap", NOTE, lambda p: f"sequence_id jumps from {p['previous']} to {p['first']} "
          f"({p['first'] - p['previous'] - 1} not sent on this connection)")
 register("message.redelivered", NOTE, lambda p: f"message {p['ledger']}:{p['entry']} delivered again"
-         + (f" (first in frame {p['first_frame']})" if p.get("first_frame") is not None else "")
+         + (f" (delivery {p['delivery']}, first in frame {p['first_frame']})" if p.get("first_frame") is not None
+            else "")
          + (f", redelivery_count {p['redelivery_count']}" if p.get("redelivery_count") else ""))
+register("REDELIVERED", WARNING, lambda p: f"message {p['ledger']}:{p['entry']} delivered {p['count']} time(s) "
+         f"to consumer {_actor(p.get('name'), p['consumer_id'])} (frames {_frames(p['frames'], p['count'])})"
+         + (f", redelivery_count up to {p['redelivery_count']}" if p.get("redelivery_count") else ""),
+         "one per message a consumer got more than once (or the broker marked redelivered), said when the "
+         "consumer closes or its connection ends")
+register("producer.exclusive_conflict", WARNING, lambda p: f"{p['mode']} producer on {p['topic']} while producer "
+         f"{_actor(p.get('other_name'), p['other_producer_id'])} ({p['other_mode']}, connection c{p['other_conn']}) "
+         "still holds it")
 register("flow.overrun", WARNING, lambda p: "broker pushed a MESSAGE to consumer "
          + _actor(p.get("name"), p["consumer_id"]) + " with no permits left")
 register("lookup.redirect_loop", WARNING, "lookup of {topic} redirected {limit} times on this connection")

@@ -126,7 +126,8 @@ class PulsarSession:
         self.consumers: OrderedDict[int, _Consumer] = OrderedDict()
         self.redirects: dict[str, int] = {}  # topic -> lookups redirected
         self.closed: OrderedDict[tuple, dict] = OrderedDict()  # (scope, id) of closed actors -> their info
-        self.chunks = ChunkAssembler(options.max_decompressed, options.max_chunked_messages, options.max_chunk_bytes)
+        self.chunks = ChunkAssembler(options.max_decompressed, options.max_chunked_messages, options.max_chunk_bytes,
+                                     mid_stream=mid_stream)
         self.drops = DropCounter(conn)
 
     def on_frame(self, frame: Frame, spec: CommandSpec | None, request: Waiting | None, notes: dict,
@@ -157,7 +158,7 @@ class PulsarSession:
         body = frame.pdu.body
         if body is not None and body.messages and "chunk_id" in body.messages[0]:
             self._add_chunk(frame, cmd, body, notes, findings)
-        if t == "SEND":
+        if t == "SEND" and not (body is None and frame.pdu.findings):  # not a SEND cut inside its command
             self._on_send(cmd, findings)
         elif t == "MESSAGE":
             events = self._on_message(frame, cmd, notes, findings)
@@ -294,7 +295,7 @@ class PulsarSession:
     def _add_chunk(self, frame: Frame, cmd: dict, body, notes: dict, findings: list) -> None:
         actor = cmd.get("producer_id") if frame.pdu.type == "SEND" else cmd.get("consumer_id")
         whole = self.chunks.add((frame.direction, actor), frame.index, body.metadata, body.compression,
-                                body.messages[0]["payload"], findings)
+                                body.messages[0]["payload"], findings, time=frame.time, checksum=body.checksum)
         if whole is not None:
             notes["reassembled"] = whole
 
