@@ -100,6 +100,14 @@ class TimelineOutput:
         self.shown = 0
         self.problems = 0
 
+    def hex_options(self, options: Options) -> Options:
+        """-x: the pipeline keeps each frame's bytes in its record (``frame_bytes``), and the timeline dumps them
+        under each frame's line. One reading, so a file, standard input and a live capture alike."""
+        if not self.hex_dump or self.renderer is None:
+            return options
+        self.renderer.frame_bytes = _record_bytes
+        return options if options.keep_frame_bytes else dataclasses.replace(options, keep_frame_bytes=True)
+
     def emit(self, rec: dict) -> bool:
         """Write one record and count its problems; False once --max-frames is reached."""
         if "index" in rec:
@@ -112,6 +120,12 @@ class TimelineOutput:
         else:
             self.renderer.render(rec)
         return True
+
+
+def _record_bytes(rec: dict) -> tuple[bytes, int] | None:
+    """(bytes, bytes not in the capture) of a frame record kept with -x, or None."""
+    data = rec.get("frame_bytes")
+    return None if data is None else (data, max(0, rec["size"] - len(data)))
 
 
 def _records(capture: Path, options: Options, *, payload_bytes: bool = False, summary: bool = False,
@@ -136,9 +150,7 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
     if flt.predicate is not None and needs_full_records(flt.predicate):
         output.summary = False  # the expression reads each message or the whole metadata
     seen = Seen(flt)
-    frame_bytes = None
-    if output.hex_dump and output.renderer is not None:
-        frame_bytes = output.renderer.frame_bytes = FrameBytes(capture, options, summary=output.summary)
+    options = output.hex_options(options)
     try:
         for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary, seen=seen):
             if output.renderer is not None and output.renderer.origin is None:
@@ -156,81 +168,7 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
     except BrokenPipeError:
         sys.stderr.close()
         raise typer.Exit(EXIT_OK)
-    finally:
-        if frame_bytes is not None:
-            frame_bytes.close()
     return seen
-
-
-class FrameBytes:
-    """-x: the bytes of each frame shown. Records do not carry them, so the capture is read a second time, in
-    step with the first, by the same pipeline (same options: the same frames, numbered alike). Frames come in
-    index order: the bytes of frames not shown are dropped as soon as they are read, so at most one TCP
-    segment's frames are held at a time."""
-
-    def __init__(self, capture: Path, options: Options, *, summary: bool = False) -> None:
-        if summary and not options.summary:  # decode as the first reading does: the same frames, numbered alike
-            options = dataclasses.replace(options, summary=True)
-        self.capture, self.options = capture, options
-        self.kept: dict[int, tuple[bytes, int]] = {}
-        self._last = [0]  # the highest frame index read so far
-        self._reader = None
-        self._items = None
-        self._done = False
-
-    def _start(self) -> None:
-        """Open the second reading when the first frame is shown (the first reading has checked the file)."""
-        from dissector.capture.files import open_capture
-        from dissector.model import Frame
-        from dissector.pipeline import Dissector, dissect_packets
-
-        kept, last = self.kept, self._last
-
-        class _Tap(Dissector):
-            """The pipeline, keeping each frame's bytes (which it otherwise drops once decoded)."""
-
-            def _emit(self, *args, **kwargs) -> None:  # (state, candidate, sender, item, out, ...)
-                item, out = args[3], args[4]
-                before = len(out)
-                super()._emit(*args, **kwargs)
-                data = getattr(item, "data", None)
-                if data is not None:
-                    for made in out[before:]:
-                        if type(made) is Frame:
-                            kept[made.index] = (bytes(data), getattr(item, "missing", 0))
-                            last[0] = max(last[0], made.index)
-
-        try:
-            self._reader = open_capture(self.capture)
-        except CaptureError:
-            self._done = True
-            return
-        self._items = dissect_packets(self._reader, dissector=_Tap(self.options))
-
-    def __call__(self, rec: dict) -> tuple[bytes, int] | None:
-        """(bytes, bytes not in the capture) of a frame record, or None."""
-        if self._items is None and not self._done:
-            self._start()
-        index = rec["index"]
-        kept = self.kept
-        while index not in kept and self._last[0] < index and not self._done:
-            try:
-                next(self._items)
-            except StopIteration:
-                self._done = True
-            except Exception:  # the first reading reports what is wrong with the capture; here it only ends
-                self._done = True
-            for k in [k for k in kept if k < index]:  # frames the filter did not show: dropped at once
-                del kept[k]
-        for k in [k for k in kept if k < index]:
-            del kept[k]
-        return kept.pop(index, None)
-
-    def close(self) -> None:
-        self._done = True
-        self.kept.clear()
-        if self._reader is not None:
-            self._reader.close()
 
 
 class ActorContext:
@@ -493,7 +431,7 @@ def dissect_cmd(
         typer.echo("pulsar-dissect: -w needs a capture file, not standard input (it reads the packets again)",
                    err=True)
         raise typer.Exit(EXIT_UNREADABLE)
-    _check_hex(hex_dump, capture, json_out)
+    _check_hex(hex_dump, json_out)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(_conn_ids(_split_csv(conn)), _known_types(_split_csv(type_)), topic or [], producer or [],
                   consumer or [], expression=expr)
@@ -508,17 +446,11 @@ def dissect_cmd(
     _strict_exit(strict, output)
 
 
-def _check_hex(hex_dump: bool, capture: Path, json_out: bool) -> None:
-    """-x reads the capture a second time for the frames' bytes, and shows them under timeline lines."""
-    if not hex_dump:
-        return
-    if json_out:
+def _check_hex(hex_dump: bool, json_out: bool) -> None:
+    """-x shows the frames' bytes under timeline lines; JSON records never carry them."""
+    if hex_dump and json_out:
         typer.echo("pulsar-dissect: -x shows the bytes under timeline lines; JSON records do not carry them "
                    "(drop --json, or -x)", err=True)
-        raise typer.Exit(EXIT_UNREADABLE)
-    if str(capture) == "-":
-        typer.echo("pulsar-dissect: -x needs a capture file, not standard input (it reads the packets again)",
-                   err=True)
         raise typer.Exit(EXIT_UNREADABLE)
 
 
@@ -594,7 +526,7 @@ def follow_cmd(
         typer.echo("pulsar-dissect follow: name a --producer, --consumer or --topic", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     capture = _capture(capture, read)
-    _check_hex(hex_dump, capture, json_out)
+    _check_hex(hex_dump, json_out)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter([], [], topic or [], producer or [], consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload, details=details,
@@ -680,6 +612,7 @@ def live_cmd(
     plain: bool = PLAIN_OPT,
     absolute_time: bool = ABSOLUTE_TIME_OPT,
     details: bool = DETAILS_OPT,
+    hex_dump: bool = HEX_OPT,
     payload: bool = PAYLOAD_OPT,
     max_frame_size: int = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
@@ -695,10 +628,12 @@ def live_cmd(
     from dissector.output.records import record
     from dissector.run import live_items
 
+    _check_hex(hex_dump, json_out)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, absolute_time=absolute_time,
-                            details=details, payload=payload)
+                            details=details, payload=payload, hex_dump=hex_dump)
+    options = output.hex_options(options)
     if flt.predicate is not None and needs_full_records(flt.predicate):
         output.summary = False
     ports = {p for protocol in protocols.select(options.protocols) for p in protocol.ports} | set(options.ports)

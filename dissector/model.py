@@ -49,6 +49,7 @@ class Frame:
     first_packet: int
     offset: int  # stream offset of its first byte
     pdu: Decoded
+    data: bytes | None = None  # the PDU's bytes as captured (header included), only with Options.keep_frame_bytes
 
 
 @dataclass(slots=True)

@@ -22,6 +22,9 @@ class Options:
     # How deep to decode: ``summary`` keeps only what one-line views read (the timeline without -V/--payload,
     # stats, follow): e.g. a few MessageMetadata fields instead of all of them. Records then carry that alone.
     summary: bool = False
+    # Keep each frame's bytes in model.Frame.data (and a record's ``frame_bytes``) for a hex dump (-x); never in
+    # JSON. Off: a frame's bytes are dropped once decoded.
+    keep_frame_bytes: bool = False
 
     # Decoding limits (problem ids: OVERSIZED, payload.decompression, chunk.too_large).
     max_frame_size: int = 5 * MiB + 10 * 1024  # Pulsar broker default maxMessageSize + frame padding

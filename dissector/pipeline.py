@@ -210,7 +210,7 @@ class Dissector:
             protocol = candidate.protocol
             decoded = protocol.decode(item.data, item.missing, self.options)
             if item.missing:  # why bytes are missing is known here, not in the decoder
-                decoded = _incomplete(decoded, item.missing, end)
+                decoded = _incomplete(decoded, item, end)
             if not state.confirmed:
                 if not protocol.confirms(decoded):
                     return
@@ -223,7 +223,8 @@ class Dissector:
             self._frame_index += 1
             out.append(Frame(self._frame_index, protocol.name, conn.id, str(sender), str(_peer(conn, sender)),
                              self._direction(state, sender), item.timestamp, item.first_time, item.last_packet,
-                             item.first_packet, item.offset, decoded))
+                             item.first_packet, item.offset, decoded,
+                             item.data if self.options.keep_frame_bytes else None))
         elif state.confirmed and candidate is state.candidates[0]:
             note: StreamNote = item
             out.append(Event(note.kind, note.timestamp, note.packet_index, conn.id, str(sender),
@@ -253,9 +254,14 @@ class Dissector:
         return TO_CLIENT if sender == state.server else towards(state.server_role)
 
 
-def _incomplete(decoded: Decoded, missing: int, end: tuple[str, str | None] | None) -> Decoded:
-    params = {"missing": missing, "size": decoded.size}
-    if end is None:
+def _incomplete(decoded: Decoded, item: RawFrame, end: tuple[str, str | None] | None) -> Decoded:
+    """The finding that says why ``item.missing`` bytes of a PDU are not decoded: it is above the size limit
+    (only its head was read, the rest skipped), or they were lost in a capture gap, or come after the end of
+    its stream."""
+    params = {"missing": item.missing, "size": decoded.size}
+    if item.oversized:
+        finding = Finding("frame.oversized_head", {"head": len(item.data), **params})
+    elif end is None:
         finding = Finding("frame.gap_damaged", params)
     else:
         params["how"] = end[0]

@@ -102,6 +102,9 @@ register("frame.cut_at_end", WARNING, lambda p: _CUT[p["how"]].format(**p) + (
     f" by the {p['closed_by']}" if p.get("closed_by") else "") + _CUT_WHY.get(p["how"], ""),
          "the stream ends inside this frame: the sender stopped mid-frame (its process died, or it gave up) and "
          "the connection closed, or the capture ended there")
+register("frame.oversized_head", WARNING, "frame above --max-frame-size: only its first {head} of {size} bytes "
+         "decoded", "a frame above --max-frame-size whose head (its command and metadata) was decoded while the rest "
+         "was skipped unread (an OVERSIZED event says so too)")
 register("OVERSIZED", ERROR, lambda p: f"{p['field']} {p['size']} is above the limit ({p['limit']} max)"
          + _looks_like(p),
          "a frame whose declared size is above --max-frame-size; the bytes are skipped")

@@ -14,7 +14,6 @@ import hashlib
 import re
 
 import framebuild as fb
-import pytest
 
 from dissector.analysis.conversation import ConversationAnalyzer
 from dissector.model import Annotated, Event, Frame
@@ -409,12 +408,22 @@ def test_the_head_of_an_oversized_chunk_keeps_its_send_and_its_chunk_in_line():
     assert by_index[4].notes["reassembled"]["chunks"] == [2, 3, 4]
 
 
-@pytest.mark.xfail(strict=True, reason="PduSplitter skips an oversized frame whole (OVERSIZED, then a resync): it "
-                                      "must hand framing.oversized_head's head to the decoder and skip the rest")
 def test_each_receipt_answers_its_own_chunk_when_a_middle_chunk_is_oversized(tmp_path):
+    """Through the splitter: the oversized middle chunk is an OVERSIZED event and a SEND decoded from its head
+    (frame.oversized_head, not frame.gap_damaged), so each receipt answers its own chunk."""
     sends, receipts = _chunk_sends([1000, 5000, 1000])
     path = tmp_path / "oversized.pcap"
     fb.tcp_pcap(path, _head() + [("c", s) for s in sends] + [("b", r) for r in receipts])
     out = list(analysed_events(path, Options(max_frame_size=2000)))
     send_index, answers = _pairs(out)
     assert len(send_index) == 3 and answers == send_index
+    oversized = [e for e in out if type(e) is Event and e.kind == "OVERSIZED"]
+    assert [e.details["total_size"] for e in oversized] == [len(sends[1]) - 4]
+    middle = next(e for e in out if type(e) is Annotated and e.frame.index == send_index[1])
+    head, length = oversized_head(sends[1], 0, len(sends[1]))
+    assert middle.frame.pdu.size == length == len(sends[1])
+    assert found(middle, "frame.oversized_head") == [{"head": head, "size": length, "missing": length - head}]
+    assert not found(middle, "frame.gap_damaged")
+    assert found(middle, "chunk.lost") == [{"chunk_id": 1, "uuid": "p-7"}]
+    assert not [e for e in out if type(e) is Event and e.kind in ("SKIPPED", "UNANSWERED", "BAD_SIZE")]
+    assert not any(found(e, "response.unmatched") for e in out if type(e) is Annotated)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import struct
 
@@ -14,9 +15,10 @@ from dissector.model import Event, Frame
 from dissector.options import Options
 from dissector.pipeline import dissect_file
 from dissector.problems import message
+from dissector.protocols.base import NEED_MORE
 from dissector.protocols.pulsar import PULSAR
 from dissector.protocols.pulsar.decode import decode_frame
-from dissector.transport.splitter import PduSplitter, RawFrame, StreamNote
+from dissector.transport.splitter import OVERSIZED_HEAD_LIMIT, PduSplitter, RawFrame, StreamNote
 
 DEFAULT_MAX_FRAME_SIZE = Options().max_frame_size
 
@@ -145,9 +147,91 @@ def test_frame_size_limit_is_inclusive():
     total = len(frame) - 4
     ok = run([frame], max_frame_size=total)
     assert frames_of(ok) == [frame]
+    assert not any(f.oversized or f.missing for f in ok if isinstance(f, RawFrame))
     too_big = run([frame], max_frame_size=total - 1)
-    assert frames_of(too_big) == []
-    assert notes_of(too_big, "OVERSIZED")[0].details["total_size"] == total
+    # one byte above the limit: OVERSIZED, and only the head (sizes, command, metadata) is handed on
+    (over,) = notes_of(too_big)
+    assert over.kind == "OVERSIZED" and over.details["total_size"] == total
+    (head,) = [f for f in too_big if isinstance(f, RawFrame)]
+    assert head.oversized and head.data == frame[:len(frame) - 60] and head.missing == 60
+
+
+def _big_send(size: int = 100_000, **kw) -> bytes:
+    return fb.send_frame(bytes(range(256)) * (size // 256), sequence_id=3, **kw)
+
+
+@pytest.mark.parametrize("feed", ["whole", "bytewise", "packets"])
+def test_oversized_frame_head_is_a_frame_and_the_rest_is_skipped_unbuffered(feed):
+    """A SEND above the limit: OVERSIZED, its head as a frame (missing the rest), then the next frames as usual,
+    with nothing skipped or resynchronised, and never more than the head buffered."""
+    f = sample_frames()
+    big = _big_send()
+    limit = 20_000
+    stream = f[0] + big + f[1] + f[3]
+    chunks = {"whole": [stream], "bytewise": bytewise(stream),
+              "packets": [stream[i:i + 1400] for i in range(0, len(stream), 1400)]}[feed]
+    sp = new_splitter(max_frame_size=limit)
+    items, most = [], 0
+    for i, chunk in enumerate(chunks):
+        items += sp.feed(chunk, float(i), i)
+        most = max(most, len(sp._buf))
+    items += sp.finish(float(len(chunks)), len(chunks))
+    kinds = [type(i).__name__ if isinstance(i, RawFrame) else i.kind for i in items]
+    assert kinds == ["RawFrame", "OVERSIZED", "RawFrame", "RawFrame", "RawFrame"]
+    head = items[2]
+    assert head.oversized and head.offset == len(f[0]) and big.startswith(head.data)
+    assert len(head.data) + head.missing == len(big) and len(head.data) < 200
+    assert items[1].offset == len(f[0]) and items[1].details["total_size"] == len(big) - 4
+    assert frames_of(items)[2:] == [f[1], f[3]] and not any(i.missing for i in items[3:])
+    if feed != "whole":
+        assert most < 1400 + 200  # the head and a packet, never the whole frame
+    dec = decode_frame(head.data, head.missing)
+    assert dec.type == "SEND" and dec.command["sequence_id"] == 3 and dec.size == len(big)
+
+
+def test_oversized_frame_across_a_gap_and_at_the_end():
+    big = _big_send()
+    f = sample_frames()
+    # the gap falls in the skipped rest: the frames after it are still found at their boundary
+    items = run([big[:3000], ("gap", 5000), big[8000:] + f[1]], max_frame_size=20_000)
+    assert [type(i).__name__ if isinstance(i, RawFrame) else i.kind for i in items] == ["OVERSIZED", "RawFrame",
+                                                                                        "RawFrame"]
+    assert items[1].oversized and frames_of(items)[1] == f[1]
+    # the stream ends in the skipped rest: the head was already handed on, nothing more is said
+    items = run([f[0] + big[:3000]], max_frame_size=20_000)
+    assert [type(i).__name__ if isinstance(i, RawFrame) else i.kind for i in items] == ["RawFrame", "OVERSIZED",
+                                                                                        "RawFrame"]
+    assert items[2].oversized and items[2].missing == len(big) - len(items[2].data)
+
+
+def test_oversized_frame_without_a_head_in_reach_is_skipped_as_before():
+    f = sample_frames()
+    # only part of the head before a gap, and before the end of the stream: skipped and resynchronised
+    big = _big_send()
+    items = run([f[0] + big[:20], ("gap", 100), big[120:] + f[1]], max_frame_size=20_000)
+    assert not any(i.oversized for i in items if isinstance(i, RawFrame))
+    assert notes_of(items, "OVERSIZED") and frames_of(items)[0] == f[0] and frames_of(items)[-1] == f[1]
+    items = run([f[0] + big[:20]], max_frame_size=20_000)
+    assert frames_of(items) == [f[0]] and [n.kind for n in notes_of(items)][0] == "OVERSIZED"
+    # a head the protocol still wants more bytes for after OVERSIZED_HEAD_LIMIT: not waited for beyond it
+    always_more = dataclasses.replace(PULSAR, oversized_head=lambda buf, pos, end: NEED_MORE)
+    sp = PduSplitter(always_more, max_frame_size=20_000)
+    items = []
+    for i in range(0, len(big), 1400):
+        items += sp.feed(big[i:i + 1400], 0.0, 0)
+        assert len(sp._buf) < OVERSIZED_HEAD_LIMIT + 1400
+    items += sp.feed(f[1], 0.0, 0) + sp.finish(1.0, 1)
+    assert [n.kind for n in notes_of(items)][0] == "OVERSIZED" and frames_of(items)[-1] == f[1]
+    assert not any(i.oversized for i in items if isinstance(i, RawFrame))
+    # metadata beyond framing's own head limit: the command alone is the head
+    md = fb.metadata(sequence_id=3, properties=[{"key": "k", "value": "v" * 70_000}])
+    huge = fb.send_frame(b"p" * 1000, sequence_id=3, md=md)
+    (head,) = [i for i in run([huge], max_frame_size=20_000) if isinstance(i, RawFrame)]
+    assert head.oversized and len(head.data) == 8 + struct.unpack_from(">I", huge, 4)[0]
+    # a PING cannot be that large: its size is not trusted
+    ping = struct.pack(">II", 30_000, 29_996) + fb.simple_frame("PING")[8:]
+    items = run([ping + f[1]], max_frame_size=20_000)
+    assert not any(i.oversized for i in items if isinstance(i, RawFrame)) and frames_of(items)[-1] == f[1]
 
 
 def test_total_size_too_small():
@@ -357,7 +441,9 @@ def test_random_bytes_never_raise(data, synced, cuts):
     items = run(chunks, synced=synced)
     # every byte is accounted for exactly once, by a frame or a note (OVERSIZED / BAD_SIZE describe the first
     # 4 bytes of a SKIPPED run, they do not count bytes of their own)
-    covered = sum(len(i.data) if isinstance(i, RawFrame) else i.length for i in items
+    # (the head of an oversized frame also covers the rest of it that was skipped, up to the end of the data)
+    covered = sum((min(len(i.data) + i.missing, len(data) - i.offset) if i.oversized else len(i.data))
+                  if isinstance(i, RawFrame) else i.length for i in items
                   if not (isinstance(i, StreamNote) and i.kind in ("OVERSIZED", "BAD_SIZE")))
     assert covered == len(data)
     for it in items:

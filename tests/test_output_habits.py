@@ -157,7 +157,7 @@ def test_hex_dump_is_each_frames_bytes_on_the_wire(name, args):
 
 
 def test_hex_dump_follows_the_filter_and_the_chunks(tmp_path):
-    """The second reading keeps step with a filter that skips frames and with frames that span packets."""
+    """Each frame's own bytes, with a filter that skips frames and with frames that span packets."""
     m = manifest("04_chunking")
     res = cli("dissect", capture_path("04_chunking.pcap"), "-x", "--plain", "-Y", 'type == "SEND"')
     assert res.exit_code == 0, res.stderr
@@ -176,12 +176,93 @@ def test_hex_dump_shows_no_escape_sequences():
     assert dumped(dump.splitlines()) == bytes(range(256)) + b"\x1b[31mRED\x9b"
 
 
-def test_hex_dump_needs_the_timeline_and_a_file():
+def test_hex_dump_needs_the_timeline():
     cap = capture_path("01_basic_nonbatched.pcap")
-    assert cli("dissect", cap, "-x", "--json").exit_code == 2
+    for args in (["dissect", cap, "-x", "--json"], ["follow", cap, "--topic", "t", "-x", "--json"],
+                 ["live", "-x", "--json"]):
+        res = cli(*args)
+        assert res.exit_code == 2 and "-x" in res.stderr and "Traceback" not in res.output, args
+
+
+def _dumps(text: str) -> list[tuple[int, bytes, list[str]]]:
+    """(frame number, its dumped bytes, the lines under it) of each frame of a plain timeline."""
+    return [(int(LINE.match(line)[1]), dumped(under), under) for line, under in blocks(text)
+            if LINE.match(line)[1] != "-"]
+
+
+def test_hex_dump_from_standard_input_is_the_same_as_from_the_file():
+    """One reading: the records carry the bytes, so standard input works as a file does."""
+    cap = capture_path("02_batching_props_keys.pcap")
+    from_file = cli("dissect", cap, "-x", "--plain", "-Y", 'type == "SEND" or type == "ACK"')
     with open(cap, "rb") as fh:
-        res = runner.invoke(app, ["dissect", "-", "-x"], input=fh.read())
-    assert res.exit_code == 2 and "Traceback" not in res.output
+        from_stdin = runner.invoke(app, ["dissect", "-", "-x", "--plain", "-Y", 'type == "SEND" or type == "ACK"'],
+                                   input=fh.read(), env=COLUMNS_80)
+    assert from_file.exit_code == from_stdin.exit_code == 0, from_stdin.stderr
+    assert from_stdin.stdout == from_file.stdout
+    dumps = _dumps(from_stdin.stdout)
+    by_index = {r["index"]: r for r in decoded("02_batching_props_keys.pcap") if "index" in r}
+    assert dumps and all(len(data) == by_index[i]["size"] for i, data, _ in dumps)
+
+
+def test_hex_dump_of_a_frame_with_missing_bytes_says_how_many(tmp_path):
+    """A frame damaged by a capture gap: the bytes before the gap, then how many are not in the capture."""
+    frames = [fb.simple_frame("CONNECT", client_version="t"), fb.send_frame(b"q" * 3000, sequence_id=1),
+              fb.simple_frame("PING")]
+    path = tmp_path / "gap.pcap"
+    fb.tcp_pcap(path, [("c", f) for f in frames], segment_size=[len(frames[0]), 1000, 1000, 2000], drop=[2])
+    res = cli("dissect", path, "-x", "--plain")
+    assert res.exit_code == 0, res.stderr
+    dumps = {i: (data, under) for i, data, under in _dumps(res.stdout)}
+    data, under = dumps[2]
+    assert data == frames[1][:1000]
+    assert any(f"{len(frames[1]) - 1000} bytes not shown" in line for line in under)
+    assert dumps[1][0] == frames[0]
+
+
+def test_hex_dump_in_live(monkeypatch):
+    """live -x: the same dump under each line as from the file the packets came from."""
+    import signal
+
+    import dissector.capture.live as live
+    from dissector.capture.files import open_capture
+
+    cap = capture_path("01_basic_nonbatched.pcap")
+
+    class Source:
+        def packets(self, stop):
+            with open_capture(cap) as reader:
+                for packet in reader:
+                    yield packet
+                    yield None  # an idle moment between packets
+
+        def poll_stats(self):
+            return type("Stats", (), {"received": 0, "kernel_dropped": 0, "duplicates": 0})()
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(live, "open_live", lambda engine, interface, capture: Source())
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        res = cli("live", "-x", "--plain")
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert res.exit_code == 0, res.stderr
+    got = _dumps(res.stdout)
+    offline = _dumps(cli("dissect", cap, "-x", "--plain").stdout)
+    assert got and [(i, d) for i, d, _ in got] == [(i, d) for i, d, _ in offline]
+
+
+def test_json_records_never_carry_the_frame_bytes():
+    from dissector.options import Options
+    from dissector.run import analysed_records
+
+    cap = capture_path("01_basic_nonbatched.pcap")
+    assert not any("frame_bytes" in r for r in decoded("01_basic_nonbatched.pcap"))
+    kept = [r for r in analysed_records(cap, Options(keep_frame_bytes=True)) if "index" in r]
+    assert kept and all(isinstance(r["frame_bytes"], bytes) and len(r["frame_bytes"]) == r["size"] for r in kept)
+    assert not any("frame_bytes" in r for r in map(json.loads, cli("dissect", cap, "--json").stdout.splitlines()))
 
 
 # ------------------------------------------------------------------------------------------------ -V

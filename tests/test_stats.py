@@ -310,3 +310,98 @@ def test_deliveries_distinct_and_acknowledged_add_up_to_what_the_consumer_saw(st
     assert sum(c["messages_acked"] for c in consumers) == len(received)  # the scenario acks every message
     assert all(c["messages_unacked"] == 0 and c["messages_duplicate"] == c["messages"] - c["messages_distinct"]
                for c in consumers)
+
+
+# ------------------------------------------------------------------ compression ratio of chunked messages
+def _chunked_compressed_capture(path, messages) -> None:
+    """A producer sends each message (plain bytes, codec, chunks, extra) compressed: in one SEND when chunks
+    is 1, else split into that many chunk SENDs (the compressed bytes are split, as the clients do). ``extra``:
+    "duplicate" sends the middle chunk twice, "garbage" sends bytes no codec can decompress."""
+    import framebuild as fb
+
+    items = [("c", fb.simple_frame("PRODUCER", topic="persistent://public/default/z", producer_id=1,
+                                   request_id=1, producer_name="p")),
+             ("b", fb.simple_frame("PRODUCER_SUCCESS", request_id=1, producer_name="p"))]
+    for seq, (plain, codec, n, extra) in enumerate(messages):
+        wire = b"\xff" * 300 if extra == "garbage" else fb.compress(codec, plain)
+        common = dict(producer_name="p", sequence_id=seq, compression=codec, uncompressed_size=len(plain))
+        if n == 1:
+            items.append(("c", fb.send_frame(wire, md=fb.metadata(**common), producer_id=1, sequence_id=seq)))
+            continue
+        k = -(-len(wire) // n)
+        parts = [(i, wire[i * k:(i + 1) * k]) for i in range(n)]
+        if extra == "duplicate":
+            parts.insert(2, parts[1])
+        for i, part in parts:
+            md = fb.metadata(uuid=f"p-{seq}", chunk_id=i, num_chunks_from_msg=n, total_chunk_msg_size=len(wire),
+                             **common)
+            items.append(("c", fb.send_frame(part, md=md, producer_id=1, sequence_id=seq, is_chunk=True)))
+    fb.tcp_pcap(path, items)
+
+
+def _producer_stats(path, summary: bool) -> dict:
+    collector = StatsCollector()
+    for rec in analysed_records(path, summary=summary):
+        collector.add(rec)
+    (producer,) = collector.result()["producers"]
+    return producer
+
+
+@pytest.mark.parametrize("summary", [True, False])
+def test_compression_ratio_counts_each_chunked_message_once_whole(tmp_path, summary):
+    import framebuild as fb
+
+    chunked = b"abcd" * 20_000  # very compressible, sent in 4 chunks
+    single = bytes(range(256)) * 8 + b"tail"  # hardly compressible, in one SEND
+    again = b"0123456789" * 3_000  # in 3 chunks, its middle chunk sent twice (counted once)
+    path = tmp_path / "z.pcap"
+    _chunked_compressed_capture(path, [(chunked, fb.LZ4, 4, None), (single, fb.ZSTD, 1, None),
+                                       (again, fb.ZLIB, 3, "duplicate")])
+    wire = sum(len(fb.compress(c, p)) for p, c in ((chunked, fb.LZ4), (single, fb.ZSTD), (again, fb.ZLIB)))
+    plain = len(chunked) + len(single) + len(again)
+    p = _producer_stats(path, summary)
+    assert p["compression_ratio"] == round(plain / wire, 2)
+    # without the chunked messages it would be the single SEND's ratio, far lower
+    assert p["compression_ratio"] > 10 * round(len(single) / len(fb.compress(fb.ZSTD, single)), 2)
+
+
+@pytest.mark.parametrize("summary", [True, False])
+def test_a_chunked_message_that_cannot_be_decompressed_stays_out_of_the_ratio(tmp_path, summary):
+    import framebuild as fb
+
+    single = b"xy" * 5_000
+    path = tmp_path / "bad.pcap"
+    _chunked_compressed_capture(path, [(b"q" * 4000, fb.LZ4, 3, "garbage"), (single, fb.LZ4, 1, None)])
+    p = _producer_stats(path, summary)
+    assert p["compression_ratio"] == round(len(single) / len(fb.compress(fb.LZ4, single)), 2)
+    # and with nothing else compressed, there is no ratio at all (not the chunks' wire bytes over nothing)
+    alone = tmp_path / "alone.pcap"
+    _chunked_compressed_capture(alone, [(b"q" * 4000, fb.LZ4, 3, "garbage")])
+    assert _producer_stats(alone, summary)["compression_ratio"] is None
+
+
+def test_unfinished_chunked_messages_are_forgotten_beyond_the_bound(monkeypatch):
+    from dissector.output import stats
+
+    monkeypatch.setattr(stats, "CHUNK_MEMORY", 4)
+    collector = StatsCollector()
+    info = {"id": 1, "name": "p", "topic": "t"}
+
+    def chunk(index, uuid, cid, n, reassembled=None):
+        rec = {"index": index, "type": "SEND", "time": float(index), "conn": 1, "src": "a:1", "dst": "b:6650",
+               "direction": "to_broker", "packet": index, "command": {}, "size": 100, "problems": [],
+               "producer": info, "payload_size": 10, "metadata": {"compression": "LZ4"},
+               "messages_summary": {"count": 1, "bytes": 10, "chunk": {"chunk_id": cid, "num_chunks": n,
+                                                                         "uuid": uuid}}}
+        if reassembled is not None:
+            rec["reassembled"] = reassembled
+        collector.add(rec)
+
+    for i in range(10):  # ten messages never finished: at most four chunk frames remembered
+        chunk(i + 1, f"u{i}", 0, 2)
+    actor = next(iter(collector.producers.values()))
+    assert actor.chunk_frames_pending == 4 and list(actor.chunks_pending) == ["u6", "u7", "u8", "u9"]
+    chunk(11, "u9", 1, 2, {"uuid": "u9", "payload_size": 100, "payload_sha256": "x", "chunks": [10, 11]})
+    chunk(12, "u0", 1, 2, {"uuid": "u0", "payload_size": 100, "payload_sha256": "x", "chunks": [1, 12]})  # forgotten
+    assert collector.result()["producers"][0]["compression_ratio"] == 5.0
+    assert actor.chunk_frames_pending == 3 and "u0" not in actor.chunks_pending

@@ -2,7 +2,9 @@
 
 Frame records carry index, protocol, time, conn, src, dst, direction, packet, type, command, size, problems
 (and expert, first_packet, the protocol's own keys such as Pulsar's payload section, and the analysis notes:
-answers, latency_ms, request_type, producer, consumer, ...). Event records carry type (GAP, SKIPPED,
+answers, latency_ms, request_type, producer, consumer, ...). With ``Options.keep_frame_bytes`` (-x) a frame
+record also carries ``frame_bytes``: the frame's bytes as captured, for renderers; it is not part of the JSON
+contract and is never written as JSON. Event records carry type (GAP, SKIPPED,
 UNANSWERED, ...), time, packet, message, severity and no index. ``docs/records.schema.json`` is the schema.
 """
 
@@ -44,6 +46,8 @@ def frame_record(item: Annotated, *, payload_bytes: bool = False, summary: bool 
         rec.update(protocols.get(frame.protocol).record_fields(frame, payload_bytes, summary))
     if item.notes:
         rec.update(item.notes)
+    if frame.data is not None:  # asked for by Options.keep_frame_bytes (-x); bytes, never in JSON output
+        rec["frame_bytes"] = frame.data
     return rec
 
 

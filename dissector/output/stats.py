@@ -93,6 +93,10 @@ class _Actor:
     compression: Counter = field(default_factory=Counter)
     compressed_wire: int = 0  # bytes of the compressed payloads that were decompressed ...
     compressed_plain: int = 0  # ... and what they decompressed to (the compression ratio)
+    # compressed chunked messages not finished yet: uuid -> {chunk frame index: its payload bytes on the wire};
+    # counted in the ratio when the last chunk's ``reassembled`` names the chunks and the decompressed size
+    chunks_pending: OrderedDict = field(default_factory=OrderedDict)
+    chunk_frames_pending: int = 0
     errors: Counter = field(default_factory=Counter)
     acks: int = 0
     permits: int = 0
@@ -113,6 +117,7 @@ class _Actor:
 # message frames / entries remembered per producer or consumer for the counts above: an ACK or a duplicate
 # delivery further back than this is not matched (bounded memory whatever the capture)
 ACTOR_MEMORY = 20_000
+CHUNK_MEMORY = 20_000  # chunk frames of unfinished compressed messages remembered per producer or consumer
 THROUGHPUT_BUCKETS = 2000  # time buckets kept for the throughput plot (their width adapts to the capture)
 
 
@@ -299,9 +304,7 @@ class StatsCollector:
                 codec = md.get("compression", "NONE")
                 if codec != "NONE":
                     actor.compression[codec] += 1
-                    if "uncompressed_size" in rec:
-                        actor.compressed_wire += rec["payload_size"]
-                        actor.compressed_plain += rec["uncompressed_size"]
+                    _count_compressed(actor, rec)
         elif kind == "SEND_RECEIPT":
             actor.receipts += 1
             actor.accepted += actor.waiting.pop(rec.get("answers"), 0)
@@ -377,6 +380,48 @@ class StatsCollector:
                        messages_distinct=a.distinct, messages_duplicate=a.messages - a.distinct,
                        messages_acked=a.acked, messages_unacked=a.distinct - a.acked)
         return out
+
+
+def _count_compressed(actor: _Actor, rec: dict) -> None:
+    """The wire and decompressed bytes of a compressed SEND or MESSAGE, for the compression ratio. A chunk is
+    only a slice of its message's compressed payload (nothing to decompress alone): its wire bytes wait under
+    its uuid until the last chunk's ``reassembled`` gives the decompressed size of the whole and the frames of
+    the chunks that made it; a message that could not be reassembled or decompressed (``payload_size`` None),
+    or whose chunks were forgotten, stays out of the ratio altogether."""
+    uuid = _chunk_uuid(rec)
+    if uuid is None:
+        if "uncompressed_size" in rec:
+            actor.compressed_wire += rec["payload_size"]
+            actor.compressed_plain += rec["uncompressed_size"]
+        return
+    pending = actor.chunks_pending.get(uuid)
+    if pending is None:
+        pending = actor.chunks_pending[uuid] = {}
+    else:
+        actor.chunks_pending.move_to_end(uuid)
+    pending[rec["index"]] = rec.get("payload_size")
+    actor.chunk_frames_pending += 1
+    whole = rec.get("reassembled")
+    if whole is not None and whole.get("uuid") == uuid:
+        del actor.chunks_pending[uuid]
+        actor.chunk_frames_pending -= len(pending)
+        wire = [pending.get(index) for index in whole.get("chunks") or ()]
+        if whole.get("payload_size") is not None and wire and None not in wire:
+            actor.compressed_wire += sum(wire)
+            actor.compressed_plain += whole["payload_size"]
+    while actor.chunk_frames_pending > CHUNK_MEMORY:
+        _, forgotten = actor.chunks_pending.popitem(last=False)
+        actor.chunk_frames_pending -= len(forgotten)
+
+
+def _chunk_uuid(rec: dict) -> str | None:
+    """The uuid of the chunked message a SEND or MESSAGE record is a chunk of (summary or full record)."""
+    summary = rec.get("messages_summary")
+    if summary is not None:
+        chunk = summary.get("chunk")
+        return chunk["uuid"] if chunk is not None else None
+    msgs = rec.get("messages")
+    return msgs[0].get("uuid") if msgs and "chunk_id" in msgs[0] else None
 
 
 def _remember(table: OrderedDict, key, value) -> None:

@@ -234,7 +234,8 @@ class TimelineRenderer:
         for text in hex_dump(data, len(TREE_INDENT)):
             line.append(("\n" + text, ""))
         if missing:
-            line.append((f"\n{TREE_INDENT}… and {missing} bytes not in the capture", "yellow"))
+            line.append((f"\n{TREE_INDENT}… and {missing} bytes not shown (lost, cut off or skipped: see the "
+                         "frame's problems)", "yellow"))
 
 
 TREE_INDENT = " " * 8

@@ -4,7 +4,8 @@ A protocol is one folder under ``dissector/protocols/`` whose ``__init__`` build
 
 - where it lives: server ports (and the role of the server on each), and a probe for ``--detect``;
 - how its PDUs are delimited: ``pdu_length`` (complete length / need more / not a frame) and ``resync``
-  (the next plausible PDU start after loss or a mid-connection start);
+  (the next plausible PDU start after loss or a mid-connection start); optionally ``oversized_head`` (the
+  head of a PDU above the size limit, decoded alone while the rest is skipped);
 - how a PDU is decoded into plain data (``decode``: bytes → ``model.Decoded``);
 - its roles and its one command table (per type: who sends it, what answers it and under which key, the
   fields the timeline shows, which actor it is about);
@@ -175,6 +176,10 @@ class ProtocolSpec:
     timeline_pieces: Callable[[dict], list] = lambda rec: []  # record -> [(text, style)] after the key fields
     foreign_kind: str = "FOREIGN_PROTOCOL"  # event kind when a stream speaks something else
     min_pdu: int = 1  # bytes of a PDU head worth decoding when the rest was lost
+    # (buf, pos, end) at a PDU whose length is above the size limit (BadLength "OVERSIZED"): (head, PDU length)
+    # when its first ``head`` bytes are worth decoding alone (the rest is then skipped, never buffered),
+    # NEED_MORE until the head is there, None when the size is not to be trusted (the splitter resyncs)
+    oversized_head: Callable[[bytearray, int, int], tuple[int, int] | int | None] | None = None
 
     @property
     def default_server_role(self) -> str:

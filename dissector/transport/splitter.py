@@ -4,7 +4,9 @@ It knows no protocol. How long the PDU at an offset is, and where the next plaus
 bytes, are asked of the protocol (``ProtocolSpec.pdu_length`` / ``resync``: Wireshark's tcp_dissect_pdus and
 dpkt's NeedData, as callbacks). What it does itself is what every TCP protocol needs: PDUs damaged by capture
 gaps, resynchronisation with a count of the skipped bytes, HAProxy PROXY headers, recognising TLS, HTTP and
-SSH on the port, and refusing sizes above the limit without allocating them.
+SSH on the port, and refusing sizes above the limit without allocating them: a PDU above it is skipped, or,
+when the protocol can read its head alone (``ProtocolSpec.oversized_head``: Pulsar's command and metadata),
+that head is handed on as a frame with the rest ``missing``, and the rest is skipped unbuffered.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ..protocols.base import NEED_MORE, BadLength, ProtocolSpec
 _U16 = struct.Struct(">H")
 
 PROXY_V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
+OVERSIZED_HEAD_LIMIT = 64 * 1024  # bytes buffered at most to find the head of a PDU above the size limit
 _HTTP_PREFIXES = (b"GET ", b"POST", b"PUT ", b"HEAD", b"HTTP", b"OPTI", b"DELE", b"PATC", b"CONN", b"PRI ")
 
 
@@ -31,6 +34,7 @@ class RawFrame:
     first_time: float
     timestamp: float  # time of the packet that carried the last byte
     missing: int = 0  # bytes of this PDU not in data: lost to a capture gap, or after it (data = bytes before)
+    oversized: bool = False  # the head of a PDU above the size limit: the ``missing`` rest was skipped, not lost
 
 
 @dataclass(slots=True)
@@ -71,6 +75,8 @@ class PduSplitter:
         self._resync_at = protocol.resync
         self._min_pdu = protocol.min_pdu
         self._foreign_kind = protocol.foreign_kind
+        self._oversized_head = protocol.oversized_head
+        self._awaiting_head = False  # _buf starts with a PDU above the limit whose head is not all there yet
         self.synced = synced
         self.max_frame_size = max_frame_size
         self._buf = bytearray()
@@ -112,6 +118,8 @@ class PduSplitter:
         if self.foreign is not None:
             self._buf_offset += length
             return out
+        if self._awaiting_head:  # the head of an oversized PDU will not be complete: skip it as any other
+            self._drain(out, timestamp, packet_index, give_up_head=True)
         self._flush_skipped(out, timestamp, packet_index)  # a run of skipped bytes ends at the gap
         if self._skip:
             absorbed = min(self._skip, length)
@@ -154,6 +162,8 @@ class PduSplitter:
     def finish(self, timestamp: float, packet_index: int) -> list:
         """End of stream: report what could not be framed."""
         out: list = []
+        if self._awaiting_head:
+            self._drain(out, timestamp, packet_index, give_up_head=True)
         self._flush_skipped(out, timestamp, packet_index)
         if self.foreign is not None or not self._buf:
             return out  # a foreign stream was reported when it was recognised
@@ -175,12 +185,13 @@ class PduSplitter:
 
     # ------------------------------------------------------------------ internals
 
-    def _drain(self, out: list, timestamp: float, packet_index: int) -> None:
+    def _drain(self, out: list, timestamp: float, packet_index: int, give_up_head: bool = False) -> None:
         buf = self._buf
         pos = 0
         end = len(buf)
         max_frame = self.max_frame_size
         length_at = self._length
+        self._awaiting_head = False
         while True:
             if not self.synced:
                 found, at = self._resync_at(buf, pos, end, max_frame)
@@ -198,6 +209,17 @@ class PduSplitter:
                     return  # another protocol, or a PROXY header still incomplete
             frame_len = length_at(buf, pos, end, max_frame)
             if type(frame_len) is not int:
+                if frame_len.kind == "OVERSIZED" and self._oversized_head is not None:
+                    head = self._head_of_oversized(buf, pos, end, give_up_head)
+                    if head == NEED_MORE:
+                        self._awaiting_head = True
+                        break
+                    if head is not None:
+                        pos = self._emit_oversized_head(buf, pos, end, frame_len, head, out, timestamp,
+                                                        packet_index)
+                        if self._skip:
+                            break  # the rest of the PDU is in bytes still to come: feed() skips them
+                        continue
                 self._report_bad_length(buf, pos, frame_len, out, timestamp, packet_index)
                 if self.foreign is not None:
                     return
@@ -218,6 +240,34 @@ class PduSplitter:
             del buf[:pos]
             self._buf_offset += pos
             self._buf_packet, self._buf_time = packet_index, timestamp
+
+    def _head_of_oversized(self, buf: bytearray, pos: int, end: int, give_up: bool) -> tuple[int, int] | int | None:
+        """The protocol's (head, PDU length) of the oversized PDU at ``pos``, NEED_MORE, or None to skip it as
+        before. The head is looked for in the first OVERSIZED_HEAD_LIMIT bytes only: what is buffered for it
+        stays bounded whatever the declared size."""
+        limit = pos + OVERSIZED_HEAD_LIMIT
+        got = self._oversized_head(buf, pos, min(end, limit))
+        if type(got) is int:
+            return None if give_up or end >= limit else NEED_MORE
+        if got is not None and not 0 < got[0] <= min(end - pos, got[1]):
+            return None  # a head the bytes at hand cannot hold: not to be trusted
+        return got
+
+    def _emit_oversized_head(self, buf: bytearray, pos: int, end: int, bad: BadLength, head: tuple[int, int],
+                             out: list, timestamp: float, packet_index: int) -> int:
+        """The OVERSIZED note, then the PDU's head as a frame with the rest missing; the rest is skipped (what
+        of it is buffered now, and ``_skip`` for the bytes still to come). Returns the position after it."""
+        head_len, length = head
+        out.append(self._bad_length_note(buf, pos, bad, timestamp, packet_index,
+                                         sniff_foreign_protocol(bytes(buf[pos:pos + 4]))))
+        first_packet = self._buf_packet if pos == 0 else packet_index
+        first_time = self._buf_time if pos == 0 else timestamp
+        out.append(RawFrame(bytes(buf[pos:pos + head_len]), self._buf_offset + pos, first_packet, packet_index,
+                            first_time, timestamp, missing=length - head_len, oversized=True))
+        if pos + length > end:
+            self._skip = pos + length - end
+            return end
+        return pos + length
 
     def _check_stream_start(self, buf: bytearray, pos: int, out: list, timestamp: float, packet_index: int) -> int:
         """At offset 0: skip a PROXY protocol header, or recognise a foreign protocol."""
@@ -255,9 +305,12 @@ class PduSplitter:
         if foreign is not None and self._buf_offset + pos == 0:
             self._become_foreign(foreign, buf, pos, out, timestamp, packet_index)
             return
-        out.append(StreamNote(bad.kind, self._buf_offset + pos, 4, timestamp, packet_index,
-                              {**bad.details, "head_hex": head.hex()},
-                              {**bad.params, "limit": self.max_frame_size, "foreign": foreign}))
+        out.append(self._bad_length_note(buf, pos, bad, timestamp, packet_index, foreign))
+
+    def _bad_length_note(self, buf, pos, bad: BadLength, timestamp, packet_index, foreign: str | None) -> StreamNote:
+        return StreamNote(bad.kind, self._buf_offset + pos, 4, timestamp, packet_index,
+                          {**bad.details, "head_hex": bytes(buf[pos:pos + 4]).hex()},
+                          {**bad.params, "limit": self.max_frame_size, "foreign": foreign})
 
     def _count_skipped(self, pos: int, upto: int) -> None:
         if upto > pos:

@@ -13,7 +13,7 @@ from ..base import ProtocolSpec
 from . import problems  # noqa: F401  (registers Pulsar's problem ids)
 from .commands import BROKER, CLIENT, COMMANDS
 from .decode import confirms, decode_frame
-from .framing import pdu_length, resync
+from .framing import oversized_head, pdu_length, resync
 from .present import record_fields, timeline_pieces
 from .session import PulsarSession, SharedState
 
@@ -34,6 +34,7 @@ PULSAR = ProtocolSpec(
     min_pdu=8,  # TOTAL_SIZE and CMD_SIZE: a damaged frame shorter than that shows nothing
     pdu_length=pdu_length,
     resync=resync,
+    oversized_head=oversized_head,  # a SEND or MESSAGE above --max-frame-size: its command and metadata
     decode=decode_frame,
     confirms=confirms,
     new_session=_new_session,
