@@ -11,7 +11,7 @@ import pytest
 import framebuild as fb
 from dissector.options import Options
 from dissector.problems import Finding, spec
-from dissector.protocols.pbdict import message_to_dict
+from pb_oracle import message_to_dict
 from dissector.protocols.pulsar import PULSAR
 from dissector.protocols.pulsar.commands import (COMMANDS, MESSAGE, PAYLOAD_TYPES, SEND, SUBCOMMAND_FIELD, TYPE_NAMES,
                                                  TYPE_NUMBERS)

@@ -13,7 +13,7 @@ import framebuild as fb
 from dissector.model import Annotated
 from dissector.options import Options
 from dissector.problems import Finding, expert_record, spec
-from dissector.protocols.pbdict import message_to_dict
+from pb_oracle import message_to_dict
 from dissector.protocols.pulsar.chunks import ChunkAssembler
 from dissector.protocols.pulsar.decode import decode_frame
 from dissector.protocols.pulsar.pb import PulsarApi_pb2 as api

@@ -169,3 +169,15 @@ def test_detected_connections_open_at_their_first_packet_not_at_the_frame_that_p
     (opened,) = [r for r in recs if r.get("type") == "CONNECTION_OPENED"]
     first = min(r["time"] for r in recs if "index" in r)
     assert opened["packet"] == 1 and opened["time"] < first
+
+
+def test_beyond_the_reported_limit_repeats_are_counted_in_one_line():
+    c = Conversation(Options(max_redelivered_reported=2))
+    _subscribe(c, 1, 0)
+    for entry in range(5):  # five messages, each delivered three times
+        for k in range(3):
+            c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=entry, redelivery_count=k), entry + k)
+    c.close(1, 20)
+    warnings = [e.details for e in c.events if e.kind == "REDELIVERED"]
+    assert [w["entry"] for w in warnings[:2]] == [0, 1] and all(w["count"] == 3 for w in warnings[:2])
+    assert warnings[2] == {"consumer_id": 0, "name": "c", "more_messages": 3, "count": 6}

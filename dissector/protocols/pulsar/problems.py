@@ -117,7 +117,10 @@ register("message.redelivered", NOTE, lambda p: f"message {p['ledger']}:{p['entr
          + (f" (delivery {p['delivery']}, first in frame {p['first_frame']})" if p.get("first_frame") is not None
             else "")
          + (f", redelivery_count {p['redelivery_count']}" if p.get("redelivery_count") else ""))
-register("REDELIVERED", WARNING, lambda p: f"message {p['ledger']}:{p['entry']} delivered {p['count']} time(s) "
+register("REDELIVERED", WARNING, lambda p: f"{p['more_messages']} more message(s) delivered more than once to "
+         f"consumer {_actor(p.get('name'), p['consumer_id'])} ({p['count']} deliveries; max_redelivered_reported)"
+         if "more_messages" in p else
+         f"message {p['ledger']}:{p['entry']} delivered {p['count']} time(s) "
          f"to consumer {_actor(p.get('name'), p['consumer_id'])} (frames {_frames(p['frames'], p['count'])})"
          + (f", redelivery_count up to {p['redelivery_count']}" if p.get("redelivery_count") else ""),
          "one per message a consumer got more than once (or the broker marked redelivered), said when the "

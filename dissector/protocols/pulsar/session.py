@@ -9,6 +9,7 @@ frame, and what is remembered about an earlier frame is a few ids, never its pay
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import islice
 from dataclasses import dataclass, field
 
 from ...analysis.bounded import DropCounter, remember_bounded
@@ -30,7 +31,10 @@ class _Consumer:
     delivered: OrderedDict = field(default_factory=OrderedDict)
     unacked: OrderedDict = field(default_factory=OrderedDict)
     repeated: OrderedDict = field(default_factory=OrderedDict)  # key -> [frames, redelivery_count]
-    asked: OrderedDict = field(default_factory=OrderedDict)  # key -> REDELIVER frame that asked for it again
+    asked: OrderedDict = field(default_factory=OrderedDict)  # key -> REDELIVER frame that named it
+    asked_all: int | None = None  # the last REDELIVER that asked for every unacknowledged message
+    more_messages: int = 0  # messages repeated beyond max_redelivered_reported, and their repeated deliveries
+    more_deliveries: int = 0
 
 
 @dataclass(slots=True)
@@ -46,7 +50,7 @@ class _Repeat:
 
     def add(self, frame: int, redelivery_count: int) -> None:
         self.count += 1
-        if len(self.frames) < _LINKS_SHOWN:
+        if len(self.frames) < _FRAMES_KEPT:
             self.frames.append(frame)
         self.redelivery_count = max(self.redelivery_count, redelivery_count)
 
@@ -99,6 +103,9 @@ def _unacked(ident, consumer: "_Consumer") -> Finding:
 
 
 _LINKS_SHOWN = 100  # frame indexes a record lists at most (the count says how many in all)
+_COUNT_SHIFT = 48  # delivered-table values: the delivery count above, the first delivery's frame below
+_FRAME_MASK = (1 << _COUNT_SHIFT) - 1
+_FRAMES_KEPT = 20  # deliveries of one message remembered for its REDELIVERED warning (the count is exact)
 
 
 def _subscription(consumer: "_Consumer") -> tuple:
@@ -211,7 +218,12 @@ class PulsarSession:
                 "consumer_id": ident, "name": consumer.info.get("name"), "ledger": key >> 64,
                 "entry": _signed64(key & 0xFFFFFFFFFFFFFFFF), "count": repeat.count, "frames": repeat.frames,
                 "redelivery_count": repeat.redelivery_count}))
+        if consumer.more_messages:  # one line for the rest: a warning per message would flood
+            out.append(Event("REDELIVERED", time, packet, self.conn, details={
+                "consumer_id": ident, "name": consumer.info.get("name"), "more_messages": consumer.more_messages,
+                "count": consumer.more_deliveries}))
         consumer.repeated.clear()
+        consumer.more_messages = consumer.more_deliveries = 0
         return out
 
     def close(self, time: float, packet: int) -> list[Event]:
@@ -323,28 +335,40 @@ class PulsarSession:
         message_id = cmd.get("message_id") or {}
         ledger, entry = message_id.get("ledgerId", 0), message_id.get("entryId", 0)
         mid = _entry_key(ledger, entry)
-        first = consumer.delivered.get(mid)
+        seen = consumer.delivered.get(mid)  # deliveries so far << _COUNT_SHIFT | the first one's frame
         redelivery_count = cmd.get("redelivery_count", 0)
         cap = self.options.max_remembered_messages
-        asked = consumer.asked.pop(mid, None)
+        asked = consumer.asked.pop(mid, None) if consumer.asked else None
+        if asked is None and consumer.asked_all is not None:
+            latest = consumer.unacked.get(mid)
+            if latest is not None and latest < consumer.asked_all:  # unacknowledged when "all" was asked for
+                asked = consumer.asked_all
         if asked is not None:
             notes["redelivery_requested_by"] = asked
+        first = None if seen is None else seen & _FRAME_MASK
+        count = 1 if seen is None else (seen >> _COUNT_SHIFT) + 1
+        dropped = remember_bounded(consumer.delivered, mid, (count << _COUNT_SHIFT) | (frame.index if first is None else first), cap)
         if first is not None or redelivery_count:
-            repeat = consumer.repeated.get(mid)
-            if repeat is None:
-                repeat = _Repeat([first, frame.index] if first is not None else [frame.index], redelivery_count)
-                remember_bounded(consumer.repeated, mid, repeat, cap)
-            else:
-                repeat.add(frame.index, redelivery_count)
+            self._repeat(consumer, mid, first, frame.index, redelivery_count)
             params = {"ledger": ledger, "entry": entry, "first_frame": first, "redelivery_count": redelivery_count}
             if first is not None:
-                notes["delivery"] = params["delivery"] = repeat.count
+                notes["delivery"] = params["delivery"] = count
             findings.append(Finding("message.redelivered", params))
-            dropped = False
-        else:
-            dropped = remember_bounded(consumer.delivered, mid, frame.index, cap)
         remember_bounded(consumer.unacked, mid, frame.index, cap)
         return self._dropped(frame, "max_remembered_messages", "delivered message ids") if dropped else None
+
+    def _repeat(self, consumer: _Consumer, mid: int, first: int | None, index: int, redelivery_count: int) -> None:
+        """Keep the frames of the first messages seen more than once, for their REDELIVERED warnings; beyond
+        max_redelivered_reported only count them (the delivered table knows each one's count)."""
+        repeat = consumer.repeated.get(mid)
+        if repeat is not None:
+            repeat.add(index, redelivery_count)
+        elif len(consumer.repeated) < self.options.max_redelivered_reported:
+            consumer.repeated[mid] = _Repeat([first, index] if first is not None else [index], redelivery_count)
+        else:
+            consumer.more_deliveries += 1
+            if first is None or (consumer.delivered[mid] >> _COUNT_SHIFT) == 2:
+                consumer.more_messages += 1  # the first repeat of this message
 
     def _on_ack(self, cmd: dict, notes: dict) -> None:
         consumer = self.consumers.get(cmd.get("consumer_id"))
@@ -378,15 +402,18 @@ class PulsarSession:
         ids = cmd.get("message_ids")
         if ids:
             keys = [_entry_key(m.get("ledgerId", 0), m.get("entryId", 0)) for m in ids]
-            frames = [consumer.unacked[k] for k in keys if k in consumer.unacked]
+            frames = sorted(consumer.unacked[k] for k in keys if k in consumer.unacked)
+            for key in keys:
+                remember_bounded(consumer.asked, key, frame.index, self.options.max_remembered_messages)
+            count = len(frames)
         else:
-            keys = list(consumer.unacked)
-            frames = list(consumer.unacked.values())
-        for key in keys:
-            remember_bounded(consumer.asked, key, frame.index, self.options.max_remembered_messages)
-        if frames:
-            notes["redelivers"] = sorted(frames)[:_LINKS_SHOWN]
-            notes["redelivers_count"] = len(frames)
+            # every unacknowledged message: one marker, not one entry per message (the table can be large)
+            consumer.asked_all = frame.index
+            count = len(consumer.unacked)
+            frames = sorted(islice(consumer.unacked.values(), _LINKS_SHOWN)) if count else []
+        if count:
+            notes["redelivers"] = frames[:_LINKS_SHOWN]
+            notes["redelivers_count"] = count
 
     def _dropped(self, frame: Frame, option: str, what: str) -> list[Event] | None:
         event = self.drops.drop(option, what, getattr(self.options, option), frame.time, frame.packet)

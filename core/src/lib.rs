@@ -1,0 +1,202 @@
+//! pulsar-dissect's compiled core: Pulsar frame decoding (sizes, BaseCommand, payload section, CRC32C,
+//! decompression, batches, markers) producing the plain data of the protocol boundary (``model.Decoded``),
+//! walked off the schema compiled from the .proto contract.
+//!
+//! Python binds the classes of its plain data once (``bind``); ``decode_frame`` then returns instances of
+//! them, so what crosses the boundary is the same whatever decodes.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+
+pub mod codecs;
+mod frame;
+mod payload;
+pub mod pb;
+mod schema;
+
+use schema::Schema;
+
+/// MessageMetadata and friends: the field numbers and message types the payload decoder reads, looked up by
+/// name in the schema once.
+pub struct Fields {
+    pub metadata: usize,
+    pub single: usize,
+    pub broker_entry_metadata: usize,
+    pub sequence_id: u32,
+    pub properties: u32,
+    pub kv_key: u32,
+    pub kv_value: u32,
+    pub partition_key: u32,
+    pub compression: u32,
+    pub uncompressed_size: u32,
+    pub num_messages_in_batch: u32,
+    pub event_time: u32,
+    pub encryption_keys: u32,
+    pub ek_key: u32,
+    pub ordering_key: u32,
+    pub marker_type: u32,
+    pub null_value: u32,
+    pub uuid: u32,
+    pub num_chunks_from_msg: u32,
+    pub chunk_id: u32,
+    pub null_partition_key: u32,
+    pub brief: Vec<(&'static str, u32)>,
+    pub markers: HashMap<i32, usize>,
+}
+
+pub struct Core {
+    pub schema: Schema,
+    pub base_command: usize,
+    pub type_names: HashMap<i32, String>,
+    pub compression_names: HashMap<i32, String>,
+    pub send: i32,
+    pub message: i32,
+    pub message_ack_set: u32,
+    pub m: Fields,
+    pub decoded_class: Py<PyAny>,
+    pub section_class: Py<PyAny>,
+    pub finding_class: Py<PyAny>,
+}
+
+static CORE: OnceLock<Core> = OnceLock::new();
+
+fn number(schema: &Schema, msg: usize, name: &str) -> u32 {
+    schema.messages[msg].field_by_name(name).unwrap_or_else(|| panic!("field {name} is in the schema")).number
+}
+
+impl Core {
+    fn new(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAny>) -> Core {
+        let schema = Schema::load(py);
+        let base_command = schema.message("pulsar.proto.BaseCommand");
+        let type_names: HashMap<i32, String> = schema.enum_type("pulsar.proto.BaseCommand.Type").names.clone();
+        let compression_names = schema.enum_type("pulsar.proto.CompressionType").names.clone();
+        let by_name = |name: &str| *type_names.iter().find(|(_, n)| n.as_str() == name).expect("a command type").0;
+        let (send, message) = (by_name("SEND"), by_name("MESSAGE"));
+        let message_cmd = schema.message("pulsar.proto.CommandMessage");
+        let md = schema.message("pulsar.proto.MessageMetadata");
+        let kv = schema.message("pulsar.proto.KeyValue");
+        let ek = schema.message("pulsar.proto.EncryptionKeys");
+        let n = |name: &str| number(&schema, md, name);
+        let markers = [
+            (10, "pulsar.proto.ReplicatedSubscriptionsSnapshotRequest"),
+            (11, "pulsar.proto.ReplicatedSubscriptionsSnapshotResponse"),
+            (12, "pulsar.proto.ReplicatedSubscriptionsSnapshot"),
+            (13, "pulsar.proto.ReplicatedSubscriptionsUpdate"),
+        ]
+        .into_iter()
+        .map(|(t, name)| (t, schema.message(name)))
+        .collect();
+        let m = Fields {
+            metadata: md,
+            single: schema.message("pulsar.proto.SingleMessageMetadata"),
+            broker_entry_metadata: schema.message("pulsar.proto.BrokerEntryMetadata"),
+            sequence_id: n("sequence_id"),
+            properties: n("properties"),
+            kv_key: number(&schema, kv, "key"),
+            kv_value: number(&schema, kv, "value"),
+            partition_key: n("partition_key"),
+            compression: n("compression"),
+            uncompressed_size: n("uncompressed_size"),
+            num_messages_in_batch: n("num_messages_in_batch"),
+            event_time: n("event_time"),
+            encryption_keys: n("encryption_keys"),
+            ek_key: number(&schema, ek, "key"),
+            ordering_key: n("ordering_key"),
+            marker_type: n("marker_type"),
+            null_value: n("null_value"),
+            uuid: n("uuid"),
+            num_chunks_from_msg: n("num_chunks_from_msg"),
+            chunk_id: n("chunk_id"),
+            null_partition_key: n("null_partition_key"),
+            brief: payload::BRIEF_METADATA.iter().map(|name| (*name, n(name))).collect(),
+            markers,
+        };
+        let message_ack_set = number(&schema, message_cmd, "ack_set");
+        Core {
+            schema,
+            base_command,
+            type_names,
+            compression_names,
+            send,
+            message,
+            message_ack_set,
+            m,
+            decoded_class: decoded,
+            section_class: section,
+            finding_class: finding,
+        }
+    }
+
+    pub fn decoded<'py>(
+        &self,
+        py: Python<'py>,
+        type_name: &str,
+        command: Option<Bound<'py, PyAny>>,
+        size: usize,
+        findings: Bound<'py, PyList>,
+        body: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.decoded_class.bind(py).call1((type_name, command, size, findings, body))
+    }
+}
+
+pub fn finding<'py>(py: Python<'py>, core: &Core, id: &str, params: &[(&str, Bound<'py, PyAny>)]) -> PyResult<Bound<'py, PyAny>> {
+    let dict = PyDict::new(py);
+    for (k, v) in params {
+        dict.set_item(*k, v)?;
+    }
+    core.finding_class.bind(py).call1((id, dict))
+}
+
+fn core() -> PyResult<&'static Core> {
+    CORE.get().ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("pulsar_dissect_core.bind() was not called"))
+}
+
+/// Give the core the classes of the plain data it returns: Decoded, PayloadSection and Finding.
+#[pyfunction]
+fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAny>) {
+    let _ = CORE.get_or_init(|| Core::new(py, decoded, section, finding));
+}
+
+/// Decode one frame (``missing`` bytes lost at its end); returns a ``Decoded``.
+#[pyfunction]
+#[pyo3(signature = (frame, missing=0, max_decompressed=64 * 1024 * 1024, brief=false))]
+fn decode_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> PyResult<Bound<'py, PyAny>> {
+    frame::decode_frame(py, core()?, frame, missing, max_decompressed, brief)
+}
+
+/// Decompress a payload (``codec`` as MessageMetadata.compression), bounded by ``declared_size`` and
+/// ``max_size``: returns (bytes or None, payload.decompression finding or None).
+#[pyfunction]
+#[pyo3(signature = (codec, data, declared_size, max_size))]
+fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Option<u64>, max_size: u64) -> PyResult<(Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>)> {
+    let core = core()?;
+    let result = codecs::decompress(codec, data, declared_size, max_size);
+    let problem = match &result.problem {
+        Some(p) => Some(payload::decompression_finding(py, core, p)?),
+        None => None,
+    };
+    Ok((result.data.map(|d| PyBytes::new(py, d.as_ref())), problem))
+}
+
+/// The BaseCommand type names by number, as the schema declares them.
+#[pyfunction]
+fn command_types(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    for (n, name) in &core()?.type_names {
+        out.set_item(*n, PyString::new(py, name))?;
+    }
+    Ok(out)
+}
+
+#[pymodule]
+fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(bind, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress, m)?)?;
+    m.add_function(wrap_pyfunction!(command_types, m)?)?;
+    Ok(())
+}

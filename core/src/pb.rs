@@ -1,0 +1,466 @@
+//! Protobuf wire format → the JSON contract's plain data, driven by the schema (no generated code).
+//!
+//! The semantics are those of the official runtime (upb), which the contract was first written against:
+//! a singular scalar's last occurrence wins, a singular message occurring twice is merged, a field sent
+//! with the wrong wire type or a closed-enum value the schema does not know is an unknown field, and only
+//! fields present on the wire appear. Dict keys come in field-number order. Bytes become base64 text;
+//! strings that are not UTF-8 keep their bytes as backslash escapes (nothing hidden).
+
+use base64::Engine as _;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+
+use crate::schema::{Field, Kind, Schema};
+
+const MAX_FIELD_NUMBER: u32 = (1 << 29) - 1;
+const MAX_DEPTH: u32 = 100; // as upb: deeper nesting is refused, not a stack overflow
+
+#[derive(Debug)]
+pub struct WireError;
+
+#[derive(Clone, Copy)]
+pub enum Val<'a> {
+    Varint(u64),
+    Fixed32(u32),
+    Fixed64(u64),
+    Bytes(&'a [u8]),
+}
+
+pub enum Slot<'a> {
+    Scalar(Val<'a>),
+    Packed(&'a [u8]),
+    Message(Parsed<'a>),
+}
+
+/// One message read off the wire: its known fields (position in the schema's field list, value) in wire
+/// order, and the numbers of the fields the schema does not know.
+pub struct Parsed<'a> {
+    pub msg: usize,
+    pub raw: &'a [u8],
+    pub slots: Vec<(u16, Slot<'a>)>,
+    pub unknown: Vec<u32>,
+}
+
+#[inline]
+pub fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
+    let mut result: u64 = 0;
+    let mut shift = 0u32;
+    while *pos < buf.len() {
+        let b = buf[*pos];
+        *pos += 1;
+        if shift < 64 {
+            result |= ((b & 0x7f) as u64) << shift;
+        }
+        if b & 0x80 == 0 {
+            return Ok(result);
+        }
+        shift += 7;
+        if shift >= 70 {
+            return Err(WireError);
+        }
+    }
+    Err(WireError)
+}
+
+fn skip_group(buf: &[u8], pos: &mut usize, number: u32, depth: u32) -> Result<(), WireError> {
+    if depth > MAX_DEPTH {
+        return Err(WireError);
+    }
+    loop {
+        let key = read_varint(buf, pos)?;
+        let (n, wt) = ((key >> 3) as u32, (key & 7) as u8);
+        if wt == 4 {
+            return if n == number { Ok(()) } else { Err(WireError) };
+        }
+        read_value(buf, pos, wt, n, depth + 1)?;
+    }
+}
+
+#[inline]
+fn read_value<'a>(buf: &'a [u8], pos: &mut usize, wt: u8, number: u32, depth: u32) -> Result<Option<Val<'a>>, WireError> {
+    Ok(Some(match wt {
+        0 => Val::Varint(read_varint(buf, pos)?),
+        1 => {
+            let b = buf.get(*pos..*pos + 8).ok_or(WireError)?;
+            *pos += 8;
+            Val::Fixed64(u64::from_le_bytes(b.try_into().unwrap()))
+        }
+        2 => {
+            let len = read_varint(buf, pos)?;
+            let end = pos.checked_add(usize::try_from(len).map_err(|_| WireError)?).ok_or(WireError)?;
+            let b = buf.get(*pos..end).ok_or(WireError)?;
+            *pos = end;
+            Val::Bytes(b)
+        }
+        5 => {
+            let b = buf.get(*pos..*pos + 4).ok_or(WireError)?;
+            *pos += 4;
+            Val::Fixed32(u32::from_le_bytes(b.try_into().unwrap()))
+        }
+        3 => {
+            skip_group(buf, pos, number, depth)?;
+            return Ok(None);
+        }
+        _ => return Err(WireError),
+    }))
+}
+
+pub fn parse<'a>(schema: &Schema, msg: usize, buf: &'a [u8]) -> Result<Parsed<'a>, WireError> {
+    parse_at(schema, msg, buf, 0)
+}
+
+fn parse_at<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32) -> Result<Parsed<'a>, WireError> {
+    if depth > MAX_DEPTH {
+        return Err(WireError);
+    }
+    let ty = &schema.messages[msg];
+    let mut out = Parsed { msg, raw: buf, slots: Vec::new(), unknown: Vec::new() };
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        let key = read_varint(buf, &mut pos)?;
+        let number = u32::try_from(key >> 3).unwrap_or(u32::MAX);
+        let wt = (key & 7) as u8;
+        if number == 0 || number > MAX_FIELD_NUMBER || wt == 4 {
+            return Err(WireError);
+        }
+        let value = match read_value(buf, &mut pos, wt, number, depth)? {
+            Some(v) => v,
+            None => {
+                out.unknown.push(number);
+                continue;
+            }
+        };
+        let Some(fi) = ty.field(number) else {
+            out.unknown.push(number);
+            continue;
+        };
+        let field = &ty.fields[fi];
+        let expected = field.kind.wire_type();
+        let slot = if wt == expected {
+            match (field.kind, value) {
+                (Kind::Message(sub), Val::Bytes(b)) => {
+                    let child = parse_at(schema, sub, b, depth + 1)?;
+                    if !field.repeated {
+                        // a singular message sent twice is merged, as parsing the concatenation would
+                        if let Some((_, Slot::Message(prev))) = out.slots.iter_mut().rev().find(|(i, _)| *i as usize == fi) {
+                            prev.slots.extend(child.slots);
+                            prev.unknown.extend(child.unknown);
+                            continue;
+                        }
+                    }
+                    Slot::Message(child)
+                }
+                (Kind::Enum(e), Val::Varint(v)) => {
+                    if !schema.enums[e].values.contains_key(&(v as i32)) {
+                        out.unknown.push(number); // a closed enum: a value it does not know is an unknown field
+                        continue;
+                    }
+                    Slot::Scalar(value)
+                }
+                _ => Slot::Scalar(value),
+            }
+        } else if wt == 2 && field.repeated && expected != 2 {
+            if let (Kind::Enum(e), Val::Bytes(b)) = (field.kind, value) {
+                // unknown values of a packed closed enum become unknown fields; the known ones stay
+                let mut p = 0;
+                while p < b.len() {
+                    let v = read_varint(b, &mut p)?;
+                    if !schema.enums[e].values.contains_key(&(v as i32)) && !out.unknown.contains(&number) {
+                        out.unknown.push(number);
+                    }
+                }
+            }
+            match value {
+                Val::Bytes(b) => Slot::Packed(b),
+                _ => unreachable!(),
+            }
+        } else {
+            out.unknown.push(number); // the wrong wire type for this field: upb keeps it as unknown
+            continue;
+        };
+        out.slots.push((fi as u16, slot));
+    }
+    Ok(out)
+}
+
+// ------------------------------------------------------------------------------------------------ values
+
+fn scalar_to_py<'py>(py: Python<'py>, schema: &Schema, kind: Kind, v: Val<'_>) -> Bound<'py, PyAny> {
+    match (kind, v) {
+        (Kind::Int32, Val::Varint(x)) => (x as i32).into_pyobject(py).unwrap().into_any(),
+        (Kind::Int64, Val::Varint(x)) => (x as i64).into_pyobject(py).unwrap().into_any(),
+        (Kind::UInt32, Val::Varint(x)) => (x as u32).into_pyobject(py).unwrap().into_any(),
+        (Kind::UInt64, Val::Varint(x)) => x.into_pyobject(py).unwrap().into_any(),
+        (Kind::SInt32, Val::Varint(x)) => {
+            let x = x as u32;
+            (((x >> 1) as i32) ^ -((x & 1) as i32)).into_pyobject(py).unwrap().into_any()
+        }
+        (Kind::SInt64, Val::Varint(x)) => (((x >> 1) as i64) ^ -((x & 1) as i64)).into_pyobject(py).unwrap().into_any(),
+        (Kind::Bool, Val::Varint(x)) => pyo3::types::PyBool::new(py, x != 0).to_owned().into_any(),
+        (Kind::Enum(e), Val::Varint(x)) => match schema.enums[e].values.get(&(x as i32)) {
+            Some(name) => name.bind(py).clone().into_any(),
+            None => (x as i32).into_pyobject(py).unwrap().into_any(),
+        },
+        (Kind::String, Val::Bytes(b)) => text(py, b).into_any(),
+        (Kind::Bytes, Val::Bytes(b)) => PyString::new(py, &b64(b)).into_any(),
+        (Kind::Fixed32, Val::Fixed32(x)) => x.into_pyobject(py).unwrap().into_any(),
+        (Kind::SFixed32, Val::Fixed32(x)) => (x as i32).into_pyobject(py).unwrap().into_any(),
+        (Kind::Float, Val::Fixed32(x)) => (f32::from_bits(x) as f64).into_pyobject(py).unwrap().into_any(),
+        (Kind::Fixed64, Val::Fixed64(x)) => x.into_pyobject(py).unwrap().into_any(),
+        (Kind::SFixed64, Val::Fixed64(x)) => (x as i64).into_pyobject(py).unwrap().into_any(),
+        (Kind::Double, Val::Fixed64(x)) => f64::from_bits(x).into_pyobject(py).unwrap().into_any(),
+        _ => py.None().into_bound(py), // unreachable: parse checked the wire type
+    }
+}
+
+pub fn b64(b: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+/// A protobuf ``string`` as text: proto2 does not validate UTF-8, so invalid bytes show as ``\xNN``.
+pub fn text<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
+    match std::str::from_utf8(b) {
+        Ok(s) => PyString::new(py, s),
+        Err(_) => PyString::new(py, &text_lossless(b)),
+    }
+}
+
+pub fn text_lossless(mut b: &[u8]) -> String {
+    let mut out = String::with_capacity(b.len() + 8);
+    loop {
+        match std::str::from_utf8(b) {
+            Ok(s) => {
+                out.push_str(s);
+                return out;
+            }
+            Err(e) => {
+                let good = e.valid_up_to();
+                out.push_str(std::str::from_utf8(&b[..good]).unwrap());
+                let bad = e.error_len().unwrap_or(b.len() - good);
+                for byte in &b[good..good + bad] {
+                    out.push_str(&format!("\\x{byte:02x}"));
+                }
+                b = &b[good + bad..];
+            }
+        }
+    }
+}
+
+fn packed_values<'a>(kind: Kind, b: &'a [u8]) -> Result<Vec<Val<'a>>, WireError> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < b.len() {
+        out.push(match kind.wire_type() {
+            0 => Val::Varint(read_varint(b, &mut p)?),
+            1 => {
+                let v = b.get(p..p + 8).ok_or(WireError)?;
+                p += 8;
+                Val::Fixed64(u64::from_le_bytes(v.try_into().unwrap()))
+            }
+            5 => {
+                let v = b.get(p..p + 4).ok_or(WireError)?;
+                p += 4;
+                Val::Fixed32(u32::from_le_bytes(v.try_into().unwrap()))
+            }
+            _ => return Err(WireError),
+        });
+    }
+    Ok(out)
+}
+
+impl<'a> Parsed<'a> {
+    /// The message as a dict of the JSON contract.
+    pub fn to_dict<'py>(&self, py: Python<'py>, schema: &Schema) -> PyResult<Bound<'py, PyDict>> {
+        let ty = &schema.messages[self.msg];
+        let dict = PyDict::new(py);
+        let mut order: Vec<(u16, usize)> = self.slots.iter().enumerate().map(|(i, (f, _))| (*f, i)).collect();
+        if order.windows(2).any(|w| w[0].0 > w[1].0) {
+            order.sort_by_key(|&(f, _)| f); // stable: wire order within a field
+        }
+        let mut i = 0;
+        while i < order.len() {
+            let fi = order[i].0;
+            let mut j = i;
+            while j < order.len() && order[j].0 == fi {
+                j += 1;
+            }
+            let field = &ty.fields[fi as usize];
+            let value = self.field_value(py, schema, field, order[i..j].iter().map(|&(_, s)| &self.slots[s].1))?;
+            if let Some(v) = value {
+                dict.set_item(field.name.bind(py), v)?;
+            }
+            i = j;
+        }
+        if !self.unknown.is_empty() {
+            let mut numbers = self.unknown.clone();
+            numbers.sort_unstable();
+            numbers.dedup();
+            dict.set_item("_unknown_fields", PyList::new(py, numbers)?)?;
+        }
+        Ok(dict)
+    }
+
+    fn field_value<'s, 'py>(
+        &'s self,
+        py: Python<'py>,
+        schema: &Schema,
+        field: &Field,
+        slots: impl Iterator<Item = &'s Slot<'a>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if field.repeated {
+            let list = PyList::empty(py);
+            for slot in slots {
+                match slot {
+                    Slot::Scalar(v) => list.append(scalar_to_py(py, schema, field.kind, *v))?,
+                    Slot::Message(m) => list.append(m.to_dict(py, schema)?)?,
+                    Slot::Packed(b) => {
+                        for v in packed_values(field.kind, b).unwrap_or_default() {
+                            if let (Kind::Enum(e), Val::Varint(x)) = (field.kind, v) {
+                                if !schema.enums[e].values.contains_key(&(x as i32)) {
+                                    continue;
+                                }
+                            }
+                            list.append(scalar_to_py(py, schema, field.kind, v))?;
+                        }
+                    }
+                }
+            }
+            return Ok(if list.is_empty() { None } else { Some(list.into_any()) });
+        }
+        let mut last = None;
+        for slot in slots {
+            last = Some(slot);
+        }
+        Ok(match last {
+            Some(Slot::Scalar(v)) => Some(scalar_to_py(py, schema, field.kind, *v)),
+            Some(Slot::Message(m)) => Some(m.to_dict(py, schema)?.into_any()),
+            _ => None,
+        })
+    }
+
+    // -------------------------------------------------------------------- typed access for the decoder
+
+    /// The last varint on the wire under ``number`` at this message's top level, known or not (e.g. a
+    /// closed-enum value the schema does not know, kept among the unknown fields).
+    pub fn raw_unknown_varint(&self, number: u32) -> Option<u64> {
+        if !self.unknown.contains(&number) {
+            return None;
+        }
+        let (buf, mut pos, mut last) = (self.raw, 0usize, None);
+        while pos < buf.len() {
+            let key = read_varint(buf, &mut pos).ok()?;
+            let (n, wt) = ((key >> 3) as u32, (key & 7) as u8);
+            match read_value(buf, &mut pos, wt, n, 0).ok()? {
+                Some(Val::Varint(v)) if n == number => last = Some(v),
+                _ => {}
+            }
+        }
+        last
+    }
+
+    fn last(&self, schema: &Schema, number: u32) -> Option<&Slot<'a>> {
+        let fi = schema.messages[self.msg].field(number)? as u16;
+        self.slots.iter().rev().find(|(f, _)| *f == fi).map(|(_, s)| s)
+    }
+
+    pub fn has(&self, schema: &Schema, number: u32) -> bool {
+        self.last(schema, number).is_some()
+    }
+
+    pub fn varint(&self, schema: &Schema, number: u32) -> Option<u64> {
+        match self.last(schema, number)? {
+            Slot::Scalar(Val::Varint(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn bytes(&self, schema: &Schema, number: u32) -> Option<&'a [u8]> {
+        match self.last(schema, number)? {
+            Slot::Scalar(Val::Bytes(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn message(&self, schema: &Schema, number: u32) -> Option<&Parsed<'a>> {
+        match self.last(schema, number)? {
+            Slot::Message(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    pub fn messages(&self, schema: &Schema, number: u32) -> impl Iterator<Item = &Parsed<'a>> {
+        let fi = schema.messages[self.msg].field(number).map(|f| f as u16);
+        self.slots.iter().filter_map(move |(f, s)| match s {
+            Slot::Message(m) if Some(*f) == fi => Some(m),
+            _ => None,
+        })
+    }
+
+    /// The values of a repeated varint field (packed or not), e.g. a MESSAGE's ack_set.
+    pub fn varints(&self, schema: &Schema, number: u32) -> Vec<u64> {
+        let Some(fi) = schema.messages[self.msg].field(number) else { return Vec::new() };
+        let kind = schema.messages[self.msg].fields[fi].kind;
+        let mut out = Vec::new();
+        for (f, s) in &self.slots {
+            if *f as usize != fi {
+                continue;
+            }
+            match s {
+                Slot::Scalar(Val::Varint(v)) => out.push(*v),
+                Slot::Packed(b) => out.extend(packed_values(kind, b).unwrap_or_default().into_iter().filter_map(|v| match v {
+                    Val::Varint(x) => Some(x),
+                    _ => None,
+                })),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Field numbers present on the wire, known fields first (schema order), as ListFields would list them.
+    pub fn present_numbers(&self, schema: &Schema) -> Vec<u32> {
+        let ty = &schema.messages[self.msg];
+        let mut fields: Vec<u16> = self.slots.iter().map(|(f, _)| *f).collect();
+        fields.sort_unstable();
+        fields.dedup();
+        fields.into_iter().map(|f| ty.fields[f as usize].number).collect()
+    }
+
+    /// The paths of required fields not set, as the runtime's FindInitializationErrors gives them.
+    pub fn init_errors(&self, schema: &Schema) -> Vec<String> {
+        let mut out = Vec::new();
+        self.collect_init_errors(schema, "", &mut out);
+        out
+    }
+
+    fn collect_init_errors(&self, schema: &Schema, prefix: &str, out: &mut Vec<String>) {
+        let ty = &schema.messages[self.msg];
+        for (fi, field) in ty.fields.iter().enumerate() {
+            if field.required && !self.slots.iter().any(|(f, _)| *f as usize == fi) {
+                out.push(format!("{prefix}{}", field.name_str));
+            }
+        }
+        for (fi, field) in ty.fields.iter().enumerate() {
+            if !matches!(field.kind, Kind::Message(_)) {
+                continue;
+            }
+            if field.repeated {
+                let mut i = 0;
+                for (f, s) in &self.slots {
+                    if *f as usize == fi {
+                        if let Slot::Message(m) = s {
+                            m.collect_init_errors(schema, &format!("{prefix}{}[{i}].", field.name_str), out);
+                        }
+                        i += 1;
+                    }
+                }
+            } else if let Some(Slot::Message(m)) = self.slots.iter().rev().find(|(f, _)| *f as usize == fi).map(|(_, s)| s) {
+                m.collect_init_errors(schema, &format!("{prefix}{}.", field.name_str), out);
+            }
+        }
+    }
+}
+
+pub fn py_bytes<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyBytes> {
+    PyBytes::new(py, b)
+}
