@@ -224,3 +224,37 @@ class LiveRecording:
             self.packets_captured = int(m.group(1)) if m else None
             m = re.search(r"(\d+) packets dropped by kernel", text)
             self.packets_dropped = int(m.group(1)) if m else None
+
+
+ORACLE_MISSING = "oracle missing: "  # the prefix of a skip that CI turns into a failure (conftest.py)
+
+
+def is_client_error(exc: BaseException) -> bool:
+    """An exception raised by the official client API (pulsar.Timeout, pulsar.ProducerBusy, ...)."""
+    return any(cls.__module__ in ("_pulsar", "pulsar") and cls.__name__ == "PulsarException"
+               for cls in type(exc).__mro__)
+
+
+def play(tmp_path_factory, name: str, scenario, misbehaved: tuple = ()) -> tuple["LiveRecording", object]:
+    """Record ``scenario(rec, workdir)`` against the real broker on loopback: (the recording, what the scenario
+    returned). Skips with the reason when recording is impossible here ("oracle missing: ", a failure in CI) or
+    when the client or broker failed the scenario (their behaviour, not the dissector's)."""
+    import pytest
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(ORACLE_MISSING + reason)
+    work = tmp_path_factory.mktemp(name)
+    try:
+        with LiveRecording(work, name) as rec:
+            truth = scenario(rec, work)
+    except CaptureUnavailable as exc:
+        pytest.skip(f"{ORACLE_MISSING}capture on lo not permitted here: {exc}")
+    except misbehaved as exc:
+        pytest.skip(f"the {name} scenario could not be played (client/broker, not the dissector): {exc}")
+    except Exception as exc:
+        if not is_client_error(exc):
+            raise
+        pytest.skip(f"the client reported a failure during the {name} scenario (client/broker, not the "
+                    f"dissector): {type(exc).__name__}: {exc}")
+    return rec, truth

@@ -28,7 +28,7 @@ from datetime import timedelta
 
 import pytest
 
-from live_traffic import CaptureUnavailable, LiveRecording, unavailable
+from live_traffic import LiveRecording, is_client_error, play
 
 RECEIVE_MS = 10_000
 
@@ -84,33 +84,13 @@ class Live:
 
 
 def _record(tmp_path_factory, name: str, scenario, *, payload_bytes: bool = True) -> Live:
-    reason = unavailable()
-    if reason:
-        pytest.skip(f"oracle missing: {reason}")
     from dissector.options import Options
     from dissector.run import analysed_records
 
-    work = tmp_path_factory.mktemp(name)
-    try:
-        with LiveRecording(work, name) as rec:
-            truth = scenario(rec, work)
-    except CaptureUnavailable as exc:
-        pytest.skip(f"oracle missing: capture on lo not permitted here: {exc}")
-    except Exception as exc:
-        if not _is_client_error(exc):
-            raise
-        # The official client (or the broker behind it) failed the scenario: their behaviour, not ours.
-        pytest.skip(f"the client reported a failure during the {name} scenario (client/broker, not the "
-                    f"dissector): {type(exc).__name__}: {exc}")
+    rec, truth = play(tmp_path_factory, name, scenario)
     options = Options(ports=frozenset({rec.port}))
     records = [json.loads(json.dumps(r)) for r in analysed_records(rec.pcap, options, payload_bytes=payload_bytes)]
     return Live(rec, truth, records)
-
-
-def _is_client_error(exc: BaseException) -> bool:
-    """An exception raised by the official client API (pulsar.Timeout, pulsar.ProducerQueueIsFull, ...)."""
-    return any(cls.__module__ in ("_pulsar", "pulsar") and cls.__name__ == "PulsarException"
-               for cls in type(exc).__mro__)
 
 
 def skip_unless_client_round_trip(live: Live) -> None:
@@ -381,7 +361,7 @@ def _chunking(rec: LiveRecording, work) -> dict:
                                  "id_str": str(m.message_id())})
                 cons.acknowledge(m)
         except Exception as exc:
-            if not _is_client_error(exc):
+            if not is_client_error(exc):
                 raise
             # E.g. the C++ consumer drops a chunked message ("chunk id is invalid") and the receive times out.
             # The sends are still checked; the delivery tests skip on this.

@@ -750,3 +750,19 @@ def test_a_frame_cut_by_the_client_closing_is_cut_at_end_not_gap_damaged(cut):
     assert [f["index"] for f in cut.with_finding("frame.cut_at_end")] == [last["index"]]
     (closed,) = cut.events_of("CONNECTION_CLOSED")
     assert closed["details"]["how"] == "fin" and closed["details"]["closed_by"] == "client"
+
+
+def test_the_stats_redelivery_column_agrees_with_the_redelivery_problems(redelivery):
+    """stats counts as redelivered exactly the deliveries message.redelivered flags, and sees as many distinct
+    messages and deliveries as the client received."""
+    from dissector.output.stats import StatsCollector
+
+    flagged = len(redelivery.with_finding("message.redelivered"))
+    client = redelivery.truth["received"]
+    repeated_by_client = len(client) - len({tuple(r["id"]) for r in client})
+    collector = StatsCollector()
+    for rec in redelivery.records:
+        collector.add(rec)
+    consumers = [c for c in collector.result()["consumers"] if c.get("name") == "nacker"]
+    assert flagged >= repeated_by_client > 0
+    assert sum(c["redelivered_frames"] for c in consumers) == flagged

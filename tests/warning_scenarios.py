@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ORACLE_MISSING = "oracle missing: "
+from live_traffic import ORACLE_MISSING, is_client_error  # noqa: F401  (re-exported for the tests)
 RECEIVE_MS = 10_000
 
 
@@ -42,12 +42,6 @@ def mid_of(msg_or_id) -> list[int]:
     """[ledger, entry] of a client Message or MessageId (JSON-friendly)."""
     mid = msg_or_id.message_id() if hasattr(msg_or_id, "message_id") else msg_or_id
     return [mid.ledger_id(), mid.entry_id()]
-
-
-def is_client_error(exc: BaseException) -> bool:
-    """An exception raised by the official client API (pulsar.Timeout, pulsar.ProducerBusy, ...)."""
-    return any(cls.__module__ in ("_pulsar", "pulsar") and cls.__name__ == "PulsarException"
-               for cls in type(exc).__mro__)
 
 
 def close_all(*things) -> None:
@@ -137,26 +131,9 @@ def record_live(tmp_path_factory, name: str, scenario, **options) -> Recorded:
     """Run ``scenario(rec, work) -> truth`` inside a fresh recording and decode it (``options``: Options fields).
     Skips with ``oracle missing: ...`` when the broker, the client or tcpdump cannot run here, and with the
     client's own report when the client or the broker fails the scenario."""
-    import pytest
+    from live_traffic import play
 
-    from live_traffic import CaptureUnavailable, LiveRecording, unavailable
-
-    reason = unavailable()
-    if reason:
-        pytest.skip(ORACLE_MISSING + reason)
-    work = tmp_path_factory.mktemp(name)
-    try:
-        with LiveRecording(work, name) as rec:
-            truth = scenario(rec, work)
-    except CaptureUnavailable as exc:
-        pytest.skip(f"{ORACLE_MISSING}capture on lo not permitted here: {exc}")
-    except ClientMisbehaved as exc:
-        pytest.skip(f"the {name} scenario could not be played (client/broker, not the dissector): {exc}")
-    except Exception as exc:
-        if not is_client_error(exc):
-            raise
-        pytest.skip(f"the client reported a failure during the {name} scenario (client/broker, not the "
-                    f"dissector): {type(exc).__name__}: {exc}")
+    rec, truth = play(tmp_path_factory, name, scenario, misbehaved=(ClientMisbehaved,))
     items, records = analyse(rec.pcap, rec.port, **options)
     return Recorded(truth, records, items, rec.port, rec.pcap, rec.packets_dropped)
 
