@@ -67,7 +67,10 @@ class PacketSocket:
         self.tick = tick
         self.stats = LiveStats()
         try:
-            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
+            # On a named interface the socket takes no packet until bind(), after the filter is in place (as
+            # libpcap does); "any" cannot be bound, so what came in before the filter is drained below.
+            protocol = 0 if self.interface is not None else socket.htons(ETH_P_ALL)
+            self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, protocol)
         except PermissionError:
             raise LiveError("capturing needs root or the CAP_NET_RAW capability (or try --engine dumpcap, where "
                             "dumpcap holds the capture privilege)") from None
@@ -85,11 +88,21 @@ class PacketSocket:
                 except OSError:
                     raise LiveError(f"no such interface: {self.interface}") from None
                 self.sock.bind((self.interface, ETH_P_ALL))
+            else:
+                self._drain_unfiltered()
             self.sock.settimeout(tick)
         except BaseException:
             self.sock.close()
             raise
         self._buf = bytearray(SNAPLEN)
+
+    def _drain_unfiltered(self) -> None:
+        self.sock.setblocking(False)
+        try:
+            while True:
+                self.sock.recv(SNAPLEN)
+        except (BlockingIOError, InterruptedError):
+            pass
 
     def _attach_filter(self, bpf: str) -> None:
         try:
