@@ -56,6 +56,8 @@ register("capture.short_block", NOTE, lambda p: f"malformed {p['block']} (too sh
          + ("" if p["block"] == "Interface Description Block" else " skipped"))
 register("capture.caplen_beyond_block", NOTE, "Enhanced Packet Block at byte offset {offset} claims more captured "
          "bytes than it holds; data cut to the block")
+register("capture.concatenated", NOTE, "another pcap file starts at byte offset {offset} (files joined with cat): "
+         "read on with its header, from packet {packet}")
 register("capture.pcapng_version", NOTE, "pcapng section {section} has version {version}; read as 1.0")
 register("capture.simple_block_skipped", NOTE, "Simple Packet Block without interface 0 (or too short); skipped")
 register("capture.simple_block_time", NOTE, "Simple Packet Blocks carry no timestamp: they were given the previous "
@@ -146,6 +148,9 @@ _PCAP_MAGICS = {
     0xA1B2CD34: ("<", 1_000_000, 24),  # Kuznetzov "modified" pcap: 8 extra bytes per record
     0x34CDB2A1: (">", 1_000_000, 24),
 }
+# A global header read as a record header puts its magic where the seconds are, in either byte order.
+_HEADER_AS_SECONDS = frozenset(_PCAP_MAGICS) | frozenset(int.from_bytes(m.to_bytes(4, "little"), "big")
+                                                         for m in _PCAP_MAGICS)
 
 _BLOCK_NAMES = {
     0x00000001: "Interface Description Block",
@@ -318,24 +323,8 @@ class CaptureReader:
                 raise CaptureError(
                     f"{what}: pcap global header truncated: file has {len(buf)} bytes, the header needs 24"
                 )
-            order, units, rec_hdr = _PCAP_MAGICS[magic]
-            vmaj, vmin, _zone, _sigfigs, snaplen, network = struct.unpack_from(order + "HHiIII", buf, 4)
-            if rec_hdr == 24:
-                self._note("modified", "capture.modified_pcap")
-            if vmaj != 2:
-                self._note("version", "capture.pcap_version", version=f"{vmaj}.{vmin}")
             self._pos = 24
-            self.snaplen = snaplen
-            fcs = 0
-            if network & 0x04000000:  # "FCS length present" bit
-                fcs = ((network >> 28) & 0xF) * 2  # in 16-bit words
-            linktype = network & 0xFFFF
-            if network & 0x03FF0000:
-                self._note("ltreserved", "capture.linktype_reserved_bits", field=network)
-            self.linktype = linktype
-            self.fcs_len = fcs
-            self._check_linktype(linktype, "the file")
-            self._iter = self._iter_pcap(order, units, rec_hdr, linktype, fcs)
+            self._iter = self._iter_pcap(*self._pcap_header(buf, 0, "the file"))
             return
         raise CaptureError(f"{what}: not a pcap or pcapng file (starts with {_hex_prefix(buf)})")
 
@@ -410,6 +399,37 @@ class CaptureReader:
         return msg
 
     # ------------------------------------------------------------------------------------------- pcap
+    def _pcap_header(self, buf, at: int, where: str) -> tuple[str, int, int, int, int]:
+        """(byte order, units per second, record header size, link type, FCS bytes) of the pcap global header
+        at ``at`` (24 bytes there, magic checked)."""
+        order, units, rec_hdr = _PCAP_MAGICS[struct.unpack_from("<I", buf, at)[0]]
+        vmaj, vmin, _zone, _sigfigs, snaplen, network = struct.unpack_from(order + "HHiIII", buf, at + 4)
+        if rec_hdr == 24:
+            self._note("modified", "capture.modified_pcap")
+        if vmaj != 2:
+            self._note("version", "capture.pcap_version", version=f"{vmaj}.{vmin}")
+        self.snaplen = snaplen
+        fcs = 0
+        if network & 0x04000000:  # "FCS length present" bit
+            fcs = ((network >> 28) & 0xF) * 2  # in 16-bit words
+        linktype = network & 0xFFFF
+        if network & 0x03FF0000:
+            self._note("ltreserved", "capture.linktype_reserved_bits", field=network)
+        self.linktype = linktype
+        self.fcs_len = fcs
+        self._check_linktype(linktype, where)
+        return order, units, rec_hdr, linktype, fcs
+
+    @staticmethod
+    def _another_pcap_header(buf, pos: int) -> bool:
+        """A second pcap file starts at ``pos`` (``cat`` of rotated files): its magic and version 2.x are there."""
+        if pos + 24 > len(buf):
+            return False
+        magic = struct.unpack_from("<I", buf, pos)[0]
+        if magic not in _PCAP_MAGICS:
+            return False
+        return struct.unpack_from(_PCAP_MAGICS[magic][0] + "H", buf, pos + 4)[0] == 2
+
     def _iter_pcap(self, order: str, units: int, rec_hdr: int, linktype: int, fcs: int):
         unpack = struct.Struct(order + "IIII").unpack_from
         unpack_caplen = struct.Struct(order + "I").unpack_from
@@ -443,6 +463,23 @@ class CaptureReader:
                     pos = self._pos
                     n = len(buf)
                 sec, frac, caplen, orig_len = unpack(buf, pos)
+                if sec in _HEADER_AS_SECONDS:
+                    self._pos = pos
+                    fill(24)  # may move the buffer
+                    buf, pos = self._buf, self._pos
+                    n = len(buf)
+                if sec in _HEADER_AS_SECONDS and self._another_pcap_header(buf, pos):
+                    # the next file of a rotation, appended by cat: read on with its own header
+                    self._note(("concatenated", self._base + pos), "capture.concatenated", offset=self._base + pos,
+                               packet=index + 1)
+                    order, units, rec_hdr, linktype, fcs = self._pcap_header(buf, pos, f"the file at byte "
+                                                                             f"{self._base + pos}")
+                    unpack = struct.Struct(order + "IIII").unpack_from
+                    unpack_caplen = struct.Struct(order + "I").unpack_from
+                    scale = 1.0 / units
+                    pos += 24
+                    n = len(buf)
+                    continue
                 start = pos + rec_hdr
                 end = start + caplen
                 if end > n:

@@ -52,7 +52,11 @@ def frame_record(item: Annotated, *, payload_bytes: bool = False, summary: bool 
 
 
 def event_record(ev: Event) -> dict[str, Any]:
-    params = {**ev.details, **ev.params, "offset": ev.offset, "length": ev.length}
+    params = {**ev.details, **ev.params}
+    if ev.offset is not None or "offset" not in params:  # a capture note's byte offset is in its details
+        params["offset"] = ev.offset
+    if ev.length is not None or "length" not in params:
+        params["length"] = ev.length
     rec: dict[str, Any] = {"type": ev.kind, "time": ev.time, "packet": ev.packet,
                            "message": message(ev.kind, params), "severity": severity(ev.kind)}
     if ev.conn is not None:
