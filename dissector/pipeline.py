@@ -35,7 +35,8 @@ class _Candidate:
 
 
 class _ConnState:
-    __slots__ = ("conn", "server", "server_role", "candidates", "confirmed", "abandoned", "bytes_seen", "opened")
+    __slots__ = ("conn", "server", "server_role", "candidates", "confirmed", "abandoned", "bytes_seen", "opened",
+                 "addresses")
 
     def __init__(self, conn: Connection, candidates: list[_Candidate], server: Endpoint | None,
                  server_role: str | None) -> None:
@@ -46,6 +47,7 @@ class _ConnState:
         self.confirmed = server is not None  # on a port: yes; detecting: once a PDU proves the protocol
         self.abandoned = False
         self.bytes_seen = 0
+        self.addresses: dict[Endpoint, tuple[str, str]] = {}  # sender -> (src, dst) as text, made once
 
     @property
     def protocol(self) -> ProtocolSpec:
@@ -221,7 +223,10 @@ class Dissector:
             elif state.server is None:
                 self._learn_roles(state, protocol, sender, decoded.type)
             self._frame_index += 1
-            out.append(Frame(self._frame_index, protocol.name, conn.id, str(sender), str(_peer(conn, sender)),
+            addresses = state.addresses.get(sender)
+            if addresses is None:
+                addresses = state.addresses[sender] = (str(sender), str(_peer(conn, sender)))
+            out.append(Frame(self._frame_index, protocol.name, conn.id, addresses[0], addresses[1],
                              self._direction(state, sender), item.timestamp, item.first_time, item.last_packet,
                              item.first_packet, item.offset, decoded,
                              item.data if self.options.keep_frame_bytes else None))
