@@ -39,7 +39,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 import pcapgen
-from dissector.protocols.pulsar.pb import PulsarApi_pb2 as api
+from pulsar_pb import PulsarApi_pb2 as api
 
 # ------------------------------------------------------------------------------ BaseCommand types (literal)
 # BaseCommand.Type numbers and, for each type, the BaseCommand field that carries its sub-command: field number,

@@ -79,7 +79,7 @@ def tcp_of(data: bytes):
 def wire_frames(path: Path) -> list[dict]:
     """The Pulsar frames of an intact capture in the order they complete: index (1-based), packet, type, the
     parsed BaseCommand, and for a frame in one packet the offset of its last byte in the file."""
-    from dissector.protocols.pulsar.pb.PulsarApi_pb2 import BaseCommand  # the protobuf library parses
+    from pulsar_pb.PulsarApi_pb2 import BaseCommand  # the protobuf library parses
 
     streams: dict = {}
     frames = []

@@ -17,7 +17,7 @@ from dissector.protocols.pulsar.commands import (COMMANDS, MESSAGE, PAYLOAD_TYPE
                                                  TYPE_NUMBERS)
 from dissector.protocols.pulsar.decode import decode_frame
 from dissector.protocols.pulsar.framing import looks_like_frame
-from dissector.protocols.pulsar.pb import PulsarApi_pb2 as api
+from pulsar_pb import PulsarApi_pb2 as api
 from dissector.transport.splitter import PduSplitter, RawFrame
 
 

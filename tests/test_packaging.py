@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -24,3 +25,21 @@ def test_the_wheel_holds_every_package_and_only_dissector_at_the_top(tmp_path):
     entry_points = next(zipfile.ZipFile(wheel).read(n).decode() for n in names if n.endswith("entry_points.txt"))
     assert "pulsar-dissect = dissector.cli.main:main" in entry_points
     assert "dissector.pytest_plugin" in entry_points
+
+
+def test_the_dissector_runs_without_the_protobuf_runtime():
+    """One decoder: the compiled core decodes; the protobuf package is the tests' oracle only."""
+    code = ("import sys\n"
+            "sys.modules['google'] = None\n"  # any import of google.protobuf fails
+            "from dissector.cli.main import main\n"
+            "sys.argv = ['pulsar-dissect', sys.argv[1], '--json']\n"
+            "main()\n")
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "captures" / "03_compression_zlib.pcap")],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    census = json.loads((ROOT / "captures" / "03_compression_zlib.json").read_text())["derived_frame_census"]
+    frames = [json.loads(line) for line in out.stdout.splitlines() if line.startswith('{"index"')]
+    assert len(frames) == sum(census["totals_by_direction_and_type"].values())
+    assert all(not f["problems"] for f in frames)
+    runtime = (ROOT / "pyproject.toml").read_text().split("[project.optional-dependencies]")[0]
+    assert "protobuf" not in runtime

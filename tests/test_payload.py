@@ -16,8 +16,8 @@ from dissector.problems import Finding, expert_record, spec
 from pb_oracle import message_to_dict
 from dissector.protocols.pulsar.chunks import ChunkAssembler
 from dissector.protocols.pulsar.decode import decode_frame
-from dissector.protocols.pulsar.pb import PulsarApi_pb2 as api
-from dissector.protocols.pulsar.pb import PulsarMarkers_pb2 as markers
+from pulsar_pb import PulsarApi_pb2 as api
+from pulsar_pb import PulsarMarkers_pb2 as markers
 from dissector.protocols.pulsar.present import message_record
 from dissector.run import analysed_events, analysed_records
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from dissector.protocols.pulsar.pb import PulsarApi_pb2 as api
-from dissector.protocols.pulsar.pb import PulsarMarkers_pb2 as markers
+from pulsar_pb import PulsarApi_pb2 as api
+from pulsar_pb import PulsarMarkers_pb2 as markers
 from framebuild import varint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -250,14 +250,14 @@ def check_fields_on_wire(cls, expected: dict) -> None:
 def test_generated_modules_are_current():
     if importlib.util.find_spec("grpc_tools") is None:
         pytest.skip("oracle missing: grpc_tools (grpcio-tools) not installed: cannot regenerate to compare")
-    from dissector.protocols.pulsar.pb import regen
+    from pulsar_pb import regen
 
     stale = regen.stale_modules()
     assert not stale, regen.describe_stale(stale)
 
 
 def test_regen_rewrites_cross_module_imports():
-    from dissector.protocols.pulsar.pb import regen
+    from pulsar_pb import regen
 
     src = "import foo_pb2 as foo\nimport PulsarApi_pb2 as PulsarApi__pb2\n"
     assert regen._fix_imports(src) == (
@@ -270,14 +270,14 @@ def test_generated_modules_import_without_grpc_tools():
         "import sys\n"
         "sys.modules['grpc_tools'] = None\n"  # make any grpc_tools import fail
         "sys.modules['grpc'] = None\n"
-        "from dissector.protocols.pulsar.pb import PulsarApi_pb2, PulsarMarkers_pb2\n"
+        "from pulsar_pb import PulsarApi_pb2, PulsarMarkers_pb2\n"
         "print(PulsarApi_pb2.BaseCommand.DESCRIPTOR.full_name)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT,
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT / "tests",
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "pulsar.proto.BaseCommand"
     for name in ("PulsarApi_pb2.py", "PulsarMarkers_pb2.py"):
-        text = (REPO_ROOT / "dissector" / "protocols" / "pulsar" / "pb" / name).read_text()
+        text = (REPO_ROOT / "tests" / "pulsar_pb" / name).read_text()
         assert "grpc" not in text
         assert "\nimport PulsarApi_pb2" not in text  # no top-level cross import
 

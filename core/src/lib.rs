@@ -48,7 +48,7 @@ pub struct Fields {
 }
 
 pub struct Core {
-    pub schema: Schema,
+    pub schema: &'static Schema,
     pub base_command: usize,
     pub type_names: HashMap<i32, String>,
     pub compression_names: HashMap<i32, String>,
@@ -62,6 +62,12 @@ pub struct Core {
 }
 
 static CORE: OnceLock<Core> = OnceLock::new();
+static SCHEMA: OnceLock<Schema> = OnceLock::new();
+
+/// The schema, loaded once (it needs no bound class: the command table reads it before any decoding).
+fn schema(py: Python<'_>) -> &'static Schema {
+    SCHEMA.get_or_init(|| Schema::load(py))
+}
 
 fn number(schema: &Schema, msg: usize, name: &str) -> u32 {
     schema.messages[msg].field_by_name(name).unwrap_or_else(|| panic!("field {name} is in the schema")).number
@@ -69,7 +75,7 @@ fn number(schema: &Schema, msg: usize, name: &str) -> u32 {
 
 impl Core {
     fn new(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAny>) -> Core {
-        let schema = Schema::load(py);
+        let schema: &'static Schema = schema(py);
         let base_command = schema.message("pulsar.proto.BaseCommand");
         let type_names: HashMap<i32, String> = schema.enum_type("pulsar.proto.BaseCommand.Type").names.clone();
         let compression_names = schema.enum_type("pulsar.proto.CompressionType").names.clone();
@@ -79,7 +85,7 @@ impl Core {
         let md = schema.message("pulsar.proto.MessageMetadata");
         let kv = schema.message("pulsar.proto.KeyValue");
         let ek = schema.message("pulsar.proto.EncryptionKeys");
-        let n = |name: &str| number(&schema, md, name);
+        let n = |name: &str| number(schema, md, name);
         let markers = [
             (10, "pulsar.proto.ReplicatedSubscriptionsSnapshotRequest"),
             (11, "pulsar.proto.ReplicatedSubscriptionsSnapshotResponse"),
@@ -95,15 +101,15 @@ impl Core {
             broker_entry_metadata: schema.message("pulsar.proto.BrokerEntryMetadata"),
             sequence_id: n("sequence_id"),
             properties: n("properties"),
-            kv_key: number(&schema, kv, "key"),
-            kv_value: number(&schema, kv, "value"),
+            kv_key: number(schema, kv, "key"),
+            kv_value: number(schema, kv, "value"),
             partition_key: n("partition_key"),
             compression: n("compression"),
             uncompressed_size: n("uncompressed_size"),
             num_messages_in_batch: n("num_messages_in_batch"),
             event_time: n("event_time"),
             encryption_keys: n("encryption_keys"),
-            ek_key: number(&schema, ek, "key"),
+            ek_key: number(schema, ek, "key"),
             ordering_key: n("ordering_key"),
             marker_type: n("marker_type"),
             null_value: n("null_value"),
@@ -114,7 +120,7 @@ impl Core {
             brief: payload::BRIEF_METADATA.iter().map(|name| (*name, n(name))).collect(),
             markers,
         };
-        let message_ack_set = number(&schema, message_cmd, "ack_set");
+        let message_ack_set = number(schema, message_cmd, "ack_set");
         Core {
             schema,
             base_command,
@@ -186,10 +192,63 @@ fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Opti
 #[pyfunction]
 fn command_types(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let out = PyDict::new(py);
-    for (n, name) in &core()?.type_names {
+    for (n, name) in &schema(py).enum_type("pulsar.proto.BaseCommand.Type").names {
         out.set_item(*n, PyString::new(py, name))?;
     }
     Ok(out)
+}
+
+/// BaseCommand's sub-command fields by number (the field for type N is field N), as the schema declares them.
+#[pyfunction]
+fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let schema = schema(py);
+    let types = &schema.enum_type("pulsar.proto.BaseCommand.Type").names;
+    let out = PyDict::new(py);
+    for f in &schema.messages[schema.message("pulsar.proto.BaseCommand")].fields {
+        if types.contains_key(&(f.number as i32)) {
+            out.set_item(f.number, f.name.bind(py))?;
+        }
+    }
+    Ok(out)
+}
+
+fn subcommand_type(schema: &Schema, type_num: u32) -> Option<usize> {
+    let base = &schema.messages[schema.message("pulsar.proto.BaseCommand")];
+    match base.fields.get(base.field(type_num)?)?.kind {
+        schema::Kind::Message(m) => Some(m),
+        _ => None,
+    }
+}
+
+/// Whether ``data`` parses whole, with every required field set: the BaseCommand carrying the sub-command of
+/// type ``type_num`` (``base``), or that sub-command alone. What framing asks of a candidate frame start.
+#[pyfunction]
+fn command_complete(py: Python<'_>, type_num: u32, data: &[u8], base: bool) -> bool {
+    let schema = schema(py);
+    let sub = if base {
+        match pb::parse(schema, schema.message("pulsar.proto.BaseCommand"), data) {
+            Ok(parsed) => match parsed.message(schema, type_num) {
+                Some(sub) => return sub.init_errors(schema).is_empty(),
+                None => return false,
+            },
+            Err(_) => return false,
+        }
+    } else {
+        subcommand_type(schema, type_num)
+    };
+    match sub.map(|m| pb::parse(schema, m, data)) {
+        Some(Ok(parsed)) => parsed.init_errors(schema).is_empty(),
+        _ => false,
+    }
+}
+
+/// Whether the complete fields of ``data`` (the first bytes of the sub-command of type ``type_num``) fit its
+/// schema: known field numbers, each with its wire type; a field cut at the end is fine.
+#[pyfunction]
+fn prefix_plausible(py: Python<'_>, type_num: u32, data: &[u8]) -> bool {
+    let schema = schema(py);
+    let Some(msg) = subcommand_type(schema, type_num) else { return false };
+    pb::plausible_prefix(schema, msg, data)
 }
 
 #[pymodule]
@@ -198,5 +257,8 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decompress, m)?)?;
     m.add_function(wrap_pyfunction!(command_types, m)?)?;
+    m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(command_complete, m)?)?;
+    m.add_function(wrap_pyfunction!(prefix_plausible, m)?)?;
     Ok(())
 }

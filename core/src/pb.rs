@@ -461,6 +461,43 @@ impl<'a> Parsed<'a> {
     }
 }
 
+/// Whether the complete fields of ``buf`` fit message ``msg``: known numbers with their wire types (a
+/// repeated field may come packed); a field cut off at the end of ``buf`` is fine.
+pub fn plausible_prefix(schema: &Schema, msg: usize, buf: &[u8]) -> bool {
+    let ty = &schema.messages[msg];
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        let start = pos;
+        let Ok(key) = read_varint(buf, &mut pos) else { return start + 10 > buf.len() };
+        let (number, wt) = (key >> 3, (key & 7) as u8);
+        let Some(field) = u32::try_from(number).ok().and_then(|n| ty.field(n)).map(|i| &ty.fields[i]) else {
+            return false;
+        };
+        let expected = if field.repeated && wt == 2 { 2 } else { field.kind.wire_type() };
+        if wt != expected {
+            return false;
+        }
+        match wt {
+            0 => {
+                let at = pos;
+                if read_varint(buf, &mut pos).is_err() {
+                    return at + 10 > buf.len();
+                }
+            }
+            2 => {
+                let at = pos;
+                match read_varint(buf, &mut pos) {
+                    Ok(len) => pos = pos.saturating_add(len as usize),
+                    Err(_) => return at + 10 > buf.len(),
+                }
+            }
+            1 => pos += 8,
+            _ => pos += 4,
+        }
+    }
+    true
+}
+
 pub fn py_bytes<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyBytes> {
     PyBytes::new(py, b)
 }

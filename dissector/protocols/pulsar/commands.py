@@ -8,16 +8,15 @@ module reads Pulsar's commands from here.
 
 from __future__ import annotations
 
-from ..base import CommandSpec, CommandTable, Key, Space
-from .pb import PulsarApi_pb2 as api
+import pulsar_dissect_core as _core
 
-_TYPE_ENUM = api.BaseCommand.DESCRIPTOR.fields_by_name["type"].enum_type
-TYPE_NAMES: dict[int, str] = {v.number: v.name for v in _TYPE_ENUM.values}
+from ..base import CommandSpec, CommandTable, Key, Space
+
+# The names and numbers come from the schema the compiled core embeds (proto/pulsar/PulsarApi.proto).
+TYPE_NAMES: dict[int, str] = dict(sorted(_core.command_types().items()))
 TYPE_NUMBERS: dict[str, int] = {name: num for num, name in TYPE_NAMES.items()}
 # BaseCommand carries the sub-command for type N in field N (field names are not uniform: map by number).
-SUBCOMMAND_FIELD: dict[int, str] = {
-    f.number: f.name for f in api.BaseCommand.DESCRIPTOR.fields if f.number in TYPE_NAMES
-}
+SUBCOMMAND_FIELD: dict[int, str] = dict(sorted(_core.subcommand_fields().items()))
 SEND, MESSAGE = TYPE_NUMBERS["SEND"], TYPE_NUMBERS["MESSAGE"]
 PAYLOAD_TYPES = frozenset((SEND, MESSAGE))
 

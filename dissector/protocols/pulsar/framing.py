@@ -8,22 +8,14 @@ from __future__ import annotations
 
 import struct
 
-from google.protobuf.descriptor import FieldDescriptor
-from google.protobuf.message import DecodeError
+from pulsar_dissect_core import command_complete, prefix_plausible
 
 from ..base import NEED_MORE, BadLength
 from ..protowire import Truncated, WireError, read_varint
-from .commands import PAYLOAD_TYPES, SUBCOMMAND_FIELD, TYPE_NAMES
-from .pb import PulsarApi_pb2 as api
+from .commands import PAYLOAD_TYPES, TYPE_NAMES
 
 _U32 = struct.Struct(">I")
 _U32x2 = struct.Struct(">II")
-_EMPTY_BASE = api.BaseCommand()
-_SUB_DESCRIPTORS = {num: api.BaseCommand.DESCRIPTOR.fields_by_name[name].message_type
-                    for num, name in SUBCOMMAND_FIELD.items()}
-_WIRE_TYPES = {FieldDescriptor.TYPE_DOUBLE: 1, FieldDescriptor.TYPE_FIXED64: 1, FieldDescriptor.TYPE_SFIXED64: 1,
-               FieldDescriptor.TYPE_FLOAT: 5, FieldDescriptor.TYPE_FIXED32: 5, FieldDescriptor.TYPE_SFIXED32: 5,
-               FieldDescriptor.TYPE_STRING: 2, FieldDescriptor.TYPE_BYTES: 2, FieldDescriptor.TYPE_MESSAGE: 2}
 
 
 def pdu_length(buf, pos: int, end: int, max_size: int) -> int | BadLength:
@@ -75,13 +67,7 @@ def oversized_head(buf, pos: int, end: int) -> tuple[int, int] | int | None:
     cmd_end = pos + 8 + cmd_size
     if end < cmd_end:
         return NEED_MORE
-    field_name = SUBCOMMAND_FIELD[buf[pos + 9]]
-    base = api.BaseCommand()
-    try:
-        base.ParseFromString(bytes(buf[pos + 8:cmd_end]))
-    except DecodeError:
-        return None
-    if not base.HasField(field_name) or not getattr(base, field_name).IsInitialized():
+    if not command_complete(buf[pos + 9], bytes(buf[pos + 8:cmd_end]), True):
         return None
     head = _head_length(buf, pos, end, total, cmd_size)
     return head if head == NEED_MORE else (head, total + 4)
@@ -166,25 +152,14 @@ def looks_like_frame(buf: bytearray | bytes, start: int, total: int, cmd_size: i
         return False
     sub_start, sub_end = shape
     if sub_end <= end:
-        sub = getattr(_EMPTY_BASE, SUBCOMMAND_FIELD[type_num]).__class__()
-        try:
-            sub.ParseFromString(bytes(buf[sub_start:sub_end]))
-        except DecodeError:
+        if not command_complete(type_num, bytes(buf[sub_start:sub_end]), False):
             return False
-        if not sub.IsInitialized():
-            return False
-    elif not _plausible_prefix(_SUB_DESCRIPTORS[type_num], buf, sub_start, end):
+    elif not prefix_plausible(type_num, bytes(buf[sub_start:end])):
         return False
     need = start + 8 + cmd_size + (6 if payload else 0)
     if need > end:
         return None
-    base = api.BaseCommand()
-    try:
-        base.ParseFromString(bytes(buf[start + 8:start + 8 + cmd_size]))
-    except DecodeError:
-        return False
-    field_name = SUBCOMMAND_FIELD.get(type_num)
-    if not field_name or not base.HasField(field_name) or not getattr(base, field_name).IsInitialized():
+    if not command_complete(type_num, bytes(buf[start + 8:start + 8 + cmd_size]), True):
         return False
     if payload:
         p = start + 8 + cmd_size
@@ -212,35 +187,3 @@ def _subcommand_header(buf, pos: int, limit: int, type_num: int) -> tuple[int, i
     if key != (type_num << 3 | 2):
         return False
     return pos, pos + length
-
-
-def _plausible_prefix(descriptor, buf, start: int, end: int) -> bool:
-    """Whether the complete fields in ``buf[start:end]`` (the first bytes of a sub-command) fit its schema."""
-    fields = descriptor.fields_by_number
-    pos = start
-    while pos < end:
-        try:
-            key, pos = read_varint(buf, pos, end)
-        except WireError:
-            return pos + 10 > end  # cut off at ``end`` (fine) or longer than a varint can be
-        number, wire_type = key >> 3, key & 7
-        known = fields.get(number)
-        if known is None:
-            return False
-        expected = 2 if known.is_repeated and wire_type == 2 else _WIRE_TYPES.get(known.type, 0)
-        if wire_type != expected:
-            return False
-        if wire_type == 0:
-            try:
-                _, pos = read_varint(buf, pos, end)
-            except WireError:
-                return pos + 10 > end
-        elif wire_type == 2:
-            try:
-                length, pos = read_varint(buf, pos, end)
-            except WireError:
-                return pos + 10 > end
-            pos += length
-        else:
-            pos += 8 if wire_type == 1 else 4
-    return True

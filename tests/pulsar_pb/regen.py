@@ -1,12 +1,13 @@
-"""Regenerate (or check) the committed protobuf modules in ``dissector/protocols/pulsar/pb``.
+"""Regenerate (or check) the committed protobuf modules in ``tests/pulsar_pb`` (the tests' oracle).
 
-    python -m dissector.protocols.pulsar.pb.regen           # rewrite PulsarApi_pb2.py, PulsarMarkers_pb2.py
-    python -m dissector.protocols.pulsar.pb.regen --check   # exit 1, naming the stale files, if they differ
+    python tests/pulsar_pb/regen.py           # rewrite PulsarApi_pb2.py, PulsarMarkers_pb2.py
+    python tests/pulsar_pb/regen.py --check   # exit 1, naming the stale files, if they differ
 
 The modules are produced by ``grpc_tools.protoc`` from ``proto/pulsar/*.proto`` and
-committed, so the dissector needs only ``protobuf`` at run time.  protoc emits
+committed, so the tests need only ``protobuf``: the dissector itself decodes with its compiled core and
+does not import them.  protoc emits
 cross-file imports as top-level modules (``import PulsarApi_pb2``); they are
-rewritten to package-relative imports so ``from dissector.protocols.pulsar.pb import ...`` works.
+rewritten to package-relative imports so ``from pulsar_pb import ...`` works (tests/ is on the path).
 The check regenerates into a temporary directory and compares bytes; the output
 embeds the protoc version, so it is exact only for the same grpcio-tools.
 """
@@ -21,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 PB_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PB_DIR.parents[3]
+REPO_ROOT = PB_DIR.parents[1]
 PROTO_DIR = REPO_ROOT / "proto" / "pulsar"
 PROTO_FILES = ("PulsarApi.proto", "PulsarMarkers.proto")
 GENERATED = tuple(name.replace(".proto", "_pb2.py") for name in PROTO_FILES)
@@ -100,12 +101,12 @@ def describe_stale(stale: list[str], target_dir: Path = PB_DIR) -> str:
             old, new = _version(committed.read_bytes()), _version((fresh_dir / name).read_bytes())
             if old != new:
                 lines.append(f"  {name}: committed by protoc for protobuf {old}, this protoc is {new}")
-    lines.append("run: python -m dissector.protocols.pulsar.pb.regen")
+    lines.append("run: python tests/pulsar_pb/regen.py")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dissector.protocols.pulsar.pb.regen", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python tests/pulsar_pb/regen.py", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="do not write; exit 1 if the committed modules are stale")
     args = parser.parse_args(argv)
