@@ -42,6 +42,7 @@ class Options:
     max_pending_requests: int = 10_000  # requests awaiting an answer, per connection
     max_actors: int = 10_000  # producers / consumers remembered per connection
     max_remembered_messages: int = 100_000  # delivered message ids per consumer (redelivery, ACK pairing)
+    max_remembered_total: int = 200_000  # the same, over every consumer of every connection: the global budget
     max_redelivered_reported: int = 1_000  # REDELIVERED warnings per consumer; one more line counts the rest
     max_chunked_messages: int = 256  # chunked messages being reassembled, per connection (chunk.abandoned)
     max_chunk_bytes: int = 64 * MiB  # compressed chunks held for decompression, per connection (chunk.abandoned)

@@ -181,3 +181,24 @@ def test_beyond_the_reported_limit_repeats_are_counted_in_one_line():
     warnings = [e.details for e in c.events if e.kind == "REDELIVERED"]
     assert [w["entry"] for w in warnings[:2]] == [0, 1] and all(w["count"] == 3 for w in warnings[:2])
     assert warnings[2] == {"consumer_id": 0, "name": "c", "more_messages": 3, "count": 6}
+
+
+def test_every_consumer_together_stays_within_one_budget_of_remembered_ids():
+    """Consumers on many open connections (rotated captures joined, many clients) share one budget
+    (max_remembered_total): the largest tables give up their oldest ids, and STATE_DROPPED says so."""
+    budget = 6_000
+    c = Conversation(Options(max_remembered_total=budget))
+    for conn in (1, 2, 3):
+        _subscribe(c, conn, 0)
+    raw = [message_frame(b"m", consumer_id=0, entry_id=e) for e in range(5_000)]
+    for conn in (1, 2, 3):
+        for e in range(5_000):
+            c.frame(conn, TO_CLIENT, raw[e], conn * 10 + e / 1e4)
+    sessions = c.analyzer._shared["pulsar"].sessions
+    remembered = sum(len(x.delivered) + len(x.unacked) for s in sessions for x in s.consumers.values())
+    assert remembered <= budget + 2 * 1024  # looked at every 1,024 deliveries, each adding up to two ids
+    dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
+    assert dropped and dropped[0].details["option"] == "max_remembered_total"
+    # the newest deliveries are still known: a repeat of the last message is seen as one
+    again = c.frame(3, TO_CLIENT, raw[4_999], 99)
+    assert again.notes.get("delivery") == 2

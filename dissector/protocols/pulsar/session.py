@@ -55,6 +55,8 @@ class _Repeat:
         self.redelivery_count = max(self.redelivery_count, redelivery_count)
 
 
+_BUDGET_EVERY = 1024  # deliveries between two looks at the global budget (each adds up to 2 ids)
+
 _EXCLUSIVE = ("Exclusive", "WaitForExclusive", "ExclusiveWithFencing")
 
 
@@ -65,6 +67,34 @@ class SharedState:
     def __init__(self, options: Options) -> None:
         self.cap = options.max_actors
         self.topic_producers: OrderedDict[str, dict[tuple, dict]] = OrderedDict()  # topic -> (conn, id) -> info
+        # the message ids remembered by every consumer of every open connection, held to one budget
+        self.budget = options.max_remembered_total
+        self.sessions: set[PulsarSession] = set()
+        self.deliveries = 0
+
+    def over_budget(self) -> int:
+        """Every _BUDGET_EVERY deliveries: how many remembered ids are over the budget (0 if none)."""
+        self.deliveries += 1
+        if self.deliveries % _BUDGET_EVERY:
+            return 0
+        total = sum(len(c.delivered) + len(c.unacked) for s in self.sessions for c in s.consumers.values())
+        return max(0, total - self.budget)
+
+    def shrink(self, excess: int) -> int:
+        """Forget the oldest ids of the consumers that remember the most (delivered ids before unacknowledged
+        ones) until ``excess`` are gone, with some room to spare; returns how many were forgotten."""
+        target = excess + self.budget // 16
+        forgotten = 0
+        consumers = [c for s in self.sessions for c in s.consumers.values()]
+        while forgotten < target and consumers:
+            largest = max(consumers, key=lambda c: len(c.delivered) + len(c.unacked))
+            table = largest.delivered if largest.delivered else largest.unacked
+            if not table:
+                break
+            for _ in range(min(len(table), target - forgotten, _BUDGET_EVERY)):
+                table.popitem(last=False)
+                forgotten += 1
+        return forgotten
 
     def producer_ready(self, conn: int, info: dict) -> list[tuple[tuple, dict]]:
         """A producer got its PRODUCER_SUCCESS: the producers it now shares an exclusive topic with."""
@@ -127,6 +157,7 @@ class PulsarSession:
         self.options = options
         self.conn = conn
         self.shared = shared if shared is not None else SharedState(options)
+        self.shared.sessions.add(self)
         self.seeks: dict = {}  # (topic, subscription) -> SEEK frame whose first delivery is still to come
         self.mid_stream = mid_stream
         self.producers: OrderedDict[int, _Producer] = OrderedDict()
@@ -237,6 +268,7 @@ class PulsarSession:
                 events.append(Event("UNACKED_AT_END", time, packet, self.drops.conn, details=finding.params))
             events.extend(self._repeated(ident, consumer, time, packet))
         self.shared.connection_gone(self.conn)
+        self.shared.sessions.discard(self)
         return events + self.drops.close(time, packet)
 
     # ------------------------------------------------------------------ actors
@@ -355,6 +387,10 @@ class PulsarSession:
                 notes["delivery"] = params["delivery"] = count
             findings.append(Finding("message.redelivered", params))
         remember_bounded(consumer.unacked, mid, frame.index, cap)
+        excess = self.shared.over_budget()
+        if excess:
+            self.shared.shrink(excess)
+            return self._dropped(frame, "max_remembered_total", "message ids remembered over all consumers")
         return self._dropped(frame, "max_remembered_messages", "delivered message ids") if dropped else None
 
     def _repeat(self, consumer: _Consumer, mid: int, first: int | None, index: int, redelivery_count: int) -> None:
