@@ -156,7 +156,7 @@ def _links(rec: dict) -> list[tuple[str, str]]:
     if frames:
         count = rec.get("redelivers_count", len(frames))
         shown = ",".join(f"#{i}" for i in frames[:6]) + (f",… ({count})" if count > 6 else "")
-        out.append((f" again {shown}", "dim cyan"))
+        out.append((f" redelivers {shown}", "dim cyan"))
     if "redelivery_requested_by" in rec:
         out.append((f" asked by #{rec['redelivery_requested_by']}", "dim cyan"))
     if "delivery" in rec:
