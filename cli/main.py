@@ -438,7 +438,9 @@ def dissect_cmd(
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, absolute_time=absolute_time,
                             details=details, payload=payload, max_frames=max_frames, hex_dump=hex_dump)
     packets = _PacketSet() if write is not None else None
-    seen = _run(capture, options, flt, output, packets.add if packets is not None else None)
+    # filtered to producers, consumers or topics: also the events that end their story, as follow shows them
+    context = ActorContext() if flt.actor_filter else None
+    seen = _run(capture, options, flt, output, packets.add if packets is not None else None, context)
     if packets is not None:
         written = packets.write(capture, write)
         typer.echo(f"pulsar-dissect: {written} packets of the frames shown written to {write}", err=True)

@@ -466,3 +466,15 @@ def test_follow_with_an_expression_shows_only_what_matches():
     shown = json_records("follow", capture_path("01_basic_nonbatched.pcap"), "--producer", name,
                          "-Y", 'type == "SEND"')
     assert shown and {r["type"] for r in shown} == {"SEND"}
+
+
+def test_dissect_filtered_to_an_actor_ends_its_story_as_follow_does():
+    """--consumer X shows, beside X's frames, how X's connection ended (as follow does), and nothing of the
+    other connections' ends."""
+    capture = str(capture_path("09_shared.pcap"))
+    everything = json_records("dissect", capture)
+    mine = json_records("dissect", capture, "--consumer", "consumer-A")
+    conns = {r["conn"] for r in mine if "index" in r}
+    closed = [r for r in mine if r["type"] == "CONNECTION_CLOSED"]
+    expected = [r for r in everything if r["type"] == "CONNECTION_CLOSED" and r["conn"] in conns]
+    assert closed == expected and closed
