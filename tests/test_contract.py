@@ -121,3 +121,14 @@ def test_every_id_the_corpus_emits_is_registered():
             if "index" not in rec:
                 seen.add(rec["type"])
     assert seen and seen <= set(REGISTRY)
+
+
+def test_every_id_the_compiled_core_can_emit_is_registered():
+    """The core (Rust) emits finding ids as strings; the registry (Python) declares them with severity and text:
+    one place must not name an id the other does not know."""
+    emitted = set()
+    for source in (ROOT / "core" / "src").glob("*.rs"):
+        emitted |= set(re.findall(r'finding\(py, core, "([a-zA-Z_.]+)"', source.read_text()))
+        emitted |= set(re.findall(r'finding\(\s*py,\s*core,\s*"([a-zA-Z_.]+)"', source.read_text()))
+    assert len(emitted) >= 20  # the scan found the calls
+    assert sorted(pid for pid in emitted if pid not in REGISTRY) == []
