@@ -116,3 +116,17 @@ if __name__ == "__main__" and "--regenerate" in sys.argv:
     for capture in CAPTURES:
         (GOLDEN / f"{capture.name}.jsonl.gz").write_bytes(gzip.compress(_json_lines(capture), 9, mtime=0))
         print("wrote", capture.name)
+
+
+def test_the_core_refuses_classes_whose_fields_it_would_fill_wrongly():
+    """The core fills Decoded and PayloadSection by position: a class whose fields changed is refused at bind
+    time instead of getting its values in the wrong fields."""
+    import dataclasses
+
+    import pulsar_dissect_core
+
+    Reordered = dataclasses.make_dataclass("Reordered", [f.name for f in reversed(dataclasses.fields(Decoded))])
+    with pytest.raises(RuntimeError):
+        pulsar_dissect_core.bind(Reordered, PayloadSection, Finding)
+    with pytest.raises(RuntimeError):
+        pulsar_dissect_core.bind(Decoded, Reordered, Finding)

@@ -18,7 +18,7 @@ from dissector.protocols.pulsar.chunks import ChunkAssembler
 from dissector.protocols.pulsar.decode import decode_frame
 from pulsar_pb import PulsarApi_pb2 as api
 from pulsar_pb import PulsarMarkers_pb2 as markers
-from dissector.protocols.pulsar.present import message_record
+import pulsar_dissect_core
 from dissector.run import analysed_events, analysed_records
 
 CODECS = {"LZ4": fb.LZ4, "ZLIB": fb.ZLIB, "ZSTD": fb.ZSTD, "SNAPPY": fb.SNAPPY}
@@ -37,7 +37,7 @@ def payload_of(frame: bytes, **kw):
 
 def record_sha(m: dict) -> str | None:
     """The payload_sha256 of a decoded message as its JSON record gives it."""
-    return message_record(m, None, False)["payload_sha256"]
+    return pulsar_dissect_core.message_records([m])[0]["payload_sha256"]
 
 
 def rendered(f: Finding) -> str:

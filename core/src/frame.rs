@@ -156,7 +156,15 @@ pub fn decode_frame<'py>(
         } else {
             None
         };
-        let section = payload::decode_section(py, core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, brief)?;
+        let mut section = payload::decode_section(py, core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, brief)?;
+        if !brief {
+            // the per-message records are built here, once, not per message in Python
+            let base = match (&command_dict, type_num == Some(core.message as u64)) {
+                (Some(cmd), true) => cmd.get_item(pyo3::intern!(py, "message_id"))?.and_then(|v| v.cast_into::<PyDict>().ok()),
+                _ => None,
+            };
+            section.records = Some(payload::message_records(py, &section.messages, base.as_ref())?);
+        }
         for f in section.findings.iter() {
             findings.append(f)?;
         }

@@ -152,7 +152,7 @@ impl Core {
 pub fn finding<'py>(py: Python<'py>, core: &Core, id: &str, params: &[(&str, Bound<'py, PyAny>)]) -> PyResult<Bound<'py, PyAny>> {
     let dict = PyDict::new(py);
     for (k, v) in params {
-        dict.set_item(*k, v)?;
+        dict.set_item(PyString::intern(py, k), v)?;
     }
     core.finding_class.bind(py).call1((id, dict))
 }
@@ -161,10 +161,32 @@ fn core() -> PyResult<&'static Core> {
     CORE.get().ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("pulsar_dissect_core.bind() was not called"))
 }
 
-/// Give the core the classes of the plain data it returns: Decoded, PayloadSection and Finding.
+/// The fields of the Python classes the core builds positionally, in order.
+const DECODED_FIELDS: [&str; 5] = ["type", "command", "size", "findings", "body"];
+pub const SECTION_FIELDS: [&str; 14] = [
+    "checksum", "checksum_wire", "checksum_computed", "broker_entry_metadata", "metadata", "metadata_size",
+    "compression", "payload_size", "uncompressed_size", "encrypted", "messages", "marker", "findings", "records",
+];
+
+fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
+    let fields: Vec<String> = cls.getattr("__dataclass_fields__")?.call_method0("keys")?.try_iter()?
+        .map(|k| k.and_then(|k| k.extract::<String>()))
+        .collect::<PyResult<_>>()?;
+    if fields != expected {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "{} has fields {fields:?}; the core builds it with {expected:?}", cls.getattr("__name__")?)));
+    }
+    Ok(())
+}
+
+/// Give the core the classes of the plain data it returns: Decoded, PayloadSection and Finding (checked: the
+/// core fills their fields by position).
 #[pyfunction]
-fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAny>) {
+fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAny>) -> PyResult<()> {
+    check_fields(decoded.bind(py), &DECODED_FIELDS)?;
+    check_fields(section.bind(py), &SECTION_FIELDS)?;
     let _ = CORE.get_or_init(|| Core::new(py, decoded, section, finding));
+    Ok(())
 }
 
 /// Decode one frame (``missing`` bytes lost at its end); returns a ``Decoded``.
@@ -186,6 +208,14 @@ fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Opti
         None => None,
     };
     Ok((result.data.map(|d| PyBytes::new(py, d.as_ref())), problem))
+}
+
+/// The records (JSON contract) of a frame's messages; ``base`` is a MESSAGE command's message_id. The frame
+/// decoder fills ``PayloadSection.records`` with these unless it decoded briefly.
+#[pyfunction]
+#[pyo3(signature = (messages, base=None))]
+fn message_records<'py>(py: Python<'py>, messages: Bound<'py, PyList>, base: Option<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyList>> {
+    payload::message_records(py, &messages, base.as_ref())
 }
 
 /// The BaseCommand type names by number, as the schema declares them.
@@ -256,6 +286,7 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bind, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decompress, m)?)?;
+    m.add_function(wrap_pyfunction!(message_records, m)?)?;
     m.add_function(wrap_pyfunction!(command_types, m)?)?;
     m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
     m.add_function(wrap_pyfunction!(command_complete, m)?)?;

@@ -36,25 +36,30 @@ pub struct Section<'py> {
     pub messages: Bound<'py, PyList>,
     pub marker: Option<Bound<'py, PyAny>>,
     pub findings: Bound<'py, PyList>,
+    pub records: Option<Bound<'py, PyList>>,
 }
 
 impl<'py> Section<'py> {
     pub fn into_py(self, py: Python<'py>, core: &Core) -> PyResult<Bound<'py, PyAny>> {
-        let kw = PyDict::new(py);
-        kw.set_item("checksum", self.checksum)?;
-        kw.set_item("checksum_wire", self.checksum_wire)?;
-        kw.set_item("checksum_computed", self.checksum_computed)?;
-        kw.set_item("broker_entry_metadata", self.broker_entry_metadata)?;
-        kw.set_item("metadata", self.metadata)?;
-        kw.set_item("metadata_size", self.metadata_size)?;
-        kw.set_item("compression", self.compression)?;
-        kw.set_item("payload_size", self.payload_size)?;
-        kw.set_item("uncompressed_size", self.uncompressed_size)?;
-        kw.set_item("encrypted", self.encrypted)?;
-        kw.set_item("messages", self.messages)?;
-        kw.set_item("marker", self.marker)?;
-        kw.set_item("findings", self.findings)?;
-        core.section_class.bind(py).call((), Some(&kw))
+        use pyo3::IntoPyObjectExt;
+        // positional, in PayloadSection's field order: no keyword dict to build and parse per frame
+        let args = [
+            self.checksum.into_bound_py_any(py)?,
+            self.checksum_wire.into_bound_py_any(py)?,
+            self.checksum_computed.into_bound_py_any(py)?,
+            self.broker_entry_metadata.into_bound_py_any(py)?,
+            self.metadata.into_bound_py_any(py)?,
+            self.metadata_size.into_bound_py_any(py)?,
+            self.compression.into_bound_py_any(py)?,
+            self.payload_size.into_bound_py_any(py)?,
+            self.uncompressed_size.into_bound_py_any(py)?,
+            self.encrypted.into_bound_py_any(py)?,
+            self.messages.into_any(),
+            self.marker.into_bound_py_any(py)?,
+            self.findings.into_any(),
+            self.records.into_bound_py_any(py)?,
+        ];
+        core.section_class.bind(py).call1(pyo3::types::PyTuple::new(py, args)?)
     }
 }
 
@@ -100,6 +105,7 @@ pub fn decode_section<'py>(
         messages: PyList::empty(py),
         marker: None,
         findings: PyList::empty(py),
+        records: None,
     };
     let end = frame.len();
     let schema = &core.schema;
@@ -178,13 +184,13 @@ pub fn decode_section<'py>(
     if damaged {
         sec.findings.append(finding(py, core, "payload.incomplete", &[("captured", int(py, payload.len()))])?)?;
         let msg = PyDict::new(py);
-        msg.set_item("payload_size", payload.len())?;
-        msg.set_item("payload", py.None())?;
+        msg.set_item(pyo3::intern!(py, "payload_size"), payload.len())?;
+        msg.set_item(pyo3::intern!(py, "payload"), py.None())?;
         if md.has(schema, f.chunk_id) && md.has(schema, f.uuid) {
             // a damaged chunk: its message is lost (chunk.lost)
-            msg.set_item("chunk_id", get_i32(&md, core, f.chunk_id))?;
-            msg.set_item("num_chunks", get_i32(&md, core, f.num_chunks_from_msg))?;
-            msg.set_item("uuid", text(py, md.bytes(schema, f.uuid).unwrap_or_default()))?;
+            msg.set_item(pyo3::intern!(py, "chunk_id"), get_i32(&md, core, f.chunk_id))?;
+            msg.set_item(pyo3::intern!(py, "num_chunks"), get_i32(&md, core, f.num_chunks_from_msg))?;
+            msg.set_item(pyo3::intern!(py, "uuid"), text(py, md.bytes(schema, f.uuid).unwrap_or_default()))?;
         }
         sec.messages.append(msg)?;
         return Ok(sec);
@@ -236,15 +242,15 @@ fn decode_messages<'py>(
             // one placeholder per message, so counts stay right although sizes and contents are unknown
             for i in 0..get_i32(md, core, f.num_messages_in_batch).max(0) {
                 let msg = PyDict::new(py);
-                msg.set_item("payload_size", py.None())?;
-                msg.set_item("payload", py.None())?;
-                msg.set_item("batch_index", i)?;
-                msg.set_item("encrypted", true)?;
+                msg.set_item(pyo3::intern!(py, "payload_size"), py.None())?;
+                msg.set_item(pyo3::intern!(py, "payload"), py.None())?;
+                msg.set_item(pyo3::intern!(py, "batch_index"), i)?;
+                msg.set_item(pyo3::intern!(py, "encrypted"), true)?;
                 sec.messages.append(msg)?;
             }
         } else {
             let msg = single_message(py, core, md, None, payload.len())?;
-            msg.set_item("encrypted", true)?;
+            msg.set_item(pyo3::intern!(py, "encrypted"), true)?;
             sec.messages.append(msg)?;
         }
         return Ok(());
@@ -252,13 +258,13 @@ fn decode_messages<'py>(
     if md.has(schema, f.chunk_id) && md.has(schema, f.uuid) {
         // a chunk is a slice of the (compressed) whole message: decompressed only after reassembly
         let msg = PyDict::new(py);
-        msg.set_item("payload_size", payload.len())?;
-        msg.set_item("payload", PyBytes::new(py, payload))?;
-        msg.set_item("sequence_id", sequence_id)?;
-        msg.set_item("properties", properties(py, core, md, f.properties)?)?;
-        msg.set_item("chunk_id", get_i32(md, core, f.chunk_id))?;
-        msg.set_item("num_chunks", get_i32(md, core, f.num_chunks_from_msg))?;
-        msg.set_item("uuid", text(py, md.bytes(schema, f.uuid).unwrap_or_default()))?;
+        msg.set_item(pyo3::intern!(py, "payload_size"), payload.len())?;
+        msg.set_item(pyo3::intern!(py, "payload"), PyBytes::new(py, payload))?;
+        msg.set_item(pyo3::intern!(py, "sequence_id"), sequence_id)?;
+        msg.set_item(pyo3::intern!(py, "properties"), properties(py, core, md, f.properties)?)?;
+        msg.set_item(pyo3::intern!(py, "chunk_id"), get_i32(md, core, f.chunk_id))?;
+        msg.set_item(pyo3::intern!(py, "num_chunks"), get_i32(md, core, f.num_chunks_from_msg))?;
+        msg.set_item(pyo3::intern!(py, "uuid"), text(py, md.bytes(schema, f.uuid).unwrap_or_default()))?;
         sec.messages.append(msg)?;
         return Ok(());
     }
@@ -272,9 +278,9 @@ fn decode_messages<'py>(
         match result.data {
             None => {
                 let msg = PyDict::new(py);
-                msg.set_item("payload_size", payload.len())?;
-                msg.set_item("payload", py.None())?;
-                msg.set_item("sequence_id", sequence_id)?;
+                msg.set_item(pyo3::intern!(py, "payload_size"), payload.len())?;
+                msg.set_item(pyo3::intern!(py, "payload"), py.None())?;
+                msg.set_item(pyo3::intern!(py, "sequence_id"), sequence_id)?;
                 sec.messages.append(msg)?;
                 return Ok(());
             }
@@ -319,27 +325,27 @@ fn single_message<'py>(py: Python<'py>, core: &Core, md: &Parsed, payload: Optio
     let schema = &core.schema;
     let f = &core.m;
     let msg = PyDict::new(py);
-    msg.set_item("payload_size", size)?;
+    msg.set_item(pyo3::intern!(py, "payload_size"), size)?;
     match payload {
-        Some(p) => msg.set_item("payload", PyBytes::new(py, p))?,
-        None => msg.set_item("payload", py.None())?,
+        Some(p) => msg.set_item(pyo3::intern!(py, "payload"), PyBytes::new(py, p))?,
+        None => msg.set_item(pyo3::intern!(py, "payload"), py.None())?,
     }
-    msg.set_item("sequence_id", md.varint(schema, f.sequence_id).unwrap_or(0))?;
+    msg.set_item(pyo3::intern!(py, "sequence_id"), md.varint(schema, f.sequence_id).unwrap_or(0))?;
     if let Some(key) = md.bytes(schema, f.partition_key) {
-        msg.set_item("partition_key", text(py, key))?;
+        msg.set_item(pyo3::intern!(py, "partition_key"), text(py, key))?;
     }
     if let Some(key) = md.bytes(schema, f.ordering_key) {
-        msg.set_item("ordering_key", PyBytes::new(py, key))?;
+        msg.set_item(pyo3::intern!(py, "ordering_key"), PyBytes::new(py, key))?;
     }
-    msg.set_item("properties", properties(py, core, md, f.properties)?)?;
+    msg.set_item(pyo3::intern!(py, "properties"), properties(py, core, md, f.properties)?)?;
     if let Some(t) = md.varint(schema, f.event_time) {
-        msg.set_item("event_time", t)?;
+        msg.set_item(pyo3::intern!(py, "event_time"), t)?;
     }
     if md.varint(schema, f.null_value).unwrap_or(0) != 0 {
-        msg.set_item("null_value", true)?;
+        msg.set_item(pyo3::intern!(py, "null_value"), true)?;
     }
     if md.varint(schema, f.null_partition_key).unwrap_or(0) != 0 {
-        msg.set_item("null_partition_key", true)?;
+        msg.set_item(pyo3::intern!(py, "null_partition_key"), true)?;
     }
     Ok(msg)
 }
@@ -377,11 +383,11 @@ fn brief_metadata<'py>(py: Python<'py>, core: &Core, md: &Parsed) -> PyResult<Bo
     let keys = PyList::empty(py);
     for k in md.messages(schema, core.m.encryption_keys) {
         let d = PyDict::new(py);
-        d.set_item("key", text(py, k.bytes(schema, core.m.ek_key).unwrap_or_default()))?;
+        d.set_item(pyo3::intern!(py, "key"), text(py, k.bytes(schema, core.m.ek_key).unwrap_or_default()))?;
         keys.append(d)?;
     }
     if !keys.is_empty() {
-        out.set_item("encryption_keys", keys)?;
+        out.set_item(pyo3::intern!(py, "encryption_keys"), keys)?;
     }
     Ok(out.into_any())
 }
@@ -427,21 +433,21 @@ fn split_batch<'py>(
         };
         pos += smm_size;
         let msg = PyDict::new(py);
-        msg.set_item("payload_size", -1)?;
-        msg.set_item("payload", py.None())?;
-        msg.set_item("batch_index", index)?;
-        msg.set_item("properties", properties(py, core, &smm, 1)?)?;
+        msg.set_item(pyo3::intern!(py, "payload_size"), -1)?;
+        msg.set_item(pyo3::intern!(py, "payload"), py.None())?;
+        msg.set_item(pyo3::intern!(py, "batch_index"), index)?;
+        msg.set_item(pyo3::intern!(py, "properties"), properties(py, core, &smm, 1)?)?;
         // SingleMessageMetadata, by field number: 2 partition_key, 4 compacted_out, 5 event_time,
         // 7 ordering_key, 8 sequence_id, 9 null_value, 10 null_partition_key
         for number in smm.present_numbers(schema) {
             match number {
-                2 => msg.set_item("partition_key", text(py, smm.bytes(schema, 2).unwrap_or_default()))?,
-                4 => msg.set_item("compacted_out", smm.varint(schema, 4).unwrap_or(0) != 0)?,
-                5 => msg.set_item("event_time", smm.varint(schema, 5).unwrap_or(0))?,
-                7 => msg.set_item("ordering_key", PyBytes::new(py, smm.bytes(schema, 7).unwrap_or_default()))?,
-                8 => msg.set_item("sequence_id", smm.varint(schema, 8).unwrap_or(0))?,
-                9 => msg.set_item("null_value", smm.varint(schema, 9).unwrap_or(0) != 0)?,
-                10 => msg.set_item("null_partition_key", smm.varint(schema, 10).unwrap_or(0) != 0)?,
+                2 => msg.set_item(pyo3::intern!(py, "partition_key"), text(py, smm.bytes(schema, 2).unwrap_or_default()))?,
+                4 => msg.set_item(pyo3::intern!(py, "compacted_out"), smm.varint(schema, 4).unwrap_or(0) != 0)?,
+                5 => msg.set_item(pyo3::intern!(py, "event_time"), smm.varint(schema, 5).unwrap_or(0))?,
+                7 => msg.set_item(pyo3::intern!(py, "ordering_key"), PyBytes::new(py, smm.bytes(schema, 7).unwrap_or_default()))?,
+                8 => msg.set_item(pyo3::intern!(py, "sequence_id"), smm.varint(schema, 8).unwrap_or(0))?,
+                9 => msg.set_item(pyo3::intern!(py, "null_value"), smm.varint(schema, 9).unwrap_or(0) != 0)?,
+                10 => msg.set_item(pyo3::intern!(py, "null_partition_key"), smm.varint(schema, 10).unwrap_or(0) != 0)?,
                 _ => {}
             }
         }
@@ -454,12 +460,12 @@ fn split_batch<'py>(
             break;
         }
         let size = size as usize;
-        msg.set_item("payload_size", size)?;
-        msg.set_item("payload", PyBytes::new(py, &payload[pos..pos + size]))?;
+        msg.set_item(pyo3::intern!(py, "payload_size"), size)?;
+        msg.set_item(pyo3::intern!(py, "payload"), PyBytes::new(py, &payload[pos..pos + size]))?;
         pos += size;
         if let Some(words) = ack_set {
             if !words.is_empty() && !bit(words, index) {
-                msg.set_item("acked", true)?;
+                msg.set_item(pyo3::intern!(py, "acked"), true)?;
             }
         }
         sec.messages.append(msg)?;
@@ -492,4 +498,74 @@ fn decode_marker<'py>(py: Python<'py>, core: &Core, sec: &mut Section<'py>, mark
         }
     }
     Ok(())
+}
+
+// The keys of a message record after payload_size, payload_sha256 and message_id, in this order.
+const RECORD_ORDER: [&str; 14] = [
+    "batch_index", "sequence_id", "partition_key", "ordering_key", "properties", "event_time", "null_value",
+    "null_partition_key", "compacted_out", "acked", "encrypted", "chunk_id", "num_chunks", "uuid",
+];
+
+/// RECORD_ORDER as Python strings, made once (``intern!`` keeps each in a static).
+fn record_keys(py: Python<'_>) -> [&Bound<'_, PyString>; 14] {
+    use pyo3::intern;
+    [
+        intern!(py, "batch_index"), intern!(py, "sequence_id"), intern!(py, "partition_key"),
+        intern!(py, "ordering_key"), intern!(py, "properties"), intern!(py, "event_time"), intern!(py, "null_value"),
+        intern!(py, "null_partition_key"), intern!(py, "compacted_out"), intern!(py, "acked"),
+        intern!(py, "encrypted"), intern!(py, "chunk_id"), intern!(py, "num_chunks"), intern!(py, "uuid"),
+    ]
+}
+
+/// The records of a frame's messages (the JSON contract's ``messages``): sizes, the payload's SHA-256, for a
+/// MESSAGE frame each one's id (``base``: the command's message_id), then the fields present, ordering_key
+/// as text when UTF-8 (else ``ordering_key_b64``). The payload itself stays in the messages, for the session
+/// and ``--payload``.
+pub fn message_records<'py>(py: Python<'py>, messages: &Bound<'py, PyList>, base: Option<&Bound<'py, PyDict>>)
+    -> PyResult<Bound<'py, PyList>> {
+    use sha2::{Digest, Sha256};
+    let out = PyList::empty(py);
+    let minus_one = int(py, -1);
+    let keys = record_keys(py);
+    for m in messages.iter() {
+        let m = m.cast::<PyDict>()?;
+        let rec = PyDict::new(py);
+        rec.set_item(pyo3::intern!(py, "payload_size"), m.get_item(pyo3::intern!(py, "payload_size"))?)?;
+        match m.get_item(pyo3::intern!(py, "payload"))? {
+            Some(p) if !p.is_none() => {
+                let digest = Sha256::digest(p.cast::<PyBytes>()?.as_bytes());
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let mut hex = String::with_capacity(64);
+                for b in digest.iter() {
+                    hex.push(HEX[(b >> 4) as usize] as char);
+                    hex.push(HEX[(b & 15) as usize] as char);
+                }
+                rec.set_item(pyo3::intern!(py, "payload_sha256"), hex)?;
+            }
+            _ => rec.set_item(pyo3::intern!(py, "payload_sha256"), py.None())?,
+        }
+        if let Some(base) = base {
+            let id = PyDict::new(py);
+            id.set_item(pyo3::intern!(py, "ledger_id"), base.get_item(pyo3::intern!(py, "ledgerId"))?)?;
+            id.set_item(pyo3::intern!(py, "entry_id"), base.get_item(pyo3::intern!(py, "entryId"))?)?;
+            id.set_item(pyo3::intern!(py, "partition"), base.get_item(pyo3::intern!(py, "partition"))?.unwrap_or_else(|| minus_one.clone()))?;
+            let batch_index = m.get_item(pyo3::intern!(py, "batch_index"))?.filter(|v| !v.is_none());
+            id.set_item(pyo3::intern!(py, "batch_index"), batch_index.unwrap_or_else(|| minus_one.clone()))?;
+            rec.set_item(pyo3::intern!(py, "message_id"), id)?;
+        }
+        for (key, name) in RECORD_ORDER.iter().zip(keys.iter()) {
+            let Some(value) = m.get_item(*name)? else { continue };
+            if *key == "ordering_key" {
+                let raw = value.cast::<PyBytes>()?.as_bytes();
+                match std::str::from_utf8(raw) {
+                    Ok(text) => rec.set_item(pyo3::intern!(py, "ordering_key"), text)?,
+                    Err(_) => rec.set_item(pyo3::intern!(py, "ordering_key_b64"), b64(raw))?,
+                }
+            } else {
+                rec.set_item(*name, value)?;
+            }
+        }
+        out.append(rec)?;
+    }
+    Ok(out)
 }

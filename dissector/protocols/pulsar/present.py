@@ -8,8 +8,9 @@ markers. Every wire string goes through ``output.text.safe``.
 from __future__ import annotations
 
 import base64
-import hashlib
 from typing import Any
+
+import pulsar_dissect_core as _core
 
 from ...model import Frame
 from ...output.text import date_ms, safe, text_or_b64
@@ -49,12 +50,14 @@ def record_fields(frame: Frame, payload_bytes: bool, summary: bool) -> dict[str,
             first = msgs[0]
             brief["chunk"] = {"chunk_id": first["chunk_id"], "num_chunks": first["num_chunks"], "uuid": first["uuid"]}
         return out
-    base_id = None
-    if frame.pdu.type == "MESSAGE":
-        mid = (frame.pdu.command or {}).get("message_id")
-        if mid is not None:
-            base_id = (mid.get("ledgerId"), mid.get("entryId"), mid.get("partition", -1))
-    out["messages"] = [message_record(m, base_id, payload_bytes) for m in msgs]
+    records = sec.records
+    if records is None:  # decoded briefly: the core makes them now
+        base = (frame.pdu.command or {}).get("message_id") if frame.pdu.type == "MESSAGE" else None
+        records = _core.message_records(msgs, base)
+    if payload_bytes:
+        records = [{**r, **text_or_b64("payload", m["payload"], text_key="payload_text")}
+                   if m["payload"] is not None else r for r, m in zip(records, msgs)]
+    out["messages"] = records
     return out
 
 
@@ -66,39 +69,6 @@ def _brief(md: dict) -> dict[str, Any]:
     if out.get("compression") == "NONE":
         del out["compression"]
     return out
-
-
-# The order of a message record's keys (after payload_size, payload_sha256 and message_id).
-_KEY_ORDER = {k: i for i, k in enumerate((
-    "batch_index", "sequence_id", "partition_key", "ordering_key", "properties", "event_time", "null_value",
-    "null_partition_key", "compacted_out", "acked", "encrypted", "chunk_id", "num_chunks", "uuid"))}
-_orders: dict[tuple, tuple] = {}  # the keys of a decoded message -> the record's keys, in order
-
-
-def _order(keys: tuple) -> tuple:
-    order = _orders.get(keys)
-    if order is None:
-        order = _orders[keys] = tuple(sorted((k for k in keys if k not in ("payload", "payload_size")),
-                                             key=lambda k: _KEY_ORDER.get(k, len(_KEY_ORDER))))
-    return order
-
-
-def message_record(m: dict, base_id: tuple | None, payload_bytes: bool) -> dict[str, Any]:
-    payload = m["payload"]
-    rec: dict[str, Any] = {"payload_size": m["payload_size"],
-                           "payload_sha256": hashlib.sha256(payload).hexdigest() if payload is not None else None}
-    if base_id is not None:
-        batch_index = m.get("batch_index")
-        rec["message_id"] = {"ledger_id": base_id[0], "entry_id": base_id[1], "partition": base_id[2],
-                             "batch_index": -1 if batch_index is None else batch_index}
-    for key in _order(tuple(m)):
-        if key == "ordering_key":
-            rec.update(text_or_b64("ordering_key", m["ordering_key"]))
-        else:
-            rec[key] = m[key]
-    if payload_bytes and payload is not None:
-        rec.update(text_or_b64("payload", payload, text_key="payload_text"))
-    return rec
 
 
 def timeline_pieces(rec: dict) -> list[tuple[str, str]]:
