@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import json
+from functools import lru_cache
 from typing import Any
 
 MAX_VALUE = 60
@@ -17,6 +18,14 @@ MAX_VALUE = 60
 
 def safe(value: Any, limit: int = MAX_VALUE) -> str:
     """Printable, single-line, length-limited text for a value that came off the wire."""
+    if type(value) is int and -10**(limit - 2) < value < 10**(limit - 1):
+        return str(value)  # the common case on a timeline line: printable and short
+    if type(value) is str and len(value) <= 256:
+        return _safe_short(value, limit)  # names and topics recur on every line: made once
+    return _safe(value, limit)
+
+
+def _safe(value: Any, limit: int) -> str:
     text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=_bytes_text) \
         if isinstance(value, (dict, list)) else str(value)
     if not text.isprintable():
@@ -24,6 +33,9 @@ def safe(value: Any, limit: int = MAX_VALUE) -> str:
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
+
+
+_safe_short = lru_cache(maxsize=4096)(_safe)  # bounded: at most 4,096 short strings remembered
 
 
 def text_or_b64(key: str, value: bytes, text_key: str | None = None) -> dict[str, str]:

@@ -56,25 +56,43 @@ def key_fields(rec: dict, protocol=None) -> list[tuple[str, str]]:
     cmd = rec.get("command") or {}
     protocol = protocol or _protocol(rec)
     spec = protocol.commands.get(rec["type"]) if protocol is not None else None
+    plan = _plan(spec.timeline) if spec is not None and spec.timeline else \
+        _plan(tuple((_SHORT.get(k, k), k) for k, v in cmd.items() if not isinstance(v, (dict, list)))[:5])
     out: list[tuple[str, str]] = []
-    fields = spec.timeline if spec is not None else ()
-    if not fields:
-        fields = tuple((_SHORT.get(k, k), k) for k, v in cmd.items() if not isinstance(v, (dict, list)))[:5]
-    for label, path, *how in fields:
-        value = _lookup(cmd, path)
-        if value is None:
-            continue
-        parts = path.rsplit(".", 2)
-        kind = bytes_kind(parts[-1], parts[-2] if len(parts) > 1 else None)
-        if how and how[0] == "date_ms":
-            out.append((label, date_ms(value)))
-        elif _is_message_id(path):
-            out.append((label, _message_id(value)))
-        elif kind is not None:  # bytes: as the -V tree shows them
-            out.append((label, shown_b64(value, kind, MAX_LINE_BYTES)[0]))
-        else:
-            out.append((label, safe(value)))
+    for label, keys, show in plan:
+        value = cmd
+        for key in keys:
+            if type(value) is not dict:
+                value = None
+                break
+            value = value.get(key)
+        if value is not None:
+            out.append((label, show(value)))
     return out
+
+
+_plans: dict[tuple, tuple] = {}  # a command table's timeline fields -> (label, path keys, how to show) each
+
+
+def _plan(fields: tuple) -> tuple:
+    """How each timeline field is found and shown, worked out once per command type (not per line)."""
+    plan = _plans.get(fields)
+    if plan is None:
+        steps = []
+        for label, path, *how in fields:
+            keys = tuple(path.split("."))
+            kind = bytes_kind(keys[-1], keys[-2] if len(keys) > 1 else None)
+            if how and how[0] == "date_ms":
+                show = date_ms
+            elif _is_message_id(path):
+                show = _message_id
+            elif kind is not None:  # bytes: as the -V tree shows them
+                show = (lambda k: lambda v: shown_b64(v, k, MAX_LINE_BYTES)[0])(kind)
+            else:
+                show = safe
+            steps.append((label, keys, show))
+        plan = _plans[fields] = tuple(steps)
+    return plan
 
 
 MAX_LINE_BYTES = 60
