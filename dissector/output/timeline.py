@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+from functools import lru_cache
 from typing import Any
 
 from rich.console import Console
@@ -166,22 +167,10 @@ class TimelineRenderer:
         line.append((f"{rec['index']:>6} " if is_frame else "     - ", "dim"))
         line.append((self._time(rec["time"]) + " ", "cyan"))
         line.append((f"{packets_text(rec):<{PACKET_WIDTH}} ", "dim"))
-        if "conn" in rec:
-            line.append((f"c{rec['conn']} ", "magenta"))
-        if "src" in rec:
-            direction = rec.get("direction")
-            arrow = ARROW_TO_CLIENT if direction == "to_client" else ARROW_UNKNOWN if direction == "unknown" \
-                else ARROW_TO_SERVER
-            client = rec["dst"] if direction == "to_client" else rec["src"]
-            line.append((f"{arrow} ", "bold"))
-            if direction == "unknown":
-                line.append((f"{rec['src']}→{rec['dst']} ", "dim"))
-            else:
-                line.append((f"{client.rsplit(':', 1)[-1]} ", "dim"))
+        line.extend(_where(rec.get("conn"), rec.get("src"), rec.get("dst"), rec.get("direction")))
         problems = rec.get("problems") or []
         if is_frame:
-            style = "bold red" if problems else _type_style(rec["type"])
-            line.append((f"{rec['type']:<16}", style))
+            line.append(_type_piece(rec["type"], bool(problems)))
             self._frame_summary(line, rec)
         else:
             line.append((f"{rec['type']:<16}", "bold yellow"))
@@ -392,6 +381,29 @@ def _payload_preview(m: dict) -> str:
     if m.get("encrypted"):
         return "payload: encrypted" + (f", {m['payload_size']} bytes" if m["payload_size"] is not None else "")
     return f"payload: {m['payload_size']} bytes (not recovered)"
+
+
+@lru_cache(maxsize=4096)
+def _where(conn, src, dst, direction) -> tuple:
+    """The connection, the arrow and the client's port: the same pieces on every line of a direction."""
+    pieces = []
+    if conn is not None:
+        pieces.append((f"c{conn} ", "magenta"))
+    if src is not None:
+        arrow = ARROW_TO_CLIENT if direction == "to_client" else ARROW_UNKNOWN if direction == "unknown" \
+            else ARROW_TO_SERVER
+        client = dst if direction == "to_client" else src
+        pieces.append((f"{arrow} ", "bold"))
+        if direction == "unknown":
+            pieces.append((f"{src}→{dst} ", "dim"))
+        else:
+            pieces.append((f"{client.rsplit(':', 1)[-1]} ", "dim"))
+    return tuple(pieces)
+
+
+@lru_cache(maxsize=1024)
+def _type_piece(name: str, problem: bool) -> tuple[str, str]:
+    return f"{name:<16}", "bold red" if problem else _type_style(name)
 
 
 def _type_style(name: str) -> str:
