@@ -258,3 +258,26 @@ def play(tmp_path_factory, name: str, scenario, misbehaved: tuple = ()) -> tuple
         pytest.skip(f"the client reported a failure during the {name} scenario (client/broker, not the "
                     f"dissector): {type(exc).__name__}: {exc}")
     return rec, truth
+
+
+class RecordsView:
+    """What tests read of a recording's records (the JSON contract): frames, events, by type, by index."""
+
+    records: list[dict]
+
+    @property
+    def frames(self) -> list[dict]:
+        return [r for r in self.records if "index" in r]
+
+    @property
+    def events(self) -> list[dict]:
+        return [r for r in self.records if "index" not in r]
+
+    def of_type(self, *types: str) -> list[dict]:
+        return [f for f in self.frames if f["type"] in types]
+
+    def events_of(self, kind: str) -> list[dict]:
+        return [e for e in self.events if e["type"] == kind]
+
+    def by_index(self) -> dict[int, dict]:
+        return {f["index"]: f for f in self.frames}

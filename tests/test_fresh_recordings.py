@@ -28,7 +28,7 @@ from datetime import timedelta
 
 import pytest
 
-from live_traffic import LiveRecording, is_client_error, play
+from live_traffic import LiveRecording, RecordsView, is_client_error, play
 
 RECEIVE_MS = 10_000
 
@@ -56,24 +56,10 @@ def parse_id(text: str) -> tuple[int, int, int, int]:
 
 
 @dataclass
-class Live:
+class Live(RecordsView):
     rec: LiveRecording
     truth: dict
     records: list[dict]
-
-    @property
-    def frames(self) -> list[dict]:
-        return [r for r in self.records if "index" in r]
-
-    @property
-    def events(self) -> list[dict]:
-        return [r for r in self.records if "index" not in r]
-
-    def of_type(self, *types: str) -> list[dict]:
-        return [f for f in self.frames if f["type"] in types]
-
-    def by_index(self) -> dict[int, dict]:
-        return {f["index"]: f for f in self.frames}
 
     def receipts(self) -> dict[int, dict]:
         """SEND frame index -> its SEND_RECEIPT."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-from live_traffic import ORACLE_MISSING, is_client_error  # noqa: F401  (re-exported for the tests)
+from live_traffic import ORACLE_MISSING, RecordsView, is_client_error  # noqa: F401  (re-exported for the tests)
 RECEIVE_MS = 10_000
 
 
@@ -57,30 +57,13 @@ def close_all(*things) -> None:
 
 
 @dataclass
-class Recorded:
+class Recorded(RecordsView):
     truth: dict
     records: list[dict]
     items: list = field(repr=False, default_factory=list)
     port: int | None = None
     pcap: Path | None = None
     packets_dropped: int | None = None
-
-    @property
-    def frames(self) -> list[dict]:
-        return [r for r in self.records if "index" in r]
-
-    @property
-    def events(self) -> list[dict]:
-        return [r for r in self.records if "index" not in r]
-
-    def of_type(self, *types: str) -> list[dict]:
-        return [f for f in self.frames if f["type"] in types]
-
-    def events_of(self, kind: str) -> list[dict]:
-        return [e for e in self.events if e["type"] == kind]
-
-    def by_index(self) -> dict[int, dict]:
-        return {f["index"]: f for f in self.frames}
 
     def position(self, rec: dict) -> int:
         """Where a record is in the record order (identity, not equality)."""
