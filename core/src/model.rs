@@ -12,7 +12,7 @@ pub struct Finding {
     pub params: Map,
 }
 
-/// `finding!("id", "param" => value, ...)`: a [`Finding`] with declared keys.
+/// `finding!(ID, KEY => VALUE, ...)`: a [`Finding`] whose id and keys are declared names (string literals).
 #[macro_export]
 macro_rules! finding {
     ($id:literal $(, $key:literal => $value:expr)* $(,)?) => {
