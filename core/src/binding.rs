@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use pyo3::IntoPyObjectExt;
 
 use crate::model::{Decoded, Finding, PayloadSection};
-use crate::value::{list_to_py, map_to_py, Value};
+use crate::value::{list_to_py, map_to_py, Repeats, Value};
 use crate::schema::{Kind, Schema};
 use crate::{codecs, core, payload, pb};
 
@@ -43,10 +43,7 @@ impl Classes {
     /// The section, and its findings' objects (which the frame's findings list holds too).
     fn section<'py>(&self, py: Python<'py>, s: &PayloadSection) -> PyResult<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> {
         let findings = self.findings(py, &s.findings)?;
-        let records = match &s.records {
-            Some(records) => list_to_py(py, records)?.into_any(),
-            None => py.None().into_bound(py),
-        };
+        let (messages, records) = messages_and_records(py, &s.messages, s.records.as_deref())?;
         // positional, in PayloadSection's field order (checked by `bind`): no keyword dict per frame
         let args = [
             s.checksum.name().to_py(py).to_owned().into_any(),
@@ -59,10 +56,10 @@ impl Classes {
             s.payload_size.into_bound_py_any(py)?,
             s.uncompressed_size.into_bound_py_any(py)?,
             s.encrypted.into_bound_py_any(py)?,
-            list_to_py(py, &s.messages)?.into_any(),
+            messages.into_any(),
             optional(py, s.marker.as_ref())?,
             PyList::new(py, &findings)?.into_any(),
-            records,
+            records.into_bound_py_any(py)?,
         ];
         Ok((self.section.bind(py).call1(PyTuple::new(py, args)?)?, findings))
     }
@@ -83,6 +80,29 @@ impl Classes {
         let args = (d.type_name.to_py(py), optional(py, d.command.as_ref())?, d.size, PyList::new(py, findings)?, body);
         self.decoded.bind(py).call1(args)
     }
+}
+
+/// The messages, and their records sharing the objects of the fields they repeat.
+fn messages_and_records<'py>(py: Python<'py>, messages: &[Value], records: Option<&[Value]>)
+    -> PyResult<(Bound<'py, PyList>, Option<Bound<'py, PyList>>)> {
+    let Some(records) = records.filter(|r| r.len() == messages.len()) else {
+        return Ok((list_to_py(py, messages)?, records.map(|r| list_to_py(py, r)).transpose()?));
+    };
+    let (mut message_objects, mut record_objects) = (Vec::with_capacity(messages.len()), Vec::with_capacity(records.len()));
+    let mut repeats = Repeats::default();
+    for (message, record) in messages.iter().zip(records) {
+        match (message, record) {
+            (Value::Map(message), Value::Map(record)) => {
+                message_objects.push(repeats.first(py, message)?.into_any());
+                record_objects.push(repeats.repeated(py, record)?.into_any());
+            }
+            _ => {
+                message_objects.push(message.to_py(py)?);
+                record_objects.push(record.to_py(py)?);
+            }
+        }
+    }
+    Ok((PyList::new(py, message_objects)?, Some(PyList::new(py, record_objects)?)))
 }
 
 /// The fields of the Python classes the core builds positionally, in order.
@@ -127,11 +147,13 @@ fn decode_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, max_decompre
     classes.decoded(py, &decoded)
 }
 
+type BytesAndProblem<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>);
+
 /// Decompress a payload (``codec`` as MessageMetadata.compression), bounded by ``declared_size`` and
 /// ``max_size``: returns (bytes or None, payload.decompression finding or None).
 #[pyfunction]
 #[pyo3(signature = (codec, data, declared_size, max_size))]
-fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Option<u64>, max_size: u64) -> PyResult<(Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>)> {
+fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Option<u64>, max_size: u64) -> PyResult<BytesAndProblem<'py>> {
     let classes = classes(py)?;
     let result = py.detach(|| codecs::decompress(codec, data, declared_size, max_size));
     let problem = match &result.problem {

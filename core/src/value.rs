@@ -70,18 +70,6 @@ impl Name {
     }
 }
 
-impl PartialEq for Name {
-    fn eq(&self, other: &Name) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl fmt::Debug for Name {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
 /// `name!("text")`: a `&'static Name` made once per call site (as PyO3's `intern!`).
 #[macro_export]
 macro_rules! name {
@@ -121,29 +109,23 @@ impl Text {
     }
 }
 
-impl From<&'static Name> for Text {
-    fn from(name: &'static Name) -> Text {
-        Text::Name(name)
-    }
-}
+/// Names and texts compare and print as their text.
+macro_rules! compared_and_printed_as_text {
+    ($($t:ty),*) => {$(
+        impl PartialEq for $t {
+            fn eq(&self, other: &$t) -> bool {
+                self.as_str() == other.as_str()
+            }
+        }
 
-impl From<String> for Text {
-    fn from(text: String) -> Text {
-        Text::Owned(text)
-    }
+        impl fmt::Debug for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(self.as_str(), f)
+            }
+        }
+    )*};
 }
-
-impl PartialEq for Text {
-    fn eq(&self, other: &Text) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl fmt::Debug for Text {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
+compared_and_printed_as_text!(Name, Text);
 
 /// A map's entries in insertion order (the order of a Python dict, and of the JSON object); keys unique.
 pub type Map = Vec<(Text, Value)>;
@@ -398,10 +380,20 @@ pub fn map_to_py<'py>(py: Python<'py>, entries: &Map) -> PyResult<Bound<'py, PyD
 }
 
 fn map_to_py_tree<'py>(py: Python<'py>, entries: &Map) -> PyResult<(Bound<'py, PyDict>, bool)> {
+    dict_of(py, entries, |_, value| value.to_py_tree(py))
+}
+
+/// A dict of the entries, each value's object (and whether it is a tree) made by `object`; untracked when
+/// it is a tree (see [`Value::to_py_tree`]).
+fn dict_of<'py, 'v>(
+    py: Python<'py>,
+    entries: &'v Map,
+    mut object: impl FnMut(&'v Text, &'v Value) -> PyResult<(Bound<'py, PyAny>, bool)>,
+) -> PyResult<(Bound<'py, PyDict>, bool)> {
     let dict = PyDict::new(py);
     let mut tree = true;
     for (key, value) in entries {
-        let (value, value_tree) = value.to_py_tree(py)?;
+        let (value, value_tree) = object(key, value)?;
         tree &= value_tree;
         match key {
             Text::Name(name) => dict.set_item(name.to_py(py), value)?,
@@ -413,6 +405,38 @@ fn map_to_py_tree<'py>(py: Python<'py>, entries: &Map) -> PyResult<(Bound<'py, P
         unsafe { ffi::PyObject_GC_UnTrack(dict.as_ptr().cast()) };
     }
     Ok((dict, tree))
+}
+
+/// Converts a map, then maps that repeat some of its values: a value equal to one of the first map's under
+/// the same key becomes the same object. A message's record repeats most of its message's fields: so there
+/// is one properties dict per message, not two, as when Python built the record from the message's dict.
+#[derive(Default)]
+pub struct Repeats<'v, 'py> {
+    first: Vec<(&'v Text, &'v Value, Bound<'py, PyAny>, bool)>,
+}
+
+impl<'v, 'py> Repeats<'v, 'py> {
+    /// `entries` as a dict, whose values the next maps may repeat (instead of the previous first map's).
+    pub fn first(&mut self, py: Python<'py>, entries: &'v Map) -> PyResult<Bound<'py, PyDict>> {
+        self.first.clear();
+        let (dict, _) = dict_of(py, entries, |key, value| {
+            let (object, tree) = value.to_py_tree(py)?;
+            self.first.push((key, value, object.clone(), tree));
+            Ok((object, tree))
+        })?;
+        Ok(dict)
+    }
+
+    /// `entries` as a dict, with the first map's objects for the values it repeats.
+    pub fn repeated(&self, py: Python<'py>, entries: &Map) -> PyResult<Bound<'py, PyDict>> {
+        let (dict, _) = dict_of(py, entries, |key, value| {
+            match self.first.iter().find(|(k, v, _, _)| *k == key && *v == value) {
+                Some((_, _, object, tree)) => Ok((object.clone(), *tree)),
+                None => value.to_py_tree(py),
+            }
+        })?;
+        Ok(dict)
+    }
 }
 
 /// A Python list of the values, filled in place (no intermediate vector of objects).
