@@ -114,14 +114,16 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
             }
         }
     }
-    let present: Vec<Value> = base
-        .present_numbers(schema)
-        .into_iter()
-        .filter(|&n| n != 1 && Some(n as u64) != type_num)
-        .map(|n| Value::Str(type_name(core, Some(n as u64))))
-        .collect();
-    if !present.is_empty() {
-        findings.push(finding!("command.extra_subcommands", "types" => present));
+    let extra = |n: u32| n != 1 && Some(n as u64) != type_num;
+    let base_fields = &schema.messages[core.base_command].fields;
+    if base.slots.iter().any(|(f, _)| extra(base_fields[*f as usize].number)) {
+        let types: Vec<Value> = base
+            .present_numbers(schema)
+            .into_iter()
+            .filter(|&n| extra(n))
+            .map(|n| Value::Str(type_name(core, Some(n as u64))))
+            .collect();
+        findings.push(finding!("command.extra_subcommands", "types" => types));
     }
     let mut unknown: Vec<u32> = base.unknown.iter().copied().filter(|&n| n != 1).collect();
     if !unknown.is_empty() {

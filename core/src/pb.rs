@@ -381,10 +381,10 @@ impl<'a> Parsed<'a> {
     /// Field numbers present on the wire, known fields first (schema order), as ListFields would list them.
     pub fn present_numbers(&self, schema: &Schema) -> Vec<u32> {
         let ty = &schema.messages[self.msg];
-        let mut fields: Vec<u16> = self.slots.iter().map(|(f, _)| *f).collect();
-        fields.sort_unstable();
-        fields.dedup();
-        fields.into_iter().map(|f| ty.fields[f as usize].number).collect()
+        let mut numbers: Vec<u32> = self.slots.iter().map(|(f, _)| ty.fields[*f as usize].number).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        numbers
     }
 
     /// The paths of required fields not set, as the runtime's FindInitializationErrors gives them.
