@@ -1,6 +1,7 @@
-//! pulsar-dissect's compiled core: Pulsar frame decoding (sizes, BaseCommand, payload section, CRC32C,
-//! decompression, batches, markers) producing the plain data of the protocol boundary (``model.Decoded``),
-//! walked off the schema compiled from the .proto contract.
+//! pulsar-dissect's compiled core: the transport stages (network layers, TCP reassembly, the PDU splitter
+//! and the pipeline: ``transport``), Pulsar's framing (``framing``) and Pulsar frame decoding (sizes,
+//! BaseCommand, payload section, CRC32C, decompression, batches, markers) producing the plain data of the
+//! protocol boundary (``model.Decoded``), walked off the schema compiled from the .proto contract.
 //!
 //! Python binds the classes of its plain data once (``bind``); ``decode_frame`` then returns instances of
 //! them, so what crosses the boundary is the same whatever decodes.
@@ -11,11 +12,14 @@ use std::sync::OnceLock;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
+mod bindings;
 pub mod codecs;
 mod frame;
+pub mod framing;
 mod payload;
 pub mod pb;
 mod schema;
+pub mod transport;
 
 use schema::Schema;
 
@@ -66,6 +70,11 @@ static SCHEMA: OnceLock<Schema> = OnceLock::new();
 
 /// The schema, loaded once (it needs no bound class: the command table reads it before any decoding).
 fn schema(py: Python<'_>) -> &'static Schema {
+    schema_of(py)
+}
+
+/// The schema, for the framing and the transport stages.
+pub fn schema_of(py: Python<'_>) -> &'static Schema {
     SCHEMA.get_or_init(|| Schema::load(py))
 }
 
@@ -157,7 +166,7 @@ pub fn finding<'py>(py: Python<'py>, core: &Core, id: &str, params: &[(&str, Bou
     core.finding_class.bind(py).call1((id, dict))
 }
 
-fn core() -> PyResult<&'static Core> {
+pub fn core() -> PyResult<&'static Core> {
     CORE.get().ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("pulsar_dissect_core.bind() was not called"))
 }
 
@@ -242,45 +251,6 @@ fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(out)
 }
 
-fn subcommand_type(schema: &Schema, type_num: u32) -> Option<usize> {
-    let base = &schema.messages[schema.message("pulsar.proto.BaseCommand")];
-    match base.fields.get(base.field(type_num)?)?.kind {
-        schema::Kind::Message(m) => Some(m),
-        _ => None,
-    }
-}
-
-/// Whether ``data`` parses whole, with every required field set: the BaseCommand carrying the sub-command of
-/// type ``type_num`` (``base``), or that sub-command alone. What framing asks of a candidate frame start.
-#[pyfunction]
-fn command_complete(py: Python<'_>, type_num: u32, data: &[u8], base: bool) -> bool {
-    let schema = schema(py);
-    let sub = if base {
-        match pb::parse(schema, schema.message("pulsar.proto.BaseCommand"), data) {
-            Ok(parsed) => match parsed.message(schema, type_num) {
-                Some(sub) => return sub.init_errors(schema).is_empty(),
-                None => return false,
-            },
-            Err(_) => return false,
-        }
-    } else {
-        subcommand_type(schema, type_num)
-    };
-    match sub.map(|m| pb::parse(schema, m, data)) {
-        Some(Ok(parsed)) => parsed.init_errors(schema).is_empty(),
-        _ => false,
-    }
-}
-
-/// Whether the complete fields of ``data`` (the first bytes of the sub-command of type ``type_num``) fit its
-/// schema: known field numbers, each with its wire type; a field cut at the end is fine.
-#[pyfunction]
-fn prefix_plausible(py: Python<'_>, type_num: u32, data: &[u8]) -> bool {
-    let schema = schema(py);
-    let Some(msg) = subcommand_type(schema, type_num) else { return false };
-    pb::plausible_prefix(schema, msg, data)
-}
-
 #[pymodule]
 fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bind, m)?)?;
@@ -289,7 +259,6 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(message_records, m)?)?;
     m.add_function(wrap_pyfunction!(command_types, m)?)?;
     m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
-    m.add_function(wrap_pyfunction!(command_complete, m)?)?;
-    m.add_function(wrap_pyfunction!(prefix_plausible, m)?)?;
+    bindings::register(m)?;
     Ok(())
 }
