@@ -81,26 +81,6 @@ impl Dissector {
         Ok(out)
     }
 
-    /// Many packets (``CapturedPacket``s) at once: all they complete.
-    fn feed_packets<'py>(&mut self, py: Python<'py>, packets: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
-        for packet in packets.try_iter()? {
-            let packet = packet?;
-            let (index, timestamp, linktype, data, orig_len): (i64, f64, u32, Bound<'py, PyAny>, usize) = (
-                packet.getattr(pyo3::intern!(py, "index"))?.extract()?,
-                packet.getattr(pyo3::intern!(py, "timestamp"))?.extract()?,
-                packet.getattr(pyo3::intern!(py, "linktype"))?.extract()?,
-                packet.getattr(pyo3::intern!(py, "data"))?,
-                packet.getattr(pyo3::intern!(py, "orig_len"))?.extract()?,
-            );
-            with_bytes(&data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
-                Some(seg) => self.inner.feed_segment(py, &seg, &out),
-                None => Ok(()),
-            })??;
-        }
-        Ok(out)
-    }
-
     /// One TCP segment (the fields of a ``netlayers.TcpSegment``).
     #[allow(clippy::too_many_arguments)]
     fn feed_segment<'py>(&mut self, py: Python<'py>, packet_index: i64, timestamp: f64, src_ip: &str, src_port: u16, dst_ip: &str,

@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::net::{endpoint_text, Ip, Segment, ACK, SYN};
 use super::protocol::{confirms, decode_pdu, fields_to_py, DecodeOptions, Protocol};
-use super::reassembly::{Config, ConnInfo, Endpoint, Reassembler, StreamEvent};
+use super::reassembly::{Config, ConnInfo, Endpoint, FastMap, Reassembler, StreamEvent};
 use super::splitter::{Split, Splitter};
 
 /// The settings the pipeline reads (``dissector.options.Options``).
@@ -46,12 +46,24 @@ struct ConnState {
     server_role: Option<String>,
     candidates: Vec<Candidate>, // one when on a protocol's port; every protocol while detecting
     live: Vec<usize>,           // the candidates still considered
+    directions: [Py<PyString>; 2], // the direction of each side's frames, as the roles are known
     confirmed: bool,            // on a port: yes; detecting: once a PDU proves the protocol
     abandoned: bool,
     bytes_seen: i64,
 }
 
 impl ConnState {
+    /// The directions of the two sides' frames: towards the server's role, to the client, or unknown.
+    fn set_directions(&mut self, py: Python<'_>) {
+        for side in 0..2 {
+            let text = match (self.server, &self.server_role) {
+                (Some(server), Some(role)) => if side == server { TO_CLIENT.to_string() } else { towards(role) },
+                _ => UNKNOWN_DIRECTION.to_string(),
+            };
+            self.directions[side] = PyString::intern(py, &text).unbind();
+        }
+    }
+
     fn protocol(&self) -> usize {
         self.live.first().map(|&c| self.candidates[c].protocol).unwrap_or(0)
     }
@@ -103,7 +115,7 @@ pub struct Pipeline {
     protocols: Vec<Protocol>,
     ports: HashMap<u16, (usize, String)>, // server port → (protocol, role of the server there)
     reassembler: Reassembler,
-    conns: HashMap<u64, ConnState>,
+    conns: FastMap<u64, ConnState>,
     pub other: OtherTraffic,
     frame_index: u64,
     pub last_time: f64,
@@ -133,7 +145,7 @@ impl Pipeline {
         }
         let reassembler = Reassembler::new(settings.reassembly.clone());
         Pipeline {
-            settings, classes, protocols, ports, reassembler, conns: HashMap::new(), other: OtherTraffic::default(),
+            settings, classes, protocols, ports, reassembler, conns: FastMap::default(), other: OtherTraffic::default(),
             frame_index: 0, last_time: 0.0, last_packet: 0, events: Vec::new(),
         }
     }
@@ -183,16 +195,8 @@ impl Pipeline {
         result
     }
 
-    fn direction(&self, state: &ConnState, side: usize) -> String {
-        match (state.server, &state.server_role) {
-            (Some(server), Some(role)) => if side == server { TO_CLIENT.to_string() } else { towards(role) },
-            _ => UNKNOWN_DIRECTION.to_string(),
-        }
-    }
-
-    /// The direction as an interned Python string.
-    fn direction_py<'py>(&self, py: Python<'py>, state: &ConnState, side: usize) -> Bound<'py, PyAny> {
-        PyString::intern(py, &self.direction(state, side)).into_any()
+    fn direction<'py>(&self, py: Python<'py>, state: &ConnState, side: usize) -> Bound<'py, PyString> {
+        state.directions[side].bind(py).clone()
     }
 
     fn handle(&mut self, py: Python<'_>, ev: StreamEvent, out: &Bound<'_, PyList>) -> PyResult<()> {
@@ -222,21 +226,25 @@ impl Pipeline {
                     PyString::new(py, &endpoint_text(&conn.b.ip, conn.b.port)).unbind(),
                 ];
                 let id = conn.id;
-                let state = match on_port {
+                let unknown = PyString::intern(py, UNKNOWN_DIRECTION).unbind();
+                let directions = [unknown.clone_ref(py), unknown];
+                let mut state = match on_port {
                     Some((protocol, role)) => {
                         let server = if self.ports.contains_key(&conn.b.port) { 1 } else { 0 };
                         ConnState {
                             info: conn, text, server: Some(server), server_role: Some(role),
                             candidates: vec![Candidate { protocol, splitters: [None, None] }], live: vec![0],
-                            confirmed: true, abandoned: false, bytes_seen: 0,
+                            directions, confirmed: true, abandoned: false, bytes_seen: 0,
                         }
                     }
                     None => ConnState {
                         info: conn, text, server: None, server_role: None,
                         candidates: (0..self.protocols.len()).map(|p| Candidate { protocol: p, splitters: [None, None] }).collect(),
-                        live: (0..self.protocols.len()).collect(), confirmed: false, abandoned: false, bytes_seen: 0,
+                        live: (0..self.protocols.len()).collect(), directions, confirmed: false, abandoned: false,
+                        bytes_seen: 0,
                     },
                 };
+                state.set_directions(py);
                 if state.confirmed {
                     out.append(self.opened_event(py, &state, time, packet)?)?;
                 }
@@ -267,7 +275,7 @@ impl Pipeline {
                     let details = PyDict::new(py);
                     details.set_item("how", how)?;
                     for side in 0..2 {
-                        details.set_item(format!("bytes_{}", self.direction(&state, side)), bytes[side])?;
+                        details.set_item(format!("bytes_{}", self.direction(py, &state, side)), bytes[side])?;
                     }
                     if let Some(by) = closed_by {
                         details.set_item("closed_by", by)?;
@@ -362,7 +370,7 @@ impl Pipeline {
                 let args = PyTuple::new(py, [
                     self.frame_index.into_pyobject(py)?.into_any(), protocol.name.bind(py).clone().into_any(),
                     state.info.id.into_pyobject(py)?.into_any(), state.text[side].bind(py).clone().into_any(),
-                    state.text[1 - side].bind(py).clone().into_any(), self.direction_py(py, state, side),
+                    state.text[1 - side].bind(py).clone().into_any(), self.direction(py, state, side).into_any(),
                     pdu.time.into_pyobject(py)?.into_any(), pdu.first_time.into_pyobject(py)?.into_any(),
                     pdu.last_packet.into_pyobject(py)?.into_any(), pdu.first_packet.into_pyobject(py)?.into_any(),
                     pdu.offset.into_pyobject(py)?.into_any(), decoded,
@@ -387,7 +395,7 @@ impl Pipeline {
     fn event<'py>(&self, py: Python<'py>, kind: &str, time: f64, packet: i64, conn: Option<u64>, side: Option<usize>, at: Option<(&ConnState, i64, i64)>, details: Bound<'py, PyDict>, params: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
         match (side, at) {
             (Some(side), Some((state, offset, length))) => self.classes.event.bind(py).call1((
-                kind, time, packet, conn, state.text[side].bind(py), state.text[1 - side].bind(py), self.direction(state, side),
+                kind, time, packet, conn, state.text[side].bind(py), state.text[1 - side].bind(py), self.direction(py, state, side),
                 offset, length, details, params,
             )),
             _ => self.classes.event.bind(py).call1((kind, time, packet, conn, py.None(), py.None(), py.None(), py.None(), py.None(), details, params)),
@@ -420,7 +428,10 @@ impl Pipeline {
         } else if *sender == protocol.client_role {
             state.server = Some(1 - side);
             state.server_role = Some(protocol.default_server_role().to_string());
+        } else {
+            return Ok(());
         }
+        state.set_directions(py);
         Ok(())
     }
 

@@ -216,10 +216,13 @@ impl Framing for SpecFraming {
     fn resync(&self, buf: &[u8], max_size: usize) -> (bool, usize) {
         match (&self.resync, &self.core) {
             (Some(f), _) => Python::attach(|py| {
-                f.bind(py)
-                    .call1((PyBytes::new(py, buf), 0, buf.len(), max_size))
-                    .and_then(|v| v.extract::<(bool, usize)>())
-                    .unwrap_or((false, buf.len()))
+                match f.bind(py).call1((PyBytes::new(py, buf), 0, buf.len(), max_size)).and_then(|v| v.extract::<(bool, usize)>()) {
+                    Ok(found) => found,
+                    Err(e) => {
+                        e.restore(py); // raised by the caller once the splitter returns
+                        (false, buf.len())
+                    }
+                }
             }),
             (None, Some(core)) => core.resync(buf, max_size),
             (None, None) => (false, buf.len()),
@@ -233,7 +236,13 @@ impl Framing for SpecFraming {
     fn oversized_head(&self, buf: &[u8]) -> Head {
         match (&self.oversized_head, &self.core) {
             (Some(f), _) => Python::attach(|py| {
-                let Ok(v) = f.bind(py).call1((PyBytes::new(py, buf), 0, buf.len())) else { return Head::Skip };
+                let v = match f.bind(py).call1((PyBytes::new(py, buf), 0, buf.len())) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        e.restore(py); // raised by the caller once the splitter returns
+                        return Head::Skip;
+                    }
+                };
                 if v.is_none() {
                     Head::Skip
                 } else if let Ok((head, length)) = v.extract::<(usize, usize)>() {

@@ -34,7 +34,7 @@
 //! At most ``max_connections`` are tracked: opening one more closes the oldest ("evicted").
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::Hash;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::rc::Rc;
 
 use super::net::{Ip, Segment, ACK, FIN, RST, SYN};
@@ -154,14 +154,14 @@ impl Default for Config {
 
 /// A map that iterates in insertion order (a key set again keeps its place), as Python's dict.
 pub struct OrderedMap<K, V> {
-    map: HashMap<K, (u64, V)>,
+    map: FastMap<K, (u64, V)>,
     order: BTreeMap<u64, K>,
     next: u64,
 }
 
 impl<K: Hash + Eq + Clone, V> OrderedMap<K, V> {
     pub fn new() -> Self {
-        OrderedMap { map: HashMap::new(), order: BTreeMap::new(), next: 0 }
+        OrderedMap { map: FastMap::default(), order: BTreeMap::new(), next: 0 }
     }
     pub fn set(&mut self, key: K, value: V) {
         if let Some(slot) = self.map.get_mut(&key) {
@@ -204,6 +204,47 @@ impl<K: Hash + Eq + Clone, V> Default for OrderedMap<K, V> {
         Self::new()
     }
 }
+
+/// A fast hash for the tables looked up per packet (keys are endpoints and ids, not chosen by an attacker
+/// to collide any more than SipHash's would be: a flood of connections is bounded by max_connections).
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(i as u64);
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.add(i as u64);
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 fn sdiff(a: u32, b: u32) -> i64 {
     a.wrapping_sub(b) as i32 as i64
@@ -755,7 +796,7 @@ pub struct Reassembler {
     pub cfg: Config,
     st: Stats,
     delivered: u64,
-    halves: HashMap<Key, (u64, usize)>,
+    halves: FastMap<Key, (u64, usize)>,
     conns: BTreeMap<u64, Conn>, // open connections by id (id order = insertion order)
     pending: OrderedMap<u64, ()>, // open connections with holes or closing
     tombs: OrderedMap<Key, (Option<u32>, Option<u32>, f64)>, // (end_seq, isn, time)
@@ -771,7 +812,7 @@ impl Reassembler {
         cfg.max_connections = cfg.max_connections.max(1);
         let next_sweep = cfg.sweep_every as i64;
         Reassembler {
-            cfg, st: Stats::default(), delivered: 0, halves: HashMap::new(), conns: BTreeMap::new(),
+            cfg, st: Stats::default(), delivered: 0, halves: FastMap::default(), conns: BTreeMap::new(),
             pending: OrderedMap::new(), tombs: OrderedMap::new(), next_id: 1, npackets: 0, next_sweep, now: 0.0,
         }
     }
