@@ -53,7 +53,7 @@ oldest (``how = "evicted"``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
 import pulsar_dissect_core as _core
@@ -182,33 +182,25 @@ class ConnectionClosed:
 Event = ConnectionOpened | StreamData | StreamGap | ConnectionClosed
 
 
-@dataclass(slots=True)
 class ReassemblyStats:
-    segments: int = 0
-    connections: int = 0
-    connections_mid_stream: int = 0
-    delivered_bytes: int = 0
-    retransmitted_segments: int = 0  # carried no new byte
-    retransmitted_bytes: int = 0  # bytes seen again (full or partial retransmissions)
-    out_of_order_segments: int = 0  # arrived beyond a hole
-    overlap_bytes: int = 0  # bytes overlapping data already buffered or delivered (and comparable)
-    inconsistent_overlaps: int = 0  # overlaps whose bytes differ from the first copy (first copy kept)
-    keepalives: int = 0
-    zero_window_probes: int = 0
-    syn_retransmissions: int = 0
-    gaps: int = 0
-    gap_bytes: int = 0
-    snaplen_gaps: int = 0
-    buffer_limit_gaps: int = 0
-    bytes_before_start: int = 0  # mid-stream: bytes just before the first byte seen, ignored
-    bytes_after_fin: int = 0  # data beyond the FIN, ignored
-    rst_payload_bytes: int = 0  # payload carried by RST segments, ignored
-    segments_after_close: int = 0  # segments of a forgotten connection (final ACKs, retransmissions)
-    ignored_segments: int = 0  # pure ACKs of unknown connections (they open nothing)
-    max_buffered_bytes: int = 0  # high-water mark of one direction's out-of-order buffer
+    """The core's counters, as attributes (``segments``, ``connections``, ``delivered_bytes``,
+    ``retransmitted_bytes``, ``out_of_order_segments``, ``overlap_bytes``, ``inconsistent_overlaps``,
+    ``keepalives``, ``zero_window_probes``, ``gaps``, ``gap_bytes``, ``max_buffered_bytes``, ...: what each
+    counts is said where the core declares it, ``Stats`` in ``core/src/transport/reassembly.rs``)."""
+
+    __slots__ = ("_counters",)
+
+    def __init__(self, counters: dict[str, int]) -> None:
+        self._counters = counters
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            return self._counters[name]
+        except KeyError:
+            raise AttributeError(name) from None
 
     def as_dict(self) -> dict[str, int]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return dict(self._counters)
 
 
 class TcpReassembler:
@@ -235,7 +227,7 @@ class TcpReassembler:
     @property
     def stats(self) -> ReassemblyStats:
         """Counters (retransmitted / out-of-order / overlapping bytes, gaps, ...)."""
-        return ReassemblyStats(**self._core.stats())
+        return ReassemblyStats(self._core.stats())
 
     @property
     def open_connections(self) -> list[Connection]:

@@ -74,11 +74,11 @@ pub struct Stats {
     pub connections: u64,
     pub connections_mid_stream: u64,
     pub delivered_bytes: u64,
-    pub retransmitted_segments: u64,
-    pub retransmitted_bytes: i64,
-    pub out_of_order_segments: u64,
-    pub overlap_bytes: i64,
-    pub inconsistent_overlaps: u64,
+    pub retransmitted_segments: u64, // carried no new byte
+    pub retransmitted_bytes: i64,    // bytes seen again (full or partial retransmissions)
+    pub out_of_order_segments: u64,  // arrived beyond a hole
+    pub overlap_bytes: i64,          // bytes overlapping data already buffered or delivered (and comparable)
+    pub inconsistent_overlaps: u64,  // overlaps whose bytes differ from the first copy (first copy kept)
     pub keepalives: u64,
     pub zero_window_probes: u64,
     pub syn_retransmissions: u64,
@@ -86,12 +86,12 @@ pub struct Stats {
     pub gap_bytes: i64,
     pub snaplen_gaps: u64,
     pub buffer_limit_gaps: u64,
-    pub bytes_before_start: i64,
-    pub bytes_after_fin: i64,
-    pub rst_payload_bytes: u64,
-    pub segments_after_close: u64,
-    pub ignored_segments: u64,
-    pub max_buffered_bytes: i64,
+    pub bytes_before_start: i64,    // mid-stream: bytes just before the first byte seen, ignored
+    pub bytes_after_fin: i64,       // data beyond the FIN, ignored
+    pub rst_payload_bytes: u64,     // payload carried by RST segments, ignored
+    pub segments_after_close: u64,  // segments of a forgotten connection (final ACKs, retransmissions)
+    pub ignored_segments: u64,      // pure ACKs of unknown connections (they open nothing)
+    pub max_buffered_bytes: i64,    // high-water mark of one direction's out-of-order buffer
 }
 
 impl Stats {
