@@ -322,4 +322,8 @@ impl Framing for PulsarFraming {
     fn foreign_kind(&self) -> &str {
         "NOT_PULSAR"
     }
+
+    fn tls_name(&self) -> &str {
+        "TLS handshake (is this a pulsar+ssl:// connection on a plaintext port?)"
+    }
 }

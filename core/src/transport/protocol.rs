@@ -263,6 +263,10 @@ impl Framing for SpecFraming {
     fn foreign_kind(&self) -> &str {
         &self.foreign_kind
     }
+
+    fn tls_name(&self) -> &str {
+        self.core.as_ref().map(|c| c.tls_name()).unwrap_or("TLS handshake")
+    }
 }
 
 /// A note or PDU as the plain tuples the test bindings return.

@@ -72,6 +72,10 @@ pub trait Framing {
     fn foreign_kind(&self) -> &str {
         "FOREIGN_PROTOCOL"
     }
+    /// how TLS on the port is named (a protocol may say what it likely is: its TLS variant)
+    fn tls_name(&self) -> &str {
+        "TLS handshake"
+    }
 }
 
 /// One complete (or, when ``missing`` > 0, gap-damaged) PDU, header included.
@@ -111,10 +115,11 @@ pub const PROXY_V2_SIGNATURE: &[u8] = b"\r\n\r\n\x00\r\nQUIT\n";
 pub const OVERSIZED_HEAD_LIMIT: usize = 64 * 1024;
 const HTTP_PREFIXES: [&[u8]; 10] = [b"GET ", b"POST", b"PUT ", b"HEAD", b"HTTP", b"OPTI", b"DELE", b"PATC", b"CONN", b"PRI "];
 
-/// Name the protocol when the first bytes of a stream are clearly not a binary RPC protocol.
-pub fn sniff_foreign_protocol(head: &[u8]) -> Option<&'static str> {
+/// Name the protocol when the first bytes of a stream are clearly not a binary RPC protocol (TLS as the
+/// framing names it).
+pub fn sniff_foreign_protocol<'a>(fr: &'a dyn Framing, head: &[u8]) -> Option<&'a str> {
     if head.len() >= 3 && head[0] == 0x16 && head[1] == 0x03 && head[2] <= 0x04 {
-        return Some("TLS handshake (is this a pulsar+ssl:// connection on a plaintext port?)");
+        return Some(fr.tls_name());
     }
     if head.len() >= 4 && HTTP_PREFIXES.contains(&&head[..4]) {
         return Some("HTTP (is an HTTP client talking to the binary-protocol port?)");
@@ -340,7 +345,7 @@ impl Splitter {
                                 break;
                             }
                             Head::Found { head, length } => {
-                                pos = self.emit_oversized_head(pos, end, &bad, head, length, out, time, packet);
+                                pos = self.emit_oversized_head(fr, pos, end, &bad, head, length, out, time, packet);
                                 if self.skip > 0 {
                                     break; // the rest of the PDU is in bytes still to come: feed() skips them
                                 }
@@ -400,8 +405,8 @@ impl Splitter {
     /// The OVERSIZED note, then the PDU's head as a PDU with the rest missing; the rest is skipped (what of
     /// it is buffered now, and ``skip`` for the bytes still to come). Returns the position after it.
     #[allow(clippy::too_many_arguments)]
-    fn emit_oversized_head(&mut self, pos: usize, end: usize, bad: &BadLength, head: usize, length: usize, out: &mut Vec<Split>, time: f64, packet: i64) -> usize {
-        let foreign = sniff_foreign_protocol(slice(&self.buf, pos, pos + 4));
+    fn emit_oversized_head(&mut self, fr: &dyn Framing, pos: usize, end: usize, bad: &BadLength, head: usize, length: usize, out: &mut Vec<Split>, time: f64, packet: i64) -> usize {
+        let foreign = sniff_foreign_protocol(fr, slice(&self.buf, pos, pos + 4));
         out.push(self.bad_length_note(pos, bad, time, packet, foreign));
         let (first_packet, first_time) = if pos == 0 { (self.buf_packet, self.buf_time) } else { (packet, time) };
         out.push(Split::Pdu(RawPdu {
@@ -431,7 +436,7 @@ impl Splitter {
             return pos + length;
         }
         self.at_stream_start = false;
-        if let Some(foreign) = sniff_foreign_protocol(head) {
+        if let Some(foreign) = sniff_foreign_protocol(fr, head) {
             self.become_foreign(fr, foreign, pos, out, time, packet);
         }
         pos
@@ -449,7 +454,7 @@ impl Splitter {
     }
 
     fn report_bad_length(&mut self, fr: &dyn Framing, pos: usize, bad: &BadLength, out: &mut Vec<Split>, time: f64, packet: i64) {
-        let foreign = sniff_foreign_protocol(slice(&self.buf, pos, pos + 4));
+        let foreign = sniff_foreign_protocol(fr, slice(&self.buf, pos, pos + 4));
         if let Some(name) = foreign {
             if self.buf_offset + pos as i64 == 0 {
                 self.become_foreign(fr, name, pos, out, time, packet);
