@@ -37,6 +37,13 @@ pub struct Classes {
 struct Candidate {
     protocol: usize,
     splitters: [Option<Splitter>; 2],
+    order: Vec<usize>, // the sides in the order their splitters were made (the order their ends are told)
+}
+
+impl Candidate {
+    fn new(protocol: usize) -> Candidate {
+        Candidate { protocol, splitters: [None, None], order: Vec::with_capacity(2) }
+    }
 }
 
 struct ConnState {
@@ -233,13 +240,13 @@ impl Pipeline {
                         let server = if self.ports.contains_key(&conn.b.port) { 1 } else { 0 };
                         ConnState {
                             info: conn, text, server: Some(server), server_role: Some(role),
-                            candidates: vec![Candidate { protocol, splitters: [None, None] }], live: vec![0],
+                            candidates: vec![Candidate::new(protocol)], live: vec![0],
                             directions, confirmed: true, abandoned: false, bytes_seen: 0,
                         }
                     }
                     None => ConnState {
                         info: conn, text, server: None, server_role: None,
-                        candidates: (0..self.protocols.len()).map(|p| Candidate { protocol: p, splitters: [None, None] }).collect(),
+                        candidates: (0..self.protocols.len()).map(Candidate::new).collect(),
                         live: (0..self.protocols.len()).collect(), directions, confirmed: false, abandoned: false,
                         bytes_seen: 0,
                     },
@@ -306,7 +313,11 @@ impl Pipeline {
         for ci in state.live.clone() {
             let protocol = state.candidates[ci].protocol;
             let max_frame_size = self.settings.max_frame_size;
-            let splitter = state.candidates[ci].splitters[side].get_or_insert_with(|| {
+            let candidate = &mut state.candidates[ci];
+            if candidate.splitters[side].is_none() {
+                candidate.order.push(side);
+            }
+            let splitter = candidate.splitters[side].get_or_insert_with(|| {
                 Splitter::new(saw_syn && offset == 0, max_frame_size, offset)
             });
             let framing = &self.protocols[protocol].framing;
@@ -329,7 +340,7 @@ impl Pipeline {
         let mut items = Vec::new();
         for ci in state.live.clone() {
             let protocol = state.candidates[ci].protocol;
-            for side in 0..2 {
+            for side in state.candidates[ci].order.clone() {
                 let Some(splitter) = state.candidates[ci].splitters[side].as_mut() else { continue };
                 splitter.finish(&self.protocols[protocol].framing, time, packet, &mut items);
                 for item in items.drain(..) {
