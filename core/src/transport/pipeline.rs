@@ -11,7 +11,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use super::net::{endpoint_text, Ip, Segment, ACK, SYN};
 use super::protocol::{confirms, decode_pdu, fields_to_py, DecodeOptions, Protocol};
-use super::reassembly::{Config, ConnInfo, Endpoint, FastMap, Reassembler, StreamEvent};
+use super::reassembly::{Config, ConnInfo, FastMap, Reassembler, StreamEvent};
 use super::splitter::{Split, Splitter};
 
 /// The settings the pipeline reads (``dissector.options.Options``).
@@ -480,9 +480,5 @@ impl Pipeline {
             decoded.getattr(pyo3::intern!(py, "type"))?, decoded.getattr(pyo3::intern!(py, "command"))?, size, findings,
             decoded.getattr(pyo3::intern!(py, "body"))?,
         ))
-    }
-
-    pub fn peer(info: &ConnInfo, side: usize) -> Endpoint {
-        if side == 0 { info.b } else { info.a }
     }
 }
