@@ -174,7 +174,7 @@ def test_oversized_frame_head_is_a_frame_and_the_rest_is_skipped_unbuffered(feed
     items, most = [], 0
     for i, chunk in enumerate(chunks):
         items += sp.feed(chunk, float(i), i)
-        most = max(most, len(sp._buf))
+        most = max(most, len(sp.buffered))
     items += sp.finish(float(len(chunks)), len(chunks))
     kinds = [type(i).__name__ if isinstance(i, RawFrame) else i.kind for i in items]
     assert kinds == ["RawFrame", "OVERSIZED", "RawFrame", "RawFrame", "RawFrame"]
@@ -219,7 +219,7 @@ def test_oversized_frame_without_a_head_in_reach_is_skipped_as_before():
     items = []
     for i in range(0, len(big), 1400):
         items += sp.feed(big[i:i + 1400], 0.0, 0)
-        assert len(sp._buf) < OVERSIZED_HEAD_LIMIT + 1400
+        assert len(sp.buffered) < OVERSIZED_HEAD_LIMIT + 1400
     items += sp.feed(f[1], 0.0, 0) + sp.finish(1.0, 1)
     assert [n.kind for n in notes_of(items)][0] == "OVERSIZED" and frames_of(items)[-1] == f[1]
     assert not any(i.oversized for i in items if isinstance(i, RawFrame))

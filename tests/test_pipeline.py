@@ -250,6 +250,37 @@ def test_a_clock_tick_declares_a_lost_segment_without_waiting_for_the_next_packe
     assert [f.pdu.type for f in later if type(f) is Frame] == ["FLOW"]
 
 
+def test_what_the_streams_leave_at_their_end_comes_in_the_order_the_directions_spoke():
+    """Both directions end inside a frame: each cut frame is reported at the close (frame.cut_at_end), the
+    direction that spoke first first, whichever side it is."""
+    from dissector.capture.netlayers import TcpSegment
+    from dissector.pipeline import Dissector
+    from dissector.model import Frame
+    from framebuild import simple_frame
+
+    client, broker = ("10.0.0.2", 40000), ("10.0.0.1", 6650)
+    pong, ping = simple_frame("PONG"), simple_frame("PING")
+
+    def seg(n, frm, to, seq, flags, payload=b""):
+        return TcpSegment(n, 100.0 + n / 10, *frm, *to, seq, 1, flags, 65535, payload, 0)
+
+    for broker_first in (True, False):
+        d = Dissector(Options())
+        out = d.feed_segment(seg(1, client, broker, 999, 0x02))  # SYN
+        out += d.feed_segment(seg(2, broker, client, 4999, 0x12))  # SYN-ACK
+        speakers = [(broker, client, 5000, pong), (client, broker, 1000, ping)]
+        if not broker_first:
+            speakers.reverse()
+        for n, (frm, to, seq, frame) in enumerate(speakers, 3):
+            out += d.feed_segment(seg(n, frm, to, seq, 0x18, frame[:-1]))  # the last byte never comes
+        out += d.finish()
+        cut = [f for f in out if type(f) is Frame]
+        order = ["to_client", "to_broker"] if broker_first else ["to_broker", "to_client"]
+        assert [f.direction for f in cut] == order
+        assert [f.pdu.size for f in cut] == [len(frame) for *_, frame in speakers]
+        assert all(f.pdu.findings[0].id == "frame.cut_at_end" for f in cut)
+
+
 def test_one_direction_of_a_real_capture_keeps_bounded_state(tmp_path):
     """Only the client-to-broker half of a real capture (an asymmetric SPAN port): no SEND ever gets its
     receipt, yet at most max_pending_requests wait, and the tool says it dropped the rest."""

@@ -242,7 +242,7 @@ def test_in_order():
     # the trailing ACK of the forgotten connection opens nothing
     assert r.stats.segments_after_close == 1
     assert not r.open_connections
-    # StreamData of in-order segments is the payload object itself (no copy), stamped with its packet
+    # StreamData of in-order segments is the payload, stamped with its packet
     first = next(e for e in res.events if isinstance(e, StreamData))
     assert first.packet_index == 4 and first.offset == 0 and first.timestamp == pytest.approx(1000.004)
 
@@ -610,14 +610,15 @@ def test_synack_with_new_isn_is_a_new_connection():
     assert res.stream(2, new.endpoint("c")) == b"xyz"
 
 
-def test_in_order_payload_is_not_copied():
+def test_in_order_payload_is_delivered_at_once_and_whole():
     f = Flow(via_scapy=False)
     r = TcpReassembler()
     for s in f.handshake():
         r.feed(s)
     seg = f.data("c", 0, b"payload bytes")
     (ev,) = r.feed(seg)
-    assert ev.data is seg.payload
+    assert type(ev.data) is bytes and ev.data == seg.payload and ev.offset == 0
+    assert r.stats.max_buffered_bytes == 0 and r.stats.out_of_order_segments == 0
 
 
 def test_syn_retransmission_is_same_connection():
@@ -687,8 +688,9 @@ def test_closed_connections_are_forgotten():
         f = Flow(cport=20000 + i, via_scapy=False)
         for s in f.handshake() + [f.data("c", 0, b"x")] + f.close(1, 0):
             r.feed(s)
-    assert not r.open_connections and not r._halves and not r._pending
-    assert len(r._tombs) <= 50
+    directions, pending, tombstones = r.table_sizes()
+    assert not r.open_connections and directions == 0 and pending == 0
+    assert tombstones <= 50
     assert r.stats.connections == 200 and r.stats.segments_after_close == 200
 
 

@@ -1,6 +1,8 @@
-//! The Python module `pulsar_dissect_core`. Decoding needs no Python (the GIL is released around it for
-//! frames from 4 KiB); its Rust plain data is then converted in one step into the classes Python bound once
-//! (`bind`): `Decoded`, `PayloadSection`, `Finding`.
+//! The Python module `pulsar_dissect_core`: the decoder's functions here, the transport's classes in
+//! `transport::binding`. Decoding needs no Python (the GIL is released around it for frames from 4 KiB); its
+//! Rust plain data is then converted in one step into the classes Python bound once (`bind`): `Decoded`,
+//! `PayloadSection`, `Finding`. The pipeline uses the same decode and conversion (`decode_detached`,
+//! `decoded_to_py`).
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -8,9 +10,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use pyo3::IntoPyObjectExt;
 
 use crate::model::{Decoded, Finding, PayloadSection};
-use crate::schema::{Kind, Schema};
 use crate::value::{list_to_py, map_to_py, Repeats, Value};
-use crate::{codecs, core, payload, pb};
+use crate::{codecs, core, payload};
 
 /// The Python classes of the plain data, bound once.
 struct Classes {
@@ -138,14 +139,23 @@ fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAn
 /// a tenth of that, and no other thread would get far meanwhile.
 const RELEASE_GIL_FROM: usize = 4096;
 
+/// Decode one frame in Rust, the GIL released when that is worth it.
+pub(crate) fn decode_detached(py: Python<'_>, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> Decoded {
+    let decode = || crate::decode(frame, missing, max_decompressed, brief);
+    if frame.len() < RELEASE_GIL_FROM { decode() } else { py.detach(decode) }
+}
+
+/// The Python ``Decoded`` of a decoded frame: the one conversion of the decoder's data.
+pub(crate) fn decoded_to_py<'py>(py: Python<'py>, decoded: &Decoded) -> PyResult<Bound<'py, PyAny>> {
+    classes(py)?.decoded(py, decoded)
+}
+
 /// Decode one frame (``missing`` bytes lost at its end); returns a ``Decoded``.
 #[pyfunction]
 #[pyo3(signature = (frame, missing=0, max_decompressed=64 * 1024 * 1024, brief=false))]
 fn decode_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> PyResult<Bound<'py, PyAny>> {
     let classes = classes(py)?;
-    let decode = || crate::decode(frame, missing, max_decompressed, brief);
-    let decoded = if frame.len() < RELEASE_GIL_FROM { decode() } else { py.detach(decode) };
-    classes.decoded(py, &decoded)
+    classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, brief))
 }
 
 type BytesAndProblem<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>);
@@ -197,46 +207,6 @@ fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(out)
 }
 
-fn subcommand_type(schema: &Schema, base_command: usize, type_num: u32) -> Option<usize> {
-    let base = &schema.messages[base_command];
-    match base.fields.get(base.field(type_num)?)?.kind {
-        Kind::Message(m) => Some(m),
-        _ => None,
-    }
-}
-
-/// Whether ``data`` parses whole, with every required field set: the BaseCommand carrying the sub-command of
-/// type ``type_num`` (``base``), or that sub-command alone. What framing asks of a candidate frame start.
-#[pyfunction]
-fn command_complete(type_num: u32, data: &[u8], base: bool) -> bool {
-    let core = core();
-    let schema = core.schema;
-    let sub = if base {
-        match pb::parse(schema, core.base_command, data) {
-            Ok(parsed) => match parsed.message(schema, type_num) {
-                Some(sub) => return sub.init_errors(schema).is_empty(),
-                None => return false,
-            },
-            Err(_) => return false,
-        }
-    } else {
-        subcommand_type(schema, core.base_command, type_num)
-    };
-    match sub.map(|m| pb::parse(schema, m, data)) {
-        Some(Ok(parsed)) => parsed.init_errors(schema).is_empty(),
-        _ => false,
-    }
-}
-
-/// Whether the complete fields of ``data`` (the first bytes of the sub-command of type ``type_num``) fit its
-/// schema: known field numbers, each with its wire type; a field cut at the end is fine.
-#[pyfunction]
-fn prefix_plausible(type_num: u32, data: &[u8]) -> bool {
-    let core = core();
-    let Some(msg) = subcommand_type(core.schema, core.base_command, type_num) else { return false };
-    pb::plausible_prefix(core.schema, msg, data)
-}
-
 /// Test support: a plain Python value written by the core's JSON writer (to compare with
 /// ``dissector.output.jsonl.dumps``).
 #[pyfunction]
@@ -274,9 +244,8 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(message_records, m)?)?;
     m.add_function(wrap_pyfunction!(command_types, m)?)?;
     m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
-    m.add_function(wrap_pyfunction!(command_complete, m)?)?;
-    m.add_function(wrap_pyfunction!(prefix_plausible, m)?)?;
     m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
+    crate::transport::binding::register(m)?;
     Ok(())
 }

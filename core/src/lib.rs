@@ -1,9 +1,12 @@
-//! pulsar-dissect's compiled core: Pulsar frame decoding (sizes, BaseCommand, payload section, CRC32C,
-//! decompression, batches, markers) walked off the schema compiled from the .proto contract.
+//! pulsar-dissect's compiled core: the transport stages (network layers, TCP reassembly, the PDU splitter
+//! and the pipeline: `transport`), Pulsar's framing (`framing`) and Pulsar frame decoding (sizes,
+//! BaseCommand, payload section, CRC32C, decompression, batches, markers), walked off the schema compiled
+//! from the .proto contract.
 //!
 //! Decoding needs no Python: [`decode`] gives Rust plain data ([`model::Decoded`] of [`value::Value`]s),
 //! which other Rust code reads and writes as JSON. The Python module (`binding`) converts it, in one step,
 //! into the Python classes Python bound once, so what crosses the boundary is the same whatever decodes.
+//! The pipeline (`transport`) keeps the Rust data while it works and converts it where it builds a frame.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -11,10 +14,12 @@ use std::sync::OnceLock;
 pub mod codecs;
 mod binding;
 mod frame;
+pub mod framing;
 pub mod model;
 mod payload;
 pub mod pb;
 mod schema;
+pub mod transport;
 pub mod value;
 
 use schema::{EnumType, Schema};
@@ -62,12 +67,13 @@ pub struct Core {
 static CORE: OnceLock<Core> = OnceLock::new();
 static SCHEMA: OnceLock<Schema> = OnceLock::new();
 
-/// The schema, loaded once from the embedded descriptor set.
-fn schema() -> &'static Schema {
+/// The schema, loaded once from the embedded descriptor set (no Python needed): for the decoder, the
+/// framing and the transport.
+pub(crate) fn schema() -> &'static Schema {
     SCHEMA.get_or_init(Schema::load)
 }
 
-fn core() -> &'static Core {
+pub(crate) fn core() -> &'static Core {
     CORE.get_or_init(Core::new)
 }
 

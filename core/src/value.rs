@@ -353,19 +353,25 @@ impl Value {
             Ok(Value::Str(Text::Owned(s.to_str()?.to_owned())))
         } else if let Ok(b) = obj.cast::<PyBytes>() {
             Ok(Value::Bytes(b.as_bytes().to_vec()))
-        } else if let Ok(d) = obj.cast::<PyDict>() {
-            let mut entries = Map::with_capacity(d.len());
-            for (k, v) in d.iter() {
-                let key = k.cast::<PyString>().map_err(|_| PyTypeError::new_err("dict keys must be str"))?;
-                entries.push((Text::Owned(key.to_str()?.to_owned()), Value::from_py(&v)?));
-            }
-            Ok(Value::Map(entries))
+        } else if obj.is_instance_of::<PyDict>() {
+            map_from_py(obj).map(Value::Map)
         } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<pyo3::types::PyTuple>() {
             obj.try_iter()?.map(|item| Value::from_py(&item?)).collect::<PyResult<_>>().map(Value::List)
         } else {
             Err(PyTypeError::new_err(format!("{} is not a plain value", obj.get_type().name()?)))
         }
     }
+}
+
+/// A Python dict with str keys (and values as [`Value::from_py`] takes them) as a map.
+pub fn map_from_py(obj: &Bound<'_, PyAny>) -> PyResult<Map> {
+    let dict = obj.cast::<PyDict>()?;
+    let mut entries = Map::with_capacity(dict.len());
+    for (k, v) in dict.iter() {
+        let key = k.cast::<PyString>().map_err(|_| PyTypeError::new_err("dict keys must be str"))?;
+        entries.push((Text::Owned(key.to_str()?.to_owned()), Value::from_py(&v)?));
+    }
+    Ok(entries)
 }
 
 /// The map as a Python dict.

@@ -2,19 +2,24 @@
 
 A protocol is one folder under ``dissector/protocols/`` whose ``__init__`` builds one ``ProtocolSpec``:
 
-- where it lives: server ports (and the role of the server on each), and a probe for ``--detect``;
-- how its PDUs are delimited: ``pdu_length`` (complete length / need more / not a frame) and ``resync``
-  (the next plausible PDU start after loss or a mid-connection start); optionally ``oversized_head`` (the
-  head of a PDU above the size limit, decoded alone while the rest is skipped);
-- how a PDU is decoded into plain data (``decode``: bytes → ``model.Decoded``);
+- where it lives: server ports (and the role of the server on each);
+- its framing and decoding. A protocol implemented in the compiled core names it (``core``: Pulsar's
+  ``Framing`` in ``core/src/framing.rs`` — how long a PDU is, where the next one may start after lost bytes,
+  the head of a PDU above the size limit — and its decoder, which makes ``model.Decoded`` plain data, and
+  what proves it on a connection off its ports for ``--detect``). A protocol declared in Python only (a
+  plug-in, a test's toy) gives the same as callables instead: ``pdu_length`` (complete length / need more /
+  not a frame), optionally ``resync`` (the next plausible PDU start after loss or a mid-connection start),
+  ``oversized_head``, ``confirms``, and ``decode`` (bytes → ``model.Decoded``); the core's generic transport
+  calls them. A callable given beside ``core`` takes the place of the core's;
 - its roles and its one command table (per type: who sends it, what answers it and under which key, the
   fields the timeline shows, which actor it is about);
 - its session state (``new_session``: protocol-specific conversation analysis) and its problem ids
   (registered in ``dissector.problems`` when the package is imported);
 - how its frames look in a record and on a timeline line (``record_fields``, ``timeline_pieces``).
 
-Everything below the boundary (capture, network layers, TCP reassembly, the PDU splitter) and above it
-(pairing, records, renderers, statistics) is generic and reads only these declarations and plain data.
+Everything below the boundary (capture, network layers, TCP reassembly, the PDU splitter: the core's
+``transport``) and above it (pairing, records, renderers, statistics) is generic and reads only these
+declarations and plain data.
 """
 
 from __future__ import annotations
@@ -134,15 +139,6 @@ class Waiting:
     overdue: bool = False  # reported OVERDUE (waited past the operation timeout)
 
 
-def cannot_resync(buf, pos: int, end: int, max_size: int) -> tuple[bool, int]:
-    """For a protocol without a way to find a PDU start in the middle of a stream: skip what is there."""
-    return False, end
-
-
-def _no_findings(decoded: Decoded) -> bool:
-    return not decoded.findings
-
-
 class _NoSession:
     """For a protocol with nothing to add beyond request/response pairing."""
 
@@ -164,22 +160,30 @@ class ProtocolSpec:
     server_roles: tuple[str, ...]  # the roles on the server side (Pulsar: broker)
     ports: dict[int, str]  # default server ports and the role of the server there
     commands: CommandTable
-    pdu_length: Callable[[bytearray, int, int, int], int | BadLength]  # (buf, pos, end, max_size)
-    decode: Callable[[bytes, int, Options], Decoded]  # (pdu, missing bytes, options)
-    resync: Callable[[bytearray, int, int, int], tuple[bool, int]] = cannot_resync  # (buf, pos, end, max_size)
-    confirms: Callable[[Decoded], bool] = _no_findings  # a PDU that proves the protocol on an off-port connection
+    # the protocol's framing and decoder in the compiled core ("pulsar"), or None for one declared in Python
+    core: str | None = None
+    # -- for a protocol declared in Python (each, when given, takes the place of the core's) --
+    # (buf, pos, end, max_size) -> length of the PDU at pos, NEED_MORE, or BadLength
+    pdu_length: Callable[[bytes, int, int, int], int | BadLength] | None = None
+    decode: Callable[[bytes, int, Options], Decoded] | None = None  # (pdu, missing bytes, options)
+    # (buf, pos, end, max_size) -> (True, the next plausible PDU start) or (False, where to wait for more bytes);
+    # None: no way to find a PDU start in the middle of a stream (what is there is skipped)
+    resync: Callable[[bytes, int, int, int], tuple[bool, int]] | None = None
+    # a PDU that proves the protocol on an off-port connection; None: decoded without findings
+    confirms: Callable[[Decoded], bool] | None = None
+    # (buf, pos, end) at a PDU whose length is above the size limit (BadLength "OVERSIZED"): (head, PDU length)
+    # when its first ``head`` bytes are worth decoding alone (the rest is then skipped, never buffered),
+    # NEED_MORE until the head is there, None when the size is not to be trusted (the splitter resyncs)
+    oversized_head: Callable[[bytes, int, int], tuple[int, int] | int | None] | None = None
+    foreign_kind: str | None = None  # event kind when a stream speaks something else (None: the core's, or
+    # FOREIGN_PROTOCOL)
+    min_pdu: int | None = None  # bytes of a PDU head worth decoding when the rest was lost (None: the core's, or 1)
     # (options, connection id, mid-stream, the protocol's state shared by all its connections)
     new_session: Callable[[Options, int, bool, Any], Session] = _no_session
     # state across connections (e.g. which producers hold a topic), made once per analysis
     new_shared: Callable[[Options], Any] = lambda options: None
     record_fields: Callable[[Frame, bool, bool], dict] = lambda frame, payload, summary: {}  # extra record keys
     timeline_pieces: Callable[[dict], list] = lambda rec: []  # record -> [(text, style)] after the key fields
-    foreign_kind: str = "FOREIGN_PROTOCOL"  # event kind when a stream speaks something else
-    min_pdu: int = 1  # bytes of a PDU head worth decoding when the rest was lost
-    # (buf, pos, end) at a PDU whose length is above the size limit (BadLength "OVERSIZED"): (head, PDU length)
-    # when its first ``head`` bytes are worth decoding alone (the rest is then skipped, never buffered),
-    # NEED_MORE until the head is there, None when the size is not to be trusted (the splitter resyncs)
-    oversized_head: Callable[[bytearray, int, int], tuple[int, int] | int | None] | None = None
 
     @property
     def default_server_role(self) -> str:

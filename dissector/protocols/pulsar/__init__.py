@@ -1,8 +1,8 @@
 """Apache Pulsar's binary protocol (``pulsar://``, TCP 6650 and 6651), declared for the protocol boundary.
 
 The folder holds everything the tool knows about Pulsar: the schema (``pb/``, generated from
-``proto/pulsar/``), the command table (``commands``), framing and resynchronisation (``framing``), frame and
-payload decoding (``decode``, ``payload``, ``codecs``), the conversation state (``session``, ``chunks``), the
+``proto/pulsar/``), the command table (``commands``), the bindings of the compiled core's framing
+(``framing``) and frame and payload decoding (``decode``, ``payload``, ``codecs``), the conversation state (``session``, ``chunks``), the
 problem ids (``problems``) and how frames look in records and on the timeline (``present``).
 """
 
@@ -12,8 +12,7 @@ from ...options import Options
 from ..base import ProtocolSpec
 from . import problems  # noqa: F401  (registers Pulsar's problem ids)
 from .commands import BROKER, CLIENT, COMMANDS
-from .decode import confirms, decode_frame
-from .framing import oversized_head, pdu_length, resync
+from . import decode  # noqa: F401  (binds the plain-data classes the core's decoder builds)
 from .present import record_fields, timeline_pieces
 from .session import PulsarSession, SharedState
 
@@ -30,13 +29,9 @@ PULSAR = ProtocolSpec(
     server_roles=(BROKER,),
     ports=PORTS,
     commands=COMMANDS,
-    foreign_kind="NOT_PULSAR",
-    min_pdu=8,  # TOTAL_SIZE and CMD_SIZE: a damaged frame shorter than that shows nothing
-    pdu_length=pdu_length,
-    resync=resync,
-    oversized_head=oversized_head,  # a SEND or MESSAGE above --max-frame-size: its command and metadata
-    decode=decode_frame,
-    confirms=confirms,
+    # framing (TOTAL_SIZE + 4, resynchronisation, the head of a SEND or MESSAGE above --max-frame-size),
+    # decoding and what proves Pulsar off its ports: the compiled core's
+    core="pulsar",
     new_session=_new_session,
     new_shared=SharedState,
     record_fields=record_fields,

@@ -13,7 +13,6 @@ import pulsar_dissect_core as _core
 from ...model import Decoded
 from ...options import Options
 from ...problems import Finding
-from .commands import TYPE_NAMES
 from .payload import PayloadSection
 
 _core.bind(Decoded, PayloadSection, Finding)
@@ -24,11 +23,3 @@ def decode_frame(frame: bytes, missing: int = 0, options: Options = _DEFAULTS) -
     """Decode one frame; ``missing`` > 0 means its last ``missing`` bytes are not there (a capture gap, or
     the stream ended inside it)."""
     return _core.decode_frame(frame, missing, options.max_decompressed, options.summary)
-
-
-def confirms(decoded: Decoded) -> bool:
-    """A frame that proves Pulsar on a connection off the Pulsar ports: decoded whole, without problems."""
-    return not decoded.findings and decoded.type in _KNOWN_NAMES
-
-
-_KNOWN_NAMES = frozenset(TYPE_NAMES.values())

@@ -1,0 +1,17 @@
+//! The transport stages, in the order the data goes through them, with plain data between them:
+//!
+//! ```text
+//! packet bytes ─ net::tcp_segment ─▶ Segment ─ reassembly::Reassembler ─▶ StreamEvent
+//!   (Opened / Data / Gap / Closed) ─ splitter::Splitter + a protocol's Framing ─▶ Split (RawPdu / Note)
+//!   ─ pipeline::Pipeline ─▶ decoded frames and events (the Python ``model.Frame`` / ``model.Event``)
+//! ```
+//!
+//! Nothing below the pipeline knows a protocol: a protocol is its ``Framing`` (Pulsar's is
+//! ``crate::framing``) and its decoder, reached through ``protocol::decode_pdu``.
+
+pub(crate) mod binding;
+pub mod net;
+pub mod pipeline;
+pub mod protocol;
+pub mod reassembly;
+pub mod splitter;
