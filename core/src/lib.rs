@@ -11,11 +11,15 @@ use std::sync::OnceLock;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
+pub mod analysis;
 pub mod codecs;
 mod frame;
+pub mod model;
 mod payload;
 pub mod pb;
+pub mod pulsar;
 mod schema;
+pub mod value;
 
 use schema::Schema;
 
@@ -291,5 +295,6 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
     m.add_function(wrap_pyfunction!(command_complete, m)?)?;
     m.add_function(wrap_pyfunction!(prefix_plausible, m)?)?;
+    analysis::binding::register(m)?;
     Ok(())
 }

@@ -2,26 +2,22 @@
 
 The folder holds everything the tool knows about Pulsar: the schema (``pb/``, generated from
 ``proto/pulsar/``), the command table (``commands``), framing and resynchronisation (``framing``), frame and
-payload decoding (``decode``, ``payload``, ``codecs``), the conversation state (``session``, ``chunks``), the
-problem ids (``problems``) and how frames look in records and on the timeline (``present``).
+payload decoding (``decode``, ``payload``, ``codecs``), the problem ids (``problems``) and how frames look in
+records and on the timeline (``present``). Its conversation state (producers, consumers, flow, acks,
+redeliveries, seeks, chunked messages) is the compiled core's session (``core/src/pulsar/``), named here by
+``session``; ``chunks`` binds its chunk reassembly alone.
 """
 
 from __future__ import annotations
 
-from ...options import Options
 from ..base import ProtocolSpec
 from . import problems  # noqa: F401  (registers Pulsar's problem ids)
 from .commands import BROKER, CLIENT, COMMANDS
 from .decode import confirms, decode_frame
 from .framing import oversized_head, pdu_length, resync
 from .present import record_fields, timeline_pieces
-from .session import PulsarSession, SharedState
 
 PORTS = {6650: BROKER, 6651: BROKER}  # 6651 is pulsar+ssl://: TLS, reported as NOT_PULSAR
-
-
-def _new_session(options: Options, conn: int, mid_stream: bool, shared: SharedState) -> PulsarSession:
-    return PulsarSession(options, conn, mid_stream, shared)
 
 
 PULSAR = ProtocolSpec(
@@ -37,8 +33,7 @@ PULSAR = ProtocolSpec(
     oversized_head=oversized_head,  # a SEND or MESSAGE above --max-frame-size: its command and metadata
     decode=decode_frame,
     confirms=confirms,
-    new_session=_new_session,
-    new_shared=SharedState,
+    session="pulsar",  # the core's Pulsar session (core/src/pulsar/session.rs, chunks.rs)
     record_fields=record_fields,
     timeline_pieces=timeline_pieces,
 )

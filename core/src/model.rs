@@ -1,0 +1,133 @@
+//! The plain data of the protocol boundary in Rust: what decoding one frame gives. They mirror the Python
+//! classes the binding turns them into (`dissector/model.py: Decoded`, `dissector/problems.py: Finding`,
+//! `dissector/protocols/pulsar/payload.py: PayloadSection`) field for field.
+
+use crate::value::{write_json_array, write_json_map, write_json_str, JsonObject, Map, Name, Text, Value};
+
+/// One problem or observation: a registered id and the values its message is made from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    pub id: &'static Name,
+    pub params: Map,
+}
+
+/// `finding!("id", "param" => value, ...)`: a [`Finding`] with declared keys.
+#[macro_export]
+macro_rules! finding {
+    ($id:literal $(, $key:literal => $value:expr)* $(,)?) => {
+        $crate::model::Finding {
+            id: $crate::name!($id),
+            params: vec![$($crate::value::entry($crate::name!($key), $value)),*],
+        }
+    };
+}
+
+/// One frame, decoded.
+#[derive(Debug)]
+pub struct Decoded {
+    /// The command's name as the schema declares it, or `UNKNOWN(n)` / `MALFORMED`.
+    pub type_name: Text,
+    /// The sub-command's fields (a map of the JSON contract); None when it could not be decoded.
+    pub command: Option<Value>,
+    /// Bytes of the frame on the wire, header included (lost bytes counted).
+    pub size: usize,
+    /// The frame's own findings, then those of its payload section (the same, in the same order).
+    pub findings: Vec<Finding>,
+    /// The payload section of SEND and MESSAGE.
+    pub body: Option<PayloadSection>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checksum {
+    #[default]
+    Absent,
+    Valid,
+    Invalid,
+    /// The frame lost bytes to a capture gap: the checksum cannot be computed.
+    Unverified,
+}
+
+impl Checksum {
+    pub fn name(self) -> &'static Name {
+        match self {
+            Checksum::Absent => crate::name!("absent"),
+            Checksum::Valid => crate::name!("valid"),
+            Checksum::Invalid => crate::name!("invalid"),
+            Checksum::Unverified => crate::name!("unverified"),
+        }
+    }
+}
+
+/// The payload section of a SEND or MESSAGE frame.
+#[derive(Debug, Default)]
+pub struct PayloadSection {
+    pub checksum: Checksum,
+    pub checksum_wire: Option<u32>,
+    pub checksum_computed: Option<u32>,
+    pub broker_entry_metadata: Option<Value>,
+    /// MessageMetadata in the JSON contract's form (briefly: only the fields one-line views show).
+    pub metadata: Option<Value>,
+    pub metadata_size: Option<usize>,
+    /// The codec's number, also one this schema does not know.
+    pub compression: i64,
+    /// Bytes as on the wire (compressed, encrypted, batched).
+    pub payload_size: usize,
+    /// Bytes after decompression, when it was decompressed.
+    pub uncompressed_size: Option<usize>,
+    pub encrypted: bool,
+    /// The application messages (maps: `payload_size`, `payload` as bytes, then the fields present).
+    pub messages: Vec<Value>,
+    /// The decoded PulsarMarkers message.
+    pub marker: Option<Value>,
+    pub findings: Vec<Finding>,
+    /// The messages' records (JSON contract), unless decoded briefly.
+    pub records: Option<Vec<Value>>,
+}
+
+impl Finding {
+    /// `{"id": ..., "params": {...}}`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        let mut object = JsonObject::start(out);
+        write_json_str(self.id.as_str(), object.key("id"));
+        write_json_map(&self.params, object.key("params"));
+        object.end();
+    }
+}
+
+impl Decoded {
+    /// What the decoder knows of the frame's record, as JSON: its type, size, command and findings, and for
+    /// a payload section its fields with the messages' records in place of the messages (whose payloads the
+    /// contract does not hold).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        let mut object = JsonObject::start(out);
+        write_json_str(self.type_name.as_str(), object.key("type"));
+        object.field("size", &Value::from(self.size));
+        object.field_or_null("command", self.command.as_ref());
+        write_json_array(&self.findings, object.key("findings"), Finding::write_json);
+        if let Some(section) = &self.body {
+            section.write_json(object.key("payload"));
+        }
+        object.end();
+    }
+}
+
+impl PayloadSection {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        let mut object = JsonObject::start(out);
+        write_json_str(self.checksum.name().as_str(), object.key("checksum"));
+        object.field("checksum_wire", &Value::from(self.checksum_wire));
+        object.field("checksum_computed", &Value::from(self.checksum_computed));
+        object.field_or_null("broker_entry_metadata", self.broker_entry_metadata.as_ref());
+        object.field_or_null("metadata", self.metadata.as_ref());
+        object.field("metadata_size", &Value::from(self.metadata_size));
+        object.field("compression", &Value::from(self.compression));
+        object.field("payload_size", &Value::from(self.payload_size));
+        object.field("uncompressed_size", &Value::from(self.uncompressed_size));
+        object.field("encrypted", &Value::Bool(self.encrypted));
+        object.field_or_null("marker", self.marker.as_ref());
+        if let Some(records) = &self.records {
+            write_json_array(records, object.key("messages"), Value::write_json);
+        }
+        object.end();
+    }
+}

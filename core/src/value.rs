@@ -1,0 +1,585 @@
+//! The decoder's plain data in Rust: a tree of values, what a dict of the JSON contract holds on the Python
+//! side. Rust code reads it (`get`, `as_i64`, ...); the binding turns it into Python objects in one step
+//! (`to_py`); the native output writes it as JSON (`write_json`: byte for byte what
+//! `dissector/output/jsonl.dumps` writes).
+//!
+//! Keys and names the contract declares (schema fields, enum values, record keys, finding ids) are
+//! [`Name`]s: static text plus the interned Python string made of it once, so neither decoding nor
+//! conversion allocates a key.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString};
+use pyo3::{ffi, IntoPyObjectExt};
+
+/// A name the contract declares: its text, and the interned Python string made of it the first time it
+/// crosses the binding.
+pub struct Name {
+    text: Cow<'static, str>,
+    python: PyOnceLock<Py<PyString>>,
+}
+
+impl Name {
+    pub const fn new(text: &'static str) -> Name {
+        Name { text: Cow::Borrowed(text), python: PyOnceLock::new() }
+    }
+
+    /// A name read at run time (the schema's): it lives as long as the table holding it.
+    pub fn owned(text: String) -> Name {
+        Name { text: Cow::Owned(text), python: PyOnceLock::new() }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn to_py<'py>(&self, py: Python<'py>) -> &Bound<'py, PyString> {
+        self.python.get_or_init(py, || PyString::intern(py, &self.text).unbind()).bind(py)
+    }
+}
+
+impl PartialEq for Name {
+    fn eq(&self, other: &Name) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl fmt::Debug for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// `name!("text")`: a `&'static Name` made once per call site (as PyO3's `intern!`).
+#[macro_export]
+macro_rules! name {
+    ($text:expr) => {{
+        static NAME: $crate::value::Name = $crate::value::Name::new($text);
+        &NAME
+    }};
+}
+
+/// A string value or a map key: a declared name, or text read off the wire.
+#[derive(Clone)]
+pub enum Text {
+    Name(&'static Name),
+    Owned(String),
+}
+
+impl Text {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Text::Name(name) => name.as_str(),
+            Text::Owned(text) => text,
+        }
+    }
+
+    pub fn to_py<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        match self {
+            Text::Name(name) => name.to_py(py).clone(),
+            Text::Owned(text) => PyString::new(py, text),
+        }
+    }
+}
+
+impl From<&'static Name> for Text {
+    fn from(name: &'static Name) -> Text {
+        Text::Name(name)
+    }
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Text {
+        Text::Owned(text)
+    }
+}
+
+impl PartialEq for Text {
+    fn eq(&self, other: &Text) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// A map's entries in insertion order (the order of a Python dict, and of the JSON object); keys unique.
+pub type Map = Vec<(Text, Value)>;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    /// Only for a uint64 above `i64::MAX`: every other integer is an `Int`.
+    UInt(u64),
+    Float(f64),
+    Str(Text),
+    /// Kept as bytes on the Python side (a message's `payload`, `ordering_key`); never in the JSON contract.
+    Bytes(Vec<u8>),
+    List(Vec<Value>),
+    Map(Map),
+}
+
+/// One map entry under a declared key.
+pub fn entry(key: &'static Name, value: impl Into<Value>) -> (Text, Value) {
+    (Text::Name(key), value.into())
+}
+
+macro_rules! int_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Value {
+            fn from(v: $t) -> Value {
+                Value::Int(v.into())
+            }
+        }
+    )*};
+}
+int_from!(i32, u32, i64);
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Value {
+        match i64::try_from(v) {
+            Ok(v) => Value::Int(v),
+            Err(_) => Value::UInt(v),
+        }
+    }
+}
+
+impl From<usize> for Value {
+    fn from(v: usize) -> Value {
+        Value::from(v as u64)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Value {
+        Value::Bool(v)
+    }
+}
+
+impl From<f64> for Value {
+    fn from(v: f64) -> Value {
+        Value::Float(v)
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Value {
+        Value::Str(Text::Owned(v))
+    }
+}
+
+impl From<&'static Name> for Value {
+    fn from(v: &'static Name) -> Value {
+        Value::Str(Text::Name(v))
+    }
+}
+
+impl From<Text> for Value {
+    fn from(v: Text) -> Value {
+        Value::Str(v)
+    }
+}
+
+impl From<Vec<Value>> for Value {
+    fn from(v: Vec<Value>) -> Value {
+        Value::List(v)
+    }
+}
+
+impl From<Map> for Value {
+    fn from(v: Map) -> Value {
+        Value::Map(v)
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Value {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+impl Value {
+    /// The value under `key` of a map (None for a missing key or a value that is not a map).
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.as_map()?.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    }
+
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            Value::Int(v) => u64::try_from(*v).ok(),
+            Value::UInt(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Float(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(t) => Some(t.as_str()),
+            _ => None,
+        }
+    }
+
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub fn as_list(&self) -> Option<&[Value]> {
+        match self {
+            Value::List(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    pub fn as_map(&self) -> Option<&Map> {
+        match self {
+            Value::Map(entries) => Some(entries),
+            _ => None,
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------------- JSON
+
+    /// The value as JSON, exactly as `dissector/output/jsonl.dumps` writes it: orjson's form (no spaces,
+    /// non-ASCII raw, shortest round-trip floats, NaN and infinities as null), then C1 controls escaped.
+    /// Bytes, which the contract never holds, are written as `jsonl`'s fallback writes them: text with
+    /// `\xNN` for what is not UTF-8.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::Null => out.extend_from_slice(b"null"),
+            Value::Bool(true) => out.extend_from_slice(b"true"),
+            Value::Bool(false) => out.extend_from_slice(b"false"),
+            Value::Int(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+            Value::UInt(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
+            Value::Float(v) if v.is_finite() => out.extend_from_slice(zmij::Buffer::new().format_finite(*v).as_bytes()),
+            Value::Float(_) => out.extend_from_slice(b"null"),
+            Value::Str(text) => write_json_str(text.as_str(), out),
+            Value::Bytes(bytes) => write_json_str(&text_lossless(bytes), out),
+            Value::List(items) => write_json_array(items, out, Value::write_json),
+            Value::Map(entries) => write_json_map(entries, out),
+        }
+    }
+
+    // -------------------------------------------------------------------------------------------- Python
+
+    /// The value as the Python object the contract's dicts hold.
+    pub fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.to_py_tree(py)?.0)
+    }
+
+    /// The object, and whether it is a tree of dicts and atoms (no list anywhere). Such dicts are taken off
+    /// the garbage collector's list: they cannot be part of a cycle as built, and a dict that later gets a
+    /// container inserted goes back on it by itself (CPython's own rule for dicts of atoms, extended to
+    /// nested dicts). A batch of a thousand messages would otherwise make thousands of tracked dicts and a
+    /// collection every few hundred of them.
+    fn to_py_tree<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, bool)> {
+        Ok(match self {
+            Value::Null => (py.None().into_bound(py), true),
+            Value::Bool(b) => (PyBool::new(py, *b).to_owned().into_any(), true),
+            Value::Int(v) => (v.into_bound_py_any(py)?, true),
+            Value::UInt(v) => (v.into_bound_py_any(py)?, true),
+            Value::Float(v) => (PyFloat::new(py, *v).into_any(), true),
+            Value::Str(text) => (text.to_py(py).into_any(), true),
+            Value::Bytes(bytes) => (PyBytes::new(py, bytes).into_any(), true),
+            Value::List(items) => (list_to_py(py, items)?.into_any(), false),
+            Value::Map(entries) => {
+                let (dict, tree) = map_to_py_tree(py, entries)?;
+                (dict.into_any(), tree)
+            }
+        })
+    }
+
+    /// A Python value of the contract's kinds (None, bool, int, float, str, bytes, list or tuple, dict with
+    /// str keys) as a value.
+    pub fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+        if obj.is_none() {
+            Ok(Value::Null)
+        } else if let Ok(b) = obj.cast::<PyBool>() {
+            Ok(Value::Bool(b.is_true()))
+        } else if let Ok(v) = obj.extract::<i64>() {
+            Ok(Value::Int(v))
+        } else if let Ok(v) = obj.extract::<u64>() {
+            Ok(Value::UInt(v))
+        } else if let Ok(v) = obj.cast::<PyFloat>() {
+            Ok(Value::Float(v.value()))
+        } else if let Ok(s) = obj.cast::<PyString>() {
+            Ok(Value::Str(Text::Owned(s.to_str()?.to_owned())))
+        } else if let Ok(b) = obj.cast::<PyBytes>() {
+            Ok(Value::Bytes(b.as_bytes().to_vec()))
+        } else if let Ok(d) = obj.cast::<PyDict>() {
+            let mut entries = Map::with_capacity(d.len());
+            for (k, v) in d.iter() {
+                let key = k.cast::<PyString>().map_err(|_| PyTypeError::new_err("dict keys must be str"))?;
+                entries.push((Text::Owned(key.to_str()?.to_owned()), Value::from_py(&v)?));
+            }
+            Ok(Value::Map(entries))
+        } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<pyo3::types::PyTuple>() {
+            obj.try_iter()?.map(|item| Value::from_py(&item?)).collect::<PyResult<_>>().map(Value::List)
+        } else {
+            Err(PyTypeError::new_err(format!("{} is not a plain value", obj.get_type().name()?)))
+        }
+    }
+}
+
+/// The map as a Python dict.
+pub fn map_to_py<'py>(py: Python<'py>, entries: &Map) -> PyResult<Bound<'py, PyDict>> {
+    Ok(map_to_py_tree(py, entries)?.0)
+}
+
+fn map_to_py_tree<'py>(py: Python<'py>, entries: &Map) -> PyResult<(Bound<'py, PyDict>, bool)> {
+    let dict = PyDict::new(py);
+    let mut tree = true;
+    for (key, value) in entries {
+        let (value, value_tree) = value.to_py_tree(py)?;
+        tree &= value_tree;
+        dict.set_item(key.to_py(py), value)?;
+    }
+    if tree {
+        // SAFETY: a dict we made and hold a reference to; untracking any dict is allowed.
+        unsafe { ffi::PyObject_GC_UnTrack(dict.as_ptr().cast()) };
+    }
+    Ok((dict, tree))
+}
+
+/// A Python list of the values, filled in place (no intermediate vector of objects).
+pub fn list_to_py<'py>(py: Python<'py>, items: &[Value]) -> PyResult<Bound<'py, PyList>> {
+    // SAFETY: PyList_New gives a new list of `len` empty slots (or NULL and an exception); each slot is set
+    // once, by PyList_SetItem, which steals the reference. A slot left empty on error is fine to free.
+    unsafe {
+        let list = Bound::from_owned_ptr_or_err(py, ffi::PyList_New(items.len() as ffi::Py_ssize_t))?;
+        for (i, item) in items.iter().enumerate() {
+            let obj = item.to_py(py)?;
+            if ffi::PyList_SetItem(list.as_ptr(), i as ffi::Py_ssize_t, obj.into_ptr()) != 0 {
+                return Err(PyErr::fetch(py));
+            }
+        }
+        Ok(list.cast_into_unchecked())
+    }
+}
+
+/// Writes a JSON object field by field, for code that holds its fields apart rather than as a [`Map`].
+pub struct JsonObject<'o> {
+    out: &'o mut Vec<u8>,
+    empty: bool,
+}
+
+impl<'o> JsonObject<'o> {
+    pub fn start(out: &'o mut Vec<u8>) -> JsonObject<'o> {
+        out.push(b'{');
+        JsonObject { out, empty: true }
+    }
+
+    /// The key, and the output to write its value to.
+    pub fn key(&mut self, key: &str) -> &mut Vec<u8> {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        write_json_str(key, self.out);
+        self.out.push(b':');
+        self.out
+    }
+
+    pub fn field(&mut self, key: &str, value: &Value) {
+        value.write_json(self.key(key));
+    }
+
+    pub fn field_or_null(&mut self, key: &str, value: Option<&Value>) {
+        value.unwrap_or(&Value::Null).write_json(self.key(key));
+    }
+
+    pub fn end(self) {
+        self.out.push(b'}');
+    }
+}
+
+pub fn write_json_map(entries: &Map, out: &mut Vec<u8>) {
+    let mut object = JsonObject::start(out);
+    for (key, value) in entries {
+        object.field(key.as_str(), value);
+    }
+    object.end();
+}
+
+/// `[...]`, each item written by `write`.
+pub fn write_json_array<T>(items: &[T], out: &mut Vec<u8>, write: impl Fn(&T, &mut Vec<u8>)) {
+    out.push(b'[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(item, out);
+    }
+    out.push(b']');
+}
+
+/// What each byte of a string becomes in JSON: 0 itself, `u` `\u00xx`, [`C1_LEAD`] `\u00xx` of the next
+/// byte when that makes a C1 control (U+0080..U+009F, which a terminal would obey), else `\` and the letter.
+const ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table[0xc2] = C1_LEAD;
+    table
+};
+const C1_LEAD: u8 = 0xc2;
+
+/// A string as JSON: orjson's escapes (the short ones, else `\u00xx`), and C1 controls as `\u0080`..`\u009f`.
+pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let u00 = |control: u8| [b'\\', b'u', b'0', b'0', HEX[(control >> 4) as usize], HEX[(control & 15) as usize]];
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let (mut done, mut i) = (0, 0);
+    while i < bytes.len() {
+        let code = ESCAPE[bytes[i] as usize];
+        let c1 = code == C1_LEAD && matches!(bytes.get(i + 1), Some(0x80..=0x9f));
+        if code == 0 || (code == C1_LEAD && !c1) {
+            i += 1;
+            continue;
+        }
+        out.extend_from_slice(&bytes[done..i]);
+        match code {
+            C1_LEAD => out.extend_from_slice(&u00(bytes[i + 1])),
+            b'u' => out.extend_from_slice(&u00(bytes[i])),
+            letter => out.extend_from_slice(&[b'\\', letter]),
+        }
+        i += if c1 { 2 } else { 1 };
+        done = i;
+    }
+    out.extend_from_slice(&bytes[done..]);
+    out.push(b'"');
+}
+
+/// Bytes as text: UTF-8 where they are, each byte that is not as `\xNN` (Python's `backslashreplace`), so
+/// nothing on the wire is hidden.
+pub fn text_lossless(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
+/// A protobuf ``string`` (proto2 does not check UTF-8) as text, see [`text_lossless`].
+pub fn text(bytes: &[u8]) -> Text {
+    Text::Owned(match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => text_lossless(bytes),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(v: &Value) -> String {
+        let mut out = Vec::new();
+        v.write_json(&mut out);
+        String::from_utf8(out).expect("JSON is UTF-8")
+    }
+
+    #[test]
+    fn scalars() {
+        assert_eq!(json(&Value::Null), "null");
+        assert_eq!(json(&Value::Bool(true)), "true");
+        assert_eq!(json(&Value::Int(i64::MIN)), "-9223372036854775808");
+        assert_eq!(json(&Value::from(u64::MAX)), "18446744073709551615");
+        assert_eq!(Value::from(u64::MAX), Value::UInt(u64::MAX));
+        assert_eq!(Value::from(7u64), Value::Int(7));
+    }
+
+    #[test]
+    fn floats_as_orjson() {
+        // orjson 3.13's forms (checked against it on many more values by tests/test_core_values.py)
+        let cases = [
+            (0.0, "0.0"), (-0.0, "-0.0"), (1.0, "1.0"), (0.1, "0.1"), (1e-7, "1e-7"), (1e-5, "0.00001"),
+            (1e15, "1000000000000000.0"), (1e16, "1e+16"), (1.2345678901234568e20, "1.2345678901234568e+20"),
+            (5e-324, "5e-324"), (1.0 / 3.0, "0.3333333333333333"), (f64::NAN, "null"), (f64::INFINITY, "null"),
+            (f64::NEG_INFINITY, "null"),
+        ];
+        for (v, expected) in cases {
+            assert_eq!(json(&Value::Float(v)), expected, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn strings_escaped_as_orjson_then_c1() {
+        let s = "a\u{0}\u{1}\u{8}\t\n\u{b}\u{c}\r\u{1f}\u{7f}\"\\/ é\u{80}\u{85}\u{9f}\u{a0}\u{2028}";
+        assert_eq!(
+            json(&Value::from(s.to_string())),
+            "\"a\\u0000\\u0001\\b\\t\\n\\u000b\\f\\r\\u001f\u{7f}\\\"\\\\/ é\\u0080\\u0085\\u009f\u{a0}\u{2028}\""
+        );
+        assert_eq!(json(&Value::from("Â".to_string())), "\"Â\""); // U+00C2 is 0xC3 0x82: no escape
+        assert_eq!(json(&Value::from("\u{c2}x".to_string())), "\"\u{c2}x\"");
+    }
+
+    #[test]
+    fn bytes_as_the_fallback_writes_them() {
+        assert_eq!(json(&Value::Bytes(b"ok\xff\xc3".to_vec())), "\"ok\\\\xff\\\\xc3\"");
+        assert_eq!(text_lossless(b"a\xe2\x82b\xf0\x9f\x98\x80"), "a\\xe2\\x82b\u{1f600}");
+    }
+
+    #[test]
+    fn containers_keep_their_order() {
+        let v = Value::Map(vec![
+            entry(crate::name!("b"), 1i64),
+            (Text::Owned("a".into()), Value::List(vec![Value::Null, Value::from(Some(2i64)), Value::Map(Vec::new())])),
+        ]);
+        assert_eq!(json(&v), "{\"b\":1,\"a\":[null,2,{}]}");
+        assert_eq!(v.get("a").and_then(Value::as_list).map(<[Value]>::len), Some(3));
+        assert_eq!(v.get("b").and_then(Value::as_i64), Some(1));
+        assert_eq!(v.get("c"), None);
+        assert_eq!(json(&Value::List(Vec::new())), "[]");
+    }
+}
