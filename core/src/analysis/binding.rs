@@ -9,9 +9,13 @@
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::sync::PyOnceLock;
 use pyo3::{intern, IntoPyObjectExt};
 
+use std::hash::Hasher;
+
+use super::bounded::{FastHasher, FastMap};
 use super::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use super::{intern as intern_name, Analyzer, Event, Frame, Output, PairingOptions, Protocol};
 use crate::model::{Checksum, Decoded, Finding, PayloadSection};
@@ -20,10 +24,11 @@ use crate::pulsar::session::{PulsarOptions, PulsarSessions};
 use crate::value::{map_to_py, Map, Text, Value};
 use crate::analysis::Ident;
 
-/// The MessageMetadata fields the Pulsar session reads (chunks, batches, delayed delivery).
-const METADATA_READ: [&str; 8] = [
+/// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
+/// and those it reads of a chunk's.
+const METADATA_READ: [&str; 2] = ["num_messages_in_batch", "deliver_at_time"];
+const CHUNK_METADATA_READ: [&str; 6] = [
     "uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size", "producer_name", "uncompressed_size",
-    "num_messages_in_batch", "deliver_at_time",
 ];
 
 /// The Python classes the analysis reads and makes.
@@ -178,6 +183,66 @@ fn command_table(commands: &Bound<'_, PyAny>) -> PyResult<CommandTable> {
 
 // --------------------------------------------------------------------------------- a Python frame, read
 
+/// A decoded command's value: `Value::from_py` with the exact types of the decoder tried first, in the order
+/// they are most common, so that no conversion is attempted (and no Python error made) in vain; keys are the
+/// schema's field names, interned.
+fn command_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if let Ok(text) = obj.cast_exact::<PyString>() {
+        return Ok(Value::Str(Text::Owned(text.to_str()?.to_owned())));
+    }
+    if let Ok(int) = obj.cast_exact::<PyInt>() {
+        return Ok(match int.extract::<i64>() {
+            Ok(v) => Value::Int(v),
+            Err(_) => Value::UInt(int.extract()?),
+        });
+    }
+    if let Ok(dict) = obj.cast_exact::<PyDict>() {
+        let mut entries = Map::with_capacity(dict.len());
+        for (key, value) in dict.iter() {
+            let key = key.cast_exact::<PyString>().map_err(|_| PyRuntimeError::new_err("command keys must be str"))?;
+            entries.push((field_name(key.to_str()?), command_value(&value)?));
+        }
+        return Ok(Value::Map(entries));
+    }
+    if let Ok(list) = obj.cast_exact::<PyList>() {
+        return list.iter().map(|item| command_value(&item)).collect::<PyResult<_>>().map(Value::List);
+    }
+    if let Ok(flag) = obj.cast_exact::<PyBool>() {
+        return Ok(Value::Bool(flag.is_true()));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(float) = obj.cast_exact::<PyFloat>() {
+        return Ok(Value::Float(float.value()));
+    }
+    if let Ok(bytes) = obj.cast_exact::<PyBytes>() {
+        return Ok(Value::Bytes(bytes.as_bytes().to_vec()));
+    }
+    Value::from_py(obj)
+}
+
+/// A command's field name: interned while the names seen stay few (a schema's), owned beyond.
+fn field_name(text: &str) -> Text {
+    thread_local! {
+        static SEEN: std::cell::RefCell<FastMap<String, &'static crate::value::Name>> =
+            std::cell::RefCell::new(FastMap::default());
+    }
+    const MAX_NAMES: usize = 4096;
+    SEEN.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        if let Some(name) = seen.get(text) {
+            return Text::Name(name);
+        }
+        if seen.len() >= MAX_NAMES {
+            return Text::Owned(text.to_owned());
+        }
+        let name = intern_name(text);
+        seen.insert(text.to_owned(), name);
+        Text::Name(name)
+    })
+}
+
 /// The findings of a decoded frame, by id only (their parameters are not read by the analysis).
 fn finding_ids(findings: &Bound<'_, PyAny>) -> PyResult<Vec<Finding>> {
     let py = findings.py();
@@ -196,16 +261,15 @@ fn checksum(text: &str) -> Checksum {
     }
 }
 
-/// The metadata fields the session reads.
-fn metadata_read(metadata: &Bound<'_, PyAny>) -> PyResult<Option<Value>> {
-    let Ok(dict) = metadata.cast::<PyDict>() else { return Ok(None) };
-    let mut map = Map::new();
-    for key in METADATA_READ {
-        if let Some(value) = dict.get_item(key)? {
-            map.push((Text::Owned(key.to_owned()), Value::from_py(&value)?));
+/// The metadata fields the session reads (`keys`), the Python strings made once.
+fn metadata_read(metadata: &Bound<'_, PyDict>, keys: &[&str], interned: &[Py<PyString>], map: &mut Map) -> PyResult<()> {
+    let py = metadata.py();
+    for (name, key) in keys.iter().zip(interned) {
+        if let Some(value) = metadata.get_item(key.bind(py))? {
+            map.push((field_name(name), command_value(&value)?));
         }
     }
-    Ok(Some(Value::Map(map)))
+    Ok(())
 }
 
 /// A chunk's message (the first of the section when it is a chunk): its chunk_id and payload.
@@ -216,23 +280,41 @@ fn chunk_message(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
     let Ok(first) = first.cast::<PyDict>() else { return Ok(Vec::new()) };
     let Some(chunk_id) = first.get_item(intern!(py, "chunk_id"))? else { return Ok(Vec::new()) };
     let payload = match first.get_item(intern!(py, "payload"))? {
-        Some(payload) => Value::from_py(&payload)?,
+        Some(payload) => command_value(&payload)?,
         None => Value::Null,
     };
     Ok(vec![Value::Map(vec![
-        (Text::Owned("chunk_id".to_owned()), Value::from_py(&chunk_id)?),
-        (Text::Owned("payload".to_owned()), payload),
+        (field_name("chunk_id"), command_value(&chunk_id)?),
+        (field_name("payload"), payload),
     ])])
 }
 
 fn section(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
+    static KEYS: PyOnceLock<(Vec<Py<PyString>>, Vec<Py<PyString>>)> = PyOnceLock::new();
     let py = body.py();
-    let verdict: String = body.getattr(intern!(py, "checksum"))?.extract()?;
+    let (keys, chunk_keys) = KEYS.get_or_init(py, || {
+        let interned = |keys: &[&str]| keys.iter().map(|k| PyString::intern(py, k).unbind()).collect();
+        (interned(&METADATA_READ), interned(&CHUNK_METADATA_READ))
+    });
+    let messages = chunk_message(&body.getattr(intern!(py, "messages"))?)?;
+    let metadata = body.getattr(intern!(py, "metadata"))?;
+    let metadata = match metadata.cast::<PyDict>() {
+        Ok(dict) => {
+            let mut map = Map::new();
+            metadata_read(dict, &METADATA_READ, keys, &mut map)?;
+            if !messages.is_empty() {
+                metadata_read(dict, &CHUNK_METADATA_READ, chunk_keys, &mut map)?;
+            }
+            Some(Value::Map(map))
+        }
+        Err(_) => None,
+    };
+    let verdict = body.getattr(intern!(py, "checksum"))?;
     Ok(PayloadSection {
-        checksum: checksum(&verdict),
-        metadata: metadata_read(&body.getattr(intern!(py, "metadata"))?)?,
+        checksum: checksum(verdict.cast::<PyString>()?.to_str()?),
+        metadata,
         compression: body.getattr(intern!(py, "compression"))?.extract()?,
-        messages: chunk_message(&body.getattr(intern!(py, "messages"))?)?,
+        messages,
         ..PayloadSection::default()
     })
 }
@@ -244,8 +326,8 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
     let body = pdu.getattr(intern!(py, "body"))?;
     Ok(Decoded {
         type_name: Text::Owned(pdu.getattr(intern!(py, "type"))?.extract()?),
-        command: if command.is_none() { None } else { Some(Value::from_py(&command)?) },
-        size: pdu.getattr(intern!(py, "size"))?.extract()?,
+        command: if command.is_none() { None } else { Some(command_value(&command)?) },
+        size: 0, // not read by the analysis
         findings: finding_ids(&pdu.getattr(intern!(py, "findings"))?)?,
         body: if body.is_none() { None } else { Some(section(&body)?) },
     })
@@ -262,6 +344,29 @@ pub struct ConversationCore {
     /// `dissector.protocols.get`: a protocol's spec by name, compiled at its first frame.
     protocol_spec: Py<PyAny>,
     out: Vec<Output>,
+    /// The dicts of the producers and consumers notes name, by content: most frames name one, and one dict
+    /// serves all of its records (as the notes it replaces are never edited).
+    actor_dicts: FastMap<u64, (Value, Py<PyDict>)>,
+}
+
+const ACTOR_DICTS: usize = 4096; // actor dicts kept at most (then made afresh)
+
+/// A hash of a value's content (for the actor dicts).
+fn content_hash(value: &Value, hasher: &mut FastHasher) {
+    match value {
+        Value::Null => hasher.write_u8(0),
+        Value::Bool(b) => hasher.write_u8(2 + *b as u8),
+        Value::Int(v) => hasher.write_u64(*v as u64),
+        Value::UInt(v) => hasher.write_u64(*v),
+        Value::Float(v) => hasher.write_u64(v.to_bits()),
+        Value::Str(text) => hasher.write(text.as_str().as_bytes()),
+        Value::Bytes(bytes) => hasher.write(bytes),
+        Value::List(items) => items.iter().for_each(|item| content_hash(item, hasher)),
+        Value::Map(entries) => entries.iter().for_each(|(key, value)| {
+            hasher.write(key.as_str().as_bytes());
+            content_hash(value, hasher);
+        }),
+    }
 }
 
 impl ConversationCore {
@@ -285,9 +390,10 @@ impl ConversationCore {
     }
 
     fn frame(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
-        let protocol: String = item.getattr(intern!(py, "protocol"))?.extract()?;
-        if !self.analyzer.knows_protocol(&protocol) {
-            self.add_protocol(py, &protocol)?;
+        let protocol = item.getattr(intern!(py, "protocol"))?;
+        let protocol = protocol.cast::<PyString>()?.to_str()?;
+        if !self.analyzer.knows_protocol(protocol) {
+            self.add_protocol(py, protocol)?;
         }
         let src = item.getattr(intern!(py, "src"))?;
         let dst = item.getattr(intern!(py, "dst"))?;
@@ -295,7 +401,7 @@ impl ConversationCore {
         let pdu = decoded(&item.getattr(intern!(py, "pdu"))?)?;
         let frame = Frame {
             index: item.getattr(intern!(py, "index"))?.extract()?,
-            protocol: &protocol,
+            protocol,
             conn: item.getattr(intern!(py, "conn"))?.extract()?,
             src: src.cast::<PyString>()?.to_str()?,
             dst: dst.cast::<PyString>()?.to_str()?,
@@ -312,7 +418,7 @@ impl ConversationCore {
         let kind: String = item.getattr(intern!(py, "kind"))?.extract()?;
         let conn: Option<u64> = item.getattr(intern!(py, "conn"))?.extract()?;
         let mid_stream = match item.getattr(intern!(py, "details"))?.cast::<PyDict>() {
-            Ok(details) => details.get_item("mid_stream")?.is_some_and(|v| v.is_truthy().unwrap_or(false)),
+            Ok(details) => details.get_item(intern!(py, "mid_stream"))?.is_some_and(|v| v.is_truthy().unwrap_or(false)),
             Err(_) => false,
         };
         let time: f64 = item.getattr(intern!(py, "time"))?.extract()?;
@@ -321,20 +427,51 @@ impl ConversationCore {
         Ok(())
     }
 
+    /// A frame's notes as a dict, the actors' dicts shared.
+    fn notes<'py>(&mut self, py: Python<'py>, notes: Map) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (key, value) in notes {
+            let is_actor = matches!(key.as_str(), "producer" | "consumer") && matches!(value, Value::Map(_));
+            if !is_actor {
+                dict.set_item(key.to_py(py), value.to_py(py)?)?;
+                continue;
+            }
+            let mut hasher = FastHasher::default();
+            content_hash(&value, &mut hasher);
+            let hash = hasher.finish();
+            match self.actor_dicts.get(&hash) {
+                Some((known, info)) if *known == value => dict.set_item(key.to_py(py), info.bind(py))?,
+                _ => {
+                    let Value::Map(entries) = &value else { continue };
+                    let info = map_to_py(py, entries)?;
+                    dict.set_item(key.to_py(py), &info)?;
+                    if self.actor_dicts.len() >= ACTOR_DICTS {
+                        self.actor_dicts.clear();
+                    }
+                    self.actor_dicts.insert(hash, (value, info.unbind()));
+                }
+            }
+        }
+        Ok(dict)
+    }
+
     /// Move what the analyzer gave into `out` (`item`: the input being processed, for its outputs).
     fn flush(&mut self, py: Python<'_>, item: Option<&Bound<'_, PyAny>>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        for output in self.out.drain(..) {
+        let mut outputs = std::mem::take(&mut self.out); // (self.notes needs self)
+        for output in outputs.drain(..) {
             match output {
                 Output::Annotated { notes, findings } => {
                     let frame = item.ok_or_else(|| PyRuntimeError::new_err("a frame's notes without the frame"))?;
                     let findings = findings_to_py(py, &self.classes.finding, &findings)?;
-                    let annotated = self.classes.annotated.bind(py).call1((frame, map_to_py(py, &notes)?, findings))?;
+                    let notes = self.notes(py, notes)?;
+                    let annotated = self.classes.annotated.bind(py).call1((frame, notes, findings))?;
                     out.append(annotated)?;
                 }
                 Output::Input => out.append(item.ok_or_else(|| PyRuntimeError::new_err("no input to pass on"))?)?,
                 Output::Event(event) => out.append(self.classes.event(py, &event)?)?,
             }
         }
+        self.out = outputs;
         Ok(())
     }
 }
@@ -356,6 +493,7 @@ impl ConversationCore {
             options: options.unbind(),
             protocol_spec,
             out: Vec::new(),
+            actor_dicts: FastMap::default(),
         })
     }
 

@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use crate::model::{Decoded, Finding};
 use crate::value::{entry, Map, Name, Text, Value};
 use crate::{finding, name};
-use bounded::{DropCounter, OrderedMap};
+use bounded::{DropCounter, FastMap, OrderedMap};
 use table::{CommandSpec, CommandTable, Key, KeyField, OpenedBy};
 
 pub const TO_CLIENT: &str = "to_client";
@@ -205,7 +205,7 @@ struct Connection {
     protocol: Rc<str>,
     session: Option<Box<dyn Session>>,
     mid_stream: bool,
-    waiting: HashMap<Bucket, Vec<Waiting>>, // requests by bucket, oldest first
+    waiting: FastMap<Bucket, Vec<Waiting>>, // requests by bucket, oldest first
     order: OrderedMap<u64, Bucket>,         // request frame index -> its bucket, oldest first
     drops: DropCounter,
     to_server: Rc<str>, // the direction of the client's requests
@@ -264,9 +264,9 @@ impl Ord for Deadline {
 /// Pairing and session state for every connection. Feed each item in capture order.
 pub struct Analyzer {
     options: PairingOptions,
-    protocols: HashMap<Rc<str>, Protocol>,
+    protocols: FastMap<Rc<str>, Protocol>,
     conns: OrderedMap<u64, Connection>,
-    mid_stream: HashMap<u64, bool>, // opened connections without a frame yet
+    mid_stream: FastMap<u64, bool>, // opened connections without a frame yet
     deadlines: BinaryHeap<Reverse<Deadline>>, // at most one per connection
     last_packet: u64,
 }
@@ -275,9 +275,9 @@ impl Analyzer {
     pub fn new(options: PairingOptions) -> Analyzer {
         Analyzer {
             options,
-            protocols: HashMap::new(),
+            protocols: FastMap::default(),
             conns: OrderedMap::new(),
-            mid_stream: HashMap::new(),
+            mid_stream: FastMap::default(),
             deadlines: BinaryHeap::new(),
             last_packet: 0,
         }
@@ -393,7 +393,7 @@ impl Analyzer {
                 protocol: protocol_name,
                 session,
                 mid_stream,
-                waiting: HashMap::new(),
+                waiting: FastMap::default(),
                 order: OrderedMap::new(),
                 drops: DropCounter::new(frame.conn),
                 to_server: Rc::from(protocol.default_to_server.as_str()),

@@ -2,8 +2,7 @@
 //! (`dissector/protocols/<name>/commands.py`, read by the binding); this is what pairing and the sessions
 //! look up per frame.
 
-use std::collections::HashMap;
-
+use super::bounded::FastMap;
 use crate::value::{Name, Value};
 
 /// The side whose frames wait in a space.
@@ -96,7 +95,7 @@ impl CommandSpec {
 pub struct CommandTable {
     pub spaces: Vec<Space>,
     pub specs: Vec<CommandSpec>,
-    by_name: HashMap<String, usize>,
+    by_name: FastMap<String, usize>,
 }
 
 impl CommandTable {

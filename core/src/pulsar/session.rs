@@ -6,11 +6,10 @@
 //! is remembered about an earlier frame is a few ids, never its payload.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 
 use super::chunks::{Chunk, ChunkAssembler, ChunkMetadata, ChunkSource, CLIENT_EXPIRE_S, CLIENT_MAX_PENDING};
-use crate::analysis::bounded::{remember_bounded, DropCounter, OrderedMap};
+use crate::analysis::bounded::{remember_bounded, DropCounter, FastMap, OrderedMap};
 use crate::analysis::table::{Actor, CommandSpec};
 use crate::analysis::{map_get, Event, Frame, Ident, Session, Sessions, Waiting, TO_CLIENT};
 use crate::model::{Checksum, Finding};
@@ -260,11 +259,11 @@ pub struct PulsarSession {
     options: Rc<PulsarOptions>,
     conn: u64,
     shared: Rc<RefCell<SharedState>>,
-    seeks: HashMap<(Ident, Ident), u64>, // (topic, subscription) -> SEEK frame whose first delivery is still to come
+    seeks: FastMap<(Ident, Ident), u64>, // (topic, subscription) -> SEEK frame whose first delivery is still to come
     mid_stream: bool,
     producers: OrderedMap<Ident, Producer>,
     consumers: OrderedMap<Ident, Consumer>,
-    redirects: HashMap<Ident, u64>, // topic -> lookups redirected
+    redirects: FastMap<Ident, u64>, // topic -> lookups redirected
     closed: OrderedMap<(Actor, Ident), Map>, // closed actors -> their info
     chunks: ChunkAssembler,
     drops: DropCounter,
@@ -309,11 +308,11 @@ impl PulsarSession {
             options,
             conn,
             shared,
-            seeks: HashMap::new(),
+            seeks: FastMap::default(),
             mid_stream,
             producers: OrderedMap::new(),
             consumers: OrderedMap::new(),
-            redirects: HashMap::new(),
+            redirects: FastMap::default(),
             closed: OrderedMap::new(),
             chunks,
             drops: DropCounter::new(conn),
