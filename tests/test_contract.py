@@ -128,7 +128,7 @@ def test_every_id_the_compiled_core_can_emit_is_registered():
     one place must not name an id the other does not know."""
     emitted = set()
     for source in (ROOT / "core" / "src").glob("*.rs"):
-        emitted |= set(re.findall(r'finding\(py, core, "([a-zA-Z_.]+)"', source.read_text()))
-        emitted |= set(re.findall(r'finding\(\s*py,\s*core,\s*"([a-zA-Z_.]+)"', source.read_text()))
+        emitted |= set(re.findall(r'finding!\(\s*"([a-zA-Z_.]+)"', source.read_text()))
+        emitted |= set(re.findall(r'Finding \{\s*id: name!\("([a-zA-Z_.]+)"\)', source.read_text()))
     assert len(emitted) >= 20  # the scan found the calls
     assert sorted(pid for pid in emitted if pid not in REGISTRY) == []

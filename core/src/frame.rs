@@ -1,20 +1,20 @@
-//! One Pulsar frame → ``model.Decoded``: sizes, the BaseCommand and its sub-command, and for SEND and
+//! One Pulsar frame → [`Decoded`]: sizes, the BaseCommand and its sub-command, and for SEND and
 //! MESSAGE the payload section. A pure function of the bytes (and of the decompression limit).
 
-use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
-
+use crate::model::{Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
-use crate::schema::Kind;
 use crate::payload;
-use crate::{finding, Core};
+use crate::schema::Kind;
+use crate::value::{Text, Value};
+use crate::{finding, name, Core};
 
-pub fn type_name(core: &Core, number: Option<u64>) -> String {
+/// The command type's name, `UNKNOWN(n)` for a number the schema does not know, `MALFORMED` without one.
+fn type_name(core: &Core, number: Option<u64>) -> Text {
     match number {
-        None => "MALFORMED".to_string(),
-        Some(n) => match i32::try_from(n).ok().and_then(|n| core.type_names.get(&n)) {
-            Some(name) => name.clone(),
-            None => format!("UNKNOWN({n})"),
+        None => Text::Name(name!("MALFORMED")),
+        Some(n) => match i32::try_from(n).ok().and_then(|n| core.command_types.name(n)) {
+            Some(name) => Text::Name(name),
+            None => Text::Owned(format!("UNKNOWN({n})")),
         },
     }
 }
@@ -52,64 +52,51 @@ fn peek_command_type(buf: &[u8]) -> Option<u64> {
     None
 }
 
-pub fn decode_frame<'py>(
-    py: Python<'py>,
-    core: &Core,
-    frame: &[u8],
-    missing: usize,
-    max_decompressed: u64,
-    brief: bool,
-) -> PyResult<Bound<'py, PyAny>> {
+pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> Decoded {
     let size = frame.len() + missing;
-    let findings = PyList::empty(py);
-    if frame.len() < 8 {
-        findings.append(finding(py, core, "frame.too_short", &[("length", frame.len().into_pyobject(py)?.into_any())])?)?;
-        return core.decoded(py, "MALFORMED", None, size, findings, None);
-    }
-    let total = u32::from_be_bytes(frame[0..4].try_into().unwrap()) as usize;
-    let cmd_size = u32::from_be_bytes(frame[4..8].try_into().unwrap()) as usize;
+    let mut findings = Vec::new();
+    let malformed = |findings| Decoded { type_name: Text::Name(name!("MALFORMED")), command: None, size, findings, body: None };
+    let (Some(total), Some(cmd_size)) = (u32_at(frame, 0), u32_at(frame, 4)) else {
+        findings.push(finding!("frame.too_short", "length" => frame.len()));
+        return malformed(findings);
+    };
+    let (total, cmd_size) = (total as usize, cmd_size as usize);
     if total + 4 != size {
-        findings.append(finding(py, core, "frame.size_mismatch", &[
-            ("total_size", total.into_pyobject(py)?.into_any()),
-            ("following", (size - 4).into_pyobject(py)?.into_any()),
-        ])?)?;
+        findings.push(finding!("frame.size_mismatch", "total_size" => total, "following" => size - 4));
     }
     let cmd_end = 8 + cmd_size;
     if cmd_size + 4 > total {
-        findings.append(finding(py, core, "frame.cmd_size", &[
-            ("cmd_size", cmd_size.into_pyobject(py)?.into_any()),
-            ("total_size", total.into_pyobject(py)?.into_any()),
-        ])?)?;
+        findings.push(finding!("frame.cmd_size", "cmd_size" => cmd_size, "total_size" => total));
     }
     if cmd_end > frame.len() {
-        findings.append(finding(py, core, "frame.truncated", &[])?)?;
+        findings.push(finding!("frame.truncated"));
         if missing > 0 && cmd_size + 4 <= total {
             // The wire carried the frame whole and the capture lost its end inside the command: the fields that
             // arrived whole (the type, then the ids, written first) still say what it was, e.g. so that the SEND
             // of a middle chunk keeps its place among the SENDs waiting for receipts under one sequence id.
-            if let Some((name, command)) = command_prefix(py, core, &frame[8..])? {
-                return core.decoded(py, &name, Some(command), size, findings, None);
+            if let Some((type_name, command)) = command_prefix(core, &frame[8..]) {
+                return Decoded { type_name, command: Some(command), size, findings, body: None };
             }
         }
-        return core.decoded(py, "MALFORMED", None, size, findings, None);
+        return malformed(findings);
     }
     let cmd_bytes = &frame[8..cmd_end];
     let type_num = peek_command_type(cmd_bytes);
-    let schema = &core.schema;
+    let schema = core.schema;
+    let name = type_name(core, type_num);
     let base = match pb::parse(schema, core.base_command, cmd_bytes) {
         Ok(base) => base,
         Err(_) => {
             let error = format!("Error parsing message with type '{}'", schema.messages[core.base_command].full_name);
-            findings.append(finding(py, core, "command.unparsable", &[("error", PyString::new(py, &error).into_any())])?)?;
-            return core.decoded(py, &type_name(core, type_num), None, size, findings, None);
+            findings.push(finding!("command.unparsable", "error" => error));
+            return Decoded { type_name: name, command: None, size, findings, body: None };
         }
     };
-    let name = type_name(core, type_num);
     let mut command: Option<&Parsed> = None;
-    let known = type_num.and_then(|n| i32::try_from(n).ok()).filter(|n| core.type_names.contains_key(n));
+    let known = type_num.and_then(|n| i32::try_from(n).ok()).filter(|&n| core.command_types.contains(n));
     match (type_num, known) {
-        (None, _) => findings.append(finding(py, core, "command.no_type", &[])?)?,
-        (Some(n), None) => findings.append(finding(py, core, "command.unknown_type", &[("number", n.into_pyobject(py)?.into_any())])?)?,
+        (None, _) => findings.push(finding!("command.no_type")),
+        (Some(n), None) => findings.push(finding!("command.unknown_type", "number" => n)),
         (Some(n), Some(_)) => {
             let field = schema.messages[core.base_command].field(n as u32).map(|f| &schema.messages[core.base_command].fields[f]);
             match base.message(schema, n as u32) {
@@ -117,90 +104,74 @@ pub fn decode_frame<'py>(
                     command = Some(sub);
                     let errors = sub.init_errors(schema);
                     if !errors.is_empty() {
-                        required_problems(py, core, sub, &name, errors, &findings)?;
+                        required_problems(core, sub, &name, errors, &mut findings);
                     }
                 }
                 _ => {
-                    let field_name = field.map(|f| f.name_str.clone()).unwrap_or_else(|| "sub-command".into());
-                    findings.append(finding(py, core, "command.missing_subcommand", &[
-                        ("type", PyString::new(py, &name).into_any()),
-                        ("field", PyString::new(py, &field_name).into_any()),
-                    ])?)?;
+                    let field_name = field.map_or(Text::Name(name!("sub-command")), |f| Text::Name(&f.name));
+                    findings.push(finding!("command.missing_subcommand", "type" => name.clone(), "field" => field_name));
                 }
             }
         }
     }
-    let present: Vec<u32> = base
-        .present_numbers(schema)
-        .into_iter()
-        .filter(|&n| n != 1 && Some(n as u64) != type_num)
-        .collect();
-    if !present.is_empty() {
-        let types = PyList::new(py, present.iter().map(|&n| type_name(core, Some(n as u64))))?;
-        findings.append(finding(py, core, "command.extra_subcommands", &[("types", types.into_any())])?)?;
+    let extra = |n: u32| n != 1 && Some(n as u64) != type_num;
+    let base_fields = &schema.messages[core.base_command].fields;
+    if base.slots.iter().any(|(f, _)| extra(base_fields[*f as usize].number)) {
+        let types: Vec<Value> = base
+            .present_numbers(schema)
+            .into_iter()
+            .filter(|&n| extra(n))
+            .map(|n| Value::Str(type_name(core, Some(n as u64))))
+            .collect();
+        findings.push(finding!("command.extra_subcommands", "types" => types));
     }
     let mut unknown: Vec<u32> = base.unknown.iter().copied().filter(|&n| n != 1).collect();
     if !unknown.is_empty() {
         unknown.sort_unstable();
         unknown.dedup();
-        findings.append(finding(py, core, "command.unknown_fields", &[("fields", PyList::new(py, unknown)?.into_any())])?)?;
+        findings.push(finding!("command.unknown_fields", "fields" => unknown.into_iter().map(Value::from).collect::<Vec<_>>()));
     }
-    let command_dict: Option<Bound<'py, PyDict>> = match command {
-        Some(c) => Some(c.to_dict(py, schema)?),
-        None => None,
-    };
+    let command_value = command.map(|c| c.to_value(schema));
     let mut body = None;
-    if type_num == Some(core.send as u64) || type_num == Some(core.message as u64) {
-        let ack_set = if type_num == Some(core.message as u64) {
-            command.map(|c| c.varints(schema, core.message_ack_set))
-        } else {
-            None
-        };
-        let mut section = payload::decode_section(py, core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, brief)?;
+    if type_num == Some(core.send) || type_num == Some(core.message) {
+        let is_message = type_num == Some(core.message);
+        let ack_set = if is_message { command.map(|c| c.varints(schema, core.message_ack_set)) } else { None };
+        let mut section = payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, brief);
         if !brief {
-            // the per-message records are built here, once, not per message in Python
-            let base = match (&command_dict, type_num == Some(core.message as u64)) {
-                (Some(cmd), true) => cmd.get_item(pyo3::intern!(py, "message_id"))?.and_then(|v| v.cast_into::<PyDict>().ok()),
-                _ => None,
-            };
-            section.records = Some(payload::message_records(py, &section.messages, base.as_ref())?);
+            let message_id = command_value.as_ref().filter(|_| is_message).and_then(|c| c.get("message_id"));
+            section.records = Some(payload::message_records(&section.messages, message_id));
         }
-        for f in section.findings.iter() {
-            findings.append(f)?;
-        }
-        body = Some(section.into_py(py, core)?);
+        findings.extend(section.findings.iter().cloned());
+        body = Some(section);
     } else if cmd_end < frame.len() {
-        findings.append(finding(py, core, "command.trailing_bytes", &[
-            ("length", (frame.len() - cmd_end).into_pyobject(py)?.into_any()),
-            ("type", PyString::new(py, &name).into_any()),
-        ])?)?;
+        findings.push(finding!("command.trailing_bytes", "length" => frame.len() - cmd_end, "type" => name.clone()));
     }
-    core.decoded(py, &name, command_dict.map(|d| d.into_any()), size, findings, body)
+    Decoded { type_name: name, command: command_value, size, findings, body }
+}
+
+fn u32_at(frame: &[u8], pos: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(frame.get(pos..pos + 4)?.try_into().ok()?))
 }
 
 /// (type name, fields) of a BaseCommand cut short: the sub-command's fields that arrived whole; None when
 /// the type or the start of its sub-command is not among the bytes at hand.
-fn command_prefix<'py>(py: Python<'py>, core: &Core, buf: &[u8]) -> PyResult<Option<(String, Bound<'py, PyAny>)>> {
-    let Some(type_num) = peek_command_type(buf) else { return Ok(None) };
-    let Some(n) = u32::try_from(type_num).ok().filter(|&n| core.type_names.contains_key(&(n as i32))) else {
-        return Ok(None);
-    };
+fn command_prefix(core: &Core, buf: &[u8]) -> Option<(Text, Value)> {
+    let type_num = peek_command_type(buf)?;
+    let n = u32::try_from(type_num).ok().filter(|&n| core.command_types.contains(n as i32))?;
     let base = &core.schema.messages[core.base_command];
-    let Some(Kind::Message(sub_type)) = base.field(n).map(|f| base.fields[f].kind) else { return Ok(None) };
+    let Some(Kind::Message(sub_type)) = base.field(n).map(|f| base.fields[f].kind) else { return None };
     // BaseCommand: the type (1), then the sub-command, whose field number is the type's
     let mut pos = 0usize;
     let mut sub = None;
     while pos < buf.len() {
-        let Ok(key) = read_varint(buf, &mut pos) else { return Ok(None) };
+        let key = read_varint(buf, &mut pos).ok()?;
         let (number, wt) = (key >> 3, key & 7);
         match wt {
             0 => {
-                if read_varint(buf, &mut pos).is_err() {
-                    return Ok(None);
-                }
+                read_varint(buf, &mut pos).ok()?;
             }
             2 => {
-                let Ok(len) = read_varint(buf, &mut pos) else { return Ok(None) };
+                let len = read_varint(buf, &mut pos).ok()?;
                 if number == n as u64 {
                     sub = Some((pos, buf.len().min(pos.saturating_add(len as usize))));
                     break;
@@ -209,10 +180,10 @@ fn command_prefix<'py>(py: Python<'py>, core: &Core, buf: &[u8]) -> PyResult<Opt
             }
             1 => pos += 8,
             5 => pos += 4,
-            _ => return Ok(None),
+            _ => return None,
         }
     }
-    let Some((start, end)) = sub else { return Ok(None) };
+    let (start, end) = sub?;
     let (mut whole, mut pos) = (start, start); // the end of the last field that arrived whole
     while pos < end {
         let Ok(key) = read_varint(&buf[..end], &mut pos) else { break };
@@ -240,39 +211,23 @@ fn command_prefix<'py>(py: Python<'py>, core: &Core, buf: &[u8]) -> PyResult<Opt
         }
         whole = pos;
     }
-    match pb::parse(&core.schema, sub_type, &buf[start..whole]) {
-        Ok(parsed) => Ok(Some((type_name(core, Some(type_num)), parsed.to_dict(py, &core.schema)?.into_any()))),
-        Err(_) => Ok(None),
-    }
+    let parsed = pb::parse(core.schema, sub_type, &buf[start..whole]).ok()?;
+    Some((type_name(core, Some(type_num)), parsed.to_value(core.schema)))
 }
 
 /// A required enum field holding a value the schema does not know (a newer protocol) parses as absent and
 /// its number is among the unknown fields: say so instead of calling the field missing.
-fn required_problems<'py>(
-    py: Python<'py>,
-    core: &Core,
-    command: &Parsed,
-    name: &str,
-    errors: Vec<String>,
-    findings: &Bound<'py, PyList>,
-) -> PyResult<()> {
+fn required_problems(core: &Core, command: &Parsed, name: &Text, errors: Vec<String>, findings: &mut Vec<Finding>) {
     let ty = &core.schema.messages[command.msg];
     let (mut missing, mut odd) = (Vec::new(), Vec::new());
     for path in errors {
-        let odd_field = ty.field_by_name(&path).map(|f| command.unknown.contains(&f.number)).unwrap_or(false);
-        if odd_field { odd.push(path) } else { missing.push(path) }
+        let odd_field = ty.field_by_name(&path).is_some_and(|f| command.unknown.contains(&f.number));
+        if odd_field { odd.push(Value::from(path)) } else { missing.push(Value::from(path)) }
     }
     if !missing.is_empty() {
-        findings.append(finding(py, core, "command.missing_required", &[
-            ("type", PyString::new(py, name).into_any()),
-            ("fields", PyList::new(py, missing)?.into_any()),
-        ])?)?;
+        findings.push(finding!("command.missing_required", "type" => name.clone(), "fields" => missing));
     }
     if !odd.is_empty() {
-        findings.append(finding(py, core, "command.unknown_enum", &[
-            ("type", PyString::new(py, name).into_any()),
-            ("fields", PyList::new(py, odd)?.into_any()),
-        ])?)?;
+        findings.push(finding!("command.unknown_enum", "type" => name.clone(), "fields" => odd));
     }
-    Ok(())
 }

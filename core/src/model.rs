@@ -2,7 +2,8 @@
 //! classes the binding turns them into (`dissector/model.py: Decoded`, `dissector/problems.py: Finding`,
 //! `dissector/protocols/pulsar/payload.py: PayloadSection`) field for field.
 
-use crate::value::{write_json_array, write_json_map, write_json_str, JsonObject, Map, Name, Text, Value};
+use crate::name;
+use crate::value::{write_json_array, write_json_map, JsonObject, Map, Name, Text, Value};
 
 /// One problem or observation: a registered id and the values its message is made from.
 #[derive(Clone, Debug, PartialEq)]
@@ -11,7 +12,7 @@ pub struct Finding {
     pub params: Map,
 }
 
-/// `finding!("id", "param" => value, ...)`: a [`Finding`] with declared keys.
+/// `finding!(ID, KEY => VALUE, ...)`: a [`Finding`] whose id and keys are declared names (string literals).
 #[macro_export]
 macro_rules! finding {
     ($id:literal $(, $key:literal => $value:expr)* $(,)?) => {
@@ -88,8 +89,8 @@ impl Finding {
     /// `{"id": ..., "params": {...}}`.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         let mut object = JsonObject::start(out);
-        write_json_str(self.id.as_str(), object.key("id"));
-        write_json_map(&self.params, object.key("params"));
+        self.id.write_json(object.key(name!("id")));
+        write_json_map(&self.params, object.key(name!("params")));
         object.end();
     }
 }
@@ -100,12 +101,12 @@ impl Decoded {
     /// contract does not hold).
     pub fn write_json(&self, out: &mut Vec<u8>) {
         let mut object = JsonObject::start(out);
-        write_json_str(self.type_name.as_str(), object.key("type"));
-        object.field("size", &Value::from(self.size));
-        object.field_or_null("command", self.command.as_ref());
-        write_json_array(&self.findings, object.key("findings"), Finding::write_json);
+        self.type_name.write_json(object.key(name!("type")));
+        object.field(name!("size"), &Value::from(self.size));
+        object.field_or_null(name!("command"), self.command.as_ref());
+        write_json_array(&self.findings, object.key(name!("findings")), Finding::write_json);
         if let Some(section) = &self.body {
-            section.write_json(object.key("payload"));
+            section.write_json(object.key(name!("payload")));
         }
         object.end();
     }
@@ -114,19 +115,19 @@ impl Decoded {
 impl PayloadSection {
     fn write_json(&self, out: &mut Vec<u8>) {
         let mut object = JsonObject::start(out);
-        write_json_str(self.checksum.name().as_str(), object.key("checksum"));
-        object.field("checksum_wire", &Value::from(self.checksum_wire));
-        object.field("checksum_computed", &Value::from(self.checksum_computed));
-        object.field_or_null("broker_entry_metadata", self.broker_entry_metadata.as_ref());
-        object.field_or_null("metadata", self.metadata.as_ref());
-        object.field("metadata_size", &Value::from(self.metadata_size));
-        object.field("compression", &Value::from(self.compression));
-        object.field("payload_size", &Value::from(self.payload_size));
-        object.field("uncompressed_size", &Value::from(self.uncompressed_size));
-        object.field("encrypted", &Value::Bool(self.encrypted));
-        object.field_or_null("marker", self.marker.as_ref());
+        self.checksum.name().write_json(object.key(name!("checksum")));
+        object.field(name!("checksum_wire"), &Value::from(self.checksum_wire));
+        object.field(name!("checksum_computed"), &Value::from(self.checksum_computed));
+        object.field_or_null(name!("broker_entry_metadata"), self.broker_entry_metadata.as_ref());
+        object.field_or_null(name!("metadata"), self.metadata.as_ref());
+        object.field(name!("metadata_size"), &Value::from(self.metadata_size));
+        object.field(name!("compression"), &Value::from(self.compression));
+        object.field(name!("payload_size"), &Value::from(self.payload_size));
+        object.field(name!("uncompressed_size"), &Value::from(self.uncompressed_size));
+        object.field(name!("encrypted"), &Value::Bool(self.encrypted));
+        object.field_or_null(name!("marker"), self.marker.as_ref());
         if let Some(records) = &self.records {
-            write_json_array(records, object.key("messages"), Value::write_json);
+            write_json_array(records, object.key(name!("messages")), Value::write_json);
         }
         object.end();
     }

@@ -3,14 +3,13 @@
 //! The semantics are those of the official runtime (upb), which the contract was first written against:
 //! a singular scalar's last occurrence wins, a singular message occurring twice is merged, a field sent
 //! with the wrong wire type or a closed-enum value the schema does not know is an unknown field, and only
-//! fields present on the wire appear. Dict keys come in field-number order. Bytes become base64 text;
+//! fields present on the wire appear. Map keys come in field-number order. Bytes become base64 text;
 //! strings that are not UTF-8 keep their bytes as backslash escapes (nothing hidden).
 
 use base64::Engine as _;
-use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::schema::{Field, Kind, Schema};
+use crate::value::{entry, text, Map, Text, Value};
 
 const MAX_FIELD_NUMBER: u32 = (1 << 29) - 1;
 const MAX_DEPTH: u32 = 100; // as upb: deeper nesting is refused, not a stack overflow
@@ -151,7 +150,7 @@ fn parse_at<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32) -> Resul
                     Slot::Message(child)
                 }
                 (Kind::Enum(e), Val::Varint(v)) => {
-                    if !schema.enums[e].values.contains_key(&(v as i32)) {
+                    if !schema.enums[e].contains(v as i32) {
                         out.unknown.push(number); // a closed enum: a value it does not know is an unknown field
                         continue;
                     }
@@ -165,7 +164,7 @@ fn parse_at<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32) -> Resul
                 let mut p = 0;
                 while p < b.len() {
                     let v = read_varint(b, &mut p)?;
-                    if !schema.enums[e].values.contains_key(&(v as i32)) && !out.unknown.contains(&number) {
+                    if !schema.enums[e].contains(v as i32) && !out.unknown.contains(&number) {
                         out.unknown.push(number);
                     }
                 }
@@ -185,65 +184,36 @@ fn parse_at<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32) -> Resul
 
 // ------------------------------------------------------------------------------------------------ values
 
-fn scalar_to_py<'py>(py: Python<'py>, schema: &Schema, kind: Kind, v: Val<'_>) -> Bound<'py, PyAny> {
+fn scalar_value(schema: &'static Schema, kind: Kind, v: Val<'_>) -> Value {
     match (kind, v) {
-        (Kind::Int32, Val::Varint(x)) => (x as i32).into_pyobject(py).unwrap().into_any(),
-        (Kind::Int64, Val::Varint(x)) => (x as i64).into_pyobject(py).unwrap().into_any(),
-        (Kind::UInt32, Val::Varint(x)) => (x as u32).into_pyobject(py).unwrap().into_any(),
-        (Kind::UInt64, Val::Varint(x)) => x.into_pyobject(py).unwrap().into_any(),
+        (Kind::Int32, Val::Varint(x)) => Value::from(x as i32),
+        (Kind::Int64, Val::Varint(x)) => Value::from(x as i64),
+        (Kind::UInt32, Val::Varint(x)) => Value::from(x as u32),
+        (Kind::UInt64, Val::Varint(x)) => Value::from(x),
         (Kind::SInt32, Val::Varint(x)) => {
             let x = x as u32;
-            (((x >> 1) as i32) ^ -((x & 1) as i32)).into_pyobject(py).unwrap().into_any()
+            Value::from(((x >> 1) as i32) ^ -((x & 1) as i32))
         }
-        (Kind::SInt64, Val::Varint(x)) => (((x >> 1) as i64) ^ -((x & 1) as i64)).into_pyobject(py).unwrap().into_any(),
-        (Kind::Bool, Val::Varint(x)) => pyo3::types::PyBool::new(py, x != 0).to_owned().into_any(),
-        (Kind::Enum(e), Val::Varint(x)) => match schema.enums[e].values.get(&(x as i32)) {
-            Some(name) => name.bind(py).clone().into_any(),
-            None => (x as i32).into_pyobject(py).unwrap().into_any(),
+        (Kind::SInt64, Val::Varint(x)) => Value::from(((x >> 1) as i64) ^ -((x & 1) as i64)),
+        (Kind::Bool, Val::Varint(x)) => Value::Bool(x != 0),
+        (Kind::Enum(e), Val::Varint(x)) => match schema.enums[e].name(x as i32) {
+            Some(name) => Value::from(name),
+            None => Value::from(x as i32),
         },
-        (Kind::String, Val::Bytes(b)) => text(py, b).into_any(),
-        (Kind::Bytes, Val::Bytes(b)) => PyString::new(py, &b64(b)).into_any(),
-        (Kind::Fixed32, Val::Fixed32(x)) => x.into_pyobject(py).unwrap().into_any(),
-        (Kind::SFixed32, Val::Fixed32(x)) => (x as i32).into_pyobject(py).unwrap().into_any(),
-        (Kind::Float, Val::Fixed32(x)) => (f32::from_bits(x) as f64).into_pyobject(py).unwrap().into_any(),
-        (Kind::Fixed64, Val::Fixed64(x)) => x.into_pyobject(py).unwrap().into_any(),
-        (Kind::SFixed64, Val::Fixed64(x)) => (x as i64).into_pyobject(py).unwrap().into_any(),
-        (Kind::Double, Val::Fixed64(x)) => f64::from_bits(x).into_pyobject(py).unwrap().into_any(),
-        _ => py.None().into_bound(py), // unreachable: parse checked the wire type
+        (Kind::String, Val::Bytes(b)) => Value::Str(text(b)),
+        (Kind::Bytes, Val::Bytes(b)) => Value::from(b64(b)),
+        (Kind::Fixed32, Val::Fixed32(x)) => Value::from(x),
+        (Kind::SFixed32, Val::Fixed32(x)) => Value::from(x as i32),
+        (Kind::Float, Val::Fixed32(x)) => Value::Float(f32::from_bits(x) as f64),
+        (Kind::Fixed64, Val::Fixed64(x)) => Value::from(x),
+        (Kind::SFixed64, Val::Fixed64(x)) => Value::from(x as i64),
+        (Kind::Double, Val::Fixed64(x)) => Value::Float(f64::from_bits(x)),
+        _ => Value::Null, // unreachable: parse checked the wire type
     }
 }
 
 pub fn b64(b: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(b)
-}
-
-/// A protobuf ``string`` as text: proto2 does not validate UTF-8, so invalid bytes show as ``\xNN``.
-pub fn text<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyString> {
-    match std::str::from_utf8(b) {
-        Ok(s) => PyString::new(py, s),
-        Err(_) => PyString::new(py, &text_lossless(b)),
-    }
-}
-
-pub fn text_lossless(mut b: &[u8]) -> String {
-    let mut out = String::with_capacity(b.len() + 8);
-    loop {
-        match std::str::from_utf8(b) {
-            Ok(s) => {
-                out.push_str(s);
-                return out;
-            }
-            Err(e) => {
-                let good = e.valid_up_to();
-                out.push_str(std::str::from_utf8(&b[..good]).unwrap());
-                let bad = e.error_len().unwrap_or(b.len() - good);
-                for byte in &b[good..good + bad] {
-                    out.push_str(&format!("\\x{byte:02x}"));
-                }
-                b = &b[good + bad..];
-            }
-        }
-    }
 }
 
 fn packed_values<'a>(kind: Kind, b: &'a [u8]) -> Result<Vec<Val<'a>>, WireError> {
@@ -269,73 +239,64 @@ fn packed_values<'a>(kind: Kind, b: &'a [u8]) -> Result<Vec<Val<'a>>, WireError>
 }
 
 impl<'a> Parsed<'a> {
-    /// The message as a dict of the JSON contract.
-    pub fn to_dict<'py>(&self, py: Python<'py>, schema: &Schema) -> PyResult<Bound<'py, PyDict>> {
-        let ty = &schema.messages[self.msg];
-        let dict = PyDict::new(py);
-        let mut order: Vec<(u16, usize)> = self.slots.iter().enumerate().map(|(i, (f, _))| (*f, i)).collect();
-        if order.windows(2).any(|w| w[0].0 > w[1].0) {
-            order.sort_by_key(|&(f, _)| f); // stable: wire order within a field
-        }
-        let mut i = 0;
-        while i < order.len() {
-            let fi = order[i].0;
-            let mut j = i;
-            while j < order.len() && order[j].0 == fi {
-                j += 1;
+    /// The message as a map of the JSON contract.
+    pub fn to_value(&self, schema: &'static Schema) -> Value {
+        let mut map = Map::with_capacity(self.slots.len() + usize::from(!self.unknown.is_empty()));
+        if self.slots.is_sorted_by_key(|(f, _)| *f) {
+            // as encoders write them: no reordering to pay for
+            for run in self.slots.chunk_by(|a, b| a.0 == b.0) {
+                self.push_field(&mut map, schema, run[0].0, run.iter().map(|(_, slot)| slot));
             }
-            let field = &ty.fields[fi as usize];
-            let value = self.field_value(py, schema, field, order[i..j].iter().map(|&(_, s)| &self.slots[s].1))?;
-            if let Some(v) = value {
-                dict.set_item(field.name.bind(py), v)?;
+        } else {
+            let mut sorted: Vec<&(u16, Slot<'a>)> = self.slots.iter().collect();
+            sorted.sort_by_key(|(f, _)| *f); // stable: wire order within a field
+            for run in sorted.chunk_by(|a, b| a.0 == b.0) {
+                self.push_field(&mut map, schema, run[0].0, run.iter().map(|(_, slot)| slot));
             }
-            i = j;
         }
         if !self.unknown.is_empty() {
             let mut numbers = self.unknown.clone();
             numbers.sort_unstable();
             numbers.dedup();
-            dict.set_item("_unknown_fields", PyList::new(py, numbers)?)?;
+            map.push(entry(crate::name!("_unknown_fields"), numbers.into_iter().map(Value::from).collect::<Vec<_>>()));
         }
-        Ok(dict)
+        Value::Map(map)
     }
 
-    fn field_value<'s, 'py>(
-        &'s self,
-        py: Python<'py>,
-        schema: &Schema,
-        field: &Field,
-        slots: impl Iterator<Item = &'s Slot<'a>>,
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    /// Field ``fi`` (its occurrences on the wire: ``slots``) into ``map``, unless it holds nothing.
+    fn push_field<'s>(&'s self, map: &mut Map, schema: &'static Schema, fi: u16, slots: impl Iterator<Item = &'s Slot<'a>>) {
+        let field = &schema.messages[self.msg].fields[fi as usize];
+        if let Some(value) = self.field_value(schema, field, slots) {
+            map.push((Text::Name(&field.name), value));
+        }
+    }
+
+    fn field_value<'s>(&'s self, schema: &'static Schema, field: &Field, slots: impl Iterator<Item = &'s Slot<'a>>) -> Option<Value> {
         if field.repeated {
-            let list = PyList::empty(py);
+            let mut list = Vec::new();
             for slot in slots {
                 match slot {
-                    Slot::Scalar(v) => list.append(scalar_to_py(py, schema, field.kind, *v))?,
-                    Slot::Message(m) => list.append(m.to_dict(py, schema)?)?,
+                    Slot::Scalar(v) => list.push(scalar_value(schema, field.kind, *v)),
+                    Slot::Message(m) => list.push(m.to_value(schema)),
                     Slot::Packed(b) => {
                         for v in packed_values(field.kind, b).unwrap_or_default() {
                             if let (Kind::Enum(e), Val::Varint(x)) = (field.kind, v) {
-                                if !schema.enums[e].values.contains_key(&(x as i32)) {
+                                if !schema.enums[e].contains(x as i32) {
                                     continue;
                                 }
                             }
-                            list.append(scalar_to_py(py, schema, field.kind, v))?;
+                            list.push(scalar_value(schema, field.kind, v));
                         }
                     }
                 }
             }
-            return Ok(if list.is_empty() { None } else { Some(list.into_any()) });
+            return (!list.is_empty()).then_some(Value::List(list));
         }
-        let mut last = None;
-        for slot in slots {
-            last = Some(slot);
+        match slots.last()? {
+            Slot::Scalar(v) => Some(scalar_value(schema, field.kind, *v)),
+            Slot::Message(m) => Some(m.to_value(schema)),
+            Slot::Packed(_) => None,
         }
-        Ok(match last {
-            Some(Slot::Scalar(v)) => Some(scalar_to_py(py, schema, field.kind, *v)),
-            Some(Slot::Message(m)) => Some(m.to_dict(py, schema)?.into_any()),
-            _ => None,
-        })
     }
 
     // -------------------------------------------------------------------- typed access for the decoder
@@ -420,42 +381,52 @@ impl<'a> Parsed<'a> {
     /// Field numbers present on the wire, known fields first (schema order), as ListFields would list them.
     pub fn present_numbers(&self, schema: &Schema) -> Vec<u32> {
         let ty = &schema.messages[self.msg];
-        let mut fields: Vec<u16> = self.slots.iter().map(|(f, _)| *f).collect();
-        fields.sort_unstable();
-        fields.dedup();
-        fields.into_iter().map(|f| ty.fields[f as usize].number).collect()
+        let mut numbers: Vec<u32> = self.slots.iter().map(|(f, _)| ty.fields[*f as usize].number).collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        numbers
     }
 
     /// The paths of required fields not set, as the runtime's FindInitializationErrors gives them.
     pub fn init_errors(&self, schema: &Schema) -> Vec<String> {
         let mut out = Vec::new();
-        self.collect_init_errors(schema, "", &mut out);
+        if !self.initialized(schema) {
+            self.collect_init_errors(schema, "", &mut out);
+        }
         out
+    }
+
+    /// Whether every required field is set, here and in the messages within (no paths made).
+    fn initialized(&self, schema: &Schema) -> bool {
+        let ty = &schema.messages[self.msg];
+        ty.required.iter().all(|&fi| self.slots.iter().any(|(f, _)| *f == fi))
+            && self.slots.iter().all(|(_, s)| match s {
+                Slot::Message(m) => m.initialized(schema),
+                _ => true,
+            })
     }
 
     fn collect_init_errors(&self, schema: &Schema, prefix: &str, out: &mut Vec<String>) {
         let ty = &schema.messages[self.msg];
-        for (fi, field) in ty.fields.iter().enumerate() {
-            if field.required && !self.slots.iter().any(|(f, _)| *f as usize == fi) {
-                out.push(format!("{prefix}{}", field.name_str));
+        for &fi in &ty.required {
+            if !self.slots.iter().any(|(f, _)| *f == fi) {
+                out.push(format!("{prefix}{}", ty.fields[fi as usize].name.as_str()));
             }
         }
-        for (fi, field) in ty.fields.iter().enumerate() {
-            if !matches!(field.kind, Kind::Message(_)) {
-                continue;
-            }
+        for &fi in &ty.message_fields {
+            let field = &ty.fields[fi as usize];
             if field.repeated {
                 let mut i = 0;
                 for (f, s) in &self.slots {
-                    if *f as usize == fi {
+                    if *f == fi {
                         if let Slot::Message(m) = s {
-                            m.collect_init_errors(schema, &format!("{prefix}{}[{i}].", field.name_str), out);
+                            m.collect_init_errors(schema, &format!("{prefix}{}[{i}].", field.name.as_str()), out);
                         }
                         i += 1;
                     }
                 }
-            } else if let Some(Slot::Message(m)) = self.slots.iter().rev().find(|(f, _)| *f as usize == fi).map(|(_, s)| s) {
-                m.collect_init_errors(schema, &format!("{prefix}{}.", field.name_str), out);
+            } else if let Some(Slot::Message(m)) = self.slots.iter().rev().find(|(f, _)| *f == fi).map(|(_, s)| s) {
+                m.collect_init_errors(schema, &format!("{prefix}{}.", field.name.as_str()), out);
             }
         }
     }
@@ -496,8 +467,4 @@ pub fn plausible_prefix(schema: &Schema, msg: usize, buf: &[u8]) -> bool {
         }
     }
     true
-}
-
-pub fn py_bytes<'py>(py: Python<'py>, b: &[u8]) -> Bound<'py, PyBytes> {
-    PyBytes::new(py, b)
 }

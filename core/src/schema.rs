@@ -1,14 +1,14 @@
 //! The protobuf schema the decoder walks, built once from the descriptor set that build.rs compiles from the
-//! .proto files (the contract). Field names are interned Python strings so that building a dict costs no
-//! string allocation per field.
+//! .proto files (the contract). It needs no Python: field and enum value names are [`Name`]s, whose Python
+//! strings are made when a value first crosses the binding.
 
 use std::collections::HashMap;
 
 use prost::Message as _;
 use prost_types::field_descriptor_proto::{Label, Type};
 use prost_types::{DescriptorProto, FileDescriptorSet};
-use pyo3::prelude::*;
-use pyo3::types::PyString;
+
+use crate::value::Name;
 
 static DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pulsar_descriptor.bin"));
 
@@ -47,8 +47,7 @@ impl Kind {
 
 pub struct Field {
     pub number: u32,
-    pub name: Py<PyString>,
-    pub name_str: String,
+    pub name: Name,
     pub kind: Kind,
     pub repeated: bool,
     pub required: bool,
@@ -58,6 +57,9 @@ pub struct MessageType {
     pub full_name: String,
     pub fields: Vec<Field>, // by field number
     index: Vec<u16>,        // field number -> position in `fields` (NO_FIELD when absent)
+    /// Positions of the required fields and of the message-typed ones: what checking initialization walks.
+    pub required: Vec<u16>,
+    pub message_fields: Vec<u16>,
 }
 
 const NO_FIELD: u16 = u16::MAX;
@@ -72,14 +74,33 @@ impl MessageType {
     }
 
     pub fn field_by_name(&self, name: &str) -> Option<&Field> {
-        self.fields.iter().find(|f| f.name_str == name)
+        self.fields.iter().find(|f| f.name.as_str() == name)
     }
 }
 
 pub struct EnumType {
     pub full_name: String,
-    pub values: HashMap<i32, Py<PyString>>,
-    pub names: HashMap<i32, String>,
+    values: Vec<(i32, Name)>, // by number: looked up per enum field decoded
+}
+
+impl EnumType {
+    pub fn name(&self, number: i32) -> Option<&Name> {
+        self.values.binary_search_by_key(&number, |(n, _)| *n).ok().map(|i| &self.values[i].1)
+    }
+
+    pub fn contains(&self, number: i32) -> bool {
+        self.name(number).is_some()
+    }
+
+    /// The number a value name stands for.
+    pub fn number(&self, name: &str) -> Option<i32> {
+        self.values.iter().find(|(_, n)| n.as_str() == name).map(|(number, _)| *number)
+    }
+
+    /// (number, name) in number order.
+    pub fn values(&self) -> impl Iterator<Item = (i32, &Name)> {
+        self.values.iter().map(|(number, name)| (*number, name))
+    }
 }
 
 pub struct Schema {
@@ -98,7 +119,7 @@ impl Schema {
         &self.enums[*self.enum_by_name.get(full_name).unwrap_or_else(|| panic!("{full_name} is in the schema"))]
     }
 
-    pub fn load(py: Python<'_>) -> Schema {
+    pub fn load() -> Schema {
         let set = FileDescriptorSet::decode(DESCRIPTOR).expect("the embedded descriptor set decodes");
         let mut names: Vec<(String, &DescriptorProto)> = Vec::new();
         let mut enum_protos = Vec::new();
@@ -116,10 +137,10 @@ impl Schema {
             enum_protos.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
         let enums = enum_protos
             .iter()
-            .map(|(name, e)| EnumType {
-                full_name: name.clone(),
-                values: e.value.iter().map(|v| (v.number(), PyString::intern(py, v.name()).unbind())).collect(),
-                names: e.value.iter().map(|v| (v.number(), v.name().to_string())).collect(),
+            .map(|(name, e)| {
+                let mut values: Vec<(i32, Name)> = e.value.iter().map(|v| (v.number(), Name::owned(v.name().to_string()))).collect();
+                values.sort_by_key(|(number, _)| *number);
+                EnumType { full_name: name.clone(), values }
             })
             .collect();
         let messages = names
@@ -151,8 +172,7 @@ impl Schema {
                         };
                         Field {
                             number: f.number() as u32,
-                            name: PyString::intern(py, f.name()).unbind(),
-                            name_str: f.name().to_string(),
+                            name: Name::owned(f.name().to_string()),
                             kind,
                             repeated: f.label() == Label::Repeated,
                             required: f.label() == Label::Required,
@@ -165,7 +185,10 @@ impl Schema {
                 for (i, f) in fields.iter().enumerate() {
                     index[f.number as usize] = i as u16;
                 }
-                MessageType { full_name: full_name.clone(), fields, index }
+                let positions = |keep: fn(&Field) -> bool| (0..fields.len() as u16).filter(|&i| keep(&fields[i as usize])).collect();
+                let required = positions(|f| f.required);
+                let message_fields = positions(|f| matches!(f.kind, Kind::Message(_)));
+                MessageType { full_name: full_name.clone(), fields, index, required, message_fields }
             })
             .collect();
         Schema { messages, enums, by_name, enum_by_name }

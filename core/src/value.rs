@@ -9,48 +9,64 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString};
-use pyo3::{ffi, IntoPyObjectExt};
+use pyo3::{ffi, Borrowed, IntoPyObjectExt};
 
 /// A name the contract declares: its text, and the interned Python string made of it the first time it
-/// crosses the binding.
+/// crosses the binding. That string is held by a plain pointer, never released (an interned name lives as
+/// long as the interpreter anyway): so nothing in decoding refers to Python, and Rust alone can decode.
 pub struct Name {
     text: Cow<'static, str>,
-    python: PyOnceLock<Py<PyString>>,
+    python: AtomicPtr<ffi::PyObject>,
+    /// Nothing in it to escape in JSON (true of every name the contract declares): written as it is.
+    json_plain: bool,
 }
 
 impl Name {
     pub const fn new(text: &'static str) -> Name {
-        Name { text: Cow::Borrowed(text), python: PyOnceLock::new() }
+        Name { text: Cow::Borrowed(text), python: AtomicPtr::new(ptr::null_mut()), json_plain: json_plain(text.as_bytes()) }
     }
 
     /// A name read at run time (the schema's): it lives as long as the table holding it.
     pub fn owned(text: String) -> Name {
-        Name { text: Cow::Owned(text), python: PyOnceLock::new() }
+        let json_plain = json_plain(text.as_bytes());
+        Name { text: Cow::Owned(text), python: AtomicPtr::new(ptr::null_mut()), json_plain }
     }
 
     pub fn as_str(&self) -> &str {
         &self.text
     }
 
-    pub fn to_py<'py>(&self, py: Python<'py>) -> &Bound<'py, PyString> {
-        self.python.get_or_init(py, || PyString::intern(py, &self.text).unbind()).bind(py)
+    pub fn to_py<'a, 'py>(&'a self, py: Python<'py>) -> Borrowed<'a, 'py, PyString> {
+        let mut object = self.python.load(Ordering::Acquire);
+        if object.is_null() {
+            let interned = PyString::intern(py, &self.text).into_ptr();
+            object = match self.python.compare_exchange(ptr::null_mut(), interned, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => interned,
+                Err(first) => {
+                    // SAFETY: our own new reference, which another thread's string replaced
+                    unsafe { ffi::Py_DecRef(interned) };
+                    first
+                }
+            };
+        }
+        // SAFETY: a str object this name holds a reference to for ever
+        unsafe { Borrowed::from_ptr(py, object).cast_unchecked() }
     }
-}
 
-impl PartialEq for Name {
-    fn eq(&self, other: &Name) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl fmt::Debug for Name {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        if self.json_plain {
+            out.push(b'"');
+            out.extend_from_slice(self.text.as_bytes());
+            out.push(b'"');
+        } else {
+            write_json_str(&self.text, out);
+        }
     }
 }
 
@@ -80,35 +96,36 @@ impl Text {
 
     pub fn to_py<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
         match self {
-            Text::Name(name) => name.to_py(py).clone(),
+            Text::Name(name) => name.to_py(py).to_owned(),
             Text::Owned(text) => PyString::new(py, text),
+        }
+    }
+
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Text::Name(name) => name.write_json(out),
+            Text::Owned(text) => write_json_str(text, out),
         }
     }
 }
 
-impl From<&'static Name> for Text {
-    fn from(name: &'static Name) -> Text {
-        Text::Name(name)
-    }
-}
+/// Names and texts compare and print as their text.
+macro_rules! compared_and_printed_as_text {
+    ($($t:ty),*) => {$(
+        impl PartialEq for $t {
+            fn eq(&self, other: &$t) -> bool {
+                self.as_str() == other.as_str()
+            }
+        }
 
-impl From<String> for Text {
-    fn from(text: String) -> Text {
-        Text::Owned(text)
-    }
+        impl fmt::Debug for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(self.as_str(), f)
+            }
+        }
+    )*};
 }
-
-impl PartialEq for Text {
-    fn eq(&self, other: &Text) -> bool {
-        self.as_str() == other.as_str()
-    }
-}
-
-impl fmt::Debug for Text {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.as_str(), f)
-    }
-}
+compared_and_printed_as_text!(Name, Text);
 
 /// A map's entries in insertion order (the order of a Python dict, and of the JSON object); keys unique.
 pub type Map = Vec<(Text, Value)>;
@@ -289,7 +306,7 @@ impl Value {
             Value::UInt(v) => out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes()),
             Value::Float(v) if v.is_finite() => out.extend_from_slice(zmij::Buffer::new().format_finite(*v).as_bytes()),
             Value::Float(_) => out.extend_from_slice(b"null"),
-            Value::Str(text) => write_json_str(text.as_str(), out),
+            Value::Str(text) => text.write_json(out),
             Value::Bytes(bytes) => write_json_str(&text_lossless(bytes), out),
             Value::List(items) => write_json_array(items, out, Value::write_json),
             Value::Map(entries) => write_json_map(entries, out),
@@ -363,18 +380,63 @@ pub fn map_to_py<'py>(py: Python<'py>, entries: &Map) -> PyResult<Bound<'py, PyD
 }
 
 fn map_to_py_tree<'py>(py: Python<'py>, entries: &Map) -> PyResult<(Bound<'py, PyDict>, bool)> {
+    dict_of(py, entries, |_, value| value.to_py_tree(py))
+}
+
+/// A dict of the entries, each value's object (and whether it is a tree) made by `object`; untracked when
+/// it is a tree (see [`Value::to_py_tree`]).
+fn dict_of<'py, 'v>(
+    py: Python<'py>,
+    entries: &'v Map,
+    mut object: impl FnMut(&'v Text, &'v Value) -> PyResult<(Bound<'py, PyAny>, bool)>,
+) -> PyResult<(Bound<'py, PyDict>, bool)> {
     let dict = PyDict::new(py);
     let mut tree = true;
     for (key, value) in entries {
-        let (value, value_tree) = value.to_py_tree(py)?;
+        let (value, value_tree) = object(key, value)?;
         tree &= value_tree;
-        dict.set_item(key.to_py(py), value)?;
+        match key {
+            Text::Name(name) => dict.set_item(name.to_py(py), value)?,
+            Text::Owned(text) => dict.set_item(PyString::new(py, text), value)?,
+        }
     }
     if tree {
         // SAFETY: a dict we made and hold a reference to; untracking any dict is allowed.
         unsafe { ffi::PyObject_GC_UnTrack(dict.as_ptr().cast()) };
     }
     Ok((dict, tree))
+}
+
+/// Converts a map, then maps that repeat some of its values: a value equal to one of the first map's under
+/// the same key becomes the same object. A message's record repeats most of its message's fields: so there
+/// is one properties dict per message, not two, as when Python built the record from the message's dict.
+#[derive(Default)]
+pub struct Repeats<'v, 'py> {
+    first: Vec<(&'v Text, &'v Value, Bound<'py, PyAny>, bool)>,
+}
+
+impl<'v, 'py> Repeats<'v, 'py> {
+    /// `entries` as a dict, whose values the next maps may repeat (instead of the previous first map's).
+    pub fn first(&mut self, py: Python<'py>, entries: &'v Map) -> PyResult<Bound<'py, PyDict>> {
+        self.first.clear();
+        let (dict, _) = dict_of(py, entries, |key, value| {
+            let (object, tree) = value.to_py_tree(py)?;
+            self.first.push((key, value, object.clone(), tree));
+            Ok((object, tree))
+        })?;
+        Ok(dict)
+    }
+
+    /// `entries` as a dict, with the first map's objects for the values it repeats.
+    pub fn repeated(&self, py: Python<'py>, entries: &Map) -> PyResult<Bound<'py, PyDict>> {
+        let (dict, _) = dict_of(py, entries, |key, value| {
+            match self.first.iter().find(|(k, v, _, _)| *k == key && *v == value) {
+                Some((_, _, object, tree)) => Ok((object.clone(), *tree)),
+                None => value.to_py_tree(py),
+            }
+        })?;
+        Ok(dict)
+    }
 }
 
 /// A Python list of the values, filled in place (no intermediate vector of objects).
@@ -406,21 +468,21 @@ impl<'o> JsonObject<'o> {
     }
 
     /// The key, and the output to write its value to.
-    pub fn key(&mut self, key: &str) -> &mut Vec<u8> {
+    pub fn key(&mut self, key: &Name) -> &mut Vec<u8> {
         if !self.empty {
             self.out.push(b',');
         }
         self.empty = false;
-        write_json_str(key, self.out);
+        key.write_json(self.out);
         self.out.push(b':');
         self.out
     }
 
-    pub fn field(&mut self, key: &str, value: &Value) {
+    pub fn field(&mut self, key: &Name, value: &Value) {
         value.write_json(self.key(key));
     }
 
-    pub fn field_or_null(&mut self, key: &str, value: Option<&Value>) {
+    pub fn field_or_null(&mut self, key: &Name, value: Option<&Value>) {
         value.unwrap_or(&Value::Null).write_json(self.key(key));
     }
 
@@ -430,11 +492,16 @@ impl<'o> JsonObject<'o> {
 }
 
 pub fn write_json_map(entries: &Map, out: &mut Vec<u8>) {
-    let mut object = JsonObject::start(out);
-    for (key, value) in entries {
-        object.field(key.as_str(), value);
+    out.push(b'{');
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        key.write_json(out);
+        out.push(b':');
+        value.write_json(out);
     }
-    object.end();
+    out.push(b'}');
 }
 
 /// `[...]`, each item written by `write`.
@@ -469,6 +536,17 @@ const ESCAPE: [u8; 256] = {
     table
 };
 const C1_LEAD: u8 = 0xc2;
+
+const fn json_plain(bytes: &[u8]) -> bool {
+    let mut i = 0;
+    while i < bytes.len() {
+        if ESCAPE[bytes[i] as usize] != 0 {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// A string as JSON: orjson's escapes (the short ones, else `\u00xx`), and C1 controls as `\u0080`..`\u009f`.
 pub fn write_json_str(s: &str, out: &mut Vec<u8>) {

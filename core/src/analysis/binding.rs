@@ -23,6 +23,7 @@ use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
 use crate::value::{map_to_py, Map, Text, Value};
 use crate::analysis::Ident;
+use crate::binding::check_fields;
 
 /// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
 /// and those it reads of a chunk's.
@@ -37,17 +38,6 @@ struct Classes {
     annotated: Py<PyAny>,
     event: Py<PyAny>,
     finding: Py<PyAny>,
-}
-
-fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
-    let fields: Vec<String> = cls.getattr("__dataclass_fields__")?.call_method0("keys")?.try_iter()?
-        .map(|k| k.and_then(|k| k.extract::<String>()))
-        .collect::<PyResult<_>>()?;
-    if fields != expected {
-        return Err(PyRuntimeError::new_err(format!(
-            "{} has fields {fields:?}; the analysis builds it with {expected:?}", cls.getattr("__name__")?)));
-    }
-    Ok(())
 }
 
 fn finding_to_py<'py>(py: Python<'py>, finding_class: &Py<PyAny>, finding: &Finding) -> PyResult<Bound<'py, PyAny>> {
@@ -70,7 +60,7 @@ impl Classes {
             None => (py.None().into_bound(py), py.None().into_bound(py), py.None().into_bound(py)),
         };
         let args = [
-            event.kind.to_py(py).clone().into_any(),
+            event.kind.to_py(py).to_owned().into_any(),
             event.time.into_bound_py_any(py)?,
             event.packet.into_bound_py_any(py)?,
             event.conn.into_bound_py_any(py)?,
@@ -529,7 +519,7 @@ impl ConversationCore {
     /// The requests waiting on a connection, oldest first: (index, type, kept fields), for tests.
     fn waiting<'py>(&self, py: Python<'py>, conn: u64) -> PyResult<Vec<(u64, Bound<'py, PyString>, Bound<'py, PyDict>)>> {
         self.analyzer.waiting(conn).into_iter()
-            .map(|(index, type_name, kept)| Ok((index, type_name.to_py(py).clone(), map_to_py(py, &kept)?)))
+            .map(|(index, type_name, kept)| Ok((index, type_name.to_py(py).to_owned(), map_to_py(py, &kept)?)))
             .collect()
     }
 

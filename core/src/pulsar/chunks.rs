@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::analysis::bounded::OrderedMap;
 use crate::analysis::{map_get, round3, Ident, TO_CLIENT};
 use crate::codecs::{self, Problem};
+use crate::payload::decompression_finding;
 use crate::model::Finding;
 use crate::value::{entry, Map, Text, Value};
 use crate::{finding, name};
@@ -593,23 +594,4 @@ fn frames_value(frames: &[u64]) -> Value {
 
 fn shown(frames: &[u64]) -> Value {
     frames_value(&frames[..frames.len().min(FRAMES_SHOWN)])
-}
-
-/// The `payload.decompression` finding of a codec problem (the frame decoder reports the same).
-fn decompression_finding(problem: &Problem) -> Finding {
-    let mut params: Map = vec![entry(name!("case"), Text::Owned(problem.case().to_owned()))];
-    let codec_name = |name: &str| entry(name!("codec"), Text::Owned(name.to_owned()));
-    match problem {
-        Problem::UnknownCodec { codec } => params.push(entry(name!("codec"), *codec)),
-        Problem::OverLimit { codec: c, declared, limit } => {
-            params.extend([codec_name(c), entry(name!("declared"), *declared), entry(name!("limit"), *limit)])
-        }
-        Problem::BombDeclared { codec: c, declared } => params.extend([codec_name(c), entry(name!("declared"), *declared)]),
-        Problem::BombLimit { codec: c, limit } => params.extend([codec_name(c), entry(name!("limit"), *limit)]),
-        Problem::Failed { codec: c, error } => params.extend([codec_name(c), entry(name!("error"), error.clone())]),
-        Problem::SizeMismatch { codec: c, declared, actual } => {
-            params.extend([codec_name(c), entry(name!("declared"), *declared), entry(name!("actual"), *actual)])
-        }
-    }
-    Finding { id: name!("payload.decompression"), params }
 }

@@ -1,0 +1,282 @@
+//! The Python module `pulsar_dissect_core`. Decoding runs without the GIL; its Rust plain data is then
+//! converted in one step into the classes Python bound once (`bind`): `Decoded`, `PayloadSection`, `Finding`.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::IntoPyObjectExt;
+
+use crate::model::{Decoded, Finding, PayloadSection};
+use crate::value::{list_to_py, map_to_py, Repeats, Value};
+use crate::schema::{Kind, Schema};
+use crate::{codecs, core, payload, pb};
+
+/// The Python classes of the plain data, bound once.
+struct Classes {
+    decoded: Py<PyAny>,
+    section: Py<PyAny>,
+    finding: Py<PyAny>,
+}
+
+static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
+
+fn classes(py: Python<'_>) -> PyResult<&'static Classes> {
+    CLASSES.get(py).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("pulsar_dissect_core.bind() was not called"))
+}
+
+fn optional<'py>(py: Python<'py>, value: Option<&Value>) -> PyResult<Bound<'py, PyAny>> {
+    match value {
+        Some(v) => v.to_py(py),
+        None => Ok(py.None().into_bound(py)),
+    }
+}
+
+impl Classes {
+    fn finding<'py>(&self, py: Python<'py>, finding: &Finding) -> PyResult<Bound<'py, PyAny>> {
+        self.finding.bind(py).call1((finding.id.to_py(py), map_to_py(py, &finding.params)?))
+    }
+
+    fn findings<'py>(&self, py: Python<'py>, findings: &[Finding]) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        findings.iter().map(|f| self.finding(py, f)).collect()
+    }
+
+    /// The section, and its findings' objects (which the frame's findings list holds too).
+    fn section<'py>(&self, py: Python<'py>, s: &PayloadSection) -> PyResult<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> {
+        let findings = self.findings(py, &s.findings)?;
+        let (messages, records) = messages_and_records(py, &s.messages, s.records.as_deref())?;
+        // positional, in PayloadSection's field order (checked by `bind`): no keyword dict per frame
+        let args = [
+            s.checksum.name().to_py(py).to_owned().into_any(),
+            s.checksum_wire.into_bound_py_any(py)?,
+            s.checksum_computed.into_bound_py_any(py)?,
+            optional(py, s.broker_entry_metadata.as_ref())?,
+            optional(py, s.metadata.as_ref())?,
+            s.metadata_size.into_bound_py_any(py)?,
+            s.compression.into_bound_py_any(py)?,
+            s.payload_size.into_bound_py_any(py)?,
+            s.uncompressed_size.into_bound_py_any(py)?,
+            s.encrypted.into_bound_py_any(py)?,
+            messages.into_any(),
+            optional(py, s.marker.as_ref())?,
+            PyList::new(py, &findings)?.into_any(),
+            records.into_bound_py_any(py)?,
+        ];
+        Ok((self.section.bind(py).call1(PyTuple::new(py, args)?)?, findings))
+    }
+
+    fn decoded<'py>(&self, py: Python<'py>, d: &Decoded) -> PyResult<Bound<'py, PyAny>> {
+        let (body, section_findings) = match &d.body {
+            Some(section) => {
+                let (body, findings) = self.section(py, section)?;
+                (Some(body), findings)
+            }
+            None => (None, Vec::new()),
+        };
+        // the frame's findings end with its section's: the same objects in both lists
+        debug_assert!(d.body.as_ref().is_none_or(|s| d.findings.ends_with(&s.findings)));
+        let own = &d.findings[..d.findings.len().saturating_sub(section_findings.len())];
+        let mut findings = self.findings(py, own)?;
+        findings.extend(section_findings);
+        let args = (d.type_name.to_py(py), optional(py, d.command.as_ref())?, d.size, PyList::new(py, findings)?, body);
+        self.decoded.bind(py).call1(args)
+    }
+}
+
+/// The messages, and their records sharing the objects of the fields they repeat.
+fn messages_and_records<'py>(py: Python<'py>, messages: &[Value], records: Option<&[Value]>)
+    -> PyResult<(Bound<'py, PyList>, Option<Bound<'py, PyList>>)> {
+    let Some(records) = records.filter(|r| r.len() == messages.len()) else {
+        return Ok((list_to_py(py, messages)?, records.map(|r| list_to_py(py, r)).transpose()?));
+    };
+    let (mut message_objects, mut record_objects) = (Vec::with_capacity(messages.len()), Vec::with_capacity(records.len()));
+    let mut repeats = Repeats::default();
+    for (message, record) in messages.iter().zip(records) {
+        match (message, record) {
+            (Value::Map(message), Value::Map(record)) => {
+                message_objects.push(repeats.first(py, message)?.into_any());
+                record_objects.push(repeats.repeated(py, record)?.into_any());
+            }
+            _ => {
+                message_objects.push(message.to_py(py)?);
+                record_objects.push(record.to_py(py)?);
+            }
+        }
+    }
+    Ok((PyList::new(py, message_objects)?, Some(PyList::new(py, record_objects)?)))
+}
+
+/// The fields of the Python classes the core builds positionally, in order.
+const DECODED_FIELDS: [&str; 5] = ["type", "command", "size", "findings", "body"];
+const SECTION_FIELDS: [&str; 14] = [
+    "checksum", "checksum_wire", "checksum_computed", "broker_entry_metadata", "metadata", "metadata_size",
+    "compression", "payload_size", "uncompressed_size", "encrypted", "messages", "marker", "findings", "records",
+];
+
+pub(crate) fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
+    let fields: Vec<String> = cls.getattr("__dataclass_fields__")?.call_method0("keys")?.try_iter()?
+        .map(|k| k.and_then(|k| k.extract::<String>()))
+        .collect::<PyResult<_>>()?;
+    if fields != expected {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "{} has fields {fields:?}; the core builds it with {expected:?}", cls.getattr("__name__")?)));
+    }
+    Ok(())
+}
+
+/// Give the core the classes of the plain data it returns: Decoded, PayloadSection and Finding (checked: the
+/// core fills their fields by position).
+#[pyfunction]
+fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAny>) -> PyResult<()> {
+    check_fields(decoded.bind(py), &DECODED_FIELDS)?;
+    check_fields(section.bind(py), &SECTION_FIELDS)?;
+    let _ = CLASSES.get_or_init(py, || Classes { decoded, section, finding });
+    Ok(())
+}
+
+/// A frame shorter than this decodes in about a microsecond: releasing the GIL and taking it back would cost
+/// a tenth of that, and no other thread would get far meanwhile.
+const RELEASE_GIL_FROM: usize = 4096;
+
+/// Decode one frame (``missing`` bytes lost at its end); returns a ``Decoded``.
+#[pyfunction]
+#[pyo3(signature = (frame, missing=0, max_decompressed=64 * 1024 * 1024, brief=false))]
+fn decode_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> PyResult<Bound<'py, PyAny>> {
+    let classes = classes(py)?;
+    let decode = || crate::decode(frame, missing, max_decompressed, brief);
+    let decoded = if frame.len() < RELEASE_GIL_FROM { decode() } else { py.detach(decode) };
+    classes.decoded(py, &decoded)
+}
+
+type BytesAndProblem<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>);
+
+/// Decompress a payload (``codec`` as MessageMetadata.compression), bounded by ``declared_size`` and
+/// ``max_size``: returns (bytes or None, payload.decompression finding or None).
+#[pyfunction]
+#[pyo3(signature = (codec, data, declared_size, max_size))]
+fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Option<u64>, max_size: u64) -> PyResult<BytesAndProblem<'py>> {
+    let classes = classes(py)?;
+    let result = py.detach(|| codecs::decompress(codec, data, declared_size, max_size));
+    let problem = match &result.problem {
+        Some(p) => Some(classes.finding(py, &payload::decompression_finding(p))?),
+        None => None,
+    };
+    Ok((result.data.map(|d| PyBytes::new(py, d.as_ref())), problem))
+}
+
+/// The records (JSON contract) of a frame's messages; ``base`` is a MESSAGE command's message_id. The frame
+/// decoder fills ``PayloadSection.records`` with these unless it decoded briefly.
+#[pyfunction]
+#[pyo3(signature = (messages, base=None))]
+fn message_records<'py>(py: Python<'py>, messages: Bound<'py, PyList>, base: Option<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyList>> {
+    let messages: Vec<Value> = messages.iter().map(|m| Value::from_py(&m)).collect::<PyResult<_>>()?;
+    let base = base.map(|b| Value::from_py(b.as_any())).transpose()?;
+    list_to_py(py, &payload::message_records(&messages, base.as_ref()))
+}
+
+/// The BaseCommand type names by number, as the schema declares them.
+#[pyfunction]
+fn command_types(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    for (n, name) in core().command_types.values() {
+        out.set_item(n, name.to_py(py))?;
+    }
+    Ok(out)
+}
+
+/// BaseCommand's sub-command fields by number (the field for type N is field N), as the schema declares them.
+#[pyfunction]
+fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let core = core();
+    let out = PyDict::new(py);
+    for f in &core.schema.messages[core.base_command].fields {
+        if core.command_types.contains(f.number as i32) {
+            out.set_item(f.number, f.name.to_py(py))?;
+        }
+    }
+    Ok(out)
+}
+
+fn subcommand_type(schema: &Schema, base_command: usize, type_num: u32) -> Option<usize> {
+    let base = &schema.messages[base_command];
+    match base.fields.get(base.field(type_num)?)?.kind {
+        Kind::Message(m) => Some(m),
+        _ => None,
+    }
+}
+
+/// Whether ``data`` parses whole, with every required field set: the BaseCommand carrying the sub-command of
+/// type ``type_num`` (``base``), or that sub-command alone. What framing asks of a candidate frame start.
+#[pyfunction]
+fn command_complete(type_num: u32, data: &[u8], base: bool) -> bool {
+    let core = core();
+    let schema = core.schema;
+    let sub = if base {
+        match pb::parse(schema, core.base_command, data) {
+            Ok(parsed) => match parsed.message(schema, type_num) {
+                Some(sub) => return sub.init_errors(schema).is_empty(),
+                None => return false,
+            },
+            Err(_) => return false,
+        }
+    } else {
+        subcommand_type(schema, core.base_command, type_num)
+    };
+    match sub.map(|m| pb::parse(schema, m, data)) {
+        Some(Ok(parsed)) => parsed.init_errors(schema).is_empty(),
+        _ => false,
+    }
+}
+
+/// Whether the complete fields of ``data`` (the first bytes of the sub-command of type ``type_num``) fit its
+/// schema: known field numbers, each with its wire type; a field cut at the end is fine.
+#[pyfunction]
+fn prefix_plausible(type_num: u32, data: &[u8]) -> bool {
+    let core = core();
+    let Some(msg) = subcommand_type(core.schema, core.base_command, type_num) else { return false };
+    pb::plausible_prefix(core.schema, msg, data)
+}
+
+/// Test support: a plain Python value written by the core's JSON writer (to compare with
+/// ``dissector.output.jsonl.dumps``).
+#[pyfunction]
+fn _json_dumps<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let mut out = Vec::new();
+    Value::from_py(&value)?.write_json(&mut out);
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Benchmark support: decode every frame and write it as JSON (``Decoded::write_json``, one line each) in
+/// Rust alone, without the GIL and without a Python object per frame. Returns the bytes of JSON written and
+/// the seconds it took.
+#[pyfunction]
+#[pyo3(signature = (frames, max_decompressed=64 * 1024 * 1024, brief=false))]
+fn _decode_to_json(py: Python<'_>, frames: Vec<Bound<'_, PyBytes>>, max_decompressed: u64, brief: bool) -> (usize, f64) {
+    let frames: Vec<&[u8]> = frames.iter().map(|f| f.as_bytes()).collect();
+    py.detach(|| {
+        let start = std::time::Instant::now();
+        let (mut out, mut written) = (Vec::with_capacity(1 << 20), 0);
+        for frame in frames {
+            crate::decode(frame, 0, max_decompressed, brief).write_json(&mut out);
+            out.push(b'\n');
+            written += out.len();
+            out.clear(); // the native output would write them to a file here
+        }
+        (written, start.elapsed().as_secs_f64())
+    })
+}
+
+#[pymodule]
+fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(bind, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress, m)?)?;
+    m.add_function(wrap_pyfunction!(message_records, m)?)?;
+    m.add_function(wrap_pyfunction!(command_types, m)?)?;
+    m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(command_complete, m)?)?;
+    m.add_function(wrap_pyfunction!(prefix_plausible, m)?)?;
+    m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
+    m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
+    crate::analysis::binding::register(m)?;
+    Ok(())
+}
