@@ -182,12 +182,6 @@ impl From<bool> for Value {
     }
 }
 
-impl From<f64> for Value {
-    fn from(v: f64) -> Value {
-        Value::Float(v)
-    }
-}
-
 impl From<String> for Value {
     fn from(v: String) -> Value {
         Value::Str(Text::Owned(v))
