@@ -546,10 +546,10 @@ fn answer(options: &PairingOptions, table: &CommandTable, conn: &mut Connection,
         else { continue };
         let latency = frame.time - request.time;
         notes.push(entry(name!("answers"), request.index));
-        notes.push(entry(name!("latency_ms"), round3(latency * 1000.0)));
+        notes.push(entry(name!("latency_ms"), Value::Float(round3(latency * 1000.0))));
         notes.push(entry(name!("request_type"), request.type_name));
         if latency > options.request_timeout {
-            findings.push(finding!("response.slow", "type" => spec.name, "latency_s" => latency,
+            findings.push(finding!("response.slow", "type" => spec.name, "latency_s" => Value::Float(latency),
                                    "request_type" => request.type_name, "request" => request.index,
                                    "timeout_s" => options.request_timeout_value.clone()));
         }

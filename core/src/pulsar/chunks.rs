@@ -412,8 +412,8 @@ impl ChunkAssembler {
                 let last_time = self.partials.get(&full).and_then(|p| p.last_time);
                 let Some(last_time) = last_time.filter(|last| fire > last + period) else { break };
                 self.client_drop(&full, name!("expired"), frame, findings, None, vec![
-                    entry(name!("idle_s"), round3(fire - last_time)),
-                    entry(name!("expire_s"), period),
+                    entry(name!("idle_s"), Value::Float(round3(fire - last_time))),
+                    entry(name!("expire_s"), Value::Float(period)),
                 ]);
             }
             fire += period;

@@ -545,7 +545,7 @@ impl PulsarSession {
             };
             let shared_type = matches!(map_get(&consumer.info, "type").and_then(Value::as_str), Some("Shared" | "Key_Shared"));
             if frame.time * 1000.0 < at && shared_type {
-                findings.push(finding!("message.early_delivery", "early_ms" => at - frame.time * 1000.0,
+                findings.push(finding!("message.early_delivery", "early_ms" => Value::Float(at - frame.time * 1000.0),
                                        "deliver_at" => deliver_at.clone()));
             }
         }
