@@ -486,7 +486,7 @@ impl ChunkAssembler {
                 // let go of the compressed chunks held: they can never be decompressed
                 let released = part.kept_bytes() as u64;
                 part.kept = None;
-                self.kept_bytes -= released;
+                self.kept_bytes = self.kept_bytes.saturating_sub(released);
             }
             Some(payload) if !part.lost => {
                 part.size += payload.len() as u64;
@@ -513,7 +513,7 @@ impl ChunkAssembler {
     /// No longer in progress (the chunks held stay with the returned part, for `complete`).
     fn forget(&mut self, full: &MessageKey) -> Option<Partial> {
         let part = self.partials.remove(full)?;
-        self.kept_bytes -= part.kept_bytes() as u64;
+        self.kept_bytes = self.kept_bytes.saturating_sub(part.kept_bytes() as u64);
         if full.source.to_client() {
             if let Some(consumer) = self.consumers.get_mut(&full.source) {
                 consumer.cache.remove(&full.uuid);

@@ -107,12 +107,12 @@ impl Consumer {
         (Ident::of(map_get(&self.info, "topic")), Ident::of(map_get(&self.info, "subscription")))
     }
 
-    /// `consumer.unacked`'s parameters (and `UNACKED_AT_END`'s details).
-    fn unacked_params(&self) -> Map {
+    /// `consumer.unacked`'s parameters (and `UNACKED_AT_END`'s details), for the consumer named `id`.
+    fn unacked_params(&self, id: Value) -> Map {
         let remembered = self.remembered.borrow();
         let frames: Vec<Value> = remembered.unacked.values().take(20).map(|&f| Value::from(f)).collect();
         vec![
-            entry(name!("consumer_id"), self.id.clone()),
+            entry(name!("consumer_id"), id),
             entry(name!("name"), self.name()),
             entry(name!("count"), remembered.unacked.len()),
             entry(name!("frames"), Value::List(frames)),
@@ -427,8 +427,7 @@ impl PulsarSession {
                 let Some(mut consumer) = self.consumers.remove(&ident) else { return };
                 remember_bounded(&mut self.closed, (scope, ident), consumer.info.clone(), self.options.max_actors);
                 if !consumer.remembered.borrow().unacked.is_empty() && consumer.durable {
-                    let mut params = consumer.unacked_params();
-                    params[0].1 = id.clone(); // the id as this frame names it
+                    let params = consumer.unacked_params(id.clone()); // the id as this frame names it
                     findings.push(Finding { id: name!("consumer.unacked"), params });
                 }
                 self.repeated(&id, &mut consumer, frame.time, frame.packet, events);
@@ -785,11 +784,10 @@ impl Session for PulsarSession {
         for ident in idents {
             let Some(consumer) = consumers.get_mut(&ident) else { continue };
             if !consumer.remembered.borrow().unacked.is_empty() && consumer.durable {
-                let mut details = consumer.unacked_params();
-                details[0].1 = ident.to_value();
+                let details = consumer.unacked_params(consumer.id.clone());
                 events.push(Event::new(name!("UNACKED_AT_END"), time, packet, Some(self.conn), details));
             }
-            let id = ident.to_value();
+            let id = consumer.id.clone();
             self.repeated(&id, consumer, time, packet, events);
         }
         self.shared.borrow_mut().connection_gone(self.conn);
