@@ -7,23 +7,22 @@
 //! Rust [`Frame`] the analyzer takes. The output is the same `model.Annotated` (the input frame object itself)
 //! and `model.Event` objects as before, with `problems.Finding`s.
 
+use std::hash::Hasher;
+
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
-
-use std::hash::Hasher;
 
 use super::bounded::{FastHasher, FastMap};
 use super::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use super::{intern as intern_name, Analyzer, Event, Frame, Output, PairingOptions, Protocol};
+use super::{intern as intern_name, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol, Sessions};
+use crate::binding::check_fields;
 use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
 use crate::value::{map_to_py, Map, Text, Value};
-use crate::analysis::Ident;
-use crate::binding::check_fields;
 
 /// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
 /// and those it reads of a chunk's.
@@ -251,6 +250,9 @@ fn checksum(text: &str) -> Checksum {
     }
 }
 
+/// Python strings made once, for dict lookups.
+type InternedKeys = Vec<Py<PyString>>;
+
 /// The metadata fields the session reads (`keys`), the Python strings made once.
 fn metadata_read(metadata: &Bound<'_, PyDict>, keys: &[&str], interned: &[Py<PyString>], map: &mut Map) -> PyResult<()> {
     let py = metadata.py();
@@ -280,7 +282,7 @@ fn chunk_message(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
 }
 
 fn section(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
-    static KEYS: PyOnceLock<(Vec<Py<PyString>>, Vec<Py<PyString>>)> = PyOnceLock::new();
+    static KEYS: PyOnceLock<(InternedKeys, InternedKeys)> = PyOnceLock::new();
     let py = body.py();
     let (keys, chunk_keys) = KEYS.get_or_init(py, || {
         let interned = |keys: &[&str]| keys.iter().map(|k| PyString::intern(py, k).unbind()).collect();
@@ -365,7 +367,7 @@ impl ConversationCore {
         let roles = spec.getattr("server_roles")?;
         let server_role: String = roles.get_item(0)?.extract()?;
         let session: Option<String> = spec.getattr("session")?.extract()?;
-        let sessions: Option<Box<dyn super::Sessions>> = match session.as_deref() {
+        let sessions: Option<Box<dyn Sessions>> = match session.as_deref() {
             None => None,
             Some("pulsar") => Some(Box::new(PulsarSessions::new(pulsar_options(self.options.bind(py))?))),
             Some(other) => return Err(PyRuntimeError::new_err(format!("the core has no session named {other:?}"))),
@@ -517,6 +519,7 @@ impl ConversationCore {
     }
 
     /// The requests waiting on a connection, oldest first: (index, type, kept fields), for tests.
+    #[allow(clippy::type_complexity)]
     fn waiting<'py>(&self, py: Python<'py>, conn: u64) -> PyResult<Vec<(u64, Bound<'py, PyString>, Bound<'py, PyDict>)>> {
         self.analyzer.waiting(conn).into_iter()
             .map(|(index, type_name, kept)| Ok((index, type_name.to_py(py).to_owned(), map_to_py(py, &kept)?)))
@@ -588,6 +591,7 @@ impl PyChunkAssembler {
     }
 
     /// Messages still being reassembled: (uuid, frames, chunks seen, num_chunks).
+    #[allow(clippy::type_complexity)]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Vec<(Bound<'py, PyAny>, Vec<u64>, i64, i64)>> {
         self.assembler.pending().into_iter()
             .map(|p| Ok((p.uuid.to_py(py)?, p.frames, p.seen, p.num_chunks)))

@@ -642,11 +642,18 @@ fn wait(options: &PairingOptions, table: &CommandTable, conn: &mut Connection, f
     deadline
 }
 
-/// `round(x, 3)` as Python rounds: to the nearest of the decimals with three places, ties to even on the
-/// exact binary value (formatting is correctly rounded, parsing exact).
+/// `round(x, 3)` as Python rounds: to the nearest multiple of 0.001 of the exact binary value, ties to even.
+/// `x * 1000` is off by at most half an ulp, which only matters next to a tie: there (and for values too
+/// large for the shortcut) the decimal formatting, correctly rounded, decides; `k / 1000.0` is then the double
+/// nearest to k/1000, as Python's parsing of the rounded decimal gives.
 pub fn round3(x: f64) -> f64 {
     if !x.is_finite() {
         return x;
+    }
+    let scaled = x * 1000.0;
+    let fraction = scaled - scaled.floor();
+    if scaled.abs() < 1e12 && (fraction - 0.5).abs() > 1e-3 {
+        return scaled.round() / 1000.0;
     }
     format!("{x:.3}").parse().unwrap_or(x)
 }
@@ -659,8 +666,35 @@ mod tests {
     fn rounds_as_python() {
         // round(x, 3) in CPython for each
         for (x, expected) in [(0.0625, 0.062), (0.0635, 0.064), (1.0005, 1.0), (2.675, 2.675), (0.1235, 0.123),
-                              (-0.0625, -0.062), (123.4565, 123.457), (1e-9, 0.0)] {
+                              (-0.0625, -0.062), (123.4565, 123.457), (1e-9, 0.0), (0.30000000000000004, 0.3),
+                              (5.4104, 5.41), (-2.0004999, -2.0), (1e15 + 0.3, 1e15 + 0.3)] {
             assert_eq!(round3(x), expected, "{x}");
+        }
+        // CPython's round(x, 3) of exact binary ties (n/16, n/8192) and random values
+        for (x, expected) in [
+            (0.0625, 0.062), (0.1875, 0.188), (0.3125, 0.312), (0.4375, 0.438), (0.5625, 0.562), (0.6875, 0.688),
+            (0.8125, 0.812), (0.9375, 0.938), (1.0625, 1.062), (1.1875, 1.188), (1.3125, 1.312), (1.4375, 1.438),
+            (1.5625, 1.562), (1.6875, 1.688), (1.8125, 1.812), (1.9375, 1.938), (2.0625, 2.062), (2.1875, 2.188),
+            (2.3125, 2.312), (2.4375, 2.438), (0.0001220703125, 0.0), (0.00048828125, 0.0),
+            (0.0008544921875, 0.001), (0.001220703125, 0.001), (0.0015869140625, 0.002), (0.001953125, 0.002),
+            (0.0023193359375, 0.002), (0.002685546875, 0.003), (0.0030517578125, 0.003), (0.00341796875, 0.003),
+            (32.38327648331624, 32.383), (15.084917392450192, 15.085), (65.09344730398537, 65.093),
+            (7.243628666754276, 7.244), (53.58820043066892, 53.588), (36.56889169125856, 36.569),
+            (5.799892477470681, 5.8), (50.743573318942026, 50.744), (3.749565844198488, 3.75),
+            (43.364568366238586, 43.365), (6.985542357461894, 6.986), (9.071301334386506, 9.071),
+            (42.451918914251394, 42.452), (82.68521246720381, 82.685), (12.380196114964559, 12.38),
+            (0.0022323896460701453, 0.002), (0.006274332224055893, 0.006), (0.009477089424570057, 0.009),
+            (0.005771029486174987, 0.006), (0.003966804746507802, 0.004)
+        ] {
+            assert_eq!(round3(x), expected, "{x}");
+        }
+        // the shortcut agrees with the formatting everywhere it is taken
+        let mut x = 0.000_123_4_f64;
+        while x < 1e7 {
+            for v in [x, -x, x * 1.000_000_7, x + 0.000_5] {
+                assert_eq!(round3(v), format!("{v:.3}").parse::<f64>().unwrap(), "{v}");
+            }
+            x *= 1.001_7;
         }
     }
 }

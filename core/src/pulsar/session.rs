@@ -125,11 +125,14 @@ struct Producer {
     last_sequence_id: Option<i128>,
 }
 
+/// The producers holding a topic: ((connection, producer id), info), in the order they got it.
+type Holders = Vec<((u64, Ident), Map)>;
+
 /// What Pulsar's analysis knows across connections: the producers that hold each topic (a broker's Exclusive
 /// guarantee spans every client), and the message ids every consumer remembers, held to one budget.
 pub struct SharedState {
     cap: usize,
-    topic_producers: OrderedMap<Ident, Vec<((u64, Ident), Map)>>, // topic -> (conn, id) -> info
+    topic_producers: OrderedMap<Ident, Holders>, // topic -> its producers
     budget: usize,
     tables: Vec<Weak<RefCell<Remembered>>>, // every consumer's ids, while the consumer lives
     deliveries: u64,
@@ -153,7 +156,7 @@ impl SharedState {
     /// Every BUDGET_EVERY deliveries: how many remembered ids are over the budget (0 if none).
     fn over_budget(&mut self) -> usize {
         self.deliveries += 1;
-        if self.deliveries % BUDGET_EVERY != 0 {
+        if !self.deliveries.is_multiple_of(BUDGET_EVERY) {
             return 0;
         }
         self.remembered().saturating_sub(self.budget)
@@ -187,7 +190,7 @@ impl SharedState {
     }
 
     /// A producer got its PRODUCER_SUCCESS: the producers it now shares an exclusive topic with.
-    fn producer_ready(&mut self, conn: u64, info: &Map) -> Vec<((u64, Ident), Map)> {
+    fn producer_ready(&mut self, conn: u64, info: &Map) -> Holders {
         let topic = Ident::of(map_get(info, "topic"));
         let mut held = self.topic_producers.remove(&topic).unwrap_or_default();
         let mode = access_mode(info);
@@ -736,7 +739,7 @@ impl Session for PulsarSession {
         }
         match t {
             // not a SEND cut inside its command
-            "SEND" if !(body.is_none() && !frame.pdu.findings.is_empty()) => self.on_send(cmd, findings),
+            "SEND" if body.is_some() || frame.pdu.findings.is_empty() => self.on_send(cmd, findings),
             "SEND" => {}
             "MESSAGE" => self.on_message(frame, cmd, notes, findings, events),
             "FLOW" => {
