@@ -1,5 +1,6 @@
-//! The Python module `pulsar_dissect_core`. Decoding runs without the GIL; its Rust plain data is then
-//! converted in one step into the classes Python bound once (`bind`): `Decoded`, `PayloadSection`, `Finding`.
+//! The Python module `pulsar_dissect_core`. Decoding needs no Python (the GIL is released around it for
+//! frames from 4 KiB); its Rust plain data is then converted in one step into the classes Python bound once
+//! (`bind`): `Decoded`, `PayloadSection`, `Finding`.
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -7,8 +8,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use pyo3::IntoPyObjectExt;
 
 use crate::model::{Decoded, Finding, PayloadSection};
-use crate::value::{list_to_py, map_to_py, Repeats, Value};
 use crate::schema::{Kind, Schema};
+use crate::value::{list_to_py, map_to_py, Repeats, Value};
 use crate::{codecs, core, payload, pb};
 
 /// The Python classes of the plain data, bound once.

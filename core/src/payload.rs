@@ -377,28 +377,24 @@ fn split_batch(core: &Core, payload: &[u8], expected: i64, sec: &mut PayloadSect
             }
         };
         pos += smm_size;
-        let present = smm.present_numbers(schema);
-        let mut msg = Map::with_capacity(5 + present.len());
+        let mut msg = Map::with_capacity(5 + smm.slots.len());
         msg.push(entry(name!("payload_size"), -1i64));
         msg.push(entry(name!("payload"), Value::Null));
         msg.push(entry(name!("batch_index"), index));
         msg.push(entry(name!("properties"), properties(core, &smm, 1)));
-        // SingleMessageMetadata, by field number: 2 partition_key, 4 compacted_out, 5 event_time,
-        // 7 ordering_key, 8 sequence_id, 9 null_value, 10 null_partition_key
-        let varint = |number| smm.varint(schema, number).unwrap_or(0);
-        let bytes = |number| smm.bytes(schema, number).unwrap_or_default();
-        for number in present {
-            msg.push(match number {
-                2 => entry(name!("partition_key"), text(bytes(2))),
-                4 => entry(name!("compacted_out"), varint(4) != 0),
-                5 => entry(name!("event_time"), varint(5)),
-                7 => entry(name!("ordering_key"), Value::Bytes(bytes(7).to_vec())),
-                8 => entry(name!("sequence_id"), varint(8)),
-                9 => entry(name!("null_value"), varint(9) != 0),
-                10 => entry(name!("null_partition_key"), varint(10) != 0),
-                _ => continue,
-            });
-        }
+        // the SingleMessageMetadata fields present, by field number: 2 partition_key, 4 compacted_out,
+        // 5 event_time, 7 ordering_key, 8 sequence_id, 9 null_value, 10 null_partition_key
+        let flag = |number| smm.varint(schema, number).map(|v| v != 0);
+        let fields = [
+            (name!("partition_key"), smm.bytes(schema, 2).map(|key| Value::Str(text(key)))),
+            (name!("compacted_out"), flag(4).map(Value::Bool)),
+            (name!("event_time"), smm.varint(schema, 5).map(Value::from)),
+            (name!("ordering_key"), smm.bytes(schema, 7).map(|key| Value::Bytes(key.to_vec()))),
+            (name!("sequence_id"), smm.varint(schema, 8).map(Value::from)),
+            (name!("null_value"), flag(9).map(Value::Bool)),
+            (name!("null_partition_key"), flag(10).map(Value::Bool)),
+        ];
+        msg.extend(fields.into_iter().filter_map(|(key, value)| Some(entry(key, value?))));
         let Some(size) = smm.varint(schema, 3).map(|v| v as i32 as i64) else {
             sec.findings.push(batch_problem(index, name!("no_payload_size"), Vec::new()));
             break;
