@@ -6,13 +6,10 @@ they would come out of the pipeline, with interleaving and reordering across con
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import pytest
 
 from framebuild import message_frame, metadata, payload_frame, raw_frame, send_frame, simple_frame
 
-from dissector.analysis.bounded import remember_bounded
 from dissector.analysis.conversation import ConversationAnalyzer
 from dissector.model import Annotated, Event, Frame
 from dissector.options import Options
@@ -283,10 +280,16 @@ def test_frames_without_a_decodable_command_are_passed_over():
 
 
 def test_remembered_message_ids_are_capped():
-    table: OrderedDict = OrderedDict()
-    dropped = [remember_bounded(table, i, i * 10, cap=4) for i in range(10)]
-    assert list(table) == [6, 7, 8, 9]  # the oldest are forgotten first
-    assert dropped == [False] * 4 + [True] * 6
+    """The tables of remembered ids forget their oldest entries first (the order is checked by the core's
+    own test, analysis::bounded): a message delivered again after the cap dropped it is no longer known."""
+    c = Conversation(Options(max_remembered_messages=4))
+    c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1), 0)
+    for i in range(10):
+        c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=i), 1 + i / 1000)
+    (consumer,) = c.analyzer.table_sizes(1)["consumers"]
+    assert consumer == {"id": 0, "delivered": 4, "unacked": 4}
+    assert c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=5), 2).notes.get("delivery") is None
+    assert c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=9), 2).notes.get("delivery") == 2
 
 
 def test_a_consumer_that_never_acks_does_not_grow_without_bound_and_says_so():
@@ -294,8 +297,8 @@ def test_a_consumer_that_never_acks_does_not_grow_without_bound_and_says_so():
     c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1), 0)
     for i in range(500):
         c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=i), 1 + i / 1000)
-    consumer = c.analyzer._conns[1].session.consumers[0]
-    assert len(consumer.unacked) == len(consumer.delivered) == 50
+    (consumer,) = c.analyzer.table_sizes(1)["consumers"]
+    assert consumer["unacked"] == consumer["delivered"] == 50
     dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
     assert [e.details["option"] for e in dropped] == ["max_remembered_messages"]  # said once, not per frame
     c.close(1, 2.0)
@@ -309,20 +312,17 @@ def test_sends_that_are_never_answered_keep_bounded_state():
     c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1), 0)
     for i in range(1000):
         c.frame(1, TO_BROKER, send_frame(b"x" * 1000, producer_id=0, sequence_id=i), 1 + i / 1000)
-    conn = c.analyzer._conns[1]
-    assert len(conn.order) == 100 and sum(len(w) for w in conn.waiting.values()) == 100
-    waiting = [w for ws in conn.waiting.values() for w in ws]
-    assert all(not isinstance(v, (bytes, bytearray)) for w in waiting for v in vars_of(w))  # never the payload
+    sizes = c.analyzer.table_sizes(1)
+    assert sizes["order"] == 100 and sizes["waiting"] == 100
+    waiting = c.analyzer.waiting(1)
+    assert len(waiting) == 100
+    assert all(not isinstance(v, (bytes, bytearray)) for w in waiting for v in [*w[:2], *w[2].values()])  # never the payload
     dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
     assert len(dropped) == 1 and dropped[0].details["option"] == "max_pending_requests"
     c.close(1, 5.0)
     unanswered = [e for e in c.events if e.kind == "UNANSWERED"]
     assert len(unanswered) == 100  # the newest: the PRODUCER and the first SENDs were forgotten
     assert unanswered[-1].details == {"request": c.frames[-1].frame.index, "request_type": "SEND"}
-
-
-def vars_of(obj) -> list:
-    return [getattr(obj, name) for name in obj.__slots__]
 
 
 def test_analysis_does_not_edit_the_decoded_frame():

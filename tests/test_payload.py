@@ -755,7 +755,7 @@ def test_compressed_chunks_held_for_decompression_are_bounded_in_bytes():
         md = {"uuid": f"u-{n}", "chunk_id": 0, "num_chunks_from_msg": 3, "producer_name": "p",
               "total_chunk_msg_size": 3000, "uncompressed_size": 9000}
         assembler.add(("to_broker", 0), n + 1, md, 1, b"z" * 1000, findings)  # LZ4: kept until the last chunk
-    assert assembler._kept_bytes <= 2_500
+    assert assembler.kept_bytes <= 2_500
     assert [p.uuid for p in assembler.pending()] == ["u-3", "u-4"]
     abandoned = [f for f in findings if f.id == "chunk.abandoned"]
     assert [f.params["uuid"] for f in abandoned] == ["u-0", "u-1", "u-2"]

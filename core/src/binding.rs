@@ -114,7 +114,7 @@ const SECTION_FIELDS: [&str; 14] = [
     "compression", "payload_size", "uncompressed_size", "encrypted", "messages", "marker", "findings", "records",
 ];
 
-fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
+pub(crate) fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
     let fields: Vec<String> = cls.getattr("__dataclass_fields__")?.call_method0("keys")?.try_iter()?
         .map(|k| k.and_then(|k| k.extract::<String>()))
         .collect::<PyResult<_>>()?;
@@ -247,5 +247,6 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
     crate::transport::binding::register(m)?;
+    crate::analysis::binding::register(m)?;
     Ok(())
 }

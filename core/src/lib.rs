@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+pub mod analysis;
 pub mod codecs;
 mod binding;
 mod frame;
@@ -18,6 +19,7 @@ pub mod framing;
 pub mod model;
 mod payload;
 pub mod pb;
+pub mod pulsar;
 mod schema;
 pub mod transport;
 pub mod value;

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from .. import protocols
-from ..analysis.bounded import remember_bounded
 from .expr import compile_expr, resolve
 
 ACCEPTED_MEMORY = 100_000  # recent accepted requests whose answers are shown too
@@ -53,7 +52,9 @@ class FrameFilter:
         if self.consumers and not _actor_matches(rec, "consumer", self.consumers):
             return False
         if self.actor_filter:
-            remember_bounded(self._accepted, rec["index"], None, ACCEPTED_MEMORY)
+            self._accepted[rec["index"]] = None
+            if len(self._accepted) > ACCEPTED_MEMORY:  # bounded: the oldest is forgotten
+                self._accepted.popitem(last=False)
         return True
 
 

@@ -13,21 +13,23 @@ A protocol is one folder under ``dissector/protocols/`` whose ``__init__`` build
   calls them. A callable given beside ``core`` takes the place of the core's;
 - its roles and its one command table (per type: who sends it, what answers it and under which key, the
   fields the timeline shows, which actor it is about);
-- its session state (``new_session``: protocol-specific conversation analysis) and its problem ids
-  (registered in ``dissector.problems`` when the package is imported);
+- its session (``session``: the name of its conversation state in the compiled core, ``core/src/<name>/``,
+  which the core's analyzer runs per connection; None: pairing only) and its problem ids (registered in
+  ``dissector.problems`` when the package is imported);
 - how its frames look in a record and on a timeline line (``record_fields``, ``timeline_pieces``).
 
 Everything below the boundary (capture, network layers, TCP reassembly, the PDU splitter: the core's
 ``transport``) and above it (pairing, records, renderers, statistics) is generic and reads only these
-declarations and plain data.
+declarations and plain data. The command table is declared here, in Python, once: the timeline reads it, and
+the core's analyzer (``core/src/analysis/``) compiles it when it meets the protocol's first frame.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable
 
-from ..model import Decoded, Event, Frame
+from ..model import Decoded, Frame
 from ..options import Options
 
 NEED_MORE = 0  # pdu_length: not enough bytes yet to tell the length
@@ -108,51 +110,6 @@ class CommandTable:
         return iter(self.by_name.values())
 
 
-class Session(Protocol):
-    """A protocol's conversation state for one connection (producers, consumers, flow control, ...).
-
-    ``on_frame`` adds the frame's notes and findings (never edits the frame) and may return events;
-    ``request`` is the waiting request the frame answers, when it is a response. ``close`` returns the events
-    of the connection's end (e.g. chunked messages never finished).
-    """
-
-    def on_frame(self, frame: Frame, spec: CommandSpec | None, request: "Waiting | None", notes: dict,
-                 findings: list) -> list[Event] | None: ...
-
-    def close(self, time: float, packet: int) -> list[Event]: ...
-
-
-@dataclass(slots=True)
-class Waiting:
-    """A request waiting for its answer: what pairing needs, never the payload."""
-
-    index: int
-    type: str
-    time: float
-    packet: int
-    src: str
-    dst: str
-    direction: str
-    bucket: tuple  # (space name, key values)
-    space: Space
-    kept: dict  # the fields named by the spec's ``remember``
-    overdue: bool = False  # reported OVERDUE (waited past the operation timeout)
-
-
-class _NoSession:
-    """For a protocol with nothing to add beyond request/response pairing."""
-
-    def on_frame(self, frame, spec, request, notes, findings):
-        return None
-
-    def close(self, time, packet):
-        return []
-
-
-def _no_session(options: Options, conn: int, mid_stream: bool, shared=None) -> Session:
-    return _NoSession()
-
-
 @dataclass(frozen=True)
 class ProtocolSpec:
     name: str
@@ -178,10 +135,9 @@ class ProtocolSpec:
     foreign_kind: str | None = None  # event kind when a stream speaks something else (None: the core's, or
     # FOREIGN_PROTOCOL)
     min_pdu: int | None = None  # bytes of a PDU head worth decoding when the rest was lost (None: the core's, or 1)
-    # (options, connection id, mid-stream, the protocol's state shared by all its connections)
-    new_session: Callable[[Options, int, bool, Any], Session] = _no_session
-    # state across connections (e.g. which producers hold a topic), made once per analysis
-    new_shared: Callable[[Options], Any] = lambda options: None
+    # the compiled core's session for its connections (producers, consumers, ...; with its state shared across
+    # connections), by name: "pulsar"; None: request/response pairing only
+    session: str | None = None
     record_fields: Callable[[Frame, bool, bool], dict] = lambda frame, payload, summary: {}  # extra record keys
     timeline_pieces: Callable[[dict], list] = lambda rec: []  # record -> [(text, style)] after the key fields
 

@@ -1,26 +1,22 @@
 """Apache Pulsar's binary protocol (``pulsar://``, TCP 6650 and 6651), declared for the protocol boundary.
 
 The folder holds everything the tool knows about Pulsar: the schema (``pb/``, generated from
-``proto/pulsar/``), the command table (``commands``), the bindings of the compiled core's framing
-(``framing``) and frame and payload decoding (``decode``, ``payload``, ``codecs``), the conversation state (``session``, ``chunks``), the
-problem ids (``problems``) and how frames look in records and on the timeline (``present``).
+``proto/pulsar/``), the command table (``commands``), framing and resynchronisation (``framing``), frame and
+payload decoding (``decode``, ``payload``, ``codecs``), the problem ids (``problems``) and how frames look in
+records and on the timeline (``present``). Its conversation state (producers, consumers, flow, acks,
+redeliveries, seeks, chunked messages) is the compiled core's session (``core/src/pulsar/``), named here by
+``session``; ``chunks`` binds its chunk reassembly alone.
 """
 
 from __future__ import annotations
 
-from ...options import Options
 from ..base import ProtocolSpec
 from . import problems  # noqa: F401  (registers Pulsar's problem ids)
 from .commands import BROKER, CLIENT, COMMANDS
 from . import decode  # noqa: F401  (binds the plain-data classes the core's decoder builds)
 from .present import record_fields, timeline_pieces
-from .session import PulsarSession, SharedState
 
 PORTS = {6650: BROKER, 6651: BROKER}  # 6651 is pulsar+ssl://: TLS, reported as NOT_PULSAR
-
-
-def _new_session(options: Options, conn: int, mid_stream: bool, shared: SharedState) -> PulsarSession:
-    return PulsarSession(options, conn, mid_stream, shared)
 
 
 PULSAR = ProtocolSpec(
@@ -32,8 +28,7 @@ PULSAR = ProtocolSpec(
     # framing (TOTAL_SIZE + 4, resynchronisation, the head of a SEND or MESSAGE above --max-frame-size),
     # decoding and what proves Pulsar off its ports: the compiled core's
     core="pulsar",
-    new_session=_new_session,
-    new_shared=SharedState,
+    session="pulsar",  # the core's Pulsar session (core/src/pulsar/session.rs, chunks.rs)
     record_fields=record_fields,
     timeline_pieces=timeline_pieces,
 )

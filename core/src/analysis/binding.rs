@@ -1,0 +1,612 @@
+//! The analysis for Python: `ConversationCore` (what `dissector/analysis/conversation.py` wraps) and
+//! `ChunkAssembler` (Pulsar's chunk reassembly alone, for tests).
+//!
+//! Until the pipeline is Rust, its frames come as Python `model.Frame` objects: the entry reads only what the
+//! analysis reads (the frame's fields, its command, the ids of its findings, and of its payload section the
+//! checksum verdict, the codec, the MessageMetadata fields the session reads and a chunk's payload) into the
+//! Rust [`Frame`] the analyzer takes. The output is the same `model.Annotated` (the input frame object itself)
+//! and `model.Event` objects as before, with `problems.Finding`s.
+
+use std::hash::Hasher;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::{intern, IntoPyObjectExt};
+
+use super::bounded::{FastHasher, FastMap};
+use super::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
+use super::{intern as intern_name, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol, Sessions};
+use crate::binding::check_fields;
+use crate::model::{Checksum, Decoded, Finding, PayloadSection};
+use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
+use crate::pulsar::session::{PulsarOptions, PulsarSessions};
+use crate::value::{map_to_py, Map, Text, Value};
+
+/// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
+/// and those it reads of a chunk's.
+const METADATA_READ: [&str; 2] = ["num_messages_in_batch", "deliver_at_time"];
+const CHUNK_METADATA_READ: [&str; 6] = [
+    "uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size", "producer_name", "uncompressed_size",
+];
+
+/// The Python classes the analysis reads and makes.
+struct Classes {
+    frame: Py<PyAny>,
+    annotated: Py<PyAny>,
+    event: Py<PyAny>,
+    finding: Py<PyAny>,
+}
+
+fn finding_to_py<'py>(py: Python<'py>, finding_class: &Py<PyAny>, finding: &Finding) -> PyResult<Bound<'py, PyAny>> {
+    finding_class.bind(py).call1((finding.id.to_py(py), map_to_py(py, &finding.params)?))
+}
+
+fn findings_to_py<'py>(py: Python<'py>, finding_class: &Py<PyAny>, findings: &[Finding]) -> PyResult<Bound<'py, PyList>> {
+    let objects = findings.iter().map(|f| finding_to_py(py, finding_class, f)).collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, objects)
+}
+
+impl Classes {
+    fn event<'py>(&self, py: Python<'py>, event: &Event) -> PyResult<Bound<'py, PyAny>> {
+        let (src, dst, direction) = match &event.route {
+            Some((src, dst, direction)) => (
+                PyString::new(py, src).into_any(),
+                PyString::new(py, dst).into_any(),
+                PyString::new(py, direction).into_any(),
+            ),
+            None => (py.None().into_bound(py), py.None().into_bound(py), py.None().into_bound(py)),
+        };
+        let args = [
+            event.kind.to_py(py).to_owned().into_any(),
+            event.time.into_bound_py_any(py)?,
+            event.packet.into_bound_py_any(py)?,
+            event.conn.into_bound_py_any(py)?,
+            src,
+            dst,
+            direction,
+            py.None().into_bound(py),
+            py.None().into_bound(py),
+            map_to_py(py, &event.details)?.into_any(),
+            map_to_py(py, &event.params)?.into_any(),
+        ];
+        self.event.bind(py).call1(PyTuple::new(py, args)?)
+    }
+}
+
+/// Reads the analyzer's options from `dissector.options.Options`.
+fn pairing_options(options: &Bound<'_, PyAny>) -> PyResult<PairingOptions> {
+    let timeout = options.getattr("request_timeout")?;
+    Ok(PairingOptions {
+        request_timeout: timeout.extract()?,
+        request_timeout_value: Value::from_py(&timeout)?,
+        max_pending_requests: options.getattr("max_pending_requests")?.extract()?,
+    })
+}
+
+fn pulsar_options(options: &Bound<'_, PyAny>) -> PyResult<PulsarOptions> {
+    let get = |name: &str| options.getattr(name);
+    Ok(PulsarOptions {
+        max_actors: get("max_actors")?.extract()?,
+        max_remembered_messages: get("max_remembered_messages")?.extract()?,
+        max_remembered_total: get("max_remembered_total")?.extract()?,
+        max_redelivered_reported: get("max_redelivered_reported")?.extract()?,
+        max_chunked_messages: get("max_chunked_messages")?.extract()?,
+        max_chunk_bytes: get("max_chunk_bytes")?.extract()?,
+        max_decompressed: get("max_decompressed")?.extract()?,
+        redirect_loop_limit: get("redirect_loop_limit")?.extract()?,
+    })
+}
+
+// ------------------------------------------------------------------------------------- the command table
+
+fn space(table: &mut CommandTable, space: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let opened_by: String = space.getattr("opened_by")?.extract()?;
+    Ok(table.space(Space {
+        name: space.getattr("name")?.extract()?,
+        slot: space.getattr("slot")?.extract()?,
+        duplicates: space.getattr("duplicates")?.extract()?,
+        unmatched: space.getattr("unmatched")?.extract()?,
+        unanswered: space.getattr("unanswered")?.extract()?,
+        opened_by: match opened_by.as_str() {
+            "client" => OpenedBy::Client,
+            "server" => OpenedBy::Server,
+            _ => OpenedBy::Any,
+        },
+    }))
+}
+
+fn key(table: &mut CommandTable, key: &Bound<'_, PyAny>) -> PyResult<Key> {
+    let space = space(table, &key.getattr("space")?)?;
+    let names: Vec<String> = key.getattr("fields")?.extract()?;
+    let fields = names.iter().map(|name| match name.as_str() {
+        "@direction" => KeyField::Direction,
+        "@reverse" => KeyField::Reverse,
+        other => KeyField::Command(other.to_owned()),
+    }).collect();
+    Ok(Key { space, fields, names })
+}
+
+/// The analyzer's form of a `CommandTable` (`protocols/base.py`), read once.
+fn command_table(commands: &Bound<'_, PyAny>) -> PyResult<CommandTable> {
+    let mut table = CommandTable::default();
+    for spec in commands.try_iter()? {
+        let spec = spec?;
+        let name: String = spec.getattr("name")?.extract()?;
+        let scope: Option<String> = spec.getattr("scope")?.extract()?;
+        let scope_id: Option<String> = spec.getattr("scope_id")?.extract()?;
+        let opens = spec.getattr("opens")?;
+        let opens = if opens.is_none() { None } else { Some(key(&mut table, &opens)?) };
+        let answers = spec.getattr("answers")?.try_iter()?
+            .map(|k| key(&mut table, &k?)).collect::<PyResult<Vec<_>>>()?;
+        let answer_types = spec.getattr("answer_types")?;
+        let answer_types = if answer_types.is_none() {
+            None
+        } else {
+            let mut types: Vec<String> = answer_types.try_iter()?.map(|t| t?.extract()).collect::<PyResult<_>>()?;
+            types.sort();
+            Some(types)
+        };
+        let interim = spec.getattr("interim")?;
+        let interim = if interim.is_none() {
+            None
+        } else {
+            Some((interim.get_item(0)?.extract()?, Value::from_py(&interim.get_item(1)?)?))
+        };
+        table.add(CommandSpec {
+            name: intern_name(&name),
+            scope: match (scope.as_deref().and_then(Actor::parse), scope_id) {
+                (Some(actor), Some(field)) => Some((actor, field)),
+                _ => None,
+            },
+            opens,
+            answers,
+            answer_types,
+            interim,
+            remember: spec.getattr("remember")?.extract()?,
+        });
+    }
+    Ok(table)
+}
+
+// --------------------------------------------------------------------------------- a Python frame, read
+
+/// A decoded command's value: `Value::from_py` with the exact types of the decoder tried first, in the order
+/// they are most common, so that no conversion is attempted (and no Python error made) in vain; keys are the
+/// schema's field names, interned.
+fn command_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if let Ok(text) = obj.cast_exact::<PyString>() {
+        return Ok(Value::Str(Text::Owned(text.to_str()?.to_owned())));
+    }
+    if let Ok(int) = obj.cast_exact::<PyInt>() {
+        return Ok(match int.extract::<i64>() {
+            Ok(v) => Value::Int(v),
+            Err(_) => Value::UInt(int.extract()?),
+        });
+    }
+    if let Ok(dict) = obj.cast_exact::<PyDict>() {
+        let mut entries = Map::with_capacity(dict.len());
+        for (key, value) in dict.iter() {
+            let key = key.cast_exact::<PyString>().map_err(|_| PyRuntimeError::new_err("command keys must be str"))?;
+            entries.push((field_name(key.to_str()?), command_value(&value)?));
+        }
+        return Ok(Value::Map(entries));
+    }
+    if let Ok(list) = obj.cast_exact::<PyList>() {
+        return list.iter().map(|item| command_value(&item)).collect::<PyResult<_>>().map(Value::List);
+    }
+    if let Ok(flag) = obj.cast_exact::<PyBool>() {
+        return Ok(Value::Bool(flag.is_true()));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(float) = obj.cast_exact::<PyFloat>() {
+        return Ok(Value::Float(float.value()));
+    }
+    if let Ok(bytes) = obj.cast_exact::<PyBytes>() {
+        return Ok(Value::Bytes(bytes.as_bytes().to_vec()));
+    }
+    Value::from_py(obj)
+}
+
+/// A command's field name: interned while the names seen stay few (a schema's), owned beyond.
+fn field_name(text: &str) -> Text {
+    thread_local! {
+        static SEEN: std::cell::RefCell<FastMap<String, &'static crate::value::Name>> =
+            std::cell::RefCell::new(FastMap::default());
+    }
+    const MAX_NAMES: usize = 4096;
+    SEEN.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        if let Some(name) = seen.get(text) {
+            return Text::Name(name);
+        }
+        if seen.len() >= MAX_NAMES {
+            return Text::Owned(text.to_owned());
+        }
+        let name = intern_name(text);
+        seen.insert(text.to_owned(), name);
+        Text::Name(name)
+    })
+}
+
+/// The findings of a decoded frame, by id only (their parameters are not read by the analysis).
+fn finding_ids(findings: &Bound<'_, PyAny>) -> PyResult<Vec<Finding>> {
+    let py = findings.py();
+    findings.try_iter()?.map(|f| {
+        let id: String = f?.getattr(intern!(py, "id"))?.extract()?;
+        Ok(Finding { id: intern_name(&id), params: Map::new() })
+    }).collect()
+}
+
+fn checksum(text: &str) -> Checksum {
+    match text {
+        "valid" => Checksum::Valid,
+        "invalid" => Checksum::Invalid,
+        "unverified" => Checksum::Unverified,
+        _ => Checksum::Absent,
+    }
+}
+
+/// Python strings made once, for dict lookups.
+type InternedKeys = Vec<Py<PyString>>;
+
+/// The metadata fields the session reads (`keys`), the Python strings made once.
+fn metadata_read(metadata: &Bound<'_, PyDict>, keys: &[&str], interned: &[Py<PyString>], map: &mut Map) -> PyResult<()> {
+    let py = metadata.py();
+    for (name, key) in keys.iter().zip(interned) {
+        if let Some(value) = metadata.get_item(key.bind(py))? {
+            map.push((field_name(name), command_value(&value)?));
+        }
+    }
+    Ok(())
+}
+
+/// A chunk's message (the first of the section when it is a chunk): its chunk_id and payload.
+fn chunk_message(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
+    let py = messages.py();
+    let Ok(messages) = messages.cast::<PyList>() else { return Ok(Vec::new()) };
+    let Ok(first) = messages.get_item(0) else { return Ok(Vec::new()) };
+    let Ok(first) = first.cast::<PyDict>() else { return Ok(Vec::new()) };
+    let Some(chunk_id) = first.get_item(intern!(py, "chunk_id"))? else { return Ok(Vec::new()) };
+    let payload = match first.get_item(intern!(py, "payload"))? {
+        Some(payload) => command_value(&payload)?,
+        None => Value::Null,
+    };
+    Ok(vec![Value::Map(vec![
+        (field_name("chunk_id"), command_value(&chunk_id)?),
+        (field_name("payload"), payload),
+    ])])
+}
+
+fn section(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
+    static KEYS: PyOnceLock<(InternedKeys, InternedKeys)> = PyOnceLock::new();
+    let py = body.py();
+    let (keys, chunk_keys) = KEYS.get_or_init(py, || {
+        let interned = |keys: &[&str]| keys.iter().map(|k| PyString::intern(py, k).unbind()).collect();
+        (interned(&METADATA_READ), interned(&CHUNK_METADATA_READ))
+    });
+    let messages = chunk_message(&body.getattr(intern!(py, "messages"))?)?;
+    let metadata = body.getattr(intern!(py, "metadata"))?;
+    let metadata = match metadata.cast::<PyDict>() {
+        Ok(dict) => {
+            let mut map = Map::new();
+            metadata_read(dict, &METADATA_READ, keys, &mut map)?;
+            if !messages.is_empty() {
+                metadata_read(dict, &CHUNK_METADATA_READ, chunk_keys, &mut map)?;
+            }
+            Some(Value::Map(map))
+        }
+        Err(_) => None,
+    };
+    let verdict = body.getattr(intern!(py, "checksum"))?;
+    Ok(PayloadSection {
+        checksum: checksum(verdict.cast::<PyString>()?.to_str()?),
+        metadata,
+        compression: body.getattr(intern!(py, "compression"))?.extract()?,
+        messages,
+        ..PayloadSection::default()
+    })
+}
+
+/// What the analysis reads of a `model.Decoded`.
+fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
+    let py = pdu.py();
+    let command = pdu.getattr(intern!(py, "command"))?;
+    let body = pdu.getattr(intern!(py, "body"))?;
+    Ok(Decoded {
+        type_name: Text::Owned(pdu.getattr(intern!(py, "type"))?.extract()?),
+        command: if command.is_none() { None } else { Some(command_value(&command)?) },
+        size: 0, // not read by the analysis
+        findings: finding_ids(&pdu.getattr(intern!(py, "findings"))?)?,
+        body: if body.is_none() { None } else { Some(section(&body)?) },
+    })
+}
+
+// ------------------------------------------------------------------------------------ ConversationCore
+
+/// Pairing and session state for every connection (the Rust analyzer), fed Python frames and events.
+#[pyclass(unsendable, module = "pulsar_dissect_core")]
+pub struct ConversationCore {
+    analyzer: Analyzer,
+    classes: Classes,
+    options: Py<PyAny>,
+    /// `dissector.protocols.get`: a protocol's spec by name, compiled at its first frame.
+    protocol_spec: Py<PyAny>,
+    out: Vec<Output>,
+    /// The dicts of the producers and consumers notes name, by content: most frames name one, and one dict
+    /// serves all of its records (as the notes it replaces are never edited).
+    actor_dicts: FastMap<u64, (Value, Py<PyDict>)>,
+}
+
+const ACTOR_DICTS: usize = 4096; // actor dicts kept at most (then made afresh)
+
+/// A hash of a value's content (for the actor dicts).
+fn content_hash(value: &Value, hasher: &mut FastHasher) {
+    match value {
+        Value::Null => hasher.write_u8(0),
+        Value::Bool(b) => hasher.write_u8(2 + *b as u8),
+        Value::Int(v) => hasher.write_u64(*v as u64),
+        Value::UInt(v) => hasher.write_u64(*v),
+        Value::Float(v) => hasher.write_u64(v.to_bits()),
+        Value::Str(text) => hasher.write(text.as_str().as_bytes()),
+        Value::Bytes(bytes) => hasher.write(bytes),
+        Value::List(items) => items.iter().for_each(|item| content_hash(item, hasher)),
+        Value::Map(entries) => entries.iter().for_each(|(key, value)| {
+            hasher.write(key.as_str().as_bytes());
+            content_hash(value, hasher);
+        }),
+    }
+}
+
+impl ConversationCore {
+    fn add_protocol(&mut self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let spec = self.protocol_spec.bind(py).call1((name,))?;
+        let roles = spec.getattr("server_roles")?;
+        let server_role: String = roles.get_item(0)?.extract()?;
+        let session: Option<String> = spec.getattr("session")?.extract()?;
+        let sessions: Option<Box<dyn Sessions>> = match session.as_deref() {
+            None => None,
+            Some("pulsar") => Some(Box::new(PulsarSessions::new(pulsar_options(self.options.bind(py))?))),
+            Some(other) => return Err(PyRuntimeError::new_err(format!("the core has no session named {other:?}"))),
+        };
+        let protocol = Protocol {
+            table: command_table(&spec.getattr("commands")?)?,
+            default_to_server: format!("to_{server_role}"),
+            sessions,
+        };
+        self.analyzer.add_protocol(name, protocol);
+        Ok(())
+    }
+
+    fn frame(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+        let protocol = item.getattr(intern!(py, "protocol"))?;
+        let protocol = protocol.cast::<PyString>()?.to_str()?;
+        if !self.analyzer.knows_protocol(protocol) {
+            self.add_protocol(py, protocol)?;
+        }
+        let src = item.getattr(intern!(py, "src"))?;
+        let dst = item.getattr(intern!(py, "dst"))?;
+        let direction = item.getattr(intern!(py, "direction"))?;
+        let pdu = decoded(&item.getattr(intern!(py, "pdu"))?)?;
+        let frame = Frame {
+            index: item.getattr(intern!(py, "index"))?.extract()?,
+            protocol,
+            conn: item.getattr(intern!(py, "conn"))?.extract()?,
+            src: src.cast::<PyString>()?.to_str()?,
+            dst: dst.cast::<PyString>()?.to_str()?,
+            direction: direction.cast::<PyString>()?.to_str()?,
+            time: item.getattr(intern!(py, "time"))?.extract()?,
+            packet: item.getattr(intern!(py, "packet"))?.extract()?,
+            pdu: &pdu,
+        };
+        self.analyzer.frame(&frame, &mut self.out);
+        Ok(())
+    }
+
+    fn event(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+        let kind: String = item.getattr(intern!(py, "kind"))?.extract()?;
+        let conn: Option<u64> = item.getattr(intern!(py, "conn"))?.extract()?;
+        let mid_stream = match item.getattr(intern!(py, "details"))?.cast::<PyDict>() {
+            Ok(details) => details.get_item(intern!(py, "mid_stream"))?.is_some_and(|v| v.is_truthy().unwrap_or(false)),
+            Err(_) => false,
+        };
+        let time: f64 = item.getattr(intern!(py, "time"))?.extract()?;
+        let packet: u64 = item.getattr(intern!(py, "packet"))?.extract()?;
+        self.analyzer.event(&kind, conn, time, packet, mid_stream, &mut self.out);
+        Ok(())
+    }
+
+    /// A frame's notes as a dict, the actors' dicts shared.
+    fn notes<'py>(&mut self, py: Python<'py>, notes: Map) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (key, value) in notes {
+            let is_actor = matches!(key.as_str(), "producer" | "consumer") && matches!(value, Value::Map(_));
+            if !is_actor {
+                dict.set_item(key.to_py(py), value.to_py(py)?)?;
+                continue;
+            }
+            let mut hasher = FastHasher::default();
+            content_hash(&value, &mut hasher);
+            let hash = hasher.finish();
+            match self.actor_dicts.get(&hash) {
+                Some((known, info)) if *known == value => dict.set_item(key.to_py(py), info.bind(py))?,
+                _ => {
+                    let Value::Map(entries) = &value else { continue };
+                    let info = map_to_py(py, entries)?;
+                    dict.set_item(key.to_py(py), &info)?;
+                    if self.actor_dicts.len() >= ACTOR_DICTS {
+                        self.actor_dicts.clear();
+                    }
+                    self.actor_dicts.insert(hash, (value, info.unbind()));
+                }
+            }
+        }
+        Ok(dict)
+    }
+
+    /// Move what the analyzer gave into `out` (`item`: the input being processed, for its outputs).
+    fn flush(&mut self, py: Python<'_>, item: Option<&Bound<'_, PyAny>>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let mut outputs = std::mem::take(&mut self.out); // (self.notes needs self)
+        for output in outputs.drain(..) {
+            match output {
+                Output::Annotated { notes, findings } => {
+                    let frame = item.ok_or_else(|| PyRuntimeError::new_err("a frame's notes without the frame"))?;
+                    let findings = findings_to_py(py, &self.classes.finding, &findings)?;
+                    let notes = self.notes(py, notes)?;
+                    let annotated = self.classes.annotated.bind(py).call1((frame, notes, findings))?;
+                    out.append(annotated)?;
+                }
+                Output::Input => out.append(item.ok_or_else(|| PyRuntimeError::new_err("no input to pass on"))?)?,
+                Output::Event(event) => out.append(self.classes.event(py, &event)?)?,
+            }
+        }
+        self.out = outputs;
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl ConversationCore {
+    /// `options`: a `dissector.options.Options`; `classes`: (Frame, Annotated, Event, Finding);
+    /// `protocol_spec`: the protocol registry's `get`.
+    #[new]
+    fn new(py: Python<'_>, options: Bound<'_, PyAny>, classes: (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>),
+           protocol_spec: Py<PyAny>) -> PyResult<Self> {
+        let (frame, annotated, event, finding) = classes;
+        check_fields(annotated.bind(py), &["frame", "notes", "findings"])?;
+        check_fields(event.bind(py), &["kind", "time", "packet", "conn", "src", "dst", "direction", "offset",
+                                       "length", "details", "params"])?;
+        Ok(ConversationCore {
+            analyzer: Analyzer::new(pairing_options(&options)?),
+            classes: Classes { frame, annotated, event, finding },
+            options: options.unbind(),
+            protocol_spec,
+            out: Vec::new(),
+            actor_dicts: FastMap::default(),
+        })
+    }
+
+    /// Append what `item` (a Frame or an Event) becomes, and any events it causes, to `out`.
+    fn process(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let result = if item.get_type().is(self.classes.frame.bind(py)) { self.frame(py, item) } else { self.event(py, item) };
+        if let Err(error) = result {
+            self.out.clear();
+            return Err(error);
+        }
+        self.flush(py, Some(item), out)
+    }
+
+    /// The clock moved to `now`: append the requests that have waited past the operation timeout.
+    fn tick(&mut self, py: Python<'_>, now: f64, out: &Bound<'_, PyList>) -> PyResult<()> {
+        self.analyzer.tick(now, &mut self.out);
+        self.flush(py, None, out)
+    }
+
+    /// The events of the end of every connection still open.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.analyzer.finish(&mut self.out);
+        let out = PyList::empty(py);
+        self.flush(py, None, &out)?;
+        Ok(out)
+    }
+
+    /// The sizes of a connection's tables (None when it is not open), for tests.
+    fn table_sizes<'py>(&self, py: Python<'py>, conn: u64) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.analyzer.sizes(conn).map(|sizes| map_to_py(py, &sizes)).transpose()
+    }
+
+    /// The requests waiting on a connection, oldest first: (index, type, kept fields), for tests.
+    #[allow(clippy::type_complexity)]
+    fn waiting<'py>(&self, py: Python<'py>, conn: u64) -> PyResult<Vec<(u64, Bound<'py, PyString>, Bound<'py, PyDict>)>> {
+        self.analyzer.waiting(conn).into_iter()
+            .map(|(index, type_name, kept)| Ok((index, type_name.to_py(py).to_owned(), map_to_py(py, &kept)?)))
+            .collect()
+    }
+
+    /// The sizes of a protocol's state shared by its connections, for tests.
+    fn shared_sizes<'py>(&self, py: Python<'py>, protocol: &str) -> PyResult<Bound<'py, PyDict>> {
+        map_to_py(py, &self.analyzer.shared_sizes(protocol))
+    }
+}
+
+// ------------------------------------------------------------------------------------- ChunkAssembler
+
+/// Pulsar's chunk reassembly alone (what the session feeds it), for tests.
+#[pyclass(unsendable, module = "pulsar_dissect_core", name = "ChunkAssembler")]
+pub struct PyChunkAssembler {
+    assembler: chunks::ChunkAssembler,
+    finding: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyChunkAssembler {
+    #[new]
+    #[pyo3(signature = (finding_class, max_decompressed, max_pending, max_kept_bytes=None, mid_stream=None,
+                        client_max_pending=chunks::CLIENT_MAX_PENDING, client_expire_s=chunks::CLIENT_EXPIRE_S))]
+    fn new(finding_class: Py<PyAny>, max_decompressed: u64, max_pending: usize, max_kept_bytes: Option<u64>,
+           mid_stream: Option<bool>, client_max_pending: usize, client_expire_s: f64) -> Self {
+        PyChunkAssembler {
+            assembler: chunks::ChunkAssembler::new(max_decompressed, max_pending, max_kept_bytes, mid_stream,
+                                                   client_max_pending, client_expire_s),
+            finding: finding_class,
+        }
+    }
+
+    /// Feed one chunk: `key` is (direction, producer or consumer id); returns the reassembled message or None,
+    /// and appends the findings to `findings`.
+    #[pyo3(signature = (key, frame_index, md, compression, chunk, findings, time=None, checksum=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn add<'py>(&mut self, py: Python<'py>, key: &Bound<'py, PyTuple>, frame_index: u64, md: &Bound<'py, PyAny>,
+                compression: i64, chunk: Option<Vec<u8>>, findings: &Bound<'py, PyList>, time: Option<f64>,
+                checksum: Option<String>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let direction: String = match key.get_item(0) {
+            Ok(direction) => direction.extract()?,
+            Err(_) => String::new(),
+        };
+        let actor = match key.get_item(1) {
+            Ok(actor) => Ident::of(Some(&Value::from_py(&actor)?)),
+            Err(_) => Ident::Null,
+        };
+        let metadata = match Value::from_py(md)? {
+            Value::Map(map) => map,
+            _ => Map::new(),
+        };
+        let chunk = Chunk {
+            frame: frame_index,
+            metadata: ChunkMetadata::new(&metadata),
+            compression,
+            payload: chunk.as_deref(),
+            time,
+            bad_checksum: checksum.as_deref() == Some("invalid"),
+        };
+        let mut found = Vec::new();
+        let whole = self.assembler.add(&ChunkSource { direction, actor }, &chunk, &mut found);
+        for finding in &found {
+            findings.append(finding_to_py(py, &self.finding, finding)?)?;
+        }
+        whole.map(|whole| map_to_py(py, &whole)).transpose()
+    }
+
+    /// Messages still being reassembled: (uuid, frames, chunks seen, num_chunks).
+    #[allow(clippy::type_complexity)]
+    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Vec<(Bound<'py, PyAny>, Vec<u64>, i64, i64)>> {
+        self.assembler.pending().into_iter()
+            .map(|p| Ok((p.uuid.to_py(py)?, p.frames, p.seen, p.num_chunks)))
+            .collect()
+    }
+
+    /// Bytes of compressed chunks held.
+    #[getter]
+    fn kept_bytes(&self) -> u64 {
+        self.assembler.kept_bytes()
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ConversationCore>()?;
+    m.add_class::<PyChunkAssembler>()?;
+    Ok(())
+}
