@@ -24,6 +24,11 @@ mod schema;
 pub mod transport;
 pub mod value;
 
+/// The hash map of the core's per-capture tables (connections, halves, actors, ids). Their keys come off the
+/// wire, so a capture could choose them: foldhash is as fast as a multiplicative hash on such short keys and
+/// seeded per process, so colliding keys cannot be prepared in a capture file.
+pub type FastMap<K, V> = foldhash::HashMap<K, V>;
+
 use schema::{EnumType, Schema};
 
 /// MessageMetadata and friends: the field numbers and message types the payload decoder reads, looked up by

@@ -7,7 +7,7 @@
 //! Rust [`Frame`] the analyzer takes. The output is the same `model.Annotated` (the input frame object itself)
 //! and `model.Event` objects as before, with `problems.Finding`s.
 
-use std::hash::Hasher;
+use std::hash::{BuildHasher, Hasher};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -15,7 +15,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
-use super::bounded::{FastHasher, FastMap};
+use super::bounded::FastMap;
 use super::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use super::{intern as intern_name, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol, Sessions};
 use crate::binding::check_fields;
@@ -344,7 +344,7 @@ pub struct ConversationCore {
 const ACTOR_DICTS: usize = 4096; // actor dicts kept at most (then made afresh)
 
 /// A hash of a value's content (for the actor dicts).
-fn content_hash(value: &Value, hasher: &mut FastHasher) {
+fn content_hash(value: &Value, hasher: &mut impl Hasher) {
     match value {
         Value::Null => hasher.write_u8(0),
         Value::Bool(b) => hasher.write_u8(2 + *b as u8),
@@ -428,7 +428,7 @@ impl ConversationCore {
                 dict.set_item(key.to_py(py), value.to_py(py)?)?;
                 continue;
             }
-            let mut hasher = FastHasher::default();
+            let mut hasher = self.actor_dicts.hasher().build_hasher();
             content_hash(&value, &mut hasher);
             let hash = hasher.finish();
             match self.actor_dicts.get(&hash) {

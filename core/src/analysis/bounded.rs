@@ -1,56 +1,14 @@
 //! Bounded state for the analysis: tables that remember insertion order and forget their oldest entries, and
 //! saying so (`STATE_DROPPED`) when a cap makes them forget.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::collections::VecDeque;
+use std::hash::Hash;
 
 use super::Event;
 use crate::name;
 use crate::value::{entry, Map, Name};
 
-/// The hasher of the analysis' tables: their keys are frame indexes, ids and short names from one capture, so
-/// a fast multiplicative hash (as rustc's FxHash) serves better than SipHash, whose resistance to chosen keys
-/// the capacity caps make unneeded.
-#[derive(Default, Clone, Copy)]
-pub struct FastHasher(u64);
-
-impl Hasher for FastHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn write_u8(&mut self, byte: u8) {
-        self.write_u64(byte as u64);
-    }
-
-    fn write_u32(&mut self, word: u32) {
-        self.write_u64(word as u64);
-    }
-
-    fn write_usize(&mut self, word: usize) {
-        self.write_u64(word as u64);
-    }
-
-    fn write_u128(&mut self, word: u128) {
-        self.write_u64(word as u64);
-        self.write_u64((word >> 64) as u64);
-    }
-}
-
-/// A HashMap with the [`FastHasher`].
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+pub use crate::FastMap;
 
 /// A hash map that keeps the order in which keys were first inserted (as a Python dict): replacing a
 /// value keeps its place, `pop_oldest` and iteration go oldest first, removal by key is O(1).

@@ -33,8 +33,8 @@
 //! data or FIN (lone ACKs open nothing); bytes just before that start are ignored (``bytes_before_start``).
 //! At most ``max_connections`` are tracked: opening one more closes the oldest ("evicted").
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::collections::BTreeMap;
+use std::hash::Hash;
 use std::rc::Rc;
 
 use super::net::{Ip, Segment, ACK, FIN, RST, SYN};
@@ -205,46 +205,8 @@ impl<K: Hash + Eq + Clone, V> Default for OrderedMap<K, V> {
     }
 }
 
-/// A fast hash for the tables looked up per packet (keys are endpoints and ids, not chosen by an attacker
-/// to collide any more than SipHash's would be: a flood of connections is bounded by max_connections).
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
 
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(i as u64);
-    }
-    fn write_u16(&mut self, i: u16) {
-        self.add(i as u64);
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.add(i as u64);
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl FxHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub use crate::FastMap;
 
 fn sdiff(a: u32, b: u32) -> i64 {
     a.wrapping_sub(b) as i32 as i64
