@@ -90,27 +90,47 @@ def dissect_packets(packets: Iterable[CapturedPacket], options: Options | None =
     yield from dissector.finish()
 
 
-def _capture_note(note, dissector: Dissector) -> Event:
-    return Event("CAPTURE_NOTE", dissector.last_time, dissector.last_packet, details={"note": note.id, **note.params})
+def _capture_note(note, stage) -> Event:
+    return Event("CAPTURE_NOTE", stage.last_time, stage.last_packet, details={"note": note.id, **note.params})
 
 
 def dissect_file(path, options: Options | None = None, report: dict | None = None) -> Iterator:
     """Decode a capture file; raises capture.files.CaptureError when the file cannot be read at all.
     ``report``, when given, receives what the capture held besides the frames (``other_tcp``, ``packets``)."""
+    return read_file(path, Dissector(options)._core, report, note=lambda ev: (ev,), end=tuple)
+
+
+def read_file(path, stage, report: dict | None, *, note, end) -> Iterator:
+    """A capture file through ``stage`` (the core's ``Dissector``, or its ``AnalysedDissector``): what it makes,
+    in capture order, with the reader's notes (odd blocks, ...) as CAPTURE_NOTE events (through ``note``) where
+    they are found: before what the packet read after them completes. ``end()``: what comes after the file."""
     with open_capture(path) as reader:
-        dissector = Dissector(options)
         if report is not None:
-            report["other_tcp"] = dissector.other_tcp
+            report["other_tcp"] = OtherTraffic(stage)
             report["reader"] = reader
+        problems = reader.problems
         notes_seen = 0
-        for item in dissect_packets(reader, dissector=dissector):
-            # The reader's notes (odd blocks, ...) come in capture order, as they are found.
-            while notes_seen < len(reader.problems):
-                yield _capture_note(reader.problems[notes_seen], dissector)
+
+        def notes() -> Iterator:
+            nonlocal notes_seen
+            while notes_seen < len(problems):
+                yield from note(_capture_note(problems[notes_seen], stage))
                 notes_seen += 1
-            yield item
-        for note in reader.problems[notes_seen:]:
-            yield _capture_note(note, dissector)
+
+        feed, hold = stage.feed_packet, stage.hold_packet
+        for packet in reader:
+            if notes_seen == len(problems):
+                out = feed(packet.index, packet.timestamp, packet.linktype, packet.data, packet.orig_len)
+                if out:
+                    yield from out
+            elif hold(packet.index, packet.timestamp, packet.linktype, packet.data, packet.orig_len):
+                yield from notes()
+                yield from stage.release()
+        if stage.hold_finish():
+            yield from notes()
+            yield from stage.release()
+        yield from notes()
         if reader.truncated:
-            yield Event("CAPTURE_TRUNCATED", dissector.last_time, dissector.last_packet,
-                        params={"what": reader.truncated})
+            yield from note(Event("CAPTURE_TRUNCATED", stage.last_time, stage.last_packet,
+                                  params={"what": reader.truncated}))
+    yield from end()

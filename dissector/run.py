@@ -6,16 +6,17 @@ import dataclasses
 import time
 from typing import Iterator
 
-from .analysis.conversation import ConversationAnalyzer, analyse
+from .analysis.conversation import analysed_dissector
 from .options import Options
 from .output.records import record
-from .pipeline import Dissector, dissect_file
+from .pipeline import read_file
 
 
 def analysed_events(path, options: Options | None = None, report: dict | None = None) -> Iterator:
     """``model.Annotated`` frames and ``model.Event`` values in capture order (``report``: see dissect_file)."""
     options = options or Options()
-    return analyse(dissect_file(path, options, report), options)
+    stage = analysed_dissector(options)
+    return read_file(path, stage, report, note=stage.event, end=stage.finish)
 
 
 def analysed_records(path, options: Options | None = None, *, payload_bytes: bool = False,
@@ -34,21 +35,13 @@ def live_items(packets, options: Options | None = None) -> Iterator:
     ``None`` when the link was idle for a moment, which moves the clock (expiries without a next packet).
     The same reassembly, decoding and analysis as a file; only the source differs."""
     options = options or Options()
-    dissector = Dissector(options)
-    analyzer = ConversationAnalyzer(options)
-    out: list = []
+    stage = analysed_dissector(options)
     for packet in packets:
         if packet is None:
-            now = time.time()
-            items = dissector.tick(now)
-            analyzer.tick(now, out)
+            yield from stage.tick(time.time())
         else:
-            items = dissector.feed_packet(packet)
-        for item in items:
-            analyzer.process(item, out)
-        yield from out
-        out.clear()
-    for item in dissector.finish():
-        analyzer.process(item, out)
-    yield from out
-    yield from analyzer.finish()
+            yield from stage.feed_packet(packet.index, packet.timestamp, packet.linktype, packet.data,
+                                         packet.orig_len)
+    stage.hold_finish()
+    yield from stage.release()
+    yield from stage.finish()

@@ -25,7 +25,7 @@ from typing import Iterable, Iterator
 import pulsar_dissect_core as _core
 
 from .. import protocols
-from ..model import Annotated, Event, Frame
+from ..model import Annotated, Decoded, Event, Frame
 from ..options import Options
 from ..problems import Finding
 
@@ -70,3 +70,11 @@ def analyse(items: Iterable, options: Options | None = None) -> Iterator:
         yield from out
         out.clear()
     yield from analyzer.finish()
+
+
+def analysed_dissector(options: Options):
+    """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
+    in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
+    trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items."""
+    return _core.AnalysedDissector(options, protocols.select(options.protocols), (Frame, Event, Decoded, Finding, Annotated),
+                                   protocols.get)

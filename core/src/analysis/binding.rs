@@ -22,6 +22,9 @@ use crate::binding::check_fields;
 use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
+use crate::transport::binding::{other_tcp_rows, pipeline as transport_pipeline, with_bytes};
+use crate::transport::net::tcp_segment as parse_segment;
+use crate::transport::pipeline::{Classes as PipelineClasses, Made, NativeFrame, Pipeline};
 use crate::value::{map_to_py, Map, Text, Value};
 
 /// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
@@ -406,6 +409,43 @@ impl ConversationCore {
         Ok(())
     }
 
+    /// A frame the pipeline decoded in the core: the analysis reads its Rust data, not the Python frame.
+    fn native_frame(&mut self, py: Python<'_>, native: &NativeFrame) -> PyResult<()> {
+        let protocol = native.protocol.bind(py).to_str()?;
+        if !self.analyzer.knows_protocol(protocol) {
+            self.add_protocol(py, protocol)?;
+        }
+        let frame = Frame {
+            index: native.index,
+            protocol,
+            conn: native.conn,
+            src: native.src.bind(py).to_str()?,
+            dst: native.dst.bind(py).to_str()?,
+            direction: native.direction.bind(py).to_str()?,
+            time: native.time,
+            packet: u64::try_from(native.packet).unwrap_or(0),
+            pdu: &native.pdu,
+        };
+        self.analyzer.frame(&frame, &mut self.out);
+        Ok(())
+    }
+
+    /// Append what one thing the pipeline made becomes, and any events it causes, to `out`.
+    fn process_made(&mut self, py: Python<'_>, made: Made, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let (item, result) = match made {
+            Made::Frame(frame, Some(native)) => {
+                let result = self.native_frame(py, &native);
+                (frame.into_bound(py), result)
+            }
+            Made::Frame(item, None) | Made::Event(item) => return self.process(py, item.bind(py), out),
+        };
+        if let Err(error) = result {
+            self.out.clear();
+            return Err(error);
+        }
+        self.flush(py, Some(&item), out)
+    }
+
     fn event(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
         let kind: String = item.getattr(intern!(py, "kind"))?.extract()?;
         let conn: Option<u64> = item.getattr(intern!(py, "conn"))?.extract()?;
@@ -532,6 +572,122 @@ impl ConversationCore {
     }
 }
 
+// ------------------------------------------------------------------------------------- AnalysedDissector
+
+/// The pipeline and the analysis joined: packets in, `model.Annotated` frames and `model.Event`s out, in
+/// capture order. The analysis reads each frame the core decoded as the Rust data the pipeline had, so no
+/// Python frame is read back into Rust. What the pipeline makes can be held (`hold_packet`, `hold_finish`)
+/// so the caller can put its own events (a capture file's notes) before it, then `release`d.
+#[pyclass(unsendable, module = "pulsar_dissect_core")]
+pub struct AnalysedDissector {
+    pipeline: Pipeline,
+    analysis: ConversationCore,
+    held: Vec<Made>,
+}
+
+impl AnalysedDissector {
+    fn analyse_held<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        let mut result = Ok(());
+        for made in self.held.drain(..) {
+            if result.is_ok() {
+                result = self.analysis.process_made(py, made, &out);
+            }
+        }
+        result.map(|()| out)
+    }
+
+    fn feed(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: &Bound<'_, PyAny>, orig_len: usize) -> PyResult<()> {
+        let (pipeline, held) = (&mut self.pipeline, &mut self.held);
+        with_bytes(data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
+            Some(seg) => pipeline.feed_segment(py, &seg, held),
+            None => Ok(()),
+        })?
+    }
+}
+
+#[pymethods]
+impl AnalysedDissector {
+    /// `options`: a `dissector.options.Options`; `protocols`: the `ProtocolSpec`s to look for, in order;
+    /// `classes`: (Frame, Event, Decoded, Finding, Annotated); `protocol_spec`: the protocol registry's `get`.
+    #[new]
+    fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
+           classes: (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>), protocol_spec: Py<PyAny>) -> PyResult<Self> {
+        let (frame, event, decoded, finding, annotated) = classes;
+        let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
+        let analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
+        let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
+        Ok(AnalysedDissector { pipeline, analysis, held: Vec::new() })
+    }
+
+    /// One captured packet (the fields of a `CapturedPacket`): what it completes, analysed.
+    fn feed_packet<'py>(&mut self, py: Python<'py>, index: i64, timestamp: f64, linktype: u32, data: Bound<'py, PyAny>,
+                        orig_len: usize) -> PyResult<Bound<'py, PyList>> {
+        let fed = self.feed(py, index, timestamp, linktype, &data, orig_len);
+        let analysed = self.analyse_held(py);
+        fed.and(analysed)
+    }
+
+    /// One captured packet, what it completes held until `release`: returns how many items are held.
+    fn hold_packet(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: Bound<'_, PyAny>,
+                   orig_len: usize) -> PyResult<usize> {
+        self.feed(py, index, timestamp, linktype, &data, orig_len)?;
+        Ok(self.held.len())
+    }
+
+    /// End of the capture for the pipeline (every connection closed), what it leaves held until `release`:
+    /// returns how many items are held.
+    fn hold_finish(&mut self, py: Python<'_>) -> PyResult<usize> {
+        self.pipeline.finish(py, &mut self.held)?;
+        Ok(self.held.len())
+    }
+
+    /// The held items, analysed.
+    fn release<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.analyse_held(py)
+    }
+
+    /// An event from outside the pipeline (a capture file's note), through the analysis.
+    fn event<'py>(&mut self, py: Python<'py>, event: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        self.analysis.process(py, &event, &out)?;
+        Ok(out)
+    }
+
+    /// The clock moved to `now`: the pipeline's and the analysis' expiries, in that order (the analysis
+    /// reports overdue requests before it reads what the pipeline's expiries made).
+    fn tick<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<Bound<'py, PyList>> {
+        self.pipeline.tick(py, now, &mut self.held)?;
+        let out = PyList::empty(py);
+        self.analysis.tick(py, now, &out)?;
+        let analysed = self.analyse_held(py)?;
+        for item in analysed.iter() {
+            out.append(item)?;
+        }
+        Ok(out)
+    }
+
+    /// The analysis' events of the end of every connection still open (after `hold_finish` and `release`).
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.analysis.finish(py)
+    }
+
+    #[getter]
+    fn last_time(&self) -> f64 {
+        self.pipeline.last_time
+    }
+
+    #[getter]
+    fn last_packet(&self) -> i64 {
+        self.pipeline.last_packet
+    }
+
+    /// TCP off the protocols' ports: the busiest `most` server ports, as {port, connections, bytes}.
+    fn other_tcp<'py>(&self, py: Python<'py>, most: usize) -> PyResult<Bound<'py, PyList>> {
+        other_tcp_rows(py, &self.pipeline.other, most)
+    }
+}
+
 // ------------------------------------------------------------------------------------- ChunkAssembler
 
 /// Pulsar's chunk reassembly alone (what the session feeds it), for tests.
@@ -607,6 +763,7 @@ impl PyChunkAssembler {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ConversationCore>()?;
+    m.add_class::<AnalysedDissector>()?;
     m.add_class::<PyChunkAssembler>()?;
     Ok(())
 }

@@ -7,13 +7,13 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::framing::PulsarFraming;
 use crate::transport::net::{endpoint_text, tcp_segment as parse_segment, Ip, Segment};
-use crate::transport::pipeline::{Classes, Pipeline, Settings};
+use crate::transport::pipeline::{made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
 use crate::transport::protocol::{split_to_py, DecodeOptions, Protocol};
 use crate::transport::reassembly::{Config, Reassembler, StreamEvent};
 use crate::transport::splitter::{Framing, Head, Splitter};
 
 /// Bytes of a ``bytes`` object without a copy, or of anything else with the buffer protocol.
-fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+pub(crate) fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
     if let Ok(b) = data.cast::<PyBytes>() {
         return Ok(f(b.as_bytes()));
     }
@@ -37,10 +37,47 @@ fn reassembly_config(options: &Bound<'_, PyAny>) -> PyResult<Config> {
     })
 }
 
+/// The pipeline for ``options`` (a ``dissector.options.Options``) and ``protocols`` (the ``ProtocolSpec``s to
+/// look for, in order), building ``classes``.
+pub fn pipeline(py: Python<'_>, options: &Bound<'_, PyAny>, protocols: &Bound<'_, PyAny>, classes: Classes) -> PyResult<Pipeline> {
+    let protocols: Vec<Protocol> = protocols.try_iter()?.map(|p| Protocol::from_spec(py, &p?)).collect::<PyResult<_>>()?;
+    if protocols.is_empty() {
+        return Err(pyo3::exceptions::PyValueError::new_err("no protocol to look for"));
+    }
+    let settings = Settings {
+        detect: options.getattr("detect")?.extract()?,
+        detect_budget: options.getattr("detect_budget")?.extract()?,
+        max_frame_size: options.getattr("max_frame_size")?.extract()?,
+        keep_frame_bytes: options.getattr("keep_frame_bytes")?.extract()?,
+        extra_ports: options.getattr("ports")?.try_iter()?.map(|p| p?.extract()).collect::<PyResult<_>>()?,
+        reassembly: reassembly_config(options)?,
+        decode: DecodeOptions {
+            max_decompressed: options.getattr("max_decompressed")?.extract()?,
+            brief: options.getattr("summary")?.extract()?,
+            options: options.clone().unbind(),
+        },
+    };
+    Ok(Pipeline::new(settings, classes, protocols))
+}
+
+/// TCP off the protocols' ports: the busiest ``most`` server ports, as {port, connections, bytes}.
+pub fn other_tcp_rows<'py>(py: Python<'py>, other: &OtherTraffic, most: usize) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for (port, connections, bytes) in other.summary(most) {
+        let row = PyDict::new(py);
+        row.set_item("port", port)?;
+        row.set_item("connections", connections)?;
+        row.set_item("bytes", bytes)?;
+        out.append(row)?;
+    }
+    Ok(out)
+}
+
 /// The pipeline: packets in, ``model.Frame`` and ``model.Event`` out, in capture order.
 #[pyclass(unsendable, module = "pulsar_dissect_core")]
 pub struct Dissector {
     inner: Pipeline,
+    held: Vec<Made>,
 }
 
 #[pymethods]
@@ -50,35 +87,41 @@ impl Dissector {
     #[new]
     fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>, frame: Py<PyAny>, event: Py<PyAny>,
            decoded: Py<PyAny>, finding: Py<PyAny>) -> PyResult<Dissector> {
-        let protocols: Vec<Protocol> = protocols.try_iter()?.map(|p| Protocol::from_spec(py, &p?)).collect::<PyResult<_>>()?;
-        if protocols.is_empty() {
-            return Err(pyo3::exceptions::PyValueError::new_err("no protocol to look for"));
-        }
-        let settings = Settings {
-            detect: options.getattr("detect")?.extract()?,
-            detect_budget: options.getattr("detect_budget")?.extract()?,
-            max_frame_size: options.getattr("max_frame_size")?.extract()?,
-            keep_frame_bytes: options.getattr("keep_frame_bytes")?.extract()?,
-            extra_ports: options.getattr("ports")?.try_iter()?.map(|p| p?.extract()).collect::<PyResult<_>>()?,
-            reassembly: reassembly_config(&options)?,
-            decode: DecodeOptions {
-                max_decompressed: options.getattr("max_decompressed")?.extract()?,
-                brief: options.getattr("summary")?.extract()?,
-                options: options.clone().unbind(),
-            },
-        };
-        Ok(Dissector { inner: Pipeline::new(settings, Classes { frame, event, decoded, finding }, protocols) })
+        Ok(Dissector { inner: pipeline(py, &options, &protocols, Classes { frame, event, decoded, finding })?, held: Vec::new() })
     }
 
     /// One captured packet (the fields of a ``CapturedPacket``): the frames and events it completes.
     fn feed_packet<'py>(&mut self, py: Python<'py>, index: i64, timestamp: f64, linktype: u32, data: Bound<'py, PyAny>,
                         orig_len: usize) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
+        let mut out = Vec::new();
         with_bytes(&data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
-            Some(seg) => self.inner.feed_segment(py, &seg, &out),
+            Some(seg) => self.inner.feed_segment(py, &seg, &mut out),
             None => Ok(()),
         })??;
-        Ok(out)
+        made_to_py(py, out)
+    }
+
+    /// One captured packet, what it completes held until ``release`` (so a file reader's notes can go before
+    /// it): returns how many items are held.
+    fn hold_packet(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: Bound<'_, PyAny>,
+                   orig_len: usize) -> PyResult<usize> {
+        let (inner, held) = (&mut self.inner, &mut self.held);
+        with_bytes(&data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
+            Some(seg) => inner.feed_segment(py, &seg, held),
+            None => Ok(()),
+        })??;
+        Ok(self.held.len())
+    }
+
+    /// End of the capture, what it leaves held until ``release``: returns how many items are held.
+    fn hold_finish(&mut self, py: Python<'_>) -> PyResult<usize> {
+        self.inner.finish(py, &mut self.held)?;
+        Ok(self.held.len())
+    }
+
+    /// The held items.
+    fn release<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        made_to_py(py, std::mem::take(&mut self.held))
     }
 
     /// One TCP segment (the fields of a ``netlayers.TcpSegment``).
@@ -86,27 +129,27 @@ impl Dissector {
     fn feed_segment<'py>(&mut self, py: Python<'py>, packet_index: i64, timestamp: f64, src_ip: &str, src_port: u16, dst_ip: &str,
                          dst_port: u16, seq: u32, ack: u32, flags: u16, window: u16, payload: Bound<'py, PyAny>,
                          missing_tail: usize) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
+        let mut out = Vec::new();
         let (src, dst) = (ip(src_ip)?, ip(dst_ip)?);
         with_bytes(&payload, |payload| {
             let seg = Segment { packet_index, timestamp, src, src_port, dst, dst_port, seq, ack, flags, window, payload, missing_tail };
-            self.inner.feed_segment(py, &seg, &out)
+            self.inner.feed_segment(py, &seg, &mut out)
         })??;
-        Ok(out)
+        made_to_py(py, out)
     }
 
     /// The clock moved to ``now``: the time-based expiries, without waiting for the next packet.
     fn tick<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
-        self.inner.tick(py, now, &out)?;
-        Ok(out)
+        let mut out = Vec::new();
+        self.inner.tick(py, now, &mut out)?;
+        made_to_py(py, out)
     }
 
     /// End of the capture: every connection closed, what the streams left over.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
-        self.inner.finish(py, &out)?;
-        Ok(out)
+        let mut out = Vec::new();
+        self.inner.finish(py, &mut out)?;
+        made_to_py(py, out)
     }
 
     #[getter]
@@ -121,15 +164,7 @@ impl Dissector {
 
     /// TCP off the protocols' ports: the busiest ``most`` server ports, as {port, connections, bytes}.
     fn other_tcp<'py>(&self, py: Python<'py>, most: usize) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
-        for (port, connections, bytes) in self.inner.other.summary(most) {
-            let row = PyDict::new(py);
-            row.set_item("port", port)?;
-            row.set_item("connections", connections)?;
-            row.set_item("bytes", bytes)?;
-            out.append(row)?;
-        }
-        Ok(out)
+        other_tcp_rows(py, &self.inner.other, most)
     }
 }
 

@@ -28,6 +28,35 @@ pub struct Settings {
     pub decode: DecodeOptions,
 }
 
+/// What the pipeline makes, in capture order: Python events, and frames — the Python ``model.Frame`` and,
+/// for a protocol the core decodes, the Rust data it was built from, so the analysis can read that instead
+/// of the Python object.
+pub enum Made {
+    Event(Py<PyAny>),
+    Frame(Py<PyAny>, Option<NativeFrame>),
+}
+
+/// A frame as Rust data: the core's decoded PDU and where it was (the fields of ``model.Frame`` the analysis
+/// reads; the texts are the Python frame's own strings).
+pub struct NativeFrame {
+    pub index: u64,
+    pub protocol: Py<PyString>,
+    pub conn: u64,
+    pub src: Py<PyString>,
+    pub dst: Py<PyString>,
+    pub direction: Py<PyString>,
+    pub time: f64,
+    pub packet: i64,
+    pub pdu: crate::model::Decoded,
+}
+
+/// The Python objects of what the pipeline made, for callers that want only those.
+pub fn made_to_py<'py>(py: Python<'py>, made: Vec<Made>) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, made.into_iter().map(|m| match m {
+        Made::Event(object) | Made::Frame(object, _) => object,
+    }))
+}
+
 /// The Python classes the pipeline builds (``decoded`` and ``finding`` for protocols declared in Python: the
 /// core's decoded data is converted by the binding).
 pub struct Classes {
@@ -161,7 +190,7 @@ impl Pipeline {
         }
     }
 
-    pub fn feed_segment(&mut self, py: Python<'_>, seg: &Segment, out: &Bound<'_, PyList>) -> PyResult<()> {
+    pub fn feed_segment(&mut self, py: Python<'_>, seg: &Segment, out: &mut Vec<Made>) -> PyResult<()> {
         self.last_time = seg.timestamp;
         self.last_packet = seg.packet_index;
         if !self.settings.detect && !self.ports.contains_key(&seg.src_port) && !self.ports.contains_key(&seg.dst_port) {
@@ -176,13 +205,13 @@ impl Pipeline {
     }
 
     /// The clock moved to ``now``: apply the time-based expiries without waiting for the next packet.
-    pub fn tick(&mut self, py: Python<'_>, now: f64, out: &Bound<'_, PyList>) -> PyResult<()> {
+    pub fn tick(&mut self, py: Python<'_>, now: f64, out: &mut Vec<Made>) -> PyResult<()> {
         let mut events = Vec::new();
         self.reassembler.expire(Some(now), &mut events);
         self.handle_all(py, &mut events, out)
     }
 
-    pub fn finish(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+    pub fn finish(&mut self, py: Python<'_>, out: &mut Vec<Made>) -> PyResult<()> {
         let mut events = Vec::new();
         self.reassembler.finish(&mut events);
         self.handle_all(py, &mut events, out)?;
@@ -196,7 +225,7 @@ impl Pipeline {
         Ok(())
     }
 
-    fn handle_all(&mut self, py: Python<'_>, events: &mut Vec<StreamEvent>, out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn handle_all(&mut self, py: Python<'_>, events: &mut Vec<StreamEvent>, out: &mut Vec<Made>) -> PyResult<()> {
         let mut result = Ok(());
         for ev in events.drain(..) {
             if result.is_ok() {
@@ -210,7 +239,7 @@ impl Pipeline {
         state.directions[side].bind(py).clone()
     }
 
-    fn handle(&mut self, py: Python<'_>, ev: StreamEvent, out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn handle(&mut self, py: Python<'_>, ev: StreamEvent, out: &mut Vec<Made>) -> PyResult<()> {
         match ev {
             StreamEvent::Data { conn, side, saw_syn, data, offset, time, packet } => {
                 let Some(mut state) = self.conns.remove(&conn) else { return Ok(()) };
@@ -257,7 +286,7 @@ impl Pipeline {
                 };
                 state.set_directions(py);
                 if state.confirmed {
-                    out.append(self.opened_event(py, &state, time, packet)?)?;
+                    out.push(Made::Event(self.opened_event(py, &state, time, packet)?.unbind()));
                 }
                 self.conns.insert(id, state);
                 Ok(())
@@ -291,7 +320,7 @@ impl Pipeline {
                     if let Some(by) = closed_by {
                         details.set_item("closed_by", by)?;
                     }
-                    out.append(self.event(py, "CONNECTION_CLOSED", time, packet, Some(state.info.id), None, None, details, PyDict::new(py))?)?;
+                    out.push(Made::Event(self.event(py, "CONNECTION_CLOSED", time, packet, Some(state.info.id), None, None, details, PyDict::new(py))?.unbind()));
                 }
                 Ok(())
             }
@@ -300,7 +329,7 @@ impl Pipeline {
 
     /// New bytes (``data``) or a gap (``reason``, ``length``) in one direction: through every candidate.
     #[allow(clippy::too_many_arguments)]
-    fn on_data(&mut self, py: Python<'_>, state: &mut ConnState, side: usize, saw_syn: bool, data: Option<&[u8]>, length: i64, offset: i64, time: f64, packet: i64, reason: Option<&'static str>, out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn on_data(&mut self, py: Python<'_>, state: &mut ConnState, side: usize, saw_syn: bool, data: Option<&[u8]>, length: i64, offset: i64, time: f64, packet: i64, reason: Option<&'static str>, out: &mut Vec<Made>) -> PyResult<()> {
         if state.abandoned {
             return Ok(());
         }
@@ -310,7 +339,7 @@ impl Pipeline {
                 let details = PyDict::new(py);
                 details.set_item("reason", reason)?;
                 let ev = self.event(py, "GAP", time, packet, Some(state.info.id), Some(side), Some((state, offset, length)), details, PyDict::new(py))?;
-                out.append(ev)?;
+                out.push(Made::Event(ev.unbind()));
             }
         }
         let mut items = Vec::new();
@@ -339,7 +368,7 @@ impl Pipeline {
         Ok(())
     }
 
-    fn close_splitters(&mut self, py: Python<'_>, state: &mut ConnState, out: &Bound<'_, PyList>, time: f64, packet: i64, end: (&'static str, Option<String>)) -> PyResult<()> {
+    fn close_splitters(&mut self, py: Python<'_>, state: &mut ConnState, out: &mut Vec<Made>, time: f64, packet: i64, end: (&'static str, Option<String>)) -> PyResult<()> {
         let end: End = Some(end);
         let mut items = Vec::new();
         for ci in state.live.clone() {
@@ -358,7 +387,7 @@ impl Pipeline {
     /// A PDU or note of candidate ``ci`` from ``side``; ``end`` is (how, closed_by) for what the end of the
     /// stream left over.
     #[allow(clippy::too_many_arguments)]
-    fn emit(&mut self, py: Python<'_>, state: &mut ConnState, ci: usize, side: usize, item: Split, out: &Bound<'_, PyList>, end: &End) -> PyResult<()> {
+    fn emit(&mut self, py: Python<'_>, state: &mut ConnState, ci: usize, side: usize, item: Split, out: &mut Vec<Made>, end: &End) -> PyResult<()> {
         match item {
             Split::Pdu(pdu) => {
                 let protocol = &self.protocols[state.candidates[ci].protocol];
@@ -376,30 +405,39 @@ impl Pipeline {
                     state.confirmed = true;
                     self.learn_roles(py, state, ci, side, &decoded)?;
                     // the connection opened with its first packet (the SYN), not with the frame that proved it
-                    out.append(self.opened_event(py, state, state.info.first_time, state.info.first_packet)?)?;
+                    out.push(Made::Event(self.opened_event(py, state, state.info.first_time, state.info.first_packet)?.unbind()));
                 } else if state.server.is_none() {
                     self.learn_roles(py, state, ci, side, &decoded)?;
                 }
                 self.frame_index += 1;
                 let protocol = &self.protocols[state.candidates[ci].protocol];
                 let data = if self.settings.keep_frame_bytes { Some(pyo3::types::PyBytes::new(py, &pdu.data)) } else { None };
+                let (src, dst, direction) = (state.text[side].clone_ref(py), state.text[1 - side].clone_ref(py), state.directions[side].clone_ref(py));
+                let (pdu_object, native) = match decoded {
+                    DecodedPdu::Core(decoded) => (crate::binding::decoded_to_py(py, &decoded)?, Some(decoded)),
+                    DecodedPdu::Python(object) => (object, None),
+                };
                 let args = PyTuple::new(py, [
                     self.frame_index.into_pyobject(py)?.into_any(), protocol.name.bind(py).clone().into_any(),
-                    state.info.id.into_pyobject(py)?.into_any(), state.text[side].bind(py).clone().into_any(),
-                    state.text[1 - side].bind(py).clone().into_any(), self.direction(py, state, side).into_any(),
+                    state.info.id.into_pyobject(py)?.into_any(), src.bind(py).clone().into_any(),
+                    dst.bind(py).clone().into_any(), direction.bind(py).clone().into_any(),
                     pdu.time.into_pyobject(py)?.into_any(), pdu.first_time.into_pyobject(py)?.into_any(),
                     pdu.last_packet.into_pyobject(py)?.into_any(), pdu.first_packet.into_pyobject(py)?.into_any(),
-                    pdu.offset.into_pyobject(py)?.into_any(), decoded.into_py(py)?,
+                    pdu.offset.into_pyobject(py)?.into_any(), pdu_object,
                     match data { Some(d) => d.into_any(), None => py.None().into_bound(py) },
                 ])?;
-                let frame = self.classes.frame.bind(py).call1(args)?;
-                out.append(frame)?;
+                let object = self.classes.frame.bind(py).call1(args)?.unbind();
+                let native = native.map(|pdu_decoded| NativeFrame {
+                    index: self.frame_index, protocol: protocol.name.clone_ref(py), conn: state.info.id, src, dst,
+                    direction, time: pdu.time, packet: pdu.last_packet, pdu: pdu_decoded,
+                });
+                out.push(Made::Frame(object, native));
             }
             Split::Note(note) => {
                 if state.confirmed && state.live.first() == Some(&ci) {
                     let ev = self.event(py, &note.kind, note.time, note.packet, Some(state.info.id), Some(side),
                         Some((state, note.offset, note.length)), map_to_py(py, &note.details)?, map_to_py(py, &note.params)?)?;
-                    out.append(ev)?;
+                    out.push(Made::Event(ev.unbind()));
                 }
             }
         }
