@@ -72,9 +72,12 @@ def analyse(items: Iterable, options: Options | None = None) -> Iterator:
     yield from analyzer.finish()
 
 
-def analysed_dissector(options: Options):
+def analysed_dissector(options: Options, json_records: bool | None = None):
     """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
-    trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items."""
-    return _core.AnalysedDissector(options, protocols.select(options.protocols), (Frame, Event, Decoded, Finding, Annotated),
-                                   protocols.get)
+    trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``json_records`` (True:
+    summary records), a frame without findings comes out as its record's JSON line, written by the core
+    (``core/src/records.rs``); consecutive lines come as one bytes object."""
+    classes = (Frame, Event, Decoded, Finding, Annotated)
+    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get,
+                                   json_records)
