@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -175,9 +176,9 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
 
 
 def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, seen: "Seen") -> "Seen":
-    """``_run`` for --json with nothing to filter or stop at: the core writes the JSON lines of the frames
-    without findings (most of them), which go to standard output as they come; the other records are dicts,
-    written as ``_run`` writes them (the same bytes)."""
+    """``_run`` for --json with nothing to filter or stop at: the core writes the frames' JSON lines, which go
+    to standard output as they come; the other records (events) are dicts, written as ``_run`` writes them
+    (the same bytes). --strict counts the problems of the lines (their ``"problems":[`` lists' items)."""
     source = sys.stdin.buffer if str(capture) == "-" else capture
     buffer = getattr(output.out, "buffer", None)
     write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
@@ -187,6 +188,8 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
                 frames = item.count(b"\n")  # a JSON line holds no raw newline
                 output.shown += frames
                 seen.frames += frames
+                if b'"problems":["' in item:
+                    output.problems += _line_problems(item)
                 write_lines(item)
             else:
                 seen.add(item)
@@ -199,6 +202,11 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
         sys.stderr.close()
         raise typer.Exit(EXIT_OK)
     return seen
+
+
+def _line_problems(lines: bytes) -> int:
+    """The problems of JSON lines (rare: only lines with a non-empty ``problems`` list are read again)."""
+    return sum(len(json.loads(line)["problems"]) for line in lines.splitlines() if b'"problems":["' in line)
 
 
 class ActorContext:

@@ -32,10 +32,11 @@ def analysed_records(path, options: Options | None = None, *, payload_bytes: boo
 
 def analysed_json_lines(path, options: Options | None = None, *, summary: bool = False,
                         report: dict | None = None) -> Iterator[bytes | dict]:
-    """``analysed_records`` for a JSON Lines writer: the records of frames without findings as their JSON lines
-    (bytes, each line ending in a newline, several in one object), written by the core; the other records
-    (frames with findings, whose problem texts Python makes, and events) as dicts, in capture order. The
-    frames' bytes (``Options.keep_frame_bytes``) are not kept."""
+    """``analysed_records`` for a JSON Lines writer: the records of the frames the core decoded as their JSON
+    lines (bytes, each line ending in a newline, several in one object), written by the core, which asks
+    Python only for the texts of their findings; the other records (events; a frame whose notes would replace
+    one of its keys) as dicts, in capture order. The frames' bytes (``Options.keep_frame_bytes``) are not
+    kept."""
     options = options or Options()
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)

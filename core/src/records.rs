@@ -3,8 +3,8 @@
 //! Pulsar's `dissector/protocols/pulsar/present.py: record_fields`; the bytes those dicts give through
 //! `output/jsonl.dumps`.
 //!
-//! Only records with no finding are written here: the texts of problems are made by Python's templates
-//! (`dissector/problems.py`), so a record that carries findings, like an event's, goes through Python.
+//! The texts of findings are made by Python's templates (`dissector/problems.py`), the one place they are:
+//! the caller asks Python for them (`Expert`), only for the frames that have findings.
 
 use crate::analysis::{map_get, Frame};
 use crate::model::{Checksum, Decoded, PayloadSection};
@@ -20,15 +20,26 @@ const RECORD_KEYS: [&str; 22] = [
     "checksum_detail", "uncompressed_size", "encrypted", "marker",
 ];
 
-/// Append the JSON line (newline included) of a frame without findings to `out`, or return false (nothing
-/// written) when its record is Python's to make: it has findings, or a note under a key the record holds.
-/// `first_packet`: the packet of the frame's first byte; `summary`: `messages_summary` in place of the
-/// messages' records.
-pub fn write_frame_record(out: &mut Vec<u8>, frame: &Frame, first_packet: i64, notes: &Map, summary: bool) -> bool {
+/// What a record shows of one finding (`problems.expert_record`): its id, severity and text.
+pub struct Expert {
+    pub id: &'static crate::value::Name,
+    pub severity: String,
+    pub message: String,
+}
+
+/// The severity of findings that are not problems (`problems.NOTE`).
+const NOTE: &str = "note";
+
+/// Whether a frame with these notes can be written here: not when a note is under a key the record holds.
+pub fn can_write(notes: &Map) -> bool {
+    !notes.iter().any(|(key, _)| is_record_key(key.as_str()))
+}
+
+/// Append the JSON line (newline included) of a frame to `out` (the caller checked [`can_write`]).
+/// `first_packet`: the packet of the frame's first byte; `expert`: its decoder's then its analysis' findings;
+/// `summary`: `messages_summary` in place of the messages' records.
+pub fn write_frame_record(out: &mut Vec<u8>, frame: &Frame, first_packet: i64, expert: &[Expert], notes: &Map, summary: bool) {
     let pdu = frame.pdu;
-    if !pdu.findings.is_empty() || notes.iter().any(|(key, _)| is_record_key(key.as_str())) {
-        return false;
-    }
     let mut object = JsonObject::start(out);
     object.field(name!("index"), &Value::from(frame.index));
     write_str(&mut object, name!("protocol"), frame.protocol);
@@ -44,7 +55,17 @@ pub fn write_frame_record(out: &mut Vec<u8>, frame: &Frame, first_packet: i64, n
         None => object.key(name!("command")).extend_from_slice(b"{}"),
     }
     object.field(name!("size"), &Value::from(pdu.size));
-    object.key(name!("problems")).extend_from_slice(b"[]");
+    let problems: Vec<&Expert> = expert.iter().filter(|e| e.severity != NOTE).collect();
+    write_json_array(&problems, object.key(name!("problems")), |e, out| crate::value::write_json_str(&e.message, out));
+    if !expert.is_empty() {
+        write_json_array(expert, object.key(name!("expert")), |e, out| {
+            let mut entry = JsonObject::start(out);
+            e.id.write_json(entry.key(name!("id")));
+            crate::value::write_json_str(&e.severity, entry.key(name!("severity")));
+            crate::value::write_json_str(&e.message, entry.key(name!("message")));
+            entry.end();
+        });
+    }
     if u64::try_from(first_packet).ok() != Some(frame.packet) {
         object.field(name!("first_packet"), &Value::Int(first_packet));
     }
@@ -56,7 +77,6 @@ pub fn write_frame_record(out: &mut Vec<u8>, frame: &Frame, first_packet: i64, n
     }
     object.end();
     out.push(b'\n');
-    true
 }
 
 fn is_record_key(key: &str) -> bool {

@@ -27,7 +27,7 @@ import pulsar_dissect_core as _core
 from .. import protocols
 from ..model import Annotated, Decoded, Event, Frame
 from ..options import Options
-from ..problems import Finding
+from ..problems import Finding, severity_and_message
 
 _CLASSES = (Frame, Annotated, Event, Finding)
 
@@ -76,8 +76,9 @@ def analysed_dissector(options: Options, json_records: bool | None = None):
     """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
     trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``json_records`` (True:
-    summary records), a frame without findings comes out as its record's JSON line, written by the core
-    (``core/src/records.rs``); consecutive lines come as one bytes object."""
+    summary records), a frame comes out as its record's JSON line, written by the core
+    (``core/src/records.rs``: Python makes only the texts of its findings); consecutive lines come as one bytes
+    object."""
     classes = (Frame, Event, Decoded, Finding, Annotated)
-    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get,
-                                   json_records)
+    records = None if json_records is None else (json_records, severity_and_message)
+    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, records)

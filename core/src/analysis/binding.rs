@@ -25,7 +25,7 @@ use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
 use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
-use crate::records::write_frame_record;
+use crate::records::{can_write, write_frame_record, Expert};
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::value::{map_to_py, Map, Text, Value};
 
@@ -495,7 +495,7 @@ impl ConversationCore {
             match output {
                 Output::Annotated { notes, findings } => {
                     if let Current::Native(place, pdu) = item {
-                        if findings.is_empty() && self.write_record(py, place, pdu, &notes)? {
+                        if self.write_record(py, place, pdu, &findings, &notes)? {
                             continue;
                         }
                     }
@@ -522,15 +522,23 @@ impl ConversationCore {
         Ok(())
     }
 
-    /// With `records` on, write the record of a frame the core decoded (no findings, no kept bytes) as a JSON
-    /// line; false when it is Python's to make.
-    fn write_record(&mut self, py: Python<'_>, place: &FramePlace, pdu: &Decoded, notes: &Map) -> PyResult<bool> {
+    /// With `records` on, write the record of a frame the core decoded as a JSON line (Python makes only the
+    /// texts of its findings); false when it is Python's to make (its bytes are kept, or a note would
+    /// replace one of its keys).
+    fn write_record(&mut self, py: Python<'_>, place: &FramePlace, pdu: &Decoded, findings: &[Finding], notes: &Map) -> PyResult<bool> {
         let Some(records) = &mut self.records else { return Ok(false) };
-        if place.data.is_some() {
+        if place.data.is_some() || !can_write(notes) {
             return Ok(false);
         }
+        let expert = pdu.findings.iter().chain(findings)
+            .map(|f| {
+                let (severity, message) = records.texts.bind(py).call1((f.id.to_py(py), map_to_py(py, &f.params)?))?.extract()?;
+                Ok(Expert { id: f.id, severity, message })
+            })
+            .collect::<PyResult<Vec<Expert>>>()?;
         let (lines, summary) = (&mut records.lines, records.summary);
-        with_analysis_frame(py, place, pdu, |frame| write_frame_record(lines, frame, place.first_packet, notes, summary))
+        with_analysis_frame(py, place, pdu, |frame| write_frame_record(lines, frame, place.first_packet, &expert, notes, summary))?;
+        Ok(true)
     }
 
     /// Append a Python item to `out`, after the JSON lines written before it.
@@ -580,6 +588,8 @@ enum Current<'a, 'py> {
 /// Frame records written in Rust (`records.rs`) as JSON lines, in place of the Python frames.
 struct RecordLines {
     summary: bool,
+    /// `problems.severity_and_message`: (id, params) → (severity, text) of a finding.
+    texts: Py<PyAny>,
     lines: Vec<u8>,
 }
 
@@ -687,18 +697,18 @@ impl AnalysedDissector {
 impl AnalysedDissector {
     /// `options`: a `dissector.options.Options`; `protocols`: the `ProtocolSpec`s to look for, in order;
     /// `classes`: (Frame, Event, Decoded, Finding, Annotated); `protocol_spec`: the protocol registry's `get`.
-    /// With `json_records` (True: the summary records, False: the full ones), a frame without findings comes
-    /// out as its record's JSON line instead of an Annotated frame, the lines between two Python items
-    /// joined in one bytes object.
+    /// With `json_records` = (summary, texts) — True: the summary records, False: the full ones; `texts`:
+    /// `problems.severity_and_message` — a frame comes out as its record's JSON line instead of an Annotated
+    /// frame, the lines between two Python items joined in one bytes object.
     #[new]
     #[pyo3(signature = (options, protocols, classes, protocol_spec, json_records=None))]
     fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
            classes: JoinedClasses, protocol_spec: Py<PyAny>,
-           json_records: Option<bool>) -> PyResult<Self> {
+           json_records: Option<(bool, Py<PyAny>)>) -> PyResult<Self> {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
-        analysis.records = json_records.map(|summary| RecordLines { summary, lines: Vec::with_capacity(1 << 16) });
+        analysis.records = json_records.map(|(summary, texts)| RecordLines { summary, texts, lines: Vec::with_capacity(1 << 16) });
         let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new() })
     }
