@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -178,23 +177,22 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
 def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, seen: "Seen") -> "Seen":
     """``_run`` for --json with nothing to filter or stop at: the core writes the frames' JSON lines, which go
     to standard output as they come; the other records (events) are dicts, written as ``_run`` writes them
-    (the same bytes). --strict counts the problems of the lines (their ``"problems":[`` lists' items)."""
+    (the same bytes)."""
     source = sys.stdin.buffer if str(capture) == "-" else capture
     buffer = getattr(output.out, "buffer", None)
     write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
     try:
         for item in analysed_json_lines(source, options, summary=output.summary, report=seen.report):
             if type(item) is bytes:
-                frames = item.count(b"\n")  # a JSON line holds no raw newline
-                output.shown += frames
-                seen.frames += frames
-                if b'"problems":["' in item:
-                    output.problems += _line_problems(item)
                 write_lines(item)
             else:
                 seen.add(item)
                 output.emit(item)
         output.out.flush()
+        frames, problems = seen.report.get("json_lines", (0, 0))  # counted by the core
+        output.shown += frames
+        seen.frames += frames
+        output.problems += problems
     except CaptureError as exc:
         typer.echo(f"pulsar-dissect: {exc}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
@@ -202,11 +200,6 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
         sys.stderr.close()
         raise typer.Exit(EXIT_OK)
     return seen
-
-
-def _line_problems(lines: bytes) -> int:
-    """The problems of JSON lines (rare: only lines with a non-empty ``problems`` list are read again)."""
-    return sum(len(json.loads(line)["problems"]) for line in lines.splitlines() if b'"problems":["' in line)
 
 
 class ActorContext:

@@ -36,13 +36,15 @@ def analysed_json_lines(path, options: Options | None = None, *, summary: bool =
     lines (bytes, each line ending in a newline, several in one object), written by the core, which asks
     Python only for the texts of their findings; the other records (events; a frame whose notes would replace
     one of its keys) as dicts, in capture order. The frames' bytes (``Options.keep_frame_bytes``) are not
-    kept."""
+    kept. ``report`` (see dissect_file) also gets ``json_lines``: (frames, problems) of the lines, at the end."""
     options = options or Options()
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
     stage = analysed_dissector(options, json_records=summary)
     for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
         yield item if type(item) is bytes else record(item, summary=summary)
+    if report is not None:
+        report["json_lines"] = stage.json_lines
 
 
 def live_items(packets, options: Options | None = None) -> Iterator:

@@ -37,8 +37,8 @@ pub fn can_write(notes: &Map) -> bool {
 
 /// Append the JSON line (newline included) of a frame to `out` (the caller checked [`can_write`]).
 /// `first_packet`: the packet of the frame's first byte; `expert`: its decoder's then its analysis' findings;
-/// `summary`: `messages_summary` in place of the messages' records.
-pub fn write_frame_record(out: &mut Vec<u8>, frame: &Frame, first_packet: i64, expert: &[Expert], notes: &Map, summary: bool) {
+/// `summary`: `messages_summary` in place of the messages' records. Returns the number of its problems.
+pub fn write_frame_record(out: &mut Vec<u8>, frame: &Frame, first_packet: i64, expert: &[Expert], notes: &Map, summary: bool) -> usize {
     let pdu = frame.pdu;
     let mut object = JsonObject::start(out);
     object.field(name!("index"), &Value::from(frame.index));
@@ -56,6 +56,7 @@ pub fn write_frame_record(out: &mut Vec<u8>, frame: &Frame, first_packet: i64, e
     }
     object.field(name!("size"), &Value::from(pdu.size));
     let problems: Vec<&Expert> = expert.iter().filter(|e| e.severity != NOTE).collect();
+    let problem_count = problems.len();
     write_json_array(&problems, object.key(name!("problems")), |e, out| crate::value::write_json_str(&e.message, out));
     if !expert.is_empty() {
         write_json_array(expert, object.key(name!("expert")), |e, out| {
@@ -77,6 +78,7 @@ pub fn write_frame_record(out: &mut Vec<u8>, frame: &Frame, first_packet: i64, e
     }
     object.end();
     out.push(b'\n');
+    problem_count
 }
 
 fn is_record_key(key: &str) -> bool {

@@ -537,7 +537,9 @@ impl ConversationCore {
             })
             .collect::<PyResult<Vec<Expert>>>()?;
         let (lines, summary) = (&mut records.lines, records.summary);
-        with_analysis_frame(py, place, pdu, |frame| write_frame_record(lines, frame, place.first_packet, &expert, notes, summary))?;
+        let problems = with_analysis_frame(py, place, pdu, |frame| write_frame_record(lines, frame, place.first_packet, &expert, notes, summary))?;
+        records.frames += 1;
+        records.problems += problems as u64;
         Ok(true)
     }
 
@@ -591,6 +593,9 @@ struct RecordLines {
     /// `problems.severity_and_message`: (id, params) → (severity, text) of a finding.
     texts: Py<PyAny>,
     lines: Vec<u8>,
+    /// Records written, and their problems (what --strict counts), so Python need not read the lines.
+    frames: u64,
+    problems: u64,
 }
 
 #[pymethods]
@@ -708,7 +713,7 @@ impl AnalysedDissector {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
-        analysis.records = json_records.map(|(summary, texts)| RecordLines { summary, texts, lines: Vec::with_capacity(1 << 16) });
+        analysis.records = json_records.map(|(summary, texts)| RecordLines { summary, texts, lines: Vec::with_capacity(1 << 16), frames: 0, problems: 0 });
         let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new() })
     }
@@ -768,6 +773,12 @@ impl AnalysedDissector {
     #[getter]
     fn last_time(&self) -> f64 {
         self.pipeline.last_time
+    }
+
+    /// The frame records written as JSON lines so far, and their problems: (frames, problems).
+    #[getter]
+    fn json_lines(&self) -> (u64, u64) {
+        self.analysis.records.as_ref().map_or((0, 0), |r| (r.frames, r.problems))
     }
 
     #[getter]
