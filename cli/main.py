@@ -20,7 +20,7 @@ from dissector.output.records import problem_count
 from dissector.output.render_stats import render_stats
 from dissector.output.stats import StatsCollector
 from dissector.output.timeline import TimelineRenderer
-from dissector.run import analysed_records
+from dissector.run import analysed_json_lines, analysed_records
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -151,6 +151,9 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
         output.summary = False  # the expression reads each message or the whole metadata
     seen = Seen(flt)
     options = output.hex_options(options)
+    if (output.renderer is None and sink is None and context is None and flt.accepts_all
+            and output.max_frames is None and not output.payload_bytes and not options.keep_frame_bytes):
+        return _run_json_lines(capture, options, output, seen)
     try:
         for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary, seen=seen):
             if output.renderer is not None and output.renderer.origin is None:
@@ -165,6 +168,34 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
             if sink is not None:
                 sink(rec)
         output.out.flush()
+    except BrokenPipeError:
+        sys.stderr.close()
+        raise typer.Exit(EXIT_OK)
+    return seen
+
+
+def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, seen: "Seen") -> "Seen":
+    """``_run`` for --json with nothing to filter or stop at: the core writes the frames' JSON lines, which go
+    to standard output as they come; the other records (events) are dicts, written as ``_run`` writes them
+    (the same bytes)."""
+    source = sys.stdin.buffer if str(capture) == "-" else capture
+    buffer = getattr(output.out, "buffer", None)
+    write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
+    try:
+        for item in analysed_json_lines(source, options, summary=output.summary, report=seen.report):
+            if type(item) is bytes:
+                write_lines(item)
+            else:
+                seen.add(item)
+                output.emit(item)
+        output.out.flush()
+        frames, problems = seen.report.get("json_lines", (0, 0))  # counted by the core
+        output.shown += frames
+        seen.frames += frames
+        output.problems += problems
+    except CaptureError as exc:
+        typer.echo(f"pulsar-dissect: {exc}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
     except BrokenPipeError:
         sys.stderr.close()
         raise typer.Exit(EXIT_OK)

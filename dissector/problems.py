@@ -87,6 +87,11 @@ def expert_record(f: Finding) -> dict[str, str]:
     return {"id": f.id, "severity": severity(f.id), "message": message(f.id, f.params)}
 
 
+def severity_and_message(pid: str, params: dict) -> tuple[str, str]:
+    """What a record shows of a finding besides its id: for the core's record writer (core/src/records.rs)."""
+    return severity(pid), message(pid, params)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Generic ids: the stream below every protocol, the conversation above it, and the limits of bounded state.
 

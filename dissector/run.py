@@ -30,6 +30,23 @@ def analysed_records(path, options: Options | None = None, *, payload_bytes: boo
         yield record(item, payload_bytes=payload_bytes, summary=summary)
 
 
+def analysed_json_lines(path, options: Options | None = None, *, summary: bool = False,
+                        report: dict | None = None) -> Iterator[bytes | dict]:
+    """``analysed_records`` for a JSON Lines writer: the records of the frames the core decoded as their JSON
+    lines (bytes, each line ending in a newline, several in one object), written by the core, which asks
+    Python only for the texts of their findings; the other records (events; a frame whose notes would replace
+    one of its keys) as dicts, in capture order. The frames' bytes (``Options.keep_frame_bytes``) are not
+    kept. ``report`` (see dissect_file) also gets ``json_lines``: (frames, problems) of the lines, at the end."""
+    options = options or Options()
+    if summary and not options.summary:
+        options = dataclasses.replace(options, summary=True)
+    stage = analysed_dissector(options, json_records=summary)
+    for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
+        yield item if type(item) is bytes else record(item, summary=summary)
+    if report is not None:
+        report["json_lines"] = stage.json_lines
+
+
 def live_items(packets, options: Options | None = None) -> Iterator:
     """Annotated frames and events from a live source, as they come: ``packets`` yields CapturedPackets and
     ``None`` when the link was idle for a moment, which moves the clock (expiries without a next packet).

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from corpus import CAPTURES, decoded
+from corpus import CAPTURES, capture_path, decoded
 from dissector.capture.files import open_capture
 from dissector.output.jsonl import dumps
 from dissector.problems import REGISTRY
@@ -132,3 +132,20 @@ def test_every_id_the_compiled_core_can_emit_is_registered():
         emitted |= set(re.findall(r'Finding \{\s*id: name!\("([a-zA-Z_.]+)"\)', source.read_text()))
     assert len(emitted) >= 20  # the scan found the calls
     assert sorted(pid for pid in emitted if pid not in REGISTRY) == []
+
+
+@pytest.mark.parametrize("name", CAPTURE_NAMES)
+@pytest.mark.parametrize("summary", [False, True])
+@pytest.mark.parametrize("detect", [False, True])
+def test_the_cores_json_lines_are_the_python_records_byte_for_byte(name, summary, detect):
+    """--json's lines written by the core (core/src/records.rs) for frames without findings, with the rest
+    as dicts, give the bytes output/records.py's dicts give through jsonl.dumps."""
+    from dissector.options import Options
+    from dissector.run import analysed_json_lines
+
+    path = capture_path(name)
+    options = Options(detect=detect)
+    expected = b"".join(dumps(rec) + b"\n" for rec in analysed_records(path, options, summary=summary))
+    lines = analysed_json_lines(path, options, summary=summary)
+    got = b"".join(item if type(item) is bytes else dumps(item) + b"\n" for item in lines)
+    assert got == expected

@@ -20,6 +20,7 @@ pub mod model;
 mod payload;
 pub mod pb;
 pub mod pulsar;
+pub mod records;
 mod schema;
 pub mod transport;
 pub mod value;

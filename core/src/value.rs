@@ -478,6 +478,17 @@ impl<'o> JsonObject<'o> {
         self.out
     }
 
+    /// A key known only at run time (a note's, a table's), and the output to write its value to.
+    pub fn key_str(&mut self, key: &str) -> &mut Vec<u8> {
+        if !self.empty {
+            self.out.push(b',');
+        }
+        self.empty = false;
+        write_json_str(key, self.out);
+        self.out.push(b':');
+        self.out
+    }
+
     pub fn field(&mut self, key: &Name, value: &Value) {
         value.write_json(self.key(key));
     }

@@ -27,7 +27,7 @@ import pulsar_dissect_core as _core
 from .. import protocols
 from ..model import Annotated, Decoded, Event, Frame
 from ..options import Options
-from ..problems import Finding
+from ..problems import Finding, severity_and_message
 
 _CLASSES = (Frame, Annotated, Event, Finding)
 
@@ -72,9 +72,13 @@ def analyse(items: Iterable, options: Options | None = None) -> Iterator:
     yield from analyzer.finish()
 
 
-def analysed_dissector(options: Options):
+def analysed_dissector(options: Options, json_records: bool | None = None):
     """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
-    trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items."""
-    return _core.AnalysedDissector(options, protocols.select(options.protocols), (Frame, Event, Decoded, Finding, Annotated),
-                                   protocols.get)
+    trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``json_records`` (True:
+    summary records), a frame comes out as its record's JSON line, written by the core
+    (``core/src/records.rs``: Python makes only the texts of its findings); consecutive lines come as one bytes
+    object."""
+    classes = (Frame, Event, Decoded, Finding, Annotated)
+    records = None if json_records is None else (json_records, severity_and_message)
+    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, records)

@@ -28,6 +28,11 @@ class FrameFilter:
         self.actor_filter = bool(self.topics or self.producers or self.consumers)
         self._accepted: OrderedDict[int, None] = OrderedDict()  # recent accepted frames: their answers belong too
 
+    @property
+    def accepts_all(self) -> bool:
+        """No expression and no shorthand: every record passes."""
+        return self.predicate is None and not (self.conns or self.types or self.actor_filter)
+
     def accepts(self, rec: dict) -> bool:
         if self.predicate is not None and not self.predicate(rec):
             return False

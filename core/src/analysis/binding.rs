@@ -1,11 +1,13 @@
-//! The analysis for Python: `ConversationCore` (what `dissector/analysis/conversation.py` wraps) and
+//! The analysis for Python: `ConversationCore` (what `dissector/analysis/conversation.py` wraps),
+//! `AnalysedDissector` (the pipeline and the analysis joined, what `dissector/run.py` uses) and
 //! `ChunkAssembler` (Pulsar's chunk reassembly alone, for tests).
 //!
-//! Until the pipeline is Rust, its frames come as Python `model.Frame` objects: the entry reads only what the
-//! analysis reads (the frame's fields, its command, the ids of its findings, and of its payload section the
-//! checksum verdict, the codec, the MessageMetadata fields the session reads and a chunk's payload) into the
-//! Rust [`Frame`] the analyzer takes. The output is the same `model.Annotated` (the input frame object itself)
-//! and `model.Event` objects as before, with `problems.Finding`s.
+//! `ConversationCore` takes Python `model.Frame` objects (tests, tools, protocols declared in Python): it
+//! reads only what the analysis reads (the frame's fields, its command, the ids of its findings, and of its
+//! payload section the checksum verdict, the codec, the MessageMetadata fields the session reads and a
+//! chunk's payload) into the Rust [`Frame`] the analyzer takes. `AnalysedDissector` gives the analyzer the
+//! pipeline's Rust frames instead, and can write the records of frames without findings as JSON lines
+//! (`crate::records`). The output is `model.Annotated` and `model.Event` objects, with `problems.Finding`s.
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -22,9 +24,9 @@ use crate::binding::check_fields;
 use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
-use crate::transport::binding::{other_tcp_rows, pipeline as transport_pipeline, with_bytes};
-use crate::transport::net::tcp_segment as parse_segment;
-use crate::transport::pipeline::{Classes as PipelineClasses, Made, NativeFrame, Pipeline};
+use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
+use crate::records::{can_write, write_frame_record, Expert};
+use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::value::{map_to_py, Map, Text, Value};
 
 /// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
@@ -342,6 +344,8 @@ pub struct ConversationCore {
     /// The dicts of the producers and consumers notes name, by content: most frames name one, and one dict
     /// serves all of its records (as the notes it replaces are never edited).
     actor_dicts: FastMap<u64, (Value, Py<PyDict>)>,
+    /// Set by `AnalysedDissector` when asked for records.
+    records: Option<RecordLines>,
 }
 
 const ACTOR_DICTS: usize = 4096; // actor dicts kept at most (then made afresh)
@@ -410,40 +414,26 @@ impl ConversationCore {
     }
 
     /// A frame the pipeline decoded in the core: the analysis reads its Rust data, not the Python frame.
-    fn native_frame(&mut self, py: Python<'_>, native: &NativeFrame) -> PyResult<()> {
-        let protocol = native.protocol.bind(py).to_str()?;
+    fn native_frame(&mut self, py: Python<'_>, place: &FramePlace, pdu: &Decoded) -> PyResult<()> {
+        let protocol = place.protocol.bind(py).to_str()?;
         if !self.analyzer.knows_protocol(protocol) {
             self.add_protocol(py, protocol)?;
         }
-        let frame = Frame {
-            index: native.index,
-            protocol,
-            conn: native.conn,
-            src: native.src.bind(py).to_str()?,
-            dst: native.dst.bind(py).to_str()?,
-            direction: native.direction.bind(py).to_str()?,
-            time: native.time,
-            packet: u64::try_from(native.packet).unwrap_or(0),
-            pdu: &native.pdu,
-        };
-        self.analyzer.frame(&frame, &mut self.out);
-        Ok(())
+        let (analyzer, out) = (&mut self.analyzer, &mut self.out);
+        with_analysis_frame(py, place, pdu, |frame| analyzer.frame(frame, out))
     }
 
     /// Append what one thing the pipeline made becomes, and any events it causes, to `out`.
     fn process_made(&mut self, py: Python<'_>, made: Made, out: &Bound<'_, PyList>) -> PyResult<()> {
-        let (item, result) = match made {
-            Made::Frame(frame, Some(native)) => {
-                let result = self.native_frame(py, &native);
-                (frame.into_bound(py), result)
-            }
-            Made::Frame(item, None) | Made::Event(item) => return self.process(py, item.bind(py), out),
+        let (place, pdu) = match made {
+            Made::Frame(place, pdu) => (place, pdu),
+            Made::PyFrame(item) | Made::Event(item) => return self.process(py, item.bind(py), out),
         };
-        if let Err(error) = result {
+        if let Err(error) = self.native_frame(py, &place, &pdu) {
             self.out.clear();
             return Err(error);
         }
-        self.flush(py, Some(&item), out)
+        self.flush_current(py, Current::Native(&place, &pdu), out)
     }
 
     fn event(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -489,23 +479,123 @@ impl ConversationCore {
 
     /// Move what the analyzer gave into `out` (`item`: the input being processed, for its outputs).
     fn flush(&mut self, py: Python<'_>, item: Option<&Bound<'_, PyAny>>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        self.flush_current(py, item.map_or(Current::Nothing, Current::Object), out)
+    }
+
+    fn flush_current(&mut self, py: Python<'_>, item: Current<'_, '_>, out: &Bound<'_, PyList>) -> PyResult<()> {
         let mut outputs = std::mem::take(&mut self.out); // (self.notes needs self)
+        let result = self.flush_outputs(py, &mut outputs, &item, out);
+        outputs.clear();
+        self.out = outputs;
+        result
+    }
+
+    fn flush_outputs(&mut self, py: Python<'_>, outputs: &mut Vec<Output>, item: &Current<'_, '_>, out: &Bound<'_, PyList>) -> PyResult<()> {
         for output in outputs.drain(..) {
             match output {
                 Output::Annotated { notes, findings } => {
-                    let frame = item.ok_or_else(|| PyRuntimeError::new_err("a frame's notes without the frame"))?;
+                    if let Current::Native(place, pdu) = item {
+                        if self.write_record(py, place, pdu, &findings, &notes)? {
+                            continue;
+                        }
+                    }
+                    let frame = match item {
+                        Current::Object(frame) => (*frame).clone(),
+                        Current::Native(place, pdu) => place.frame_to_py(py, &self.classes.frame, pdu)?,
+                        Current::Nothing => return Err(PyRuntimeError::new_err("a frame's notes without the frame")),
+                    };
                     let findings = findings_to_py(py, &self.classes.finding, &findings)?;
                     let notes = self.notes(py, notes)?;
                     let annotated = self.classes.annotated.bind(py).call1((frame, notes, findings))?;
-                    out.append(annotated)?;
+                    self.append(py, out, annotated)?;
                 }
-                Output::Input => out.append(item.ok_or_else(|| PyRuntimeError::new_err("no input to pass on"))?)?,
-                Output::Event(event) => out.append(self.classes.event(py, &event)?)?,
+                Output::Input => match item {
+                    Current::Object(input) => self.append(py, out, (*input).clone())?,
+                    _ => return Err(PyRuntimeError::new_err("no input to pass on")),
+                },
+                Output::Event(event) => {
+                    let event = self.classes.event(py, &event)?;
+                    self.append(py, out, event)?;
+                }
             }
         }
-        self.out = outputs;
         Ok(())
     }
+
+    /// With `records` on, write the record of a frame the core decoded as a JSON line (Python makes only the
+    /// texts of its findings); false when it is Python's to make (its bytes are kept, or a note would
+    /// replace one of its keys).
+    fn write_record(&mut self, py: Python<'_>, place: &FramePlace, pdu: &Decoded, findings: &[Finding], notes: &Map) -> PyResult<bool> {
+        let Some(records) = &mut self.records else { return Ok(false) };
+        if place.data.is_some() || !can_write(notes) {
+            return Ok(false);
+        }
+        let expert = pdu.findings.iter().chain(findings)
+            .map(|f| {
+                let (severity, message) = records.texts.bind(py).call1((f.id.to_py(py), map_to_py(py, &f.params)?))?.extract()?;
+                Ok(Expert { id: f.id, severity, message })
+            })
+            .collect::<PyResult<Vec<Expert>>>()?;
+        let (lines, summary) = (&mut records.lines, records.summary);
+        let problems = with_analysis_frame(py, place, pdu, |frame| write_frame_record(lines, frame, place.first_packet, &expert, notes, summary))?;
+        records.frames += 1;
+        records.problems += problems as u64;
+        Ok(true)
+    }
+
+    /// Append a Python item to `out`, after the JSON lines written before it.
+    fn append(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -> PyResult<()> {
+        self.release_lines(py, out)?;
+        out.append(item)
+    }
+
+    /// The JSON lines written so far, as one bytes object appended to `out`.
+    fn release_lines(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        match &mut self.records {
+            Some(records) if !records.lines.is_empty() => {
+                out.append(PyBytes::new(py, &records.lines))?;
+                records.lines.clear();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `f` of the analysis' view of a frame the core decoded (its texts are the pipeline's Python strings).
+fn with_analysis_frame<R>(py: Python<'_>, place: &FramePlace, pdu: &Decoded, f: impl FnOnce(&Frame) -> R) -> PyResult<R> {
+    let (protocol, src) = (place.protocol.bind(py), place.src.bind(py));
+    let (dst, direction) = (place.dst.bind(py), place.direction.bind(py));
+    Ok(f(&Frame {
+        index: place.index,
+        protocol: protocol.to_str()?,
+        conn: place.conn,
+        src: src.to_str()?,
+        dst: dst.to_str()?,
+        direction: direction.to_str()?,
+        time: place.time,
+        packet: u64::try_from(place.packet).unwrap_or(0),
+        pdu,
+    }))
+}
+
+/// The item whose outputs are being flushed: none (a tick, the end), a Python frame or event, or a frame the
+/// core decoded (whose Python frame is made only if a record needs it).
+enum Current<'a, 'py> {
+    Nothing,
+    Object(&'a Bound<'py, PyAny>),
+    Native(&'a FramePlace, &'a Decoded),
+}
+
+/// Frame records written in Rust (`records.rs`) as JSON lines, in place of the Python frames.
+struct RecordLines {
+    summary: bool,
+    /// `problems.severity_and_message`: (id, params) → (severity, text) of a finding.
+    texts: Py<PyAny>,
+    lines: Vec<u8>,
+    /// Records written, and their problems (what --strict counts), so Python need not read the lines.
+    frames: u64,
+    problems: u64,
 }
 
 #[pymethods]
@@ -526,6 +616,7 @@ impl ConversationCore {
             protocol_spec,
             out: Vec::new(),
             actor_dicts: FastMap::default(),
+            records: None,
         })
     }
 
@@ -574,6 +665,9 @@ impl ConversationCore {
 
 // ------------------------------------------------------------------------------------- AnalysedDissector
 
+/// (Frame, Event, Decoded, Finding, Annotated).
+type JoinedClasses = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>);
+
 /// The pipeline and the analysis joined: packets in, `model.Annotated` frames and `model.Event`s out, in
 /// capture order. The analysis reads each frame the core decoded as the Rust data the pipeline had, so no
 /// Python frame is read back into Rust. What the pipeline makes can be held (`hold_packet`, `hold_finish`)
@@ -594,15 +688,13 @@ impl AnalysedDissector {
                 result = self.analysis.process_made(py, made, &out);
             }
         }
-        result.map(|()| out)
+        result?;
+        self.analysis.release_lines(py, &out)?;
+        Ok(out)
     }
 
     fn feed(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: &Bound<'_, PyAny>, orig_len: usize) -> PyResult<()> {
-        let (pipeline, held) = (&mut self.pipeline, &mut self.held);
-        with_bytes(data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
-            Some(seg) => pipeline.feed_segment(py, &seg, held),
-            None => Ok(()),
-        })?
+        feed_packet(py, &mut self.pipeline, index, timestamp, linktype, data, orig_len, &mut self.held)
     }
 }
 
@@ -610,12 +702,18 @@ impl AnalysedDissector {
 impl AnalysedDissector {
     /// `options`: a `dissector.options.Options`; `protocols`: the `ProtocolSpec`s to look for, in order;
     /// `classes`: (Frame, Event, Decoded, Finding, Annotated); `protocol_spec`: the protocol registry's `get`.
+    /// With `json_records` = (summary, texts) — True: the summary records, False: the full ones; `texts`:
+    /// `problems.severity_and_message` — a frame comes out as its record's JSON line instead of an Annotated
+    /// frame, the lines between two Python items joined in one bytes object.
     #[new]
+    #[pyo3(signature = (options, protocols, classes, protocol_spec, json_records=None))]
     fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
-           classes: (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>), protocol_spec: Py<PyAny>) -> PyResult<Self> {
+           classes: JoinedClasses, protocol_spec: Py<PyAny>,
+           json_records: Option<(bool, Py<PyAny>)>) -> PyResult<Self> {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
-        let analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
+        let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
+        analysis.records = json_records.map(|(summary, texts)| RecordLines { summary, texts, lines: Vec::with_capacity(1 << 16), frames: 0, problems: 0 });
         let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new() })
     }
@@ -675,6 +773,12 @@ impl AnalysedDissector {
     #[getter]
     fn last_time(&self) -> f64 {
         self.pipeline.last_time
+    }
+
+    /// The frame records written as JSON lines so far, and their problems: (frames, problems).
+    #[getter]
+    fn json_lines(&self) -> (u64, u64) {
+        self.analysis.records.as_ref().map_or((0, 0), |r| (r.frames, r.problems))
     }
 
     #[getter]

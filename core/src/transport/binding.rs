@@ -13,7 +13,7 @@ use crate::transport::reassembly::{Config, Reassembler, StreamEvent};
 use crate::transport::splitter::{Framing, Head, Splitter};
 
 /// Bytes of a ``bytes`` object without a copy, or of anything else with the buffer protocol.
-pub(crate) fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
     if let Ok(b) = data.cast::<PyBytes>() {
         return Ok(f(b.as_bytes()));
     }
@@ -60,6 +60,16 @@ pub fn pipeline(py: Python<'_>, options: &Bound<'_, PyAny>, protocols: &Bound<'_
     Ok(Pipeline::new(settings, classes, protocols))
 }
 
+/// One captured packet (the fields of a ``CapturedPacket``) through the pipeline: what it completes into `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn feed_packet(py: Python<'_>, pipeline: &mut Pipeline, index: i64, timestamp: f64, linktype: u32, data: &Bound<'_, PyAny>,
+                   orig_len: usize, out: &mut Vec<Made>) -> PyResult<()> {
+    with_bytes(data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
+        Some(seg) => pipeline.feed_segment(py, &seg, out),
+        None => Ok(()),
+    })?
+}
+
 /// TCP off the protocols' ports: the busiest ``most`` server ports, as {port, connections, bytes}.
 pub fn other_tcp_rows<'py>(py: Python<'py>, other: &OtherTraffic, most: usize) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
@@ -94,22 +104,15 @@ impl Dissector {
     fn feed_packet<'py>(&mut self, py: Python<'py>, index: i64, timestamp: f64, linktype: u32, data: Bound<'py, PyAny>,
                         orig_len: usize) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
-        with_bytes(&data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
-            Some(seg) => self.inner.feed_segment(py, &seg, &mut out),
-            None => Ok(()),
-        })??;
-        made_to_py(py, out)
+        feed_packet(py, &mut self.inner, index, timestamp, linktype, &data, orig_len, &mut out)?;
+        made_to_py(py, self.inner.frame_class(), out)
     }
 
     /// One captured packet, what it completes held until ``release`` (so a file reader's notes can go before
     /// it): returns how many items are held.
     fn hold_packet(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: Bound<'_, PyAny>,
                    orig_len: usize) -> PyResult<usize> {
-        let (inner, held) = (&mut self.inner, &mut self.held);
-        with_bytes(&data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
-            Some(seg) => inner.feed_segment(py, &seg, held),
-            None => Ok(()),
-        })??;
+        feed_packet(py, &mut self.inner, index, timestamp, linktype, &data, orig_len, &mut self.held)?;
         Ok(self.held.len())
     }
 
@@ -121,7 +124,7 @@ impl Dissector {
 
     /// The held items.
     fn release<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        made_to_py(py, std::mem::take(&mut self.held))
+        made_to_py(py, self.inner.frame_class(), std::mem::take(&mut self.held))
     }
 
     /// One TCP segment (the fields of a ``netlayers.TcpSegment``).
@@ -135,21 +138,21 @@ impl Dissector {
             let seg = Segment { packet_index, timestamp, src, src_port, dst, dst_port, seq, ack, flags, window, payload, missing_tail };
             self.inner.feed_segment(py, &seg, &mut out)
         })??;
-        made_to_py(py, out)
+        made_to_py(py, self.inner.frame_class(), out)
     }
 
     /// The clock moved to ``now``: the time-based expiries, without waiting for the next packet.
     fn tick<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.inner.tick(py, now, &mut out)?;
-        made_to_py(py, out)
+        made_to_py(py, self.inner.frame_class(), out)
     }
 
     /// End of the capture: every connection closed, what the streams left over.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.inner.finish(py, &mut out)?;
-        made_to_py(py, out)
+        made_to_py(py, self.inner.frame_class(), out)
     }
 
     #[getter]

@@ -7,13 +7,13 @@
 use std::collections::{HashMap, HashSet};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use super::net::{endpoint_text, Ip, Segment, ACK, SYN};
 use super::protocol::{confirms, decode_pdu, DecodeOptions, DecodedPdu, Protocol};
 use super::reassembly::{Config, ConnInfo, FastMap, Reassembler, StreamEvent};
 use super::splitter::{Split, Splitter};
-use crate::model::Finding;
+use crate::model::{Decoded, Finding};
 use crate::value::{entry, map_to_py};
 use crate::{finding, name};
 
@@ -28,17 +28,18 @@ pub struct Settings {
     pub decode: DecodeOptions,
 }
 
-/// What the pipeline makes, in capture order: Python events, and frames — the Python ``model.Frame`` and,
-/// for a protocol the core decodes, the Rust data it was built from, so the analysis can read that instead
-/// of the Python object.
+/// What the pipeline makes, in capture order: Python events, and frames — as the core's Rust data (turned
+/// into a Python ``model.Frame`` only when something asks for one: the analysis reads the Rust data, and a
+/// record can be written from it), or as the Python frame of a protocol declared in Python.
+#[allow(clippy::large_enum_variant)] // held for one packet's items at most: boxing would allocate per frame
 pub enum Made {
     Event(Py<PyAny>),
-    Frame(Py<PyAny>, Option<NativeFrame>),
+    Frame(FramePlace, Decoded),
+    PyFrame(Py<PyAny>),
 }
 
-/// A frame as Rust data: the core's decoded PDU and where it was (the fields of ``model.Frame`` the analysis
-/// reads; the texts are the Python frame's own strings).
-pub struct NativeFrame {
+/// Where a frame was: the fields of ``model.Frame`` but its decoded PDU (the texts are shared Python strings).
+pub struct FramePlace {
     pub index: u64,
     pub protocol: Py<PyString>,
     pub conn: u64,
@@ -46,15 +47,52 @@ pub struct NativeFrame {
     pub dst: Py<PyString>,
     pub direction: Py<PyString>,
     pub time: f64,
+    pub first_time: f64,
     pub packet: i64,
-    pub pdu: crate::model::Decoded,
+    pub first_packet: i64,
+    pub offset: i64,
+    /// The PDU's bytes, with ``Options.keep_frame_bytes``.
+    pub data: Option<Py<PyBytes>>,
+}
+
+impl FramePlace {
+    /// The ``model.Frame`` (``frame_class``) of this place and a Python ``Decoded``.
+    pub fn to_py<'py>(&self, py: Python<'py>, frame_class: &Py<PyAny>, pdu: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let args = PyTuple::new(py, [
+            self.index.into_pyobject(py)?.into_any(), self.protocol.bind(py).clone().into_any(),
+            self.conn.into_pyobject(py)?.into_any(), self.src.bind(py).clone().into_any(),
+            self.dst.bind(py).clone().into_any(), self.direction.bind(py).clone().into_any(),
+            self.time.into_pyobject(py)?.into_any(), self.first_time.into_pyobject(py)?.into_any(),
+            self.packet.into_pyobject(py)?.into_any(), self.first_packet.into_pyobject(py)?.into_any(),
+            self.offset.into_pyobject(py)?.into_any(), pdu,
+            match &self.data { Some(d) => d.bind(py).clone().into_any(), None => py.None().into_bound(py) },
+        ])?;
+        frame_class.bind(py).call1(args)
+    }
+
+    /// The ``model.Frame`` of a frame the core decoded.
+    pub fn frame_to_py<'py>(&self, py: Python<'py>, frame_class: &Py<PyAny>, pdu: &Decoded) -> PyResult<Bound<'py, PyAny>> {
+        self.to_py(py, frame_class, crate::binding::decoded_to_py(py, pdu)?)
+    }
+}
+
+impl Pipeline {
+    /// The ``model.Frame`` class it builds.
+    pub fn frame_class(&self) -> &Py<PyAny> {
+        &self.classes.frame
+    }
 }
 
 /// The Python objects of what the pipeline made, for callers that want only those.
-pub fn made_to_py<'py>(py: Python<'py>, made: Vec<Made>) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, made.into_iter().map(|m| match m {
-        Made::Event(object) | Made::Frame(object, _) => object,
-    }))
+pub fn made_to_py<'py>(py: Python<'py>, frame_class: &Py<PyAny>, made: Vec<Made>) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for m in made {
+        match m {
+            Made::Event(object) | Made::PyFrame(object) => out.append(object)?,
+            Made::Frame(place, pdu) => out.append(place.frame_to_py(py, frame_class, &pdu)?)?,
+        }
+    }
+    Ok(out)
 }
 
 /// The Python classes the pipeline builds (``decoded`` and ``finding`` for protocols declared in Python: the
@@ -411,27 +449,17 @@ impl Pipeline {
                 }
                 self.frame_index += 1;
                 let protocol = &self.protocols[state.candidates[ci].protocol];
-                let data = if self.settings.keep_frame_bytes { Some(pyo3::types::PyBytes::new(py, &pdu.data)) } else { None };
+                let data = if self.settings.keep_frame_bytes { Some(pyo3::types::PyBytes::new(py, &pdu.data).unbind()) } else { None };
                 let (src, dst, direction) = (state.text[side].clone_ref(py), state.text[1 - side].clone_ref(py), state.directions[side].clone_ref(py));
-                let (pdu_object, native) = match decoded {
-                    DecodedPdu::Core(decoded) => (crate::binding::decoded_to_py(py, &decoded)?, Some(decoded)),
-                    DecodedPdu::Python(object) => (object, None),
-                };
-                let args = PyTuple::new(py, [
-                    self.frame_index.into_pyobject(py)?.into_any(), protocol.name.bind(py).clone().into_any(),
-                    state.info.id.into_pyobject(py)?.into_any(), src.bind(py).clone().into_any(),
-                    dst.bind(py).clone().into_any(), direction.bind(py).clone().into_any(),
-                    pdu.time.into_pyobject(py)?.into_any(), pdu.first_time.into_pyobject(py)?.into_any(),
-                    pdu.last_packet.into_pyobject(py)?.into_any(), pdu.first_packet.into_pyobject(py)?.into_any(),
-                    pdu.offset.into_pyobject(py)?.into_any(), pdu_object,
-                    match data { Some(d) => d.into_any(), None => py.None().into_bound(py) },
-                ])?;
-                let object = self.classes.frame.bind(py).call1(args)?.unbind();
-                let native = native.map(|pdu_decoded| NativeFrame {
+                let place = FramePlace {
                     index: self.frame_index, protocol: protocol.name.clone_ref(py), conn: state.info.id, src, dst,
-                    direction, time: pdu.time, packet: pdu.last_packet, pdu: pdu_decoded,
+                    direction, time: pdu.time, first_time: pdu.first_time, packet: pdu.last_packet,
+                    first_packet: pdu.first_packet, offset: pdu.offset, data,
+                };
+                out.push(match decoded {
+                    DecodedPdu::Core(decoded) => Made::Frame(place, decoded),
+                    DecodedPdu::Python(object) => Made::PyFrame(place.to_py(py, &self.classes.frame, object)?.unbind()),
                 });
-                out.push(Made::Frame(object, native));
             }
             Split::Note(note) => {
                 if state.confirmed && state.live.first() == Some(&ci) {
