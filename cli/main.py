@@ -152,7 +152,7 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
     seen = Seen(flt)
     options = output.hex_options(options)
     if (output.renderer is None and sink is None and context is None and flt.accepts_all
-            and output.max_frames is None and not output.payload_bytes and not options.keep_frame_bytes):
+            and output.max_frames is None and not options.keep_frame_bytes):
         return _run_json_lines(capture, options, output, seen)
     try:
         for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary, seen=seen):
@@ -182,7 +182,8 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
     buffer = getattr(output.out, "buffer", None)
     write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
     try:
-        for item in analysed_json_lines(source, options, summary=output.summary, report=seen.report):
+        for item in analysed_json_lines(source, options, summary=output.summary, payload_bytes=output.payload_bytes,
+                                        report=seen.report):
             if type(item) is bytes:
                 write_lines(item)
             else:
@@ -658,8 +659,7 @@ def live_cmd(
 
     from dissector import protocols
     from dissector.capture.live import LiveError, PcapWriter, capture_filter, open_live
-    from dissector.output.records import record
-    from dissector.run import live_items
+    from dissector.run import live_records
 
     _check_hex(hex_dump, json_out)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
@@ -705,8 +705,7 @@ def live_cmd(
     frames = 0
     last_flush = time.time()
     try:
-        for item in live_items(packets(), options):
-            rec = record(item, payload_bytes=payload, summary=output.summary)
+        for rec in live_records(packets(), options, payload_bytes=payload, summary=output.summary):
             if "index" in rec:
                 frames += 1
             if flt.accepts(rec):

@@ -8,7 +8,7 @@ from typing import Iterator
 
 from .analysis.conversation import analysed_dissector
 from .options import Options
-from .output.records import record
+from .output.records import event_record
 from .pipeline import read_file
 
 
@@ -21,28 +21,29 @@ def analysed_events(path, options: Options | None = None, report: dict | None = 
 
 def analysed_records(path, options: Options | None = None, *, payload_bytes: bool = False,
                      summary: bool = False, report: dict | None = None) -> Iterator[dict]:
-    """The JSON Lines contract of a capture, one dict per frame or event, in capture order; ``summary`` records
-    (for one-line views) also decode only what those views read (``Options.summary``)."""
+    """The JSON Lines contract of a capture, one dict per frame or event, in capture order: the frames'
+    records made by the core (``core/src/records.rs``), the events' by ``output.records.event_record``.
+    ``summary`` records (for one-line views) also decode only what those views read (``Options.summary``);
+    ``payload_bytes``: each message's payload too (``output.records.record``)."""
     options = options or Options()
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
-    for item in analysed_events(path, options, report):
-        yield record(item, payload_bytes=payload_bytes, summary=summary)
+    stage = analysed_dissector(options, records="dict", summary=summary, payload_bytes=payload_bytes)
+    for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
+        yield item if type(item) is dict else event_record(item)
 
 
 def analysed_json_lines(path, options: Options | None = None, *, summary: bool = False,
-                        report: dict | None = None) -> Iterator[bytes | dict]:
-    """``analysed_records`` for a JSON Lines writer: the records of the frames the core decoded as their JSON
-    lines (bytes, each line ending in a newline, several in one object), written by the core, which asks
-    Python only for the texts of their findings; the other records (events; a frame whose notes would replace
-    one of its keys) as dicts, in capture order. The frames' bytes (``Options.keep_frame_bytes``) are not
-    kept. ``report`` (see dissect_file) also gets ``json_lines``: (frames, problems) of the lines, at the end."""
+                        payload_bytes: bool = False, report: dict | None = None) -> Iterator[bytes | dict]:
+    """``analysed_records`` for a JSON Lines writer: the frames' records as their JSON lines (bytes, each line
+    ending in a newline, several in one object), written by the core, the events' as dicts, in capture order.
+    ``report`` (see dissect_file) also gets ``json_lines``: (frames, problems) of the lines, at the end."""
     options = options or Options()
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
-    stage = analysed_dissector(options, json_records=summary)
+    stage = analysed_dissector(options, records="json", summary=summary, payload_bytes=payload_bytes)
     for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
-        yield item if type(item) is bytes else record(item, summary=summary)
+        yield item if type(item) is bytes else event_record(item)
     if report is not None:
         report["json_lines"] = stage.json_lines
 
@@ -51,8 +52,18 @@ def live_items(packets, options: Options | None = None) -> Iterator:
     """Annotated frames and events from a live source, as they come: ``packets`` yields CapturedPackets and
     ``None`` when the link was idle for a moment, which moves the clock (expiries without a next packet).
     The same reassembly, decoding and analysis as a file; only the source differs."""
-    options = options or Options()
-    stage = analysed_dissector(options)
+    return _live(analysed_dissector(options or Options()), packets)
+
+
+def live_records(packets, options: Options | None = None, *, payload_bytes: bool = False,
+                 summary: bool = False) -> Iterator[dict]:
+    """``live_items`` as records (see ``analysed_records``)."""
+    stage = analysed_dissector(options or Options(), records="dict", summary=summary, payload_bytes=payload_bytes)
+    for item in _live(stage, packets):
+        yield item if type(item) is dict else event_record(item)
+
+
+def _live(stage, packets) -> Iterator:
     for packet in packets:
         if packet is None:
             yield from stage.tick(time.time())

@@ -134,18 +134,107 @@ def test_every_id_the_compiled_core_can_emit_is_registered():
     assert sorted(pid for pid in emitted if pid not in REGISTRY) == []
 
 
-@pytest.mark.parametrize("name", CAPTURE_NAMES)
-@pytest.mark.parametrize("summary", [False, True])
-@pytest.mark.parametrize("detect", [False, True])
-def test_the_cores_json_lines_are_the_python_records_byte_for_byte(name, summary, detect):
-    """--json's lines written by the core (core/src/records.rs) for frames without findings, with the rest
-    as dicts, give the bytes output/records.py's dicts give through jsonl.dumps."""
-    from dissector.options import Options
+def _json_lines(path, options=None, **style) -> list[bytes]:
+    """The capture's records through the core's JSON sink (events through jsonl.dumps), one line each."""
     from dissector.run import analysed_json_lines
+
+    got = b"".join(item if type(item) is bytes else dumps(item) + b"\n"
+                   for item in analysed_json_lines(path, options, **style))
+    return got.splitlines()
+
+
+@pytest.mark.parametrize("name", CAPTURE_NAMES)
+@pytest.mark.parametrize("style", [{}, {"summary": True}, {"payload_bytes": True}])
+@pytest.mark.parametrize("detect", [False, True])
+def test_the_cores_two_record_sinks_give_the_same_records(name, style, detect):
+    """The one description of a frame's record (core/src/records.rs) written to its two sinks: the dicts
+    (analysed_records) through jsonl.dumps are the JSON sink's lines (--json) byte for byte, and those lines
+    match the schema."""
+    from dissector.options import Options
 
     path = capture_path(name)
     options = Options(detect=detect)
-    expected = b"".join(dumps(rec) + b"\n" for rec in analysed_records(path, options, summary=summary))
-    lines = analysed_json_lines(path, options, summary=summary)
-    got = b"".join(item if type(item) is bytes else dumps(item) + b"\n" for item in lines)
+    from_dicts = [dumps(rec) for rec in analysed_records(path, options, **style)]
+    lines = _json_lines(path, options, **style)
+    assert lines == from_dicts
+    assert any(b'"index":' in line for line in lines)
+    validator = Draft202012Validator(SCHEMA)
+    assert [e.message for line in lines for e in validator.iter_errors(json.loads(line))] == []
+
+
+GOLDEN = ROOT / "tests" / "golden"
+
+
+@pytest.mark.parametrize("name", sorted(p.name.removesuffix(".jsonl.gz") for p in GOLDEN.glob("*.jsonl.gz")))
+def test_the_json_sink_gives_the_golden_records(name):
+    """The JSON sink against the records of the pure-Python decoder the core replaced (the dict sink is held
+    to them in test_core_differential.py)."""
+    import gzip
+
+    golden = gzip.decompress((GOLDEN / f"{name}.jsonl.gz").read_bytes()).splitlines()
+    got = _json_lines(ROOT / "captures" / name)
+    assert len(got) == len(golden)
+    for new, old in zip(got, golden):
+        assert json.loads(new) == json.loads(old)
+
+
+@pytest.mark.parametrize("name", CAPTURE_NAMES)
+def test_records_of_frames_held_in_python_are_the_cores_records(name):
+    """output.records.record of the Annotated frames analysed_events gives (read back from Python into the
+    core: model.Frame, its Decoded and PayloadSection, the notes and findings) is the record the core makes
+    of the frames it decoded itself."""
+    from dissector.output.records import record
+    from dissector.run import analysed_events
+
+    path = capture_path(name)
+    for style in ({}, {"summary": True}, {"payload_bytes": True}):
+        from_python = [dumps(record(item, **style)) for item in analysed_events(path)]
+        assert from_python == [dumps(rec) for rec in analysed_records(path, **style)]
+
+
+def _a_frame_with_notes(**notes):
+    """A MESSAGE frame with the analysis' notes, and a finding of the analysis added."""
+    from dissector.model import Annotated
+    from dissector.problems import Finding
+    from dissector.run import analysed_events
+
+    item = next(i for i in analysed_events(capture_path("01_basic_nonbatched.pcap"))
+                if type(i) is Annotated and i.frame.pdu.body is not None and i.notes)
+    found = Finding("request.duplicate_id", {"key": {"request_id": 7}, "type": "PRODUCER"})
+    return Annotated(item.frame, {**item.notes, **notes}, item.findings + [found])
+
+
+@pytest.mark.parametrize("summary", [False, True])
+def test_notes_are_merged_over_the_record_as_dict_update_merges(summary):
+    """A note under a key the record already holds takes that key's place (Python's dict.update); both sinks."""
+    import pulsar_dissect_core
+    from dissector import protocols
+    from dissector.model import Annotated
+    from dissector.output.records import record
+    from dissector.problems import severity_and_message
+
+    item = _a_frame_with_notes(size=-1, problems=["a", "b", "c"], messages="replaced", checksum=None,
+                               zzz_new={"x": [1, 2.5]})
+    bare = record(Annotated(item.frame, {}, item.findings), summary=summary)
+    expected = dict(bare)
+    expected.update(item.notes)
+    got = record(item, summary=summary)
+    assert list(got) == list(expected)
     assert got == expected
+    assert got["size"] == -1 and list(got)[10] == "size" and got["problems"] == ["a", "b", "c"]
+    json_records = pulsar_dissect_core.FrameRecords(severity_and_message, protocols.get, summary, False, json=True)
+    assert json_records(item) == dumps(expected) + b"\n"
+
+
+def test_findings_texts_come_from_the_registry():
+    """expert and problems hold the registry's texts (dissector/problems.py), the same finding asked for
+    twice (the core remembers them) giving the same text."""
+    from dissector.output.records import record
+    from dissector.problems import NOTE, expert_record
+
+    item = _a_frame_with_notes()
+    findings = item.frame.pdu.findings + item.findings
+    for _ in range(2):
+        rec = record(item)
+        assert rec["expert"] == [expert_record(f) for f in findings]
+        assert rec["problems"] == [e["message"] for e in rec["expert"] if e["severity"] != NOTE]

@@ -122,3 +122,39 @@ def test_the_toy_is_found_off_its_port_by_detection(tmp_path):
         assert [(r["type"], r["direction"]) for r in found] == [("GET", "to_server"), ("REPLY", "to_client")]
     finally:
         protocols.unregister("toy")
+
+
+def test_a_python_protocols_frames_with_a_body_get_its_record_fields(tmp_path):
+    """A protocol declared in Python whose frames carry a body gives that body's record keys itself
+    (``record_fields``); the rest of the record is the core's, and a key it gives that the record holds
+    takes that key's place (as dict.update)."""
+    import dataclasses
+
+    from dissector.output.jsonl import dumps
+    from dissector.run import analysed_json_lines
+
+    def decode_with_body(pdu, missing, options):
+        decoded = toy_decode(pdu, missing, options)
+        return dataclasses.replace(decoded, body=pdu[7:])
+
+    def body_fields(frame, payload_bytes, summary):
+        body = frame.pdu.body
+        return {"body_hex": body.hex(), "size": len(body), "summary": summary}
+
+    protocols.register(dataclasses.replace(TOY, decode=decode_with_body, record_fields=body_fields))
+    try:
+        path = tmp_path / "toy-body.pcap"
+        fb.tcp_pcap(path, [("c", toy_frame(1, 3, b"ab")), ("b", toy_frame(2, 3, b"xyz"))],
+                    broker=("10.0.0.9", TOY_PORT))
+        for summary in (False, True):
+            recs = [r for r in analysed_records(path, summary=summary) if "index" in r]
+            assert [(r["body_hex"], r["size"], r["summary"]) for r in recs] == [("6162", 2, summary),
+                                                                                ("78797a", 3, summary)]
+            keys = list(recs[1])
+            assert keys[10] == "size" and keys.index("summary") == keys.index("body_hex") + 1 < keys.index("answers")
+            assert recs[1]["answers"] == recs[0]["index"]
+            lines = b"".join(i if type(i) is bytes else dumps(i) + b"\n"
+                             for i in analysed_json_lines(path, summary=summary))
+            assert lines == b"".join(dumps(r) + b"\n" for r in analysed_records(path, summary=summary))
+    finally:
+        protocols.unregister("toy")

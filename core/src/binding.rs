@@ -26,6 +26,12 @@ fn classes(py: Python<'_>) -> PyResult<&'static Classes> {
     CLASSES.get(py).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("pulsar_dissect_core.bind() was not called"))
 }
 
+/// Whether `obj` is a `PayloadSection` (the class bound by `bind`): a protocol declared in Python may give its
+/// frames a body of its own.
+pub(crate) fn is_payload_section(obj: &Bound<'_, PyAny>) -> bool {
+    classes(obj.py()).is_ok_and(|c| obj.is_instance(c.section.bind(obj.py())).unwrap_or(false))
+}
+
 fn optional<'py>(py: Python<'py>, value: Option<&Value>) -> PyResult<Bound<'py, PyAny>> {
     match value {
         Some(v) => v.to_py(py),

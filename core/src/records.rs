@@ -1,172 +1,773 @@
-//! A frame's record (the JSON Lines contract) written as JSON straight from the Rust frame and its analysis
-//! notes: the keys and their order of `dissector/output/records.py: frame_record` and, for a payload section,
-//! Pulsar's `dissector/protocols/pulsar/present.py: record_fields`; the bytes those dicts give through
-//! `output/jsonl.dumps`.
+//! A frame's record (the JSON Lines contract, `docs/records.schema.json`): the one description of its keys,
+//! their order and their values ([`build_record`]), written to one of two sinks: [`JsonSink`], the record's
+//! JSON line (byte for byte what `output/jsonl.dumps` writes of the dict), and [`DictSink`], the Python dict
+//! every renderer, filter and `check` reads.
 //!
-//! The texts of findings are made by Python's templates (`dissector/problems.py`), the one place they are:
-//! the caller asks Python for them (`Expert`), only for the frames that have findings.
+//! The keys: index, protocol, time, conn, src, dst, direction, packet, type, command, size, problems, then
+//! expert (when there are findings), first_packet (when the frame began in an earlier packet), Pulsar's
+//! payload section (checksum ... messages, or messages_summary), a Python-declared protocol's own keys
+//! (`ProtocolSpec.record_fields`), the analysis' notes, and with `Options.keep_frame_bytes` frame_bytes. A
+//! protocol's keys and then the notes are merged as Python's `dict.update` would: a key the record already
+//! holds keeps its place and takes the new value.
+//!
+//! The texts of findings are made by Python's templates (`dissector/problems.py`, the one place they are):
+//! [`FindingTexts`] asks Python for those of a finding it has not met, and remembers them.
 
-use crate::analysis::{map_get, Frame};
-use crate::model::{Checksum, Decoded, PayloadSection};
+use std::hash::{BuildHasher, Hasher};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+
+use crate::analysis::bounded::FastMap;
+use crate::analysis::{intern as intern_name, map_get, Frame};
+use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::name;
 use crate::payload;
-use crate::value::{write_json_array, JsonObject, Map, Value};
+use crate::pb::b64;
+use crate::value::{text_lossless, write_json_str, Map, Name, Text, Value};
 
-/// The keys a frame record can hold before its notes: a note under one of them would replace that value in
-/// place (Python's `dict.update`), which the writer below does not do, so such a record is left to Python.
-const RECORD_KEYS: [&str; 22] = [
-    "index", "protocol", "time", "conn", "src", "dst", "direction", "packet", "type", "command", "size",
-    "problems", "expert", "first_packet", "checksum", "broker_entry_metadata", "metadata", "payload_size",
-    "checksum_detail", "uncompressed_size", "encrypted", "marker",
-];
+// ------------------------------------------------------------------------------------------- the sinks
+
+/// Where a value goes in the container being built: a declared key, a key known at run time, or the next
+/// item of a list.
+#[derive(Clone, Copy)]
+pub enum Key<'a> {
+    Name(&'static Name),
+    Text(&'a Text),
+    Item,
+}
+
+/// A value of the record.
+pub enum Atom<'a, 'py> {
+    Value(&'a Value),
+    Values(&'a [Value]),
+    Text(&'a Text),
+    Name(&'static Name),
+    /// Text, with its Python string when there is one already (the pipeline's route strings, the texts of
+    /// findings): the dict takes that object.
+    Str(&'a str, Option<&'a Bound<'py, PyString>>),
+    Bytes(&'a Bound<'py, PyBytes>),
+    EmptyMap,
+}
+
+/// What a record is written to.
+pub trait RecordSink<'py> {
+    fn put(&mut self, key: Key<'_>, atom: Atom<'_, 'py>) -> PyResult<()>;
+    /// Open an object (or a list) under `key`; what follows goes in it until [`RecordSink::close`].
+    fn open(&mut self, key: Key<'_>, list: bool) -> PyResult<()>;
+    fn close(&mut self) -> PyResult<()>;
+    /// A note of the analysis.
+    fn note(&mut self, key: &Text, value: &Value) -> PyResult<()> {
+        self.put(Key::Text(key), Atom::Value(value))
+    }
+}
+
+/// JSON, appended to a buffer.
+pub struct JsonSink<'o> {
+    out: &'o mut Vec<u8>,
+    /// Per open container: whether it is still empty, and whether it is a list.
+    open: Vec<(bool, bool)>,
+}
+
+impl<'o> JsonSink<'o> {
+    pub fn new(out: &'o mut Vec<u8>) -> JsonSink<'o> {
+        JsonSink { out, open: Vec::with_capacity(4) }
+    }
+
+    fn key(&mut self, key: Key<'_>) {
+        if let Some((empty, _)) = self.open.last_mut() {
+            if !*empty {
+                self.out.push(b',');
+            }
+            *empty = false;
+        }
+        match key {
+            Key::Name(name) => name.write_json(self.out),
+            Key::Text(text) => text.write_json(self.out),
+            Key::Item => return,
+        }
+        self.out.push(b':');
+    }
+}
+
+impl<'py> RecordSink<'py> for JsonSink<'_> {
+    fn put(&mut self, key: Key<'_>, atom: Atom<'_, 'py>) -> PyResult<()> {
+        self.key(key);
+        match atom {
+            Atom::Value(value) => value.write_json(self.out),
+            Atom::Values(items) => crate::value::write_json_array(items, self.out, Value::write_json),
+            Atom::Text(text) => text.write_json(self.out),
+            Atom::Name(name) => name.write_json(self.out),
+            Atom::Str(text, _) => write_json_str(text, self.out),
+            // as jsonl's fallback writes bytes (never in the contract: frame_bytes is for renderers)
+            Atom::Bytes(bytes) => write_json_str(&text_lossless(bytes.as_bytes()), self.out),
+            Atom::EmptyMap => self.out.extend_from_slice(b"{}"),
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, key: Key<'_>, list: bool) -> PyResult<()> {
+        self.key(key);
+        self.out.push(if list { b'[' } else { b'{' });
+        self.open.push((true, list));
+        Ok(())
+    }
+
+    fn close(&mut self) -> PyResult<()> {
+        let (_, list) = self.open.pop().unwrap_or((true, false));
+        self.out.push(if list { b']' } else { b'}' });
+        Ok(())
+    }
+}
+
+/// The dicts of the producers and consumers notes name, by content: most frames name one, and one dict
+/// serves all of their records (as the notes it replaces are never edited).
+#[derive(Default)]
+pub struct ActorDicts {
+    dicts: FastMap<u64, (Value, Py<PyDict>)>,
+}
+
+const ACTOR_DICTS: usize = 4096; // actor dicts kept at most (then made afresh)
+
+impl ActorDicts {
+    /// A note's value as Python: the shared dict of an actor, or a new object.
+    pub fn value<'py>(&mut self, py: Python<'py>, key: &Text, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+        let Value::Map(entries) = value else { return value.to_py(py) };
+        if !matches!(key.as_str(), "producer" | "consumer") {
+            return value.to_py(py);
+        }
+        let mut hasher = self.dicts.hasher().build_hasher();
+        content_hash(value, &mut hasher);
+        let hash = hasher.finish();
+        if let Some((known, dict)) = self.dicts.get(&hash) {
+            if known == value {
+                return Ok(dict.bind(py).clone().into_any());
+            }
+        }
+        let dict = crate::value::map_to_py(py, entries)?;
+        if self.dicts.len() >= ACTOR_DICTS {
+            self.dicts.clear();
+        }
+        self.dicts.insert(hash, (value.clone(), dict.clone().unbind()));
+        Ok(dict.into_any())
+    }
+}
+
+/// A hash of a value's content.
+pub fn content_hash(value: &Value, hasher: &mut impl Hasher) {
+    match value {
+        Value::Null => hasher.write_u8(0),
+        Value::Bool(b) => hasher.write_u8(2 + *b as u8),
+        Value::Int(v) => hasher.write_u64(*v as u64),
+        Value::UInt(v) => hasher.write_u64(*v),
+        Value::Float(v) => hasher.write_u64(v.to_bits()),
+        Value::Str(text) => hasher.write(text.as_str().as_bytes()),
+        Value::Bytes(bytes) => hasher.write(bytes),
+        Value::List(items) => items.iter().for_each(|item| content_hash(item, hasher)),
+        Value::Map(entries) => entries.iter().for_each(|(key, value)| {
+            hasher.write(key.as_str().as_bytes());
+            content_hash(value, hasher);
+        }),
+    }
+}
+
+enum Container<'py> {
+    Dict(Bound<'py, PyDict>),
+    List(Bound<'py, PyList>),
+}
+
+/// Python dicts and lists: the values the dicts of `output/records.py` held, of the same types.
+pub struct DictSink<'py, 'a> {
+    py: Python<'py>,
+    open: Vec<Container<'py>>,
+    record: Option<Bound<'py, PyDict>>,
+    actors: &'a mut ActorDicts,
+}
+
+impl<'py, 'a> DictSink<'py, 'a> {
+    pub fn new(py: Python<'py>, actors: &'a mut ActorDicts) -> DictSink<'py, 'a> {
+        DictSink { py, open: Vec::with_capacity(4), record: None, actors }
+    }
+
+    /// The record, once built.
+    pub fn into_record(self) -> Option<Bound<'py, PyDict>> {
+        self.record
+    }
+
+    fn insert(&mut self, key: Key<'_>, object: Bound<'py, PyAny>) -> PyResult<()> {
+        match (self.open.last(), key) {
+            (Some(Container::Dict(dict)), Key::Name(name)) => dict.set_item(name.to_py(self.py), object),
+            (Some(Container::Dict(dict)), Key::Text(text)) => match text {
+                Text::Name(name) => dict.set_item(name.to_py(self.py), object),
+                Text::Owned(text) => dict.set_item(PyString::new(self.py, text), object),
+            },
+            (Some(Container::List(list)), Key::Item) => list.append(object),
+            (None, Key::Item) => {
+                self.record = Some(object.cast_into::<PyDict>()?);
+                Ok(())
+            }
+            _ => Err(pyo3::exceptions::PyRuntimeError::new_err("a record value in the wrong place")),
+        }
+    }
+}
+
+impl<'py> RecordSink<'py> for DictSink<'py, '_> {
+    fn put(&mut self, key: Key<'_>, atom: Atom<'_, 'py>) -> PyResult<()> {
+        let py = self.py;
+        let object = match atom {
+            Atom::Value(value) => value.to_py(py)?,
+            Atom::Values(items) => crate::value::list_to_py(py, items)?.into_any(),
+            Atom::Text(text) => text.to_py(py).into_any(),
+            Atom::Name(name) => name.to_py(py).to_owned().into_any(),
+            Atom::Str(_, Some(object)) => object.clone().into_any(),
+            Atom::Str(text, None) => PyString::new(py, text).into_any(),
+            Atom::Bytes(bytes) => bytes.clone().into_any(),
+            Atom::EmptyMap => PyDict::new(py).into_any(),
+        };
+        self.insert(key, object)
+    }
+
+    fn open(&mut self, key: Key<'_>, list: bool) -> PyResult<()> {
+        let container = if list { Container::List(PyList::empty(self.py)) } else { Container::Dict(PyDict::new(self.py)) };
+        let object = match &container {
+            Container::Dict(dict) => dict.clone().into_any(),
+            Container::List(list) => list.clone().into_any(),
+        };
+        self.insert(key, object)?;
+        self.open.push(container);
+        Ok(())
+    }
+
+    fn close(&mut self) -> PyResult<()> {
+        self.open.pop();
+        Ok(())
+    }
+
+    fn note(&mut self, key: &Text, value: &Value) -> PyResult<()> {
+        let object = self.actors.value(self.py, key, value)?;
+        self.insert(Key::Text(key), object)
+    }
+}
+
+// ------------------------------------------------------------------------------------- finding texts
 
 /// What a record shows of one finding (`problems.expert_record`): its id, severity and text.
-pub struct Expert {
-    pub id: &'static crate::value::Name,
-    pub severity: String,
-    pub message: String,
+pub struct Expert<'py> {
+    pub id: &'static Name,
+    pub severity: &'static Name,
+    pub message: Bound<'py, PyString>,
 }
 
-/// The severity of findings that are not problems (`problems.NOTE`).
-const NOTE: &str = "note";
+const FINDING_TEXTS: usize = 4096; // texts kept at most (then asked for afresh)
 
-/// Whether a frame with these notes can be written here: not when a note is under a key the record holds.
-pub fn can_write(notes: &Map) -> bool {
-    !notes.iter().any(|(key, _)| is_record_key(key.as_str()))
+/// The severity and text of findings, from `problems.severity_and_message`; the same finding (id and
+/// parameters) is asked for once.
+pub struct FindingTexts {
+    severity_and_message: Py<PyAny>,
+    known: FastMap<u64, (Finding, &'static Name, Py<PyString>)>,
 }
 
-/// Append the JSON line (newline included) of a frame to `out` (the caller checked [`can_write`]).
-/// `first_packet`: the packet of the frame's first byte; `expert`: its decoder's then its analysis' findings;
-/// `summary`: `messages_summary` in place of the messages' records. Returns the number of its problems.
-pub fn write_frame_record(out: &mut Vec<u8>, frame: &Frame, first_packet: i64, expert: &[Expert], notes: &Map, summary: bool) -> usize {
-    let pdu = frame.pdu;
-    let mut object = JsonObject::start(out);
-    object.field(name!("index"), &Value::from(frame.index));
-    write_str(&mut object, name!("protocol"), frame.protocol);
-    object.field(name!("time"), &Value::Float(frame.time));
-    object.field(name!("conn"), &Value::from(frame.conn));
-    write_str(&mut object, name!("src"), frame.src);
-    write_str(&mut object, name!("dst"), frame.dst);
-    write_str(&mut object, name!("direction"), frame.direction);
-    object.field(name!("packet"), &Value::from(frame.packet));
-    pdu.type_name.write_json(object.key(name!("type")));
-    match &pdu.command {
-        Some(command) => object.field(name!("command"), command),
-        None => object.key(name!("command")).extend_from_slice(b"{}"),
+impl FindingTexts {
+    pub fn new(severity_and_message: Py<PyAny>) -> FindingTexts {
+        FindingTexts { severity_and_message, known: FastMap::default() }
     }
-    object.field(name!("size"), &Value::from(pdu.size));
-    let problems: Vec<&Expert> = expert.iter().filter(|e| e.severity != NOTE).collect();
-    let problem_count = problems.len();
-    write_json_array(&problems, object.key(name!("problems")), |e, out| crate::value::write_json_str(&e.message, out));
-    if !expert.is_empty() {
-        write_json_array(expert, object.key(name!("expert")), |e, out| {
-            let mut entry = JsonObject::start(out);
-            e.id.write_json(entry.key(name!("id")));
-            crate::value::write_json_str(&e.severity, entry.key(name!("severity")));
-            crate::value::write_json_str(&e.message, entry.key(name!("message")));
-            entry.end();
+
+    pub fn expert<'py>(&mut self, py: Python<'py>, finding: &Finding) -> PyResult<Expert<'py>> {
+        let mut hasher = self.known.hasher().build_hasher();
+        hasher.write(finding.id.as_str().as_bytes());
+        finding.params.iter().for_each(|(key, value)| {
+            hasher.write(key.as_str().as_bytes());
+            content_hash(value, &mut hasher);
+        });
+        let hash = hasher.finish();
+        if let Some((known, severity, message)) = self.known.get(&hash) {
+            if known == finding {
+                return Ok(Expert { id: finding.id, severity, message: message.bind(py).clone() });
+            }
+        }
+        let params = crate::value::map_to_py(py, &finding.params)?;
+        let texts = self.severity_and_message.bind(py).call1((finding.id.to_py(py), params))?;
+        let (severity, message): (Bound<'py, PyString>, Bound<'py, PyString>) = texts.extract()?;
+        let severity = match severity.to_str()? {
+            "error" => name!("error"),
+            "warning" => name!("warning"),
+            "note" => name!("note"),
+            other => intern_name(other),
+        };
+        if self.known.len() >= FINDING_TEXTS {
+            self.known.clear();
+        }
+        self.known.insert(hash, (finding.clone(), severity, message.clone().unbind()));
+        Ok(Expert { id: finding.id, severity, message })
+    }
+}
+
+// ------------------------------------------------------------------------------------------ the record
+
+/// Which record: `summary` puts `messages_summary` in place of the messages' records (for views that show
+/// no message); `payload_bytes` (--payload) adds each message's payload to its record, as `payload_text`
+/// when it is UTF-8, else `payload_b64`.
+#[derive(Clone, Copy, Default)]
+pub struct RecordStyle {
+    pub summary: bool,
+    pub payload_bytes: bool,
+}
+
+/// The Python strings of a frame's protocol, src, dst and direction (the pipeline's), for the dict sink.
+pub type RouteObjects<'a, 'py> = [&'a Bound<'py, PyString>; 4];
+
+/// A frame and what the record adds to it.
+pub struct RecordInput<'a, 'py> {
+    pub frame: &'a Frame<'a>,
+    pub route: Option<RouteObjects<'a, 'py>>,
+    /// The packet of the frame's first byte.
+    pub first_packet: i64,
+    /// The decoder's then the analysis' findings.
+    pub expert: &'a [Expert<'py>],
+    /// A Python-declared protocol's own keys (`ProtocolSpec.record_fields`).
+    pub protocol_keys: Option<&'a Map>,
+    pub notes: &'a Map,
+    /// The frame's bytes (`Options.keep_frame_bytes`).
+    pub data: Option<&'a Bound<'py, PyBytes>>,
+}
+
+/// The keys merged over the record (a protocol's keys, then the notes), with `dict.update`'s semantics: a
+/// key already in the record keeps its place and takes the last value given for it.
+struct Merged<'a> {
+    layers: [&'a [(Text, Value)]; 2],
+    used: [Vec<bool>; 2],
+}
+
+impl<'a> Merged<'a> {
+    fn new(protocol_keys: Option<&'a Map>, notes: &'a Map) -> Merged<'a> {
+        let protocol_keys = protocol_keys.map_or(&[][..], Vec::as_slice);
+        Merged { layers: [protocol_keys, notes], used: [vec![false; protocol_keys.len()], vec![false; notes.len()]] }
+    }
+
+    /// The value a later layer gives `key` (marking it placed in every layer), if any.
+    fn take(&mut self, key: &str) -> Option<&'a Value> {
+        let mut found = None;
+        for (layer, used) in self.layers.iter().zip(self.used.iter_mut()) {
+            if let Some(i) = layer.iter().position(|(k, _)| k.as_str() == key) {
+                used[i] = true;
+                found = Some(&layer[i].1);
+            }
+        }
+        found
+    }
+
+    /// Put the record's own `key` unless a later layer replaces its value: then that value, in its place.
+    /// True when it was replaced.
+    fn replaced<'py>(&mut self, sink: &mut impl RecordSink<'py>, key: &'static Name) -> PyResult<bool> {
+        if self.layers[0].is_empty() && self.layers[1].is_empty() {
+            return Ok(false);
+        }
+        match self.take(key.as_str()) {
+            Some(value) => sink.put(Key::Name(key), Atom::Value(value)).map(|_| true),
+            None => Ok(false),
+        }
+    }
+
+    /// The keys the record did not hold, in order: the protocol's (a note may replace them), then the notes.
+    fn rest<'py>(&mut self, sink: &mut impl RecordSink<'py>) -> PyResult<()> {
+        for i in 0..self.layers[0].len() {
+            if self.used[0][i] {
+                continue;
+            }
+            let (key, value) = &self.layers[0][i];
+            let value = match self.layers[1].iter().position(|(k, _)| k == key) {
+                Some(j) => {
+                    self.used[1][j] = true;
+                    &self.layers[1][j].1
+                }
+                None => value,
+            };
+            sink.put(Key::Text(key), Atom::Value(value))?;
+        }
+        for (i, (key, value)) in self.layers[1].iter().enumerate() {
+            if !self.used[1][i] {
+                sink.note(key, value)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Write a frame's record to `sink`. Returns the number of its problems (what --strict counts).
+pub fn build_record<'py>(sink: &mut impl RecordSink<'py>, input: &RecordInput<'_, 'py>, style: RecordStyle) -> PyResult<usize> {
+    let (frame, pdu) = (input.frame, input.frame.pdu);
+    let mut merged = Merged::new(input.protocol_keys, input.notes);
+    let route = |i: usize| input.route.map(|objects| objects[i]);
+    sink.open(Key::Item, false)?;
+    macro_rules! own {
+        ($key:literal, $put:expr) => {
+            if !merged.replaced(sink, name!($key))? {
+                let key = Key::Name(name!($key));
+                ($put)(key)?;
+            }
+        };
+    }
+    own!("index", |key| sink.put(key, Atom::Value(&Value::from(frame.index))));
+    own!("protocol", |key| sink.put(key, Atom::Str(frame.protocol, route(0))));
+    own!("time", |key| sink.put(key, Atom::Value(&Value::Float(frame.time))));
+    own!("conn", |key| sink.put(key, Atom::Value(&Value::from(frame.conn))));
+    own!("src", |key| sink.put(key, Atom::Str(frame.src, route(1))));
+    own!("dst", |key| sink.put(key, Atom::Str(frame.dst, route(2))));
+    own!("direction", |key| sink.put(key, Atom::Str(frame.direction, route(3))));
+    own!("packet", |key| sink.put(key, Atom::Value(&Value::from(frame.packet))));
+    own!("type", |key| sink.put(key, Atom::Text(&pdu.type_name)));
+    own!("command", |key| match &pdu.command {
+        Some(command) => sink.put(key, Atom::Value(command)),
+        None => sink.put(key, Atom::EmptyMap),
+    });
+    own!("size", |key| sink.put(key, Atom::Value(&Value::from(pdu.size))));
+    let note = name!("note");
+    let mut problems = input.expert.iter().filter(|e| e.severity != note).count();
+    match merged.replaced(sink, name!("problems"))? {
+        true => problems = merged.layers.iter().rev().find_map(|l| map_get_slice(l, "problems"))
+            .and_then(Value::as_list).map_or(0, <[Value]>::len),
+        false => {
+            sink.open(Key::Name(name!("problems")), true)?;
+            for e in input.expert.iter().filter(|e| e.severity != note) {
+                sink.put(Key::Item, Atom::Str(e.message.to_str()?, Some(&e.message)))?;
+            }
+            sink.close()?;
+        }
+    }
+    if !input.expert.is_empty() {
+        own!("expert", |key| -> PyResult<()> {
+            sink.open(key, true)?;
+            for e in input.expert {
+                sink.open(Key::Item, false)?;
+                sink.put(Key::Name(name!("id")), Atom::Name(e.id))?;
+                sink.put(Key::Name(name!("severity")), Atom::Name(e.severity))?;
+                sink.put(Key::Name(name!("message")), Atom::Str(e.message.to_str()?, Some(&e.message)))?;
+                sink.close()?;
+            }
+            sink.close()
         });
     }
-    if u64::try_from(first_packet).ok() != Some(frame.packet) {
-        object.field(name!("first_packet"), &Value::Int(first_packet));
+    if u64::try_from(input.first_packet).ok() != Some(frame.packet) {
+        own!("first_packet", |key| sink.put(key, Atom::Value(&Value::Int(input.first_packet))));
     }
     if let Some(section) = &pdu.body {
-        section_fields(&mut object, pdu, section, summary);
+        section_keys(sink, &mut merged, pdu, section, style)?;
     }
-    for (key, value) in notes {
-        value.write_json(object.key_str(key.as_str()));
+    merged.rest(sink)?;
+    if let Some(data) = input.data {
+        sink.put(Key::Name(name!("frame_bytes")), Atom::Bytes(data))?;
     }
-    object.end();
-    out.push(b'\n');
-    problem_count
+    sink.close()?;
+    Ok(problems)
 }
 
-fn is_record_key(key: &str) -> bool {
-    RECORD_KEYS.contains(&key) || key == "messages" || key == "messages_summary"
+fn map_get_slice<'m>(map: &'m [(Text, Value)], key: &str) -> Option<&'m Value> {
+    map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
 }
 
-fn write_str(object: &mut JsonObject, key: &'static crate::value::Name, text: &str) {
-    crate::value::write_json_str(text, object.key(key));
-}
-
-/// Pulsar's payload section keys (`present.record_fields`).
-fn section_fields(object: &mut JsonObject, pdu: &Decoded, section: &PayloadSection, summary: bool) {
-    object.field(name!("checksum"), &Value::Str(crate::value::Text::Name(section.checksum.name())));
-    object.field_or_null(name!("broker_entry_metadata"), section.broker_entry_metadata.as_ref());
-    match (&section.metadata, summary) {
-        (Some(Value::Map(metadata)), true) => write_brief_metadata(object.key(name!("metadata")), metadata),
-        (metadata, _) => object.field_or_null(name!("metadata"), metadata.as_ref()),
+/// Pulsar's payload section keys.
+fn section_keys<'py>(sink: &mut impl RecordSink<'py>, merged: &mut Merged<'_>, pdu: &Decoded, section: &PayloadSection,
+                     style: RecordStyle) -> PyResult<()> {
+    macro_rules! own {
+        ($key:literal, $put:expr) => {
+            if !merged.replaced(sink, name!($key))? {
+                let key = Key::Name(name!($key));
+                ($put)(key)?;
+            }
+        };
     }
-    object.field(name!("payload_size"), &Value::from(section.payload_size));
+    own!("checksum", |key| sink.put(key, Atom::Name(section.checksum.name())));
+    own!("broker_entry_metadata", |key| match &section.broker_entry_metadata {
+        Some(value) => sink.put(key, Atom::Value(value)),
+        None => sink.put(key, Atom::Value(&Value::Null)),
+    });
+    own!("metadata", |key| match (&section.metadata, style.summary) {
+        (Some(Value::Map(metadata)), true) => brief_metadata(sink, key, metadata),
+        (Some(metadata), _) => sink.put(key, Atom::Value(metadata)),
+        (None, _) => sink.put(key, Atom::Value(&Value::Null)),
+    });
+    own!("payload_size", |key| sink.put(key, Atom::Value(&Value::from(section.payload_size))));
     if section.checksum == Checksum::Invalid {
-        let mut detail = JsonObject::start(object.key(name!("checksum_detail")));
-        detail.field(name!("wire"), &Value::from(section.checksum_wire));
-        detail.field(name!("computed"), &Value::from(section.checksum_computed));
-        detail.end();
-    }
-    if let Some(size) = section.uncompressed_size {
-        object.field(name!("uncompressed_size"), &Value::from(size));
-    }
-    if section.encrypted {
-        object.field(name!("encrypted"), &Value::Bool(true));
-    }
-    if let Some(marker) = &section.marker {
-        object.field(name!("marker"), marker);
-    }
-    if summary {
-        write_messages_summary(object.key(name!("messages_summary")), &section.messages);
-        return;
-    }
-    let records = match &section.records {
-        Some(records) => std::borrow::Cow::Borrowed(records),
-        None => {
-            // decoded briefly: made now, as `record_fields` has the core make them
-            let base = if pdu.type_name.as_str() == "MESSAGE" {
-                pdu.command.as_ref().and_then(|c| c.get("message_id"))
-            } else {
-                None
-            };
-            std::borrow::Cow::Owned(payload::message_records(&section.messages, base))
-        }
-    };
-    write_json_array(&records, object.key(name!("messages")), Value::write_json);
-}
-
-/// `present._brief`: the metadata fields a one-line view shows.
-fn write_brief_metadata(out: &mut Vec<u8>, metadata: &Map) {
-    const BRIEF: [&str; 6] = ["compression", "schema_version", "encryption_algo", "marker_type",
-                              "num_messages_in_batch", "deliver_at_time"];
-    let mut object = JsonObject::start(out);
-    for key in BRIEF {
-        let Some(value) = map_get(metadata, key) else { continue };
-        if key == "compression" && value.as_str() == Some("NONE") {
-            continue;
-        }
-        value.write_json(object.key_str(key));
-    }
-    if let Some(keys) = map_get(metadata, "encryption_keys") {
-        let keys = keys.as_list().unwrap_or(&[]);
-        write_json_array(keys, object.key(name!("encryption_keys")), |k, out| {
-            let mut key = JsonObject::start(out);
-            key.field_or_null(name!("key"), k.get("key"));
-            key.end();
+        own!("checksum_detail", |key| -> PyResult<()> {
+            sink.open(key, false)?;
+            sink.put(Key::Name(name!("wire")), Atom::Value(&Value::from(section.checksum_wire)))?;
+            sink.put(Key::Name(name!("computed")), Atom::Value(&Value::from(section.checksum_computed)))?;
+            sink.close()
         });
     }
-    object.end();
+    if let Some(size) = section.uncompressed_size {
+        own!("uncompressed_size", |key| sink.put(key, Atom::Value(&Value::from(size))));
+    }
+    if section.encrypted {
+        own!("encrypted", |key| sink.put(key, Atom::Value(&Value::Bool(true))));
+    }
+    if let Some(marker) = &section.marker {
+        own!("marker", |key| sink.put(key, Atom::Value(marker)));
+    }
+    if style.summary {
+        own!("messages_summary", |key| messages_summary(sink, key, &section.messages));
+        return Ok(());
+    }
+    own!("messages", |key| -> PyResult<()> {
+        let made;
+        let records = match &section.records {
+            Some(records) => records,
+            None => {
+                // decoded briefly: made now
+                let base = if pdu.type_name.as_str() == "MESSAGE" { pdu.command.as_ref().and_then(|c| c.get("message_id")) } else { None };
+                made = payload::message_records(&section.messages, base);
+                &made
+            }
+        };
+        if !style.payload_bytes {
+            return sink.put(key, Atom::Values(records));
+        }
+        sink.open(key, true)?;
+        for (record, message) in records.iter().zip(&section.messages) {
+            match (record, message.get("payload").and_then(Value::as_bytes)) {
+                (Value::Map(fields), Some(payload)) => {
+                    sink.open(Key::Item, false)?;
+                    for (field, value) in fields {
+                        sink.put(Key::Text(field), Atom::Value(value))?;
+                    }
+                    match std::str::from_utf8(payload) {
+                        Ok(text) => sink.put(Key::Name(name!("payload_text")), Atom::Str(text, None))?,
+                        Err(_) => sink.put(Key::Name(name!("payload_b64")), Atom::Str(&b64(payload), None))?,
+                    }
+                    sink.close()?;
+                }
+                _ => sink.put(Key::Item, Atom::Value(record))?,
+            }
+        }
+        sink.close()
+    });
+    Ok(())
 }
 
-/// `present.record_fields`' `messages_summary`: count, bytes, and a chunk's ids.
-fn write_messages_summary(out: &mut Vec<u8>, messages: &[Value]) {
-    let bytes: i64 = messages.iter().filter_map(|m| m.get("payload_size").and_then(Value::as_i64)).sum();
-    let mut object = JsonObject::start(out);
-    object.field(name!("count"), &Value::from(messages.len()));
-    object.field(name!("bytes"), &Value::Int(bytes));
-    if let Some(first) = messages.first().filter(|m| m.get("chunk_id").is_some()) {
-        let mut chunk = JsonObject::start(object.key(name!("chunk")));
-        for key in ["chunk_id", "num_chunks", "uuid"] {
-            first.get(key).unwrap_or(&Value::Null).write_json(chunk.key_str(key));
+/// The metadata fields a one-line view shows.
+fn brief_metadata<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, metadata: &Map) -> PyResult<()> {
+    const BRIEF: [&str; 6] = ["compression", "schema_version", "encryption_algo", "marker_type",
+                              "num_messages_in_batch", "deliver_at_time"];
+    sink.open(key, false)?;
+    for field in BRIEF {
+        let Some((name, value)) = metadata.iter().find(|(k, _)| k.as_str() == field) else { continue };
+        if field == "compression" && value.as_str() == Some("NONE") {
+            continue;
         }
-        chunk.end();
+        sink.put(Key::Text(name), Atom::Value(value))?;
     }
-    object.end();
+    if let Some(keys) = map_get(metadata, "encryption_keys") {
+        sink.open(Key::Name(name!("encryption_keys")), true)?;
+        for k in keys.as_list().unwrap_or(&[]) {
+            sink.open(Key::Item, false)?;
+            sink.put(Key::Name(name!("key")), Atom::Value(k.get("key").unwrap_or(&Value::Null)))?;
+            sink.close()?;
+        }
+        sink.close()?;
+    }
+    sink.close()
 }
+
+/// count, bytes, and a chunk's ids.
+fn messages_summary<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messages: &[Value]) -> PyResult<()> {
+    let bytes: i64 = messages.iter().filter_map(|m| m.get("payload_size").and_then(Value::as_i64)).sum();
+    sink.open(key, false)?;
+    sink.put(Key::Name(name!("count")), Atom::Value(&Value::from(messages.len())))?;
+    sink.put(Key::Name(name!("bytes")), Atom::Value(&Value::Int(bytes)))?;
+    if let Some(first) = messages.first().filter(|m| m.get("chunk_id").is_some()) {
+        sink.open(Key::Name(name!("chunk")), false)?;
+        sink.put(Key::Name(name!("chunk_id")), Atom::Value(first.get("chunk_id").unwrap_or(&Value::Null)))?;
+        sink.put(Key::Name(name!("num_chunks")), Atom::Value(first.get("num_chunks").unwrap_or(&Value::Null)))?;
+        sink.put(Key::Name(name!("uuid")), Atom::Value(first.get("uuid").unwrap_or(&Value::Null)))?;
+        sink.close()?;
+    }
+    sink.close()
+}
+
+// ------------------------------------------------------------------------- frames Python holds
+
+/// A frame held as Python objects (a protocol declared in Python; an `Annotated` given back), read into the
+/// Rust data the record is built from.
+pub struct PyFrameData<'py> {
+    pub index: u64,
+    pub conn: u64,
+    pub route: [Bound<'py, PyString>; 4],
+    pub time: f64,
+    pub packet: u64,
+    pub first_packet: i64,
+    pub data: Option<Bound<'py, PyBytes>>,
+    pub pdu: Decoded,
+    /// Its protocol's `record_fields`, for a body the core does not know.
+    pub protocol_keys: Option<Map>,
+}
+
+impl<'py> PyFrameData<'py> {
+    /// `frame`: a `model.Frame`; `protocol_spec`: the protocol registry's `get`.
+    pub fn read(frame: &Bound<'py, PyAny>, protocol_spec: &Bound<'py, PyAny>, style: RecordStyle) -> PyResult<PyFrameData<'py>> {
+        let py = frame.py();
+        let text = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyString>> { Ok(frame.getattr(name)?.cast_into::<PyString>()?) };
+        let route = [
+            text(pyo3::intern!(py, "protocol"))?, text(pyo3::intern!(py, "src"))?,
+            text(pyo3::intern!(py, "dst"))?, text(pyo3::intern!(py, "direction"))?,
+        ];
+        let pdu = frame.getattr(pyo3::intern!(py, "pdu"))?;
+        let command = pdu.getattr(pyo3::intern!(py, "command"))?;
+        let body = pdu.getattr(pyo3::intern!(py, "body"))?;
+        // a body: its protocol's record_fields make its keys, else the core's for a payload section
+        let (body, protocol_keys) = if body.is_none() {
+            (None, None)
+        } else {
+            let record_fields = protocol_spec.call1((&route[0],))?.getattr(pyo3::intern!(py, "record_fields"))?;
+            if !record_fields.is_none() {
+                let keys = record_fields.call1((frame, style.payload_bytes, style.summary))?;
+                (None, Some(crate::value::map_from_py(&keys)?))
+            } else if crate::binding::is_payload_section(&body) {
+                (Some(section_from_py(&body)?), None)
+            } else {
+                (None, None)
+            }
+        };
+        let data = frame.getattr(pyo3::intern!(py, "data"))?;
+        Ok(PyFrameData {
+            index: frame.getattr(pyo3::intern!(py, "index"))?.extract()?,
+            conn: frame.getattr(pyo3::intern!(py, "conn"))?.extract()?,
+            route,
+            time: frame.getattr(pyo3::intern!(py, "time"))?.extract()?,
+            packet: frame.getattr(pyo3::intern!(py, "packet"))?.extract()?,
+            first_packet: frame.getattr(pyo3::intern!(py, "first_packet"))?.extract()?,
+            data: if data.is_none() { None } else { Some(data.cast_into::<PyBytes>()?) },
+            pdu: Decoded {
+                type_name: Text::Owned(pdu.getattr(pyo3::intern!(py, "type"))?.extract()?),
+                command: if command.is_none() { None } else { Some(Value::from_py(&command)?) },
+                size: pdu.getattr(pyo3::intern!(py, "size"))?.extract()?,
+                findings: findings_from_py(&pdu.getattr(pyo3::intern!(py, "findings"))?)?,
+                body,
+            },
+            protocol_keys,
+        })
+    }
+
+    /// `f` of the frame as the record builder reads it.
+    pub fn with_frame<R>(&self, f: impl FnOnce(&Frame, RouteObjects<'_, 'py>) -> R) -> PyResult<R> {
+        let [protocol, src, dst, direction] = &self.route;
+        Ok(f(&Frame {
+            index: self.index,
+            protocol: protocol.to_str()?,
+            conn: self.conn,
+            src: src.to_str()?,
+            dst: dst.to_str()?,
+            direction: direction.to_str()?,
+            time: self.time,
+            packet: self.packet,
+            pdu: &self.pdu,
+        }, [protocol, src, dst, direction]))
+    }
+}
+
+/// `problems.Finding`s (id, params) as findings.
+pub fn findings_from_py(findings: &Bound<'_, PyAny>) -> PyResult<Vec<Finding>> {
+    let py = findings.py();
+    findings.try_iter()?.map(|f| {
+        let f = f?;
+        let id: String = f.getattr(pyo3::intern!(py, "id"))?.extract()?;
+        Ok(Finding { id: intern_name(&id), params: crate::value::map_from_py(&f.getattr(pyo3::intern!(py, "params"))?)? })
+    }).collect()
+}
+
+/// A Python `PayloadSection` (`protocols/pulsar/payload.py`) as the core's.
+fn section_from_py(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
+    let py = body.py();
+    let get = |name: &str| body.getattr(PyString::new(py, name));
+    let optional = |name: &str| -> PyResult<Option<Value>> {
+        let value = get(name)?;
+        Ok(if value.is_none() { None } else { Some(Value::from_py(&value)?) })
+    };
+    let list = |name: &str| -> PyResult<Vec<Value>> {
+        match Value::from_py(&get(name)?)? {
+            Value::List(items) => Ok(items),
+            _ => Ok(Vec::new()),
+        }
+    };
+    let checksum: String = get("checksum")?.extract()?;
+    let records = get("records")?;
+    Ok(PayloadSection {
+        checksum: match checksum.as_str() {
+            "valid" => Checksum::Valid,
+            "invalid" => Checksum::Invalid,
+            "unverified" => Checksum::Unverified,
+            _ => Checksum::Absent,
+        },
+        checksum_wire: get("checksum_wire")?.extract()?,
+        checksum_computed: get("checksum_computed")?.extract()?,
+        broker_entry_metadata: optional("broker_entry_metadata")?,
+        metadata: optional("metadata")?,
+        metadata_size: get("metadata_size")?.extract()?,
+        compression: get("compression")?.extract()?,
+        payload_size: get("payload_size")?.extract()?,
+        uncompressed_size: get("uncompressed_size")?.extract()?,
+        encrypted: get("encrypted")?.is_truthy()?,
+        messages: list("messages")?,
+        marker: optional("marker")?,
+        findings: findings_from_py(&get("findings")?)?,
+        records: if records.is_none() { None } else { Some(list("records")?) },
+    })
+}
+
+// ---------------------------------------------------------------------------------- for Python callers
+
+/// Records of `model.Annotated` frames made in Python (`output/records.py: record`): the same record as
+/// the core makes of the frames it decodes. `json`: the JSON line (bytes, newline included) in place of the
+/// dict.
+#[pyclass(unsendable, module = "pulsar_dissect_core")]
+pub struct FrameRecords {
+    texts: FindingTexts,
+    protocol_spec: Py<PyAny>,
+    style: RecordStyle,
+    json: bool,
+    actors: ActorDicts,
+}
+
+#[pymethods]
+impl FrameRecords {
+    /// `severity_and_message`: `problems.severity_and_message`; `protocol_spec`: the protocol registry's
+    /// `get`.
+    #[new]
+    #[pyo3(signature = (severity_and_message, protocol_spec, summary=false, payload_bytes=false, json=false))]
+    fn new(severity_and_message: Py<PyAny>, protocol_spec: Py<PyAny>, summary: bool, payload_bytes: bool, json: bool) -> Self {
+        FrameRecords {
+            texts: FindingTexts::new(severity_and_message),
+            protocol_spec,
+            style: RecordStyle { summary, payload_bytes },
+            json,
+            actors: ActorDicts::default(),
+        }
+    }
+
+    /// The record of an `Annotated(frame, notes, findings)`.
+    fn __call__<'py>(&mut self, py: Python<'py>, item: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let frame = item.getattr(pyo3::intern!(py, "frame"))?;
+        let notes = crate::value::map_from_py(&item.getattr(pyo3::intern!(py, "notes"))?)?;
+        let findings = findings_from_py(&item.getattr(pyo3::intern!(py, "findings"))?)?;
+        let data = PyFrameData::read(&frame, self.protocol_spec.bind(py), self.style)?;
+        let expert = data.pdu.findings.iter().chain(&findings)
+            .map(|f| self.texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
+        let (style, json) = (self.style, self.json);
+        let actors = &mut self.actors;
+        data.with_frame(|frame, route| {
+            let input = RecordInput {
+                frame, route: Some(route), first_packet: data.first_packet, expert: &expert,
+                protocol_keys: data.protocol_keys.as_ref(), notes: &notes, data: data.data.as_ref(),
+            };
+            if json {
+                let mut line = Vec::with_capacity(512);
+                build_record(&mut JsonSink::new(&mut line), &input, style)?;
+                line.push(b'\n');
+                return Ok(PyBytes::new(py, &line).into_any());
+            }
+            let mut sink = DictSink::new(py, actors);
+            build_record(&mut sink, &input, style)?;
+            sink.into_record().map(Bound::into_any).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("no record"))
+        })?
+    }
+}
+

@@ -72,13 +72,14 @@ def analyse(items: Iterable, options: Options | None = None) -> Iterator:
     yield from analyzer.finish()
 
 
-def analysed_dissector(options: Options, json_records: bool | None = None):
+def analysed_dissector(options: Options, *, records: str | None = None, summary: bool = False,
+                       payload_bytes: bool = False):
     """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
-    trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``json_records`` (True:
-    summary records), a frame comes out as its record's JSON line, written by the core
-    (``core/src/records.rs``: Python makes only the texts of its findings); consecutive lines come as one bytes
-    object."""
+    trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``records`` ("dict" or
+    "json"), a frame comes out as its record (the JSON Lines contract; ``summary`` and ``payload_bytes`` as in
+    ``output.records.record``), made by the core (``core/src/records.rs``: Python makes only the texts of its
+    findings): a dict, or its JSON line (consecutive lines come as one bytes object)."""
     classes = (Frame, Event, Decoded, Finding, Annotated)
-    records = None if json_records is None else (json_records, severity_and_message)
-    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, records)
+    mode = None if records is None else (records == "json", summary, payload_bytes, severity_and_message)
+    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, mode)

@@ -10,45 +10,28 @@ UNANSWERED, ...), time, packet, message, severity and no index. ``docs/records.s
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable, Iterator
+
+import pulsar_dissect_core as _core
 
 from .. import protocols
 from ..model import Annotated, Event
-from ..problems import NOTE, expert_record, message, severity
+from ..problems import NOTE, message, severity, severity_and_message
+
+
+@functools.lru_cache(maxsize=None)
+def _frame_records(payload_bytes: bool, summary: bool):
+    """The core's record maker for Annotated frames held in Python (``core/src/records.rs``)."""
+    return _core.FrameRecords(severity_and_message, protocols.get, summary, payload_bytes)
 
 
 def frame_record(item: Annotated, *, payload_bytes: bool = False, summary: bool = False) -> dict[str, Any]:
-    """The JSON object of a frame; ``summary`` replaces per-message records by a summary (see the protocol's
-    ``record_fields``) for views that do not show each message."""
-    frame = item.frame
-    pdu = frame.pdu
-    findings = pdu.findings + item.findings if item.findings else pdu.findings
-    expert = [expert_record(f) for f in findings]
-    rec: dict[str, Any] = {
-        "index": frame.index,
-        "protocol": frame.protocol,
-        "time": frame.time,
-        "conn": frame.conn,
-        "src": frame.src,
-        "dst": frame.dst,
-        "direction": frame.direction,
-        "packet": frame.packet,
-        "type": pdu.type,
-        "command": pdu.command if pdu.command is not None else {},
-        "size": pdu.size,
-        "problems": [e["message"] for e in expert if e["severity"] != NOTE],
-    }
-    if expert:
-        rec["expert"] = expert
-    if frame.first_packet != frame.packet:
-        rec["first_packet"] = frame.first_packet
-    if pdu.body is not None:
-        rec.update(protocols.get(frame.protocol).record_fields(frame, payload_bytes, summary))
-    if item.notes:
-        rec.update(item.notes)
-    if frame.data is not None:  # asked for by Options.keep_frame_bytes (-x); bytes, never in JSON output
-        rec["frame_bytes"] = frame.data
-    return rec
+    """The record of an Annotated frame held in Python (``analysed_events``, ``analyse``): made by the core,
+    as ``analysed_records`` makes those of the frames it decodes. ``summary`` replaces per-message records by
+    ``messages_summary`` for views that do not show each message; ``payload_bytes`` adds each message's payload
+    (``payload_text`` when UTF-8, else ``payload_b64``)."""
+    return _frame_records(payload_bytes, summary)(item)
 
 
 def event_record(ev: Event) -> dict[str, Any]:

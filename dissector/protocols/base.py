@@ -16,7 +16,9 @@ A protocol is one folder under ``dissector/protocols/`` whose ``__init__`` build
 - its session (``session``: the name of its conversation state in the compiled core, ``core/src/<name>/``,
   which the core's analyzer runs per connection; None: pairing only) and its problem ids (registered in
   ``dissector.problems`` when the package is imported);
-- how its frames look in a record and on a timeline line (``record_fields``, ``timeline_pieces``).
+- how its frames look on a timeline line (``timeline_pieces``) and, for a protocol declared in Python whose
+  frames have a body, in a record (``record_fields``; the rest of a frame's record is generic, made by the
+  core: ``core/src/records.rs``).
 
 Everything below the boundary (capture, network layers, TCP reassembly, the PDU splitter: the core's
 ``transport``) and above it (pairing, records, renderers, statistics) is generic and reads only these
@@ -138,7 +140,9 @@ class ProtocolSpec:
     # the compiled core's session for its connections (producers, consumers, ...; with its state shared across
     # connections), by name: "pulsar"; None: request/response pairing only
     session: str | None = None
-    record_fields: Callable[[Frame, bool, bool], dict] = lambda frame, payload, summary: {}  # extra record keys
+    # (frame, payload_bytes, summary) -> the record keys of a frame with a body (Decoded.body), for a protocol
+    # declared in Python; None: the core's (core/src/records.rs: Pulsar's payload section)
+    record_fields: Callable[[Frame, bool, bool], dict] | None = None
     timeline_pieces: Callable[[dict], list] = lambda rec: []  # record -> [(text, style)] after the key fields
 
     @property

@@ -9,8 +9,6 @@
 //! pipeline's Rust frames instead, and can write the records of frames without findings as JSON lines
 //! (`crate::records`). The output is `model.Annotated` and `model.Event` objects, with `problems.Finding`s.
 
-use std::hash::{BuildHasher, Hasher};
-
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -25,7 +23,7 @@ use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
 use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
-use crate::records::{can_write, write_frame_record, Expert};
+use crate::records::{build_record, ActorDicts, DictSink, FindingTexts, JsonSink, PyFrameData, RecordInput, RecordStyle};
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::value::{map_to_py, Map, Text, Value};
 
@@ -326,7 +324,8 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
         command: if command.is_none() { None } else { Some(command_value(&command)?) },
         size: 0, // not read by the analysis
         findings: finding_ids(&pdu.getattr(intern!(py, "findings"))?)?,
-        body: if body.is_none() { None } else { Some(section(&body)?) },
+        // a body of a protocol declared in Python that is not a payload section means nothing to the analysis
+        body: if crate::binding::is_payload_section(&body) { Some(section(&body)?) } else { None },
     })
 }
 
@@ -341,31 +340,10 @@ pub struct ConversationCore {
     /// `dissector.protocols.get`: a protocol's spec by name, compiled at its first frame.
     protocol_spec: Py<PyAny>,
     out: Vec<Output>,
-    /// The dicts of the producers and consumers notes name, by content: most frames name one, and one dict
-    /// serves all of its records (as the notes it replaces are never edited).
-    actor_dicts: FastMap<u64, (Value, Py<PyDict>)>,
+    /// The dicts of the producers and consumers notes name, shared by the frames that name them.
+    actors: ActorDicts,
     /// Set by `AnalysedDissector` when asked for records.
-    records: Option<RecordLines>,
-}
-
-const ACTOR_DICTS: usize = 4096; // actor dicts kept at most (then made afresh)
-
-/// A hash of a value's content (for the actor dicts).
-fn content_hash(value: &Value, hasher: &mut impl Hasher) {
-    match value {
-        Value::Null => hasher.write_u8(0),
-        Value::Bool(b) => hasher.write_u8(2 + *b as u8),
-        Value::Int(v) => hasher.write_u64(*v as u64),
-        Value::UInt(v) => hasher.write_u64(*v),
-        Value::Float(v) => hasher.write_u64(v.to_bits()),
-        Value::Str(text) => hasher.write(text.as_str().as_bytes()),
-        Value::Bytes(bytes) => hasher.write(bytes),
-        Value::List(items) => items.iter().for_each(|item| content_hash(item, hasher)),
-        Value::Map(entries) => entries.iter().for_each(|(key, value)| {
-            hasher.write(key.as_str().as_bytes());
-            content_hash(value, hasher);
-        }),
-    }
+    records: Option<Records>,
 }
 
 impl ConversationCore {
@@ -452,27 +430,8 @@ impl ConversationCore {
     /// A frame's notes as a dict, the actors' dicts shared.
     fn notes<'py>(&mut self, py: Python<'py>, notes: Map) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
-        for (key, value) in notes {
-            let is_actor = matches!(key.as_str(), "producer" | "consumer") && matches!(value, Value::Map(_));
-            if !is_actor {
-                dict.set_item(key.to_py(py), value.to_py(py)?)?;
-                continue;
-            }
-            let mut hasher = self.actor_dicts.hasher().build_hasher();
-            content_hash(&value, &mut hasher);
-            let hash = hasher.finish();
-            match self.actor_dicts.get(&hash) {
-                Some((known, info)) if *known == value => dict.set_item(key.to_py(py), info.bind(py))?,
-                _ => {
-                    let Value::Map(entries) = &value else { continue };
-                    let info = map_to_py(py, entries)?;
-                    dict.set_item(key.to_py(py), &info)?;
-                    if self.actor_dicts.len() >= ACTOR_DICTS {
-                        self.actor_dicts.clear();
-                    }
-                    self.actor_dicts.insert(hash, (value, info.unbind()));
-                }
-            }
+        for (key, value) in &notes {
+            dict.set_item(key.to_py(py), self.actors.value(py, key, value)?)?;
         }
         Ok(dict)
     }
@@ -494,10 +453,9 @@ impl ConversationCore {
         for output in outputs.drain(..) {
             match output {
                 Output::Annotated { notes, findings } => {
-                    if let Current::Native(place, pdu) = item {
-                        if self.write_record(py, place, pdu, &findings, &notes)? {
-                            continue;
-                        }
+                    if self.records.is_some() {
+                        self.record(py, item, &findings, &notes, out)?;
+                        continue;
                     }
                     let frame = match item {
                         Current::Object(frame) => (*frame).clone(),
@@ -522,25 +480,47 @@ impl ConversationCore {
         Ok(())
     }
 
-    /// With `records` on, write the record of a frame the core decoded as a JSON line (Python makes only the
-    /// texts of its findings); false when it is Python's to make (its bytes are kept, or a note would
-    /// replace one of its keys).
-    fn write_record(&mut self, py: Python<'_>, place: &FramePlace, pdu: &Decoded, findings: &[Finding], notes: &Map) -> PyResult<bool> {
-        let Some(records) = &mut self.records else { return Ok(false) };
-        if place.data.is_some() || !can_write(notes) {
-            return Ok(false);
+    /// With `records` on, the record of the frame being flushed: its JSON line, or its dict appended to `out`.
+    fn record(&mut self, py: Python<'_>, item: &Current<'_, '_>, findings: &[Finding], notes: &Map, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let Some(records) = &mut self.records else { return Ok(()) };
+        match item {
+            Current::Native(place, pdu) => {
+                let expert = pdu.findings.iter().chain(findings)
+                    .map(|f| records.texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
+                let route = [place.protocol.bind(py), place.src.bind(py), place.dst.bind(py), place.direction.bind(py)];
+                let data = place.data.as_ref().map(|d| d.bind(py));
+                let built = with_analysis_frame(py, place, pdu, |frame| {
+                    let input = RecordInput {
+                        frame, route: Some(route), first_packet: place.first_packet, expert: &expert,
+                        protocol_keys: None, notes, data,
+                    };
+                    records.build(py, &input, &mut self.actors)
+                })??;
+                self.emit_record(py, built, out)
+            }
+            Current::Object(frame) => {
+                let data = PyFrameData::read(frame, self.protocol_spec.bind(py), records.style)?;
+                let expert = data.pdu.findings.iter().chain(findings)
+                    .map(|f| records.texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
+                let built = data.with_frame(|frame, route| {
+                    let input = RecordInput {
+                        frame, route: Some(route), first_packet: data.first_packet, expert: &expert,
+                        protocol_keys: data.protocol_keys.as_ref(), notes, data: data.data.as_ref(),
+                    };
+                    records.build(py, &input, &mut self.actors)
+                })??;
+                self.emit_record(py, built, out)
+            }
+            Current::Nothing => Err(PyRuntimeError::new_err("a frame's notes without the frame")),
         }
-        let expert = pdu.findings.iter().chain(findings)
-            .map(|f| {
-                let (severity, message) = records.texts.bind(py).call1((f.id.to_py(py), map_to_py(py, &f.params)?))?.extract()?;
-                Ok(Expert { id: f.id, severity, message })
-            })
-            .collect::<PyResult<Vec<Expert>>>()?;
-        let (lines, summary) = (&mut records.lines, records.summary);
-        let problems = with_analysis_frame(py, place, pdu, |frame| write_frame_record(lines, frame, place.first_packet, &expert, notes, summary))?;
-        records.frames += 1;
-        records.problems += problems as u64;
-        Ok(true)
+    }
+
+    /// A dict record goes to `out` (after the JSON lines before it); a JSON line stays in the lines.
+    fn emit_record(&mut self, py: Python<'_>, record: Option<Bound<'_, PyDict>>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        match record {
+            Some(record) => self.append(py, out, record.into_any()),
+            None => Ok(()),
+        }
     }
 
     /// Append a Python item to `out`, after the JSON lines written before it.
@@ -551,10 +531,10 @@ impl ConversationCore {
 
     /// The JSON lines written so far, as one bytes object appended to `out`.
     fn release_lines(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        match &mut self.records {
-            Some(records) if !records.lines.is_empty() => {
-                out.append(PyBytes::new(py, &records.lines))?;
-                records.lines.clear();
+        match self.records.as_mut().and_then(|r| r.lines.as_mut()) {
+            Some(lines) if !lines.is_empty() => {
+                out.append(PyBytes::new(py, lines))?;
+                lines.clear();
                 Ok(())
             }
             _ => Ok(()),
@@ -587,15 +567,37 @@ enum Current<'a, 'py> {
     Native(&'a FramePlace, &'a Decoded),
 }
 
-/// Frame records written in Rust (`records.rs`) as JSON lines, in place of the Python frames.
-struct RecordLines {
-    summary: bool,
-    /// `problems.severity_and_message`: (id, params) → (severity, text) of a finding.
-    texts: Py<PyAny>,
-    lines: Vec<u8>,
-    /// Records written, and their problems (what --strict counts), so Python need not read the lines.
+/// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
+/// lines (between two Python items joined in one bytes object) or as dicts.
+struct Records {
+    style: RecordStyle,
+    /// The JSON lines written since the last Python item; None: records are dicts.
+    lines: Option<Vec<u8>>,
+    texts: FindingTexts,
+    /// Records made, and their problems (what --strict counts), so Python need not read the lines.
     frames: u64,
     problems: u64,
+}
+
+impl Records {
+    /// The record of `input`: appended to the lines, or returned as a dict.
+    fn build<'py>(&mut self, py: Python<'py>, input: &RecordInput<'_, 'py>, actors: &mut ActorDicts) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (problems, record) = match &mut self.lines {
+            Some(lines) => {
+                let problems = build_record(&mut JsonSink::new(lines), input, self.style)?;
+                lines.push(b'\n');
+                (problems, None)
+            }
+            None => {
+                let mut sink = DictSink::new(py, actors);
+                let problems = build_record(&mut sink, input, self.style)?;
+                (problems, sink.into_record())
+            }
+        };
+        self.frames += 1;
+        self.problems += problems as u64;
+        Ok(record)
+    }
 }
 
 #[pymethods]
@@ -615,7 +617,7 @@ impl ConversationCore {
             options: options.unbind(),
             protocol_spec,
             out: Vec::new(),
-            actor_dicts: FastMap::default(),
+            actors: ActorDicts::default(),
             records: None,
         })
     }
@@ -702,18 +704,25 @@ impl AnalysedDissector {
 impl AnalysedDissector {
     /// `options`: a `dissector.options.Options`; `protocols`: the `ProtocolSpec`s to look for, in order;
     /// `classes`: (Frame, Event, Decoded, Finding, Annotated); `protocol_spec`: the protocol registry's `get`.
-    /// With `json_records` = (summary, texts) — True: the summary records, False: the full ones; `texts`:
-    /// `problems.severity_and_message` — a frame comes out as its record's JSON line instead of an Annotated
-    /// frame, the lines between two Python items joined in one bytes object.
+    /// With `records` = (json, summary, payload_bytes, texts), a frame comes out as its record (see
+    /// `records.rs`) instead of an Annotated frame: `json`: as its JSON line, the lines between two Python
+    /// items joined in one bytes object; else as a dict. `summary`, `payload_bytes`: `RecordStyle`; `texts`:
+    /// `problems.severity_and_message`.
     #[new]
-    #[pyo3(signature = (options, protocols, classes, protocol_spec, json_records=None))]
+    #[pyo3(signature = (options, protocols, classes, protocol_spec, records=None))]
     fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
            classes: JoinedClasses, protocol_spec: Py<PyAny>,
-           json_records: Option<(bool, Py<PyAny>)>) -> PyResult<Self> {
+           records: Option<(bool, bool, bool, Py<PyAny>)>) -> PyResult<Self> {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
-        analysis.records = json_records.map(|(summary, texts)| RecordLines { summary, texts, lines: Vec::with_capacity(1 << 16), frames: 0, problems: 0 });
+        analysis.records = records.map(|(json, summary, payload_bytes, texts)| Records {
+            style: RecordStyle { summary, payload_bytes },
+            lines: json.then(|| Vec::with_capacity(1 << 16)),
+            texts: FindingTexts::new(texts),
+            frames: 0,
+            problems: 0,
+        });
         let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new() })
     }
@@ -775,7 +784,7 @@ impl AnalysedDissector {
         self.pipeline.last_time
     }
 
-    /// The frame records written as JSON lines so far, and their problems: (frames, problems).
+    /// The frame records made so far, and their problems: (frames, problems).
     #[getter]
     fn json_lines(&self) -> (u64, u64) {
         self.analysis.records.as_ref().map_or((0, 0), |r| (r.frames, r.problems))
@@ -869,5 +878,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ConversationCore>()?;
     m.add_class::<AnalysedDissector>()?;
     m.add_class::<PyChunkAssembler>()?;
+    m.add_class::<crate::records::FrameRecords>()?;
     Ok(())
 }

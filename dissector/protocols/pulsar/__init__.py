@@ -14,7 +14,7 @@ from ..base import ProtocolSpec
 from . import problems  # noqa: F401  (registers Pulsar's problem ids)
 from .commands import BROKER, CLIENT, COMMANDS
 from . import decode  # noqa: F401  (binds the plain-data classes the core's decoder builds)
-from .present import record_fields, timeline_pieces
+from .present import timeline_pieces
 
 PORTS = {6650: BROKER, 6651: BROKER}  # 6651 is pulsar+ssl://: TLS, reported as NOT_PULSAR
 
@@ -29,6 +29,5 @@ PULSAR = ProtocolSpec(
     # decoding and what proves Pulsar off its ports: the compiled core's
     core="pulsar",
     session="pulsar",  # the core's Pulsar session (core/src/pulsar/session.rs, chunks.rs)
-    record_fields=record_fields,
     timeline_pieces=timeline_pieces,
 )

@@ -1,74 +1,19 @@
-"""How Pulsar frames look in a record and on a timeline line: the payload section of SEND and MESSAGE.
+"""How Pulsar frames look on a timeline line: the payload section of SEND and MESSAGE.
 
-Records (the JSON contract) add checksum, broker entry metadata, metadata, the messages (or their summary) and
-payload sizes; the timeline shows message counts, compression, checksum, schema, encryption, chunks and
-markers. Every wire string goes through ``output.text.safe``.
+The timeline shows message counts, compression, checksum, schema, encryption, chunks and markers. Every wire
+string goes through ``output.text.safe``. (The records' keys of a payload section — checksum, broker entry
+metadata, metadata, the messages or their summary, payload sizes — are made by the core: core/src/records.rs.)
 """
 
 from __future__ import annotations
 
 import base64
-from typing import Any
 
-import pulsar_dissect_core as _core
-
-from ...model import Frame
-from ...output.text import date_ms, safe, text_or_b64
+from ...output.text import date_ms, safe
 
 MARKER_NAMES = {0: "UNKNOWN_MARKER", 10: "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
                 11: "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE", 12: "REPLICATED_SUBSCRIPTION_SNAPSHOT",
                 13: "REPLICATED_SUBSCRIPTION_UPDATE", 20: "TXN_COMMITTING", 21: "TXN_COMMIT", 22: "TXN_ABORT"}
-_BRIEF_METADATA = ("compression", "schema_version", "encryption_algo", "marker_type", "num_messages_in_batch",
-                   "deliver_at_time")
-
-
-def record_fields(frame: Frame, payload_bytes: bool, summary: bool) -> dict[str, Any]:
-    """The record keys of a SEND or MESSAGE frame; ``summary`` replaces ``messages`` by ``messages_summary``
-    (count, bytes, chunk) for views that do not show each message, which saves hashing every payload."""
-    sec = frame.pdu.body
-    if sec is None:
-        return {}
-    md = sec.metadata
-    out: dict[str, Any] = {
-        "checksum": sec.checksum,
-        "broker_entry_metadata": sec.broker_entry_metadata,
-        "metadata": _brief(md) if summary and md is not None else md,
-        "payload_size": sec.payload_size,
-    }
-    if sec.checksum == "invalid":
-        out["checksum_detail"] = {"wire": sec.checksum_wire, "computed": sec.checksum_computed}
-    if sec.uncompressed_size is not None:
-        out["uncompressed_size"] = sec.uncompressed_size
-    if sec.encrypted:
-        out["encrypted"] = True
-    if sec.marker is not None:
-        out["marker"] = sec.marker
-    msgs = sec.messages
-    if summary:
-        out["messages_summary"] = brief = {"count": len(msgs), "bytes": sum(m["payload_size"] or 0 for m in msgs)}
-        if msgs and "chunk_id" in msgs[0]:
-            first = msgs[0]
-            brief["chunk"] = {"chunk_id": first["chunk_id"], "num_chunks": first["num_chunks"], "uuid": first["uuid"]}
-        return out
-    records = sec.records
-    if records is None:  # decoded briefly: the core makes them now
-        base = (frame.pdu.command or {}).get("message_id") if frame.pdu.type == "MESSAGE" else None
-        records = _core.message_records(msgs, base)
-    if payload_bytes:
-        records = [{**r, **text_or_b64("payload", m["payload"], text_key="payload_text")}
-                   if m["payload"] is not None else r for r, m in zip(records, msgs)]
-    out["messages"] = records
-    return out
-
-
-def _brief(md: dict) -> dict[str, Any]:
-    """The metadata fields a one-line view shows."""
-    out = {k: md[k] for k in _BRIEF_METADATA if k in md}
-    if "encryption_keys" in md:
-        out["encryption_keys"] = [{"key": k.get("key")} for k in md["encryption_keys"]]
-    if out.get("compression") == "NONE":
-        del out["compression"]
-    return out
 
 
 def timeline_pieces(rec: dict) -> list[tuple[str, str]]:
@@ -137,7 +82,8 @@ def _links(rec: dict) -> list[tuple[str, str]]:
 
 
 def messages_summary(msgs: list[dict]) -> dict:
-    """What the timeline shows of a frame's messages (``record_fields`` builds the same without the list)."""
+    """What the timeline shows of a frame's messages (the core's summary records carry the same as
+    ``messages_summary``)."""
     out = {"count": len(msgs), "bytes": sum(m["payload_size"] or 0 for m in msgs)}
     if msgs and "chunk_id" in msgs[0]:
         out["chunk"] = {k: msgs[0][k] for k in ("chunk_id", "num_chunks", "uuid")}
