@@ -209,3 +209,17 @@ def test_the_clock_fires_while_the_link_is_idle():
 @pytest.mark.skipif(os.environ.get("CI") != "true", reason="only asserted in CI, where the runner is root")
 def test_ci_can_capture():
     assert _capture_privilege() is None
+
+
+@pytest.mark.parametrize("style", [{}, {"summary": True}, {"payload_bytes": True}])
+def test_live_records_are_the_records_of_the_same_packets_read_from_a_file(style):
+    """live_records (what `live` shows) makes the frames' records in the core as analysed_records does."""
+    from corpus import capture_path
+    from dissector.run import analysed_records, live_records
+
+    path = capture_path("04_chunking.pcap")
+    with open_capture(path) as reader:
+        packets = list(reader)
+    live = list(live_records(iter(packets), **style))
+    assert any("index" in r for r in live)
+    assert live == list(analysed_records(path, **style))

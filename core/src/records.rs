@@ -319,7 +319,7 @@ pub type RouteObjects<'a, 'py> = [&'a Bound<'py, PyString>; 4];
 /// A frame and what the record adds to it.
 pub struct RecordInput<'a, 'py> {
     pub frame: &'a Frame<'a>,
-    pub route: Option<RouteObjects<'a, 'py>>,
+    pub route: RouteObjects<'a, 'py>,
     /// The packet of the frame's first byte.
     pub first_packet: i64,
     /// The decoder's then the analysis' findings.
@@ -336,12 +336,23 @@ pub struct RecordInput<'a, 'py> {
 struct Merged<'a> {
     layers: [&'a [(Text, Value)]; 2],
     used: [Vec<bool>; 2],
+    /// A bit per key of the layers (`key_bit`): most of the record's keys are in no layer, and are passed by
+    /// one test.
+    keys: u64,
+}
+
+/// (The mix keeps the record's keys and the usual notes' on different bits.)
+fn key_bit(key: &str) -> u64 {
+    let bytes = key.as_bytes();
+    let byte = |i: usize| bytes.get(i).copied().unwrap_or(0) as u64;
+    1 << ((bytes.len() as u64 + byte(0) * 7 + byte(1) * 3 + byte(bytes.len().wrapping_sub(1))) % 64)
 }
 
 impl<'a> Merged<'a> {
     fn new(protocol_keys: Option<&'a Map>, notes: &'a Map) -> Merged<'a> {
         let protocol_keys = protocol_keys.map_or(&[][..], Vec::as_slice);
-        Merged { layers: [protocol_keys, notes], used: [vec![false; protocol_keys.len()], vec![false; notes.len()]] }
+        let keys = protocol_keys.iter().chain(notes).fold(0, |bits, (key, _)| bits | key_bit(key.as_str()));
+        Merged { layers: [protocol_keys, notes], used: [vec![false; protocol_keys.len()], vec![false; notes.len()]], keys }
     }
 
     /// The value a later layer gives `key` (marking it placed in every layer), if any.
@@ -359,7 +370,7 @@ impl<'a> Merged<'a> {
     /// Put the record's own `key` unless a later layer replaces its value: then that value, in its place.
     /// True when it was replaced.
     fn replaced<'py>(&mut self, sink: &mut impl RecordSink<'py>, key: &'static Name) -> PyResult<bool> {
-        if self.layers[0].is_empty() && self.layers[1].is_empty() {
+        if self.keys & key_bit(key.as_str()) == 0 {
             return Ok(false);
         }
         match self.take(key.as_str()) {
@@ -393,34 +404,36 @@ impl<'a> Merged<'a> {
     }
 }
 
+/// Put the record's own `$key`, its value written by `$put`, unless a later layer replaced it
+/// ([`Merged::replaced`]).
+macro_rules! own {
+    ($merged:expr, $sink:expr, $key:literal, $put:expr) => {
+        if !$merged.replaced($sink, name!($key))? {
+            let key = Key::Name(name!($key));
+            ($put)(key)?;
+        }
+    };
+}
+
 /// Write a frame's record to `sink`. Returns the number of its problems (what --strict counts).
 pub fn build_record<'py>(sink: &mut impl RecordSink<'py>, input: &RecordInput<'_, 'py>, style: RecordStyle) -> PyResult<usize> {
     let (frame, pdu) = (input.frame, input.frame.pdu);
     let mut merged = Merged::new(input.protocol_keys, input.notes);
-    let route = |i: usize| input.route.map(|objects| objects[i]);
     sink.open(Key::Item, false)?;
-    macro_rules! own {
-        ($key:literal, $put:expr) => {
-            if !merged.replaced(sink, name!($key))? {
-                let key = Key::Name(name!($key));
-                ($put)(key)?;
-            }
-        };
-    }
-    own!("index", |key| sink.put(key, Atom::Value(&Value::from(frame.index))));
-    own!("protocol", |key| sink.put(key, Atom::Str(frame.protocol, route(0))));
-    own!("time", |key| sink.put(key, Atom::Value(&Value::Float(frame.time))));
-    own!("conn", |key| sink.put(key, Atom::Value(&Value::from(frame.conn))));
-    own!("src", |key| sink.put(key, Atom::Str(frame.src, route(1))));
-    own!("dst", |key| sink.put(key, Atom::Str(frame.dst, route(2))));
-    own!("direction", |key| sink.put(key, Atom::Str(frame.direction, route(3))));
-    own!("packet", |key| sink.put(key, Atom::Value(&Value::from(frame.packet))));
-    own!("type", |key| sink.put(key, Atom::Text(&pdu.type_name)));
-    own!("command", |key| match &pdu.command {
+    own!(merged, sink, "index", |key| sink.put(key, Atom::Value(&Value::from(frame.index))));
+    own!(merged, sink, "protocol", |key| sink.put(key, Atom::Str(frame.protocol, Some(input.route[0]))));
+    own!(merged, sink, "time", |key| sink.put(key, Atom::Value(&Value::Float(frame.time))));
+    own!(merged, sink, "conn", |key| sink.put(key, Atom::Value(&Value::from(frame.conn))));
+    own!(merged, sink, "src", |key| sink.put(key, Atom::Str(frame.src, Some(input.route[1]))));
+    own!(merged, sink, "dst", |key| sink.put(key, Atom::Str(frame.dst, Some(input.route[2]))));
+    own!(merged, sink, "direction", |key| sink.put(key, Atom::Str(frame.direction, Some(input.route[3]))));
+    own!(merged, sink, "packet", |key| sink.put(key, Atom::Value(&Value::from(frame.packet))));
+    own!(merged, sink, "type", |key| sink.put(key, Atom::Text(&pdu.type_name)));
+    own!(merged, sink, "command", |key| match &pdu.command {
         Some(command) => sink.put(key, Atom::Value(command)),
         None => sink.put(key, Atom::EmptyMap),
     });
-    own!("size", |key| sink.put(key, Atom::Value(&Value::from(pdu.size))));
+    own!(merged, sink, "size", |key| sink.put(key, Atom::Value(&Value::from(pdu.size))));
     let note = name!("note");
     let mut problems = input.expert.iter().filter(|e| e.severity != note).count();
     match merged.replaced(sink, name!("problems"))? {
@@ -435,7 +448,7 @@ pub fn build_record<'py>(sink: &mut impl RecordSink<'py>, input: &RecordInput<'_
         }
     }
     if !input.expert.is_empty() {
-        own!("expert", |key| -> PyResult<()> {
+        own!(merged, sink, "expert", |key| -> PyResult<()> {
             sink.open(key, true)?;
             for e in input.expert {
                 sink.open(Key::Item, false)?;
@@ -448,7 +461,7 @@ pub fn build_record<'py>(sink: &mut impl RecordSink<'py>, input: &RecordInput<'_
         });
     }
     if u64::try_from(input.first_packet).ok() != Some(frame.packet) {
-        own!("first_packet", |key| sink.put(key, Atom::Value(&Value::Int(input.first_packet))));
+        own!(merged, sink, "first_packet", |key| sink.put(key, Atom::Value(&Value::Int(input.first_packet))));
     }
     if let Some(section) = &pdu.body {
         section_keys(sink, &mut merged, pdu, section, style)?;
@@ -468,27 +481,19 @@ fn map_get_slice<'m>(map: &'m [(Text, Value)], key: &str) -> Option<&'m Value> {
 /// Pulsar's payload section keys.
 fn section_keys<'py>(sink: &mut impl RecordSink<'py>, merged: &mut Merged<'_>, pdu: &Decoded, section: &PayloadSection,
                      style: RecordStyle) -> PyResult<()> {
-    macro_rules! own {
-        ($key:literal, $put:expr) => {
-            if !merged.replaced(sink, name!($key))? {
-                let key = Key::Name(name!($key));
-                ($put)(key)?;
-            }
-        };
-    }
-    own!("checksum", |key| sink.put(key, Atom::Name(section.checksum.name())));
-    own!("broker_entry_metadata", |key| match &section.broker_entry_metadata {
+    own!(merged, sink, "checksum", |key| sink.put(key, Atom::Name(section.checksum.name())));
+    own!(merged, sink, "broker_entry_metadata", |key| match &section.broker_entry_metadata {
         Some(value) => sink.put(key, Atom::Value(value)),
         None => sink.put(key, Atom::Value(&Value::Null)),
     });
-    own!("metadata", |key| match (&section.metadata, style.summary) {
+    own!(merged, sink, "metadata", |key| match (&section.metadata, style.summary) {
         (Some(Value::Map(metadata)), true) => brief_metadata(sink, key, metadata),
         (Some(metadata), _) => sink.put(key, Atom::Value(metadata)),
         (None, _) => sink.put(key, Atom::Value(&Value::Null)),
     });
-    own!("payload_size", |key| sink.put(key, Atom::Value(&Value::from(section.payload_size))));
+    own!(merged, sink, "payload_size", |key| sink.put(key, Atom::Value(&Value::from(section.payload_size))));
     if section.checksum == Checksum::Invalid {
-        own!("checksum_detail", |key| -> PyResult<()> {
+        own!(merged, sink, "checksum_detail", |key| -> PyResult<()> {
             sink.open(key, false)?;
             sink.put(Key::Name(name!("wire")), Atom::Value(&Value::from(section.checksum_wire)))?;
             sink.put(Key::Name(name!("computed")), Atom::Value(&Value::from(section.checksum_computed)))?;
@@ -496,19 +501,19 @@ fn section_keys<'py>(sink: &mut impl RecordSink<'py>, merged: &mut Merged<'_>, p
         });
     }
     if let Some(size) = section.uncompressed_size {
-        own!("uncompressed_size", |key| sink.put(key, Atom::Value(&Value::from(size))));
+        own!(merged, sink, "uncompressed_size", |key| sink.put(key, Atom::Value(&Value::from(size))));
     }
     if section.encrypted {
-        own!("encrypted", |key| sink.put(key, Atom::Value(&Value::Bool(true))));
+        own!(merged, sink, "encrypted", |key| sink.put(key, Atom::Value(&Value::Bool(true))));
     }
     if let Some(marker) = &section.marker {
-        own!("marker", |key| sink.put(key, Atom::Value(marker)));
+        own!(merged, sink, "marker", |key| sink.put(key, Atom::Value(marker)));
     }
     if style.summary {
-        own!("messages_summary", |key| messages_summary(sink, key, &section.messages));
+        own!(merged, sink, "messages_summary", |key| messages_summary(sink, key, &section.messages));
         return Ok(());
     }
-    own!("messages", |key| -> PyResult<()> {
+    own!(merged, sink, "messages", |key| -> PyResult<()> {
         let made;
         let records = match &section.records {
             Some(records) => records,
@@ -647,21 +652,31 @@ impl<'py> PyFrameData<'py> {
         })
     }
 
-    /// `f` of the frame as the record builder reads it.
-    pub fn with_frame<R>(&self, f: impl FnOnce(&Frame, RouteObjects<'_, 'py>) -> R) -> PyResult<R> {
-        let [protocol, src, dst, direction] = &self.route;
-        Ok(f(&Frame {
-            index: self.index,
-            protocol: protocol.to_str()?,
-            conn: self.conn,
-            src: src.to_str()?,
-            dst: dst.to_str()?,
-            direction: direction.to_str()?,
-            time: self.time,
-            packet: self.packet,
-            pdu: &self.pdu,
-        }, [protocol, src, dst, direction]))
-    }
+}
+
+/// `f` of the record's input for a `model.Frame` held in Python, with the analysis' `findings` and `notes`.
+#[allow(clippy::too_many_arguments)]
+pub fn with_py_frame<'py, R>(frame: &Bound<'py, PyAny>, findings: &[Finding], notes: &Map, protocol_spec: &Bound<'py, PyAny>,
+                             texts: &mut FindingTexts, style: RecordStyle, f: impl FnOnce(&RecordInput<'_, 'py>) -> R) -> PyResult<R> {
+    let py = frame.py();
+    let held = PyFrameData::read(frame, protocol_spec, style)?;
+    let expert = held.pdu.findings.iter().chain(findings).map(|f| texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
+    let [protocol, src, dst, direction] = &held.route;
+    let frame = Frame {
+        index: held.index,
+        protocol: protocol.to_str()?,
+        conn: held.conn,
+        src: src.to_str()?,
+        dst: dst.to_str()?,
+        direction: direction.to_str()?,
+        time: held.time,
+        packet: held.packet,
+        pdu: &held.pdu,
+    };
+    Ok(f(&RecordInput {
+        frame: &frame, route: [protocol, src, dst, direction], first_packet: held.first_packet, expert: &expert,
+        protocol_keys: held.protocol_keys.as_ref(), notes, data: held.data.as_ref(),
+    }))
 }
 
 /// `problems.Finding`s (id, params) as findings.
@@ -748,24 +763,16 @@ impl FrameRecords {
         let frame = item.getattr(pyo3::intern!(py, "frame"))?;
         let notes = crate::value::map_from_py(&item.getattr(pyo3::intern!(py, "notes"))?)?;
         let findings = findings_from_py(&item.getattr(pyo3::intern!(py, "findings"))?)?;
-        let data = PyFrameData::read(&frame, self.protocol_spec.bind(py), self.style)?;
-        let expert = data.pdu.findings.iter().chain(&findings)
-            .map(|f| self.texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
-        let (style, json) = (self.style, self.json);
-        let actors = &mut self.actors;
-        data.with_frame(|frame, route| {
-            let input = RecordInput {
-                frame, route: Some(route), first_packet: data.first_packet, expert: &expert,
-                protocol_keys: data.protocol_keys.as_ref(), notes: &notes, data: data.data.as_ref(),
-            };
+        let (style, json, actors) = (self.style, self.json, &mut self.actors);
+        with_py_frame(&frame, &findings, &notes, self.protocol_spec.bind(py), &mut self.texts, style, |input| {
             if json {
                 let mut line = Vec::with_capacity(512);
-                build_record(&mut JsonSink::new(&mut line), &input, style)?;
+                build_record(&mut JsonSink::new(&mut line), input, style)?;
                 line.push(b'\n');
                 return Ok(PyBytes::new(py, &line).into_any());
             }
             let mut sink = DictSink::new(py, actors);
-            build_record(&mut sink, &input, style)?;
+            build_record(&mut sink, input, style)?;
             sink.into_record().map(Bound::into_any).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("no record"))
         })?
     }

@@ -6,8 +6,9 @@
 //! reads only what the analysis reads (the frame's fields, its command, the ids of its findings, and of its
 //! payload section the checksum verdict, the codec, the MessageMetadata fields the session reads and a
 //! chunk's payload) into the Rust [`Frame`] the analyzer takes. `AnalysedDissector` gives the analyzer the
-//! pipeline's Rust frames instead, and can write the records of frames without findings as JSON lines
-//! (`crate::records`). The output is `model.Annotated` and `model.Event` objects, with `problems.Finding`s.
+//! pipeline's Rust frames instead. The output is `model.Annotated` and `model.Event` objects, with
+//! `problems.Finding`s; or, asked for records (`AnalysedDissector`'s modes), each frame's record in place of
+//! its `Annotated` (`crate::records`): a dict, or its JSON line.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -23,7 +24,7 @@ use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
 use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
-use crate::records::{build_record, ActorDicts, DictSink, FindingTexts, JsonSink, PyFrameData, RecordInput, RecordStyle};
+use crate::records::{build_record, with_py_frame, ActorDicts, DictSink, FindingTexts, JsonSink, RecordInput, RecordStyle};
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::value::{map_to_py, Map, Text, Value};
 
@@ -491,24 +492,18 @@ impl ConversationCore {
                 let data = place.data.as_ref().map(|d| d.bind(py));
                 let built = with_analysis_frame(py, place, pdu, |frame| {
                     let input = RecordInput {
-                        frame, route: Some(route), first_packet: place.first_packet, expert: &expert,
+                        frame, route, first_packet: place.first_packet, expert: &expert,
                         protocol_keys: None, notes, data,
                     };
-                    records.build(py, &input, &mut self.actors)
+                    records.made.build(py, &input, &mut self.actors)
                 })??;
                 self.emit_record(py, built, out)
             }
             Current::Object(frame) => {
-                let data = PyFrameData::read(frame, self.protocol_spec.bind(py), records.style)?;
-                let expert = data.pdu.findings.iter().chain(findings)
-                    .map(|f| records.texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
-                let built = data.with_frame(|frame, route| {
-                    let input = RecordInput {
-                        frame, route: Some(route), first_packet: data.first_packet, expert: &expert,
-                        protocol_keys: data.protocol_keys.as_ref(), notes, data: data.data.as_ref(),
-                    };
-                    records.build(py, &input, &mut self.actors)
-                })??;
+                let (spec, actors) = (self.protocol_spec.bind(py), &mut self.actors);
+                let made = &mut records.made;
+                let built = with_py_frame(frame, findings, notes, spec, &mut records.texts, made.style,
+                                          |input| made.build(py, input, actors))??;
                 self.emit_record(py, built, out)
             }
             Current::Nothing => Err(PyRuntimeError::new_err("a frame's notes without the frame")),
@@ -531,7 +526,7 @@ impl ConversationCore {
 
     /// The JSON lines written so far, as one bytes object appended to `out`.
     fn release_lines(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        match self.records.as_mut().and_then(|r| r.lines.as_mut()) {
+        match self.records.as_mut().and_then(|r| r.made.lines.as_mut()) {
             Some(lines) if !lines.is_empty() => {
                 out.append(PyBytes::new(py, lines))?;
                 lines.clear();
@@ -570,16 +565,20 @@ enum Current<'a, 'py> {
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
 /// lines (between two Python items joined in one bytes object) or as dicts.
 struct Records {
+    texts: FindingTexts,
+    made: RecordsMade,
+}
+
+struct RecordsMade {
     style: RecordStyle,
     /// The JSON lines written since the last Python item; None: records are dicts.
     lines: Option<Vec<u8>>,
-    texts: FindingTexts,
     /// Records made, and their problems (what --strict counts), so Python need not read the lines.
     frames: u64,
     problems: u64,
 }
 
-impl Records {
+impl RecordsMade {
     /// The record of `input`: appended to the lines, or returned as a dict.
     fn build<'py>(&mut self, py: Python<'py>, input: &RecordInput<'_, 'py>, actors: &mut ActorDicts) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (problems, record) = match &mut self.lines {
@@ -717,11 +716,13 @@ impl AnalysedDissector {
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
         analysis.records = records.map(|(json, summary, payload_bytes, texts)| Records {
-            style: RecordStyle { summary, payload_bytes },
-            lines: json.then(|| Vec::with_capacity(1 << 16)),
             texts: FindingTexts::new(texts),
-            frames: 0,
-            problems: 0,
+            made: RecordsMade {
+                style: RecordStyle { summary, payload_bytes },
+                lines: json.then(|| Vec::with_capacity(1 << 16)),
+                frames: 0,
+                problems: 0,
+            },
         });
         let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new() })
@@ -787,7 +788,7 @@ impl AnalysedDissector {
     /// The frame records made so far, and their problems: (frames, problems).
     #[getter]
     fn json_lines(&self) -> (u64, u64) {
-        self.analysis.records.as_ref().map_or((0, 0), |r| (r.frames, r.problems))
+        self.analysis.records.as_ref().map_or((0, 0), |r| (r.made.frames, r.made.problems))
     }
 
     #[getter]
