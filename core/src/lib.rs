@@ -22,6 +22,7 @@ pub mod pb;
 pub mod pulsar;
 pub mod records;
 mod schema;
+pub mod stats;
 pub mod transport;
 pub mod value;
 
