@@ -21,6 +21,7 @@ mod payload;
 pub mod pb;
 pub mod pulsar;
 pub mod records;
+mod ordered;
 mod schema;
 pub mod stats;
 pub mod transport;
