@@ -220,7 +220,7 @@ def test_latency_reservoir_is_exact_below_its_cap_and_bounded_above():
     for v in values * 20:
         big.add(v)
     s = big.summary()
-    assert len(big.sample.items) == 200
+    assert len(big.items) == 200
     assert s["count"] == 20000 and s["max"] == 1000.0 and s["mean"] == 500.5 and s["exact"] is False
     assert 400 <= s["p50"] <= 600 and s["p99"] >= 900  # a uniform sample of a uniform distribution
 
@@ -399,9 +399,30 @@ def test_unfinished_chunked_messages_are_forgotten_beyond_the_bound(monkeypatch)
 
     for i in range(10):  # ten messages never finished: at most four chunk frames remembered
         chunk(i + 1, f"u{i}", 0, 2)
-    actor = next(iter(collector.producers.values()))
-    assert actor.chunk_frames_pending == 4 and list(actor.chunks_pending) == ["u6", "u7", "u8", "u9"]
+    actor = collector.core.state()["producers"][0]
+    assert actor["chunk_frames_pending"] == 4 and actor["chunks_pending"] == ["u6", "u7", "u8", "u9"]
     chunk(11, "u9", 1, 2, {"uuid": "u9", "payload_size": 100, "payload_sha256": "x", "chunks": [10, 11]})
     chunk(12, "u0", 1, 2, {"uuid": "u0", "payload_size": 100, "payload_sha256": "x", "chunks": [1, 12]})  # forgotten
     assert collector.result()["producers"][0]["compression_ratio"] == 5.0
-    assert actor.chunk_frames_pending == 3 and "u0" not in actor.chunks_pending
+    actor = collector.core.state()["producers"][0]
+    assert actor["chunk_frames_pending"] == 3 and "u0" not in actor["chunks_pending"]
+
+
+def test_latency_sample_draws_as_pythons_seeded_random_so_saved_figures_stay_comparable():
+    # Algorithm R with random.Random(1), written here as the oracle: the core's sample must hold the same items
+    import random
+
+    from dissector.output.stats import Latencies
+
+    rng, seen, expected = random.Random(1), 0, []
+    lat = Latencies(cap=100)
+    for v in range(5000):
+        seen += 1
+        if len(expected) < 100:
+            expected.append(float(v))
+        else:
+            slot = rng.randrange(seen)
+            if slot < 100:
+                expected[slot] = float(v)
+        lat.add(float(v))
+    assert lat.items == expected and lat.count == 5000

@@ -21,7 +21,9 @@ mod payload;
 pub mod pb;
 pub mod pulsar;
 pub mod records;
+mod ordered;
 mod schema;
+pub mod stats;
 pub mod transport;
 pub mod value;
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 use pyo3::{ffi, Borrowed, IntoPyObjectExt};
 
 /// A name the contract declares: its text, and the interned Python string made of it the first time it
@@ -339,19 +339,28 @@ impl Value {
     /// A Python value of the contract's kinds (None, bool, int, float, str, bytes, list or tuple, dict with
     /// str keys) as a value.
     pub fn from_py(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+        // the cheap type checks first: a failed integer extraction raises (and clears) a Python exception
         if obj.is_none() {
             Ok(Value::Null)
+        } else if let Ok(s) = obj.cast::<PyString>() {
+            Ok(Value::Str(Text::Owned(s.to_str()?.to_owned())))
+        } else if let Ok(v) = obj.cast::<PyFloat>() {
+            Ok(Value::Float(v.value()))
         } else if let Ok(b) = obj.cast::<PyBool>() {
             Ok(Value::Bool(b.is_true()))
+        } else if !obj.is_instance_of::<PyInt>() {
+            Self::from_py_container(obj)
         } else if let Ok(v) = obj.extract::<i64>() {
             Ok(Value::Int(v))
         } else if let Ok(v) = obj.extract::<u64>() {
             Ok(Value::UInt(v))
-        } else if let Ok(v) = obj.cast::<PyFloat>() {
-            Ok(Value::Float(v.value()))
-        } else if let Ok(s) = obj.cast::<PyString>() {
-            Ok(Value::Str(Text::Owned(s.to_str()?.to_owned())))
-        } else if let Ok(b) = obj.cast::<PyBytes>() {
+        } else {
+            Err(PyTypeError::new_err("an int beyond 64 bits is not a plain value"))
+        }
+    }
+
+    fn from_py_container(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+        if let Ok(b) = obj.cast::<PyBytes>() {
             Ok(Value::Bytes(b.as_bytes().to_vec()))
         } else if obj.is_instance_of::<PyDict>() {
             map_from_py(obj).map(Value::Map)

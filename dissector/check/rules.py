@@ -216,7 +216,7 @@ class Latency(Rule):
                 del self.slowest[EVIDENCE:]
 
     def verdict(self) -> Verdict:
-        values = sorted(self.latencies.sample.items)
+        values = sorted(self.latencies.items)
         if not values:
             return Verdict(False, f"no {self.request_type} was answered: no latency to check")
         value = percentile(values, self.q)

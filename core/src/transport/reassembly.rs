@@ -152,60 +152,7 @@ impl Default for Config {
     }
 }
 
-/// A map that iterates in insertion order (a key set again keeps its place), as Python's dict.
-pub struct OrderedMap<K, V> {
-    map: FastMap<K, (u64, V)>,
-    order: BTreeMap<u64, K>,
-    next: u64,
-}
-
-impl<K: Hash + Eq + Clone, V> OrderedMap<K, V> {
-    pub fn new() -> Self {
-        OrderedMap { map: FastMap::default(), order: BTreeMap::new(), next: 0 }
-    }
-    pub fn set(&mut self, key: K, value: V) {
-        if let Some(slot) = self.map.get_mut(&key) {
-            slot.1 = value;
-            return;
-        }
-        self.order.insert(self.next, key.clone());
-        self.map.insert(key, (self.next, value));
-        self.next += 1;
-    }
-    pub fn remove(&mut self, key: &K) -> Option<V> {
-        let (n, v) = self.map.remove(key)?;
-        self.order.remove(&n);
-        Some(v)
-    }
-    pub fn get(&self, key: &K) -> Option<&V> {
-        self.map.get(key).map(|(_, v)| v)
-    }
-    pub fn first(&self) -> Option<(&K, &V)> {
-        let (_, k) = self.order.iter().next()?;
-        Some((k, &self.map.get(k)?.1))
-    }
-    pub fn keys(&self) -> Vec<K> {
-        self.order.values().cloned().collect()
-    }
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-    pub fn clear(&mut self) {
-        self.map.clear();
-        self.order.clear();
-    }
-}
-
-impl<K: Hash + Eq + Clone, V> Default for OrderedMap<K, V> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-
+pub use crate::ordered::OrderedMap;
 pub use crate::FastMap;
 
 fn sdiff(a: u32, b: u32) -> i64 {
@@ -431,7 +378,7 @@ impl Conn {
             self.slow = true;
             self.h[side].hole_seg = self.segments;
             self.h[side].hole_time = ts;
-            cx.pending.set(self.id, ());
+            cx.pending.insert(self.id, ());
         }
         let arrival = self.segments;
         self.h[side].buf.push(Piece { off: fin_off, end: fin_off, data: Some(Rc::from(&[][..])), ts, arrival, reason: None });
@@ -672,7 +619,7 @@ impl Conn {
             self.slow = true;
             self.h[side].hole_seg = arrival;
             self.h[side].hole_time = ts;
-            cx.pending.set(self.id, ());
+            cx.pending.insert(self.id, ());
         }
         self.drain(side, ts, idx, cx);
         if self.h[side].buf_bytes > cx.st.max_buffered_bytes {
@@ -720,7 +667,7 @@ impl Conn {
             if self.rst_settled() {
                 return Some("rst");
             }
-            cx.pending.set(self.id, ());
+            cx.pending.insert(self.id, ());
             return None;
         }
         if self.h[0].fin_off.is_some() && self.h[1].fin_off.is_some() {
@@ -733,7 +680,7 @@ impl Conn {
                 self.closing_pkt = cx.npackets;
                 self.closing_time = self.last_time;
             }
-            cx.pending.set(self.id, ());
+            cx.pending.insert(self.id, ());
         }
         self.refresh(cx);
         None
@@ -1035,7 +982,7 @@ impl Reassembler {
                 self.halves.remove(&h.key);
             }
             let end_seq = if h.started { Some(h.end_seq()) } else { None };
-            self.tombs.set(h.key, (end_seq, h.isn, now));
+            self.tombs.insert(h.key, (end_seq, h.isn, now));
         }
         if self.tombs.len() > self.cfg.max_tombstones {
             self.prune_tombs(true);
@@ -1048,9 +995,10 @@ impl Reassembler {
 
     fn prune_tombs(&mut self, force: bool) {
         let limit = self.now - self.cfg.tombstone_seconds;
-        while let Some((k, v)) = self.tombs.first() {
-            if v.2 < limit || (force && self.tombs.len() > self.cfg.max_tombstones) {
-                let k = *k;
+        let over = |tombs: usize| force && tombs > self.cfg.max_tombstones;
+        while let Some((k, v)) = self.tombs.oldest() {
+            let (k, expired) = (*k, v.2 < limit);
+            if expired || over(self.tombs.len()) {
                 self.tombs.remove(&k);
             } else {
                 break;
@@ -1069,7 +1017,7 @@ impl Reassembler {
             return;
         }
         let npackets = self.npackets;
-        for cid in self.pending.keys() {
+        for cid in self.pending.keys().copied().collect::<Vec<_>>() {
             let Some(conn) = self.conns.get_mut(&cid) else {
                 self.pending.remove(&cid);
                 continue;

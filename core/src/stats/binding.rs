@@ -1,0 +1,271 @@
+//! The statistics for Python: `StatsCore` gathers records (dicts, or the core's own records), `state()`
+//! reads its figures out as plain data; `Latencies` is the same bounded latency sample for other Python code
+//! (`check`'s latency rule).
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::sample;
+use super::{Actor, Counts, LatencyTable, Stats};
+use crate::value::{map_to_py, Map, Name, Text, Value};
+
+/// (count, total, max, sample, cap): what `dissector/output/stats.py: latency_summary` makes figures of.
+fn latencies_to_py<'py>(py: Python<'py>, lat: &sample::Latencies) -> PyResult<Bound<'py, PyTuple>> {
+    (lat.sample.seen, lat.total, lat.max, PyList::new(py, &lat.sample.items)?, lat.sample.cap).into_pyobject(py)
+}
+
+fn counts_to_py<'py>(py: Python<'py>, counts: &Counts<String>) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (key, n) in &counts.entries {
+        dict.set_item(key, n)?;
+    }
+    Ok(dict)
+}
+
+fn latency_table_to_py<'py>(py: Python<'py>, table: &LatencyTable) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    for (kind, lat) in &table.entries {
+        dict.set_item(kind, latencies_to_py(py, lat)?)?;
+    }
+    Ok(dict)
+}
+
+fn actor_to_py<'py>(py: Python<'py>, conn: i64, a: &Actor) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("conn", conn)?;
+    d.set_item("info", map_to_py(py, &a.info)?)?;
+    for (key, value) in [
+        ("frames", a.frames),
+        ("messages", a.messages),
+        ("payload_bytes", a.payload_bytes),
+        ("wire_bytes", a.wire_bytes),
+        ("receipts", a.receipts),
+        ("batches", a.batches),
+        ("batched_messages", a.batched_messages),
+        ("accepted", a.accepted),
+        ("rejected", a.rejected),
+        ("unanswered", a.unanswered()),
+        ("compressed_wire", a.compressed_wire),
+        ("compressed_plain", a.compressed_plain),
+        ("acks", a.acks),
+        ("permits", a.permits),
+        ("redeliveries", a.redeliveries),
+        ("distinct", a.distinct),
+        ("acked", a.acked),
+    ] {
+        d.set_item(key, value)?;
+    }
+    match &a.send_latency {
+        Some(lat) => d.set_item("send_latency", latencies_to_py(py, lat)?)?,
+        None => d.set_item("send_latency", py.None())?,
+    }
+    d.set_item("compression", counts_to_py(py, &a.compression)?)?;
+    d.set_item("errors", counts_to_py(py, &a.errors)?)?;
+    // what compressed chunked messages wait for their last chunk (oldest first), for tests of the bound
+    d.set_item("chunks_pending", a.pending_chunks().collect::<Vec<_>>())?;
+    d.set_item("chunk_frames_pending", a.chunk_frames_pending)?;
+    Ok(d)
+}
+
+macro_rules! names {
+    ($($text:literal),* $(,)?) => { [$(Name::new($text)),*] };
+}
+
+/// The keys of a record the statistics read, and of its command and messages: a dict record is converted
+/// only that far (a full record's messages and command can be most of it). Interned, so looking them up
+/// makes no string.
+static RECORD_KEYS: [Name; 23] = names![
+    "index", "time", "type", "conn", "direction", "size", "src", "dst", "problems", "expert", "producer", "consumer",
+    "latency_ms", "request_type", "payload_size", "metadata", "answers", "messages_summary", "delivery", "acks",
+    "reassembled", "uncompressed_size", "details",
+];
+static COMMAND_KEYS: [Name; 7] = names![
+    "client_version", "protocol_version", "server_version", "error", "message_id", "redelivery_count", "messagePermits",
+];
+static MESSAGE_KEYS: [Name; 3] = names!["payload_size", "uuid", "chunk_id"];
+
+
+fn pick(dict: &Bound<'_, PyDict>, keys: &'static [Name], map: &mut Map) -> PyResult<()> {
+    let py = dict.py();
+    for key in keys {
+        if let Some(value) = dict.get_item(key.to_py(py))? {
+            map.push((Text::Name(key), Value::from_py(&value)?));
+        }
+    }
+    Ok(())
+}
+
+fn read_record(dict: &Bound<'_, PyDict>) -> PyResult<Map> {
+    let mut map = Map::with_capacity(16);
+    pick(dict, &RECORD_KEYS, &mut map)?;
+    if let Some(command) = dict.get_item(crate::name!("command").to_py(dict.py()))? {
+        let mut picked = Map::new();
+        if let Ok(command) = command.cast::<PyDict>() {
+            pick(command, &COMMAND_KEYS, &mut picked)?;
+        }
+        map.push((Text::Name(crate::name!("command")), Value::Map(picked)));
+    }
+    if let Some(messages) = dict.get_item(crate::name!("messages").to_py(dict.py()))? {
+        let mut picked = Vec::new();
+        if let Ok(messages) = messages.cast::<PyList>() {
+            for message in messages.iter() {
+                let mut one = Map::new();
+                if let Ok(message) = message.cast::<PyDict>() {
+                    pick(message, &MESSAGE_KEYS, &mut one)?;
+                }
+                picked.push(Value::Map(one));
+            }
+        }
+        map.push((Text::Name(crate::name!("messages")), Value::List(picked)));
+    }
+    Ok(map)
+}
+
+#[pyclass(unsendable, module = "pulsar_dissect_core")]
+pub struct StatsCore {
+    pub stats: Stats,
+}
+
+#[pymethods]
+impl StatsCore {
+    #[new]
+    fn new(latency_samples: usize, plot_samples: usize, actor_memory: usize, chunk_memory: usize) -> StatsCore {
+        StatsCore { stats: Stats::new(latency_samples, plot_samples, actor_memory, chunk_memory) }
+    }
+
+    /// One record of the JSON contract (a dict).
+    fn add(&mut self, record: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.stats.add(&read_record(record.cast::<PyDict>()?)?);
+        Ok(())
+    }
+
+    /// The figures as plain data (see `dissector/output/stats.py: StatsCollector.result`).
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.stats;
+        let out = PyDict::new(py);
+        out.set_item("frames", s.frames)?;
+        out.set_item("first_time", s.first_time)?;
+        out.set_item("last_time", s.last_time)?;
+        out.set_item("types", counts_to_py(py, &s.types)?)?;
+        let conns = PyList::empty(py);
+        for c in &s.conns {
+            let d = PyDict::new(py);
+            d.set_item("conn", c.conn)?;
+            d.set_item("client", c.client.to_py(py)?)?;
+            d.set_item("broker", c.broker.to_py(py)?)?;
+            d.set_item("first_time", c.first_time)?;
+            d.set_item("last_time", c.last_time)?;
+            for (i, side) in ["to_broker", "to_client", "unknown_direction"].iter().enumerate() {
+                d.set_item(format!("frames_{side}"), c.frames[i])?;
+            }
+            for (i, side) in ["to_broker", "to_client", "unknown_direction"].iter().enumerate() {
+                d.set_item(format!("bytes_{side}"), c.bytes[i])?;
+            }
+            d.set_item("problems", c.problems)?;
+            for (key, value) in &c.extra {
+                d.set_item(key.as_str(), value.to_py(py)?)?;
+            }
+            d.set_item("events", counts_to_py(py, &c.events)?)?;
+            d.set_item("latency", latency_table_to_py(py, &c.latency)?)?;
+            conns.append(d)?;
+        }
+        out.set_item("connections", conns)?;
+        let topics = PyDict::new(py);
+        for (name, t) in &s.topics {
+            let d = PyDict::new(py);
+            d.set_item("messages_sent", t.messages_sent)?;
+            d.set_item("bytes_sent", t.bytes_sent)?;
+            d.set_item("messages_received", t.messages_received)?;
+            d.set_item("bytes_received", t.bytes_received)?;
+            d.set_item("producers", PyList::new(py, &t.producers)?)?;
+            d.set_item("consumers", PyList::new(py, &t.consumers)?)?;
+            topics.set_item(name, d)?;
+        }
+        out.set_item("topics", topics)?;
+        let producers = PyList::empty(py);
+        for ((conn, _), a) in s.producers.iter() {
+            producers.append(actor_to_py(py, *conn, a)?)?;
+        }
+        out.set_item("producers", producers)?;
+        let consumers = PyList::empty(py);
+        for ((conn, _), a) in s.consumers.iter() {
+            consumers.append(actor_to_py(py, *conn, a)?)?;
+        }
+        out.set_item("consumers", consumers)?;
+        out.set_item("latency", latency_table_to_py(py, &s.latency)?)?;
+        out.set_item("server_errors", counts_to_py(py, &s.server_errors)?)?;
+        let expert = PyList::empty(py);
+        for ((id, severity), n) in &s.expert.entries {
+            expert.append(((id, severity), n))?;
+        }
+        out.set_item("expert", expert)?;
+        out.set_item("events", counts_to_py(py, &s.events)?)?;
+        Ok(out)
+    }
+
+    /// The first record's time: time 0 of the timeline and the plots.
+    #[getter]
+    fn origin(&self) -> Option<f64> {
+        self.stats.origin
+    }
+
+    /// (time, request type, ms, answered by an error) of the responses kept for plotting, in the sample's order.
+    fn plot_points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, &self.stats.plot.items)
+    }
+
+    /// Time bucket -> [messages to broker, bytes to broker, messages to client, bytes to client].
+    fn throughput<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (slot, counts) in &self.stats.throughput {
+            dict.set_item(slot, counts.to_vec())?;
+        }
+        Ok(dict)
+    }
+
+    #[getter]
+    fn throughput_width(&self) -> f64 {
+        self.stats.throughput_width
+    }
+}
+
+/// A bounded latency sample for Python code (exact count, total and max; percentiles from the sample).
+#[pyclass(unsendable, subclass, module = "pulsar_dissect_core", name = "Latencies")]
+pub struct PyLatencies {
+    latencies: sample::Latencies,
+}
+
+#[pymethods]
+impl PyLatencies {
+    #[new]
+    #[pyo3(signature = (cap=100_000))]
+    fn new(cap: usize) -> PyLatencies {
+        PyLatencies { latencies: sample::Latencies::new(cap) }
+    }
+
+    fn add(&mut self, value: f64) {
+        self.latencies.add(value);
+    }
+
+    #[getter]
+    fn count(&self) -> u64 {
+        self.latencies.sample.seen
+    }
+
+    /// The sampled values, in the sample's order.
+    #[getter]
+    fn items(&self) -> Vec<f64> {
+        self.latencies.sample.items.clone()
+    }
+
+    /// (count, total, max, sample, cap), as `StatsCore.state` gives them.
+    fn figures<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        latencies_to_py(py, &self.latencies)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<StatsCore>()?;
+    m.add_class::<PyLatencies>()?;
+    Ok(())
+}
