@@ -129,15 +129,19 @@ def _record_bytes(rec: dict) -> tuple[bytes, int] | None:
 
 
 def _records(capture: Path, options: Options, *, payload_bytes: bool = False, summary: bool = False,
-             seen: "Seen | None" = None):
-    """The capture's records (``-`` reads standard input); exits 2 with a message when it cannot be read."""
+             seen: "Seen | None" = None, stats=None):
+    """The capture's records (``-`` reads standard input); exits 2 with a message when it cannot be read.
+    ``stats`` (a StatsCollector): every record goes into it in the core (events still come here too)."""
     source = sys.stdin.buffer if str(capture) == "-" else capture
     try:
         for rec in analysed_records(source, options, payload_bytes=payload_bytes, summary=summary,
-                                    report=seen.report if seen is not None else None):
+                                    report=seen.report if seen is not None else None,
+                                    stats=stats.core if stats is not None else None):
             if seen is not None:
                 seen.add(rec)
             yield rec
+        if seen is not None and stats is not None:
+            seen.frames += seen.report["core_records"][0]
     except CaptureError as exc:
         typer.echo(f"pulsar-dissect: {exc}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
@@ -612,9 +616,13 @@ def stats_cmd(
     stats = StatsCollector(options)
     full = flt.predicate is not None and needs_full_records(flt.predicate)
     seen = Seen()
-    for rec in _records(capture, options, summary=not full, seen=seen):
-        if flt.accepts(rec):
-            stats.add(rec)
+    if flt.accepts_all:  # every record goes into the statistics in the core, in capture order
+        for _ in _records(capture, options, summary=True, seen=seen, stats=stats):
+            pass
+    else:
+        for rec in _records(capture, options, summary=not full, seen=seen):
+            if flt.accepts(rec):
+                stats.add(rec)
     data = stats.result()
     message = seen.explain(options, flt, data["frames"])
     if message:

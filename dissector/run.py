@@ -20,17 +20,22 @@ def analysed_events(path, options: Options | None = None, report: dict | None = 
 
 
 def analysed_records(path, options: Options | None = None, *, payload_bytes: bool = False,
-                     summary: bool = False, report: dict | None = None) -> Iterator[dict]:
+                     summary: bool = False, report: dict | None = None, stats=None) -> Iterator[dict]:
     """The JSON Lines contract of a capture, one dict per frame or event, in capture order: the frames'
     records made by the core (``core/src/records.rs``), the events' by ``output.records.event_record``.
     ``summary`` records (for one-line views) also decode only what those views read (``Options.summary``);
-    ``payload_bytes``: each message's payload too (``output.records.record``)."""
+    ``payload_bytes``: each message's payload too (``output.records.record``). With ``stats`` (a
+    ``StatsCollector``'s ``core``), every record goes into those statistics in the core, in capture order, and
+    only the events come out (already counted); ``report`` then also gets ``core_records``: (frames,
+    problems) of the frames' records."""
     options = options or Options()
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
-    stage = analysed_dissector(options, records="dict", summary=summary, payload_bytes=payload_bytes)
+    stage = analysed_dissector(options, records="dict", summary=summary, payload_bytes=payload_bytes, stats=stats)
     for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
         yield item if type(item) is dict else event_record(item)
+    if report is not None and stats is not None:
+        report["core_records"] = stage.json_lines
 
 
 def analysed_json_lines(path, options: Options | None = None, *, summary: bool = False,

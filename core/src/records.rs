@@ -1,7 +1,7 @@
 //! A frame's record (the JSON Lines contract, `docs/records.schema.json`): the one description of its keys,
-//! their order and their values ([`build_record`]), written to one of two sinks: [`JsonSink`], the record's
-//! JSON line (byte for byte what `output/jsonl.dumps` writes of the dict), and [`DictSink`], the Python dict
-//! every renderer, filter and `check` reads.
+//! their order and their values ([`build_record`]), written to a sink: [`JsonSink`], the record's JSON line
+//! (byte for byte what `output/jsonl.dumps` writes of the dict), [`DictSink`], the Python dict every
+//! renderer, filter and `check` reads, or [`MapSink`], Rust plain data for the core's statistics.
 //!
 //! The keys: index, protocol, time, conn, src, dst, direction, packet, type, command, size, problems, then
 //! expert (when there are findings), first_packet (when the frame began in an earlier packet), Pulsar's
@@ -246,6 +246,107 @@ impl<'py> RecordSink<'py> for DictSink<'py, '_> {
     fn note(&mut self, key: &Text, value: &Value) -> PyResult<()> {
         let object = self.actors.value(self.py, key, value)?;
         self.insert(Key::Text(key), object)
+    }
+}
+
+/// Rust plain data: the record as a [`Map`], for the core's own readers of records (the statistics).
+/// `keep`: the top-level keys to keep (the others and what they hold are skipped), or all of them.
+pub struct MapSink {
+    keep: Option<&'static [Name]>,
+    open: Vec<(Option<Text>, Value)>,
+    /// Depth inside a skipped top-level value.
+    skipping: usize,
+    record: Option<Map>,
+}
+
+impl MapSink {
+    pub fn new(keep: Option<&'static [Name]>) -> MapSink {
+        MapSink { keep, open: Vec::with_capacity(4), skipping: 0, record: None }
+    }
+
+    /// The record, once built.
+    pub fn into_record(self) -> Option<Map> {
+        self.record
+    }
+
+    fn key_text(key: Key<'_>) -> Option<Text> {
+        match key {
+            Key::Name(name) => Some(Text::Name(name)),
+            Key::Text(text) => Some(text.clone()),
+            Key::Item => None,
+        }
+    }
+
+    /// Whether a value under `key` is skipped: a top-level key not kept (or anything inside one).
+    fn skips(&self, key: Key<'_>) -> bool {
+        if self.skipping > 0 {
+            return true;
+        }
+        let Some(keep) = self.keep else { return false };
+        if self.open.len() != 1 {
+            return false;
+        }
+        let name = match key {
+            Key::Name(name) => name.as_str(),
+            Key::Text(text) => text.as_str(),
+            Key::Item => return false,
+        };
+        !keep.iter().any(|k| k.as_str() == name)
+    }
+
+    fn insert(&mut self, key: Option<Text>, value: Value) -> PyResult<()> {
+        match self.open.last_mut() {
+            Some((_, Value::Map(map))) => match key {
+                Some(key) => map.push((key, value)),
+                None => return Err(pyo3::exceptions::PyRuntimeError::new_err("a record value without its key")),
+            },
+            Some((_, Value::List(items))) => items.push(value),
+            Some(_) => return Err(pyo3::exceptions::PyRuntimeError::new_err("a record value in the wrong place")),
+            None => match value {
+                Value::Map(map) => self.record = Some(map),
+                _ => return Err(pyo3::exceptions::PyRuntimeError::new_err("a record that is not a map")),
+            },
+        }
+        Ok(())
+    }
+}
+
+impl<'py> RecordSink<'py> for MapSink {
+    fn put(&mut self, key: Key<'_>, atom: Atom<'_, 'py>) -> PyResult<()> {
+        if self.skips(key) {
+            return Ok(());
+        }
+        let value = match atom {
+            Atom::Value(value) => value.clone(),
+            Atom::Values(items) => Value::List(items.to_vec()),
+            Atom::Text(text) => Value::Str(text.clone()),
+            Atom::Name(name) => Value::Str(Text::Name(name)),
+            Atom::Str(text, _) => Value::Str(Text::Owned(text.to_owned())),
+            Atom::Bytes(bytes) => Value::Bytes(bytes.as_bytes().to_vec()),
+            Atom::EmptyMap => Value::Map(Map::new()),
+        };
+        self.insert(Self::key_text(key), value)
+    }
+
+    fn open(&mut self, key: Key<'_>, list: bool) -> PyResult<()> {
+        if self.skips(key) {
+            self.skipping += 1;
+            return Ok(());
+        }
+        let empty = if list { Value::List(Vec::new()) } else { Value::Map(Map::new()) };
+        self.open.push((Self::key_text(key), empty));
+        Ok(())
+    }
+
+    fn close(&mut self) -> PyResult<()> {
+        if self.skipping > 0 {
+            self.skipping -= 1;
+            return Ok(());
+        }
+        match self.open.pop() {
+            Some((key, value)) => self.insert(key, value),
+            None => Err(pyo3::exceptions::PyRuntimeError::new_err("a record closed twice")),
+        }
     }
 }
 

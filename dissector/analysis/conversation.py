@@ -73,13 +73,15 @@ def analyse(items: Iterable, options: Options | None = None) -> Iterator:
 
 
 def analysed_dissector(options: Options, *, records: str | None = None, summary: bool = False,
-                       payload_bytes: bool = False):
+                       payload_bytes: bool = False, stats=None):
     """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
     trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``records`` ("dict" or
     "json"), a frame comes out as its record (the JSON Lines contract; ``summary`` and ``payload_bytes`` as in
     ``output.records.record``), made by the core (``core/src/records.rs``: Python makes only the texts of its
-    findings): a dict, or its JSON line (consecutive lines come as one bytes object)."""
+    findings): a dict, or its JSON line (consecutive lines come as one bytes object). With ``stats`` (a
+    ``StatsCollector``'s ``core``) the records go into those statistics, in the core, events too (which still
+    come out)."""
     classes = (Frame, Event, Decoded, Finding, Annotated)
     mode = None if records is None else (records == "json", summary, payload_bytes, severity_and_message)
-    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, mode)
+    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, mode, stats)

@@ -24,8 +24,11 @@ use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
 use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
-use crate::records::{build_record, with_py_frame, ActorDicts, DictSink, FindingTexts, JsonSink, RecordInput, RecordStyle};
+use crate::records::{build_record, with_py_frame, ActorDicts, DictSink, FindingTexts, JsonSink, MapSink, RecordInput, RecordStyle};
+use crate::stats::binding::StatsCore;
+use crate::stats::READ_KEYS;
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
+use crate::name;
 use crate::value::{map_to_py, Map, Text, Value};
 
 /// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
@@ -469,16 +472,33 @@ impl ConversationCore {
                     self.append(py, out, annotated)?;
                 }
                 Output::Input => match item {
-                    Current::Object(input) => self.append(py, out, (*input).clone())?,
+                    Current::Object(input) => {
+                        if let Some(stats) = self.stats_target() {
+                            stats_python_event(py, stats, input)?;
+                        }
+                        self.append(py, out, (*input).clone())?
+                    }
                     _ => return Err(PyRuntimeError::new_err("no input to pass on")),
                 },
                 Output::Event(event) => {
+                    if let Some(stats) = self.stats_target() {
+                        let record = event_stats_record(event.kind.as_str(), event.time, event.conn, event.details.clone());
+                        stats.borrow_mut(py).stats.add(&record);
+                    }
                     let event = self.classes.event(py, &event)?;
                     self.append(py, out, event)?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The statistics the records go into, if they do.
+    fn stats_target(&self) -> Option<&Py<StatsCore>> {
+        match self.records.as_ref().map(|r| &r.made.target) {
+            Some(Target::Stats(stats)) => Some(stats),
+            _ => None,
+        }
     }
 
     /// With `records` on, the record of the frame being flushed: its JSON line, or its dict appended to `out`.
@@ -526,8 +546,8 @@ impl ConversationCore {
 
     /// The JSON lines written so far, as one bytes object appended to `out`.
     fn release_lines(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        match self.records.as_mut().and_then(|r| r.made.lines.as_mut()) {
-            Some(lines) if !lines.is_empty() => {
+        match self.records.as_mut().map(|r| &mut r.made.target) {
+            Some(Target::Json(lines)) if !lines.is_empty() => {
                 out.append(PyBytes::new(py, lines))?;
                 lines.clear();
                 Ok(())
@@ -535,6 +555,32 @@ impl ConversationCore {
             _ => Ok(()),
         }
     }
+}
+
+/// What the statistics read of an event's record (`output/records.py: event_record`).
+fn event_stats_record(kind: &str, time: f64, conn: Option<u64>, details: Map) -> Map {
+    let mut record = vec![
+        (Text::Name(name!("type")), Value::from(kind.to_owned())),
+        (Text::Name(name!("time")), Value::Float(time)),
+    ];
+    if let Some(conn) = conn {
+        record.push((Text::Name(name!("conn")), Value::from(conn)));
+    }
+    if !details.is_empty() {
+        record.push((Text::Name(name!("details")), Value::Map(details)));
+    }
+    record
+}
+
+/// An event that came from Python (the pipeline's, a capture note) into the statistics, in its place.
+fn stats_python_event(py: Python<'_>, stats: &Py<StatsCore>, event: &Bound<'_, PyAny>) -> PyResult<()> {
+    let kind: String = event.getattr(intern!(py, "kind"))?.extract()?;
+    let time: f64 = event.getattr(intern!(py, "time"))?.extract()?;
+    let conn: Option<u64> = event.getattr(intern!(py, "conn"))?.extract()?;
+    let details = event.getattr(intern!(py, "details"))?;
+    let details = if details.is_none() { Map::new() } else { crate::value::map_from_py(&details)? };
+    stats.borrow_mut(py).stats.add(&event_stats_record(&kind, time, conn, details));
+    Ok(())
 }
 
 /// `f` of the analysis' view of a frame the core decoded (its texts are the pipeline's Python strings).
@@ -569,10 +615,19 @@ struct Records {
     made: RecordsMade,
 }
 
+/// Where the records go.
+enum Target {
+    /// JSON lines, those written since the last Python item.
+    Json(Vec<u8>),
+    /// Dicts, to Python.
+    Dicts,
+    /// Into the statistics, in the core: nothing comes out.
+    Stats(Py<StatsCore>),
+}
+
 struct RecordsMade {
     style: RecordStyle,
-    /// The JSON lines written since the last Python item; None: records are dicts.
-    lines: Option<Vec<u8>>,
+    target: Target,
     /// Records made, and their problems (what --strict counts), so Python need not read the lines.
     frames: u64,
     problems: u64,
@@ -581,16 +636,24 @@ struct RecordsMade {
 impl RecordsMade {
     /// The record of `input`: appended to the lines, or returned as a dict.
     fn build<'py>(&mut self, py: Python<'py>, input: &RecordInput<'_, 'py>, actors: &mut ActorDicts) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let (problems, record) = match &mut self.lines {
-            Some(lines) => {
+        let (problems, record) = match &mut self.target {
+            Target::Json(lines) => {
                 let problems = build_record(&mut JsonSink::new(lines), input, self.style)?;
                 lines.push(b'\n');
                 (problems, None)
             }
-            None => {
+            Target::Dicts => {
                 let mut sink = DictSink::new(py, actors);
                 let problems = build_record(&mut sink, input, self.style)?;
                 (problems, sink.into_record())
+            }
+            Target::Stats(stats) => {
+                let mut sink = MapSink::new(Some(&READ_KEYS));
+                let problems = build_record(&mut sink, input, self.style)?;
+                if let Some(record) = sink.into_record() {
+                    stats.borrow_mut(py).stats.add(&record);
+                }
+                (problems, None)
             }
         };
         self.frames += 1;
@@ -706,12 +769,13 @@ impl AnalysedDissector {
     /// With `records` = (json, summary, payload_bytes, texts), a frame comes out as its record (see
     /// `records.rs`) instead of an Annotated frame: `json`: as its JSON line, the lines between two Python
     /// items joined in one bytes object; else as a dict. `summary`, `payload_bytes`: `RecordStyle`; `texts`:
-    /// `problems.severity_and_message`.
+    /// `problems.severity_and_message`. With `stats` too, the records go into those statistics, in the core,
+    /// and only events come out.
     #[new]
-    #[pyo3(signature = (options, protocols, classes, protocol_spec, records=None))]
+    #[pyo3(signature = (options, protocols, classes, protocol_spec, records=None, stats=None))]
     fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
            classes: JoinedClasses, protocol_spec: Py<PyAny>,
-           records: Option<(bool, bool, bool, Py<PyAny>)>) -> PyResult<Self> {
+           records: Option<(bool, bool, bool, Py<PyAny>)>, stats: Option<Py<StatsCore>>) -> PyResult<Self> {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
@@ -719,7 +783,11 @@ impl AnalysedDissector {
             texts: FindingTexts::new(texts),
             made: RecordsMade {
                 style: RecordStyle { summary, payload_bytes },
-                lines: json.then(|| Vec::with_capacity(1 << 16)),
+                target: match (stats, json) {
+                    (Some(stats), _) => Target::Stats(stats),
+                    (None, true) => Target::Json(Vec::with_capacity(1 << 16)),
+                    (None, false) => Target::Dicts,
+                },
                 frames: 0,
                 problems: 0,
             },

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::sample;
-use super::{Actor, Counts, LatencyTable, Stats};
+use super::{Actor, Counts, LatencyTable, Stats, COMMAND_KEYS, MESSAGE_KEYS, READ_KEYS};
 use crate::value::{map_to_py, Map, Name, Text, Value};
 
 /// (count, total, max, sample, cap): what `dissector/output/stats.py: latency_summary` makes figures of.
@@ -67,24 +67,6 @@ fn actor_to_py<'py>(py: Python<'py>, conn: i64, a: &Actor) -> PyResult<Bound<'py
     Ok(d)
 }
 
-macro_rules! names {
-    ($($text:literal),* $(,)?) => { [$(Name::new($text)),*] };
-}
-
-/// The keys of a record the statistics read, and of its command and messages: a dict record is converted
-/// only that far (a full record's messages and command can be most of it). Interned, so looking them up
-/// makes no string.
-static RECORD_KEYS: [Name; 23] = names![
-    "index", "time", "type", "conn", "direction", "size", "src", "dst", "problems", "expert", "producer", "consumer",
-    "latency_ms", "request_type", "payload_size", "metadata", "answers", "messages_summary", "delivery", "acks",
-    "reassembled", "uncompressed_size", "details",
-];
-static COMMAND_KEYS: [Name; 7] = names![
-    "client_version", "protocol_version", "server_version", "error", "message_id", "redelivery_count", "messagePermits",
-];
-static MESSAGE_KEYS: [Name; 3] = names!["payload_size", "uuid", "chunk_id"];
-
-
 fn pick(dict: &Bound<'_, PyDict>, keys: &'static [Name], map: &mut Map) -> PyResult<()> {
     let py = dict.py();
     for key in keys {
@@ -97,7 +79,7 @@ fn pick(dict: &Bound<'_, PyDict>, keys: &'static [Name], map: &mut Map) -> PyRes
 
 fn read_record(dict: &Bound<'_, PyDict>) -> PyResult<Map> {
     let mut map = Map::with_capacity(16);
-    pick(dict, &RECORD_KEYS, &mut map)?;
+    pick(dict, &READ_KEYS[..READ_KEYS.len() - 2], &mut map)?; // the command and the messages: below
     if let Some(command) = dict.get_item(crate::name!("command").to_py(dict.py()))? {
         let mut picked = Map::new();
         if let Ok(command) = command.cast::<PyDict>() {

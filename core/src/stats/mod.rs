@@ -8,9 +8,25 @@ pub mod binding;
 pub mod sample;
 
 use crate::analysis::bounded::{remember_bounded, OrderedMap};
-use crate::value::{Map, Value};
+use crate::value::{Map, Name, Value};
 use crate::FastMap;
 use sample::{Latencies, Reservoir};
+
+macro_rules! names {
+    ($($text:literal),* $(,)?) => { [$(Name::new($text)),*] };
+}
+
+/// The keys of a record the statistics read (the command and the messages last), and of its command and
+/// messages: a record is made or converted only that far (a full record's messages can be most of it).
+pub static READ_KEYS: [Name; 25] = names![
+    "index", "time", "type", "conn", "direction", "size", "src", "dst", "problems", "expert", "producer", "consumer",
+    "latency_ms", "request_type", "payload_size", "metadata", "answers", "messages_summary", "delivery", "acks",
+    "reassembled", "uncompressed_size", "details", "command", "messages",
+];
+pub static COMMAND_KEYS: [Name; 7] = names![
+    "client_version", "protocol_version", "server_version", "error", "message_id", "redelivery_count", "messagePermits",
+];
+pub static MESSAGE_KEYS: [Name; 3] = names!["payload_size", "uuid", "chunk_id"];
 
 /// Time buckets kept for the throughput plot (their width doubles whenever there would be more).
 pub const THROUGHPUT_BUCKETS: i64 = 2000;
