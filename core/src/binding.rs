@@ -248,5 +248,7 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
     crate::transport::binding::register(m)?;
     crate::analysis::binding::register(m)?;
+    crate::text::register(m)?;
+    m.add_class::<crate::timeline::TimelineFormat>()?;
     Ok(())
 }

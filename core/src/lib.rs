@@ -19,9 +19,12 @@ pub mod framing;
 pub mod model;
 mod payload;
 pub mod pb;
+mod printable;
 pub mod pulsar;
 pub mod records;
 mod schema;
+pub mod text;
+pub mod timeline;
 pub mod transport;
 pub mod value;
 

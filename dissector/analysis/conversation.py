@@ -72,13 +72,16 @@ def analyse(items: Iterable, options: Options | None = None) -> Iterator:
     yield from analyzer.finish()
 
 
-def analysed_dissector(options: Options, json_records: bool | None = None):
+def analysed_dissector(options: Options, json_records: bool | None = None, timeline=None):
     """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
     trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``json_records`` (True:
     summary records), a frame comes out as its record's JSON line, written by the core
     (``core/src/records.rs``: Python makes only the texts of its findings); consecutive lines come as one bytes
-    object."""
+    object. With ``timeline`` (the core's ``TimelineFormat`` of a renderer), the same with each frame's plain
+    timeline line (``core/src/timeline.rs``)."""
     classes = (Frame, Event, Decoded, Finding, Annotated)
     records = None if json_records is None else (json_records, severity_and_message)
-    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, records)
+    lines = None if timeline is None else (timeline, severity_and_message)
+    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, records,
+                                   lines)

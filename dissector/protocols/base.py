@@ -16,7 +16,8 @@ A protocol is one folder under ``dissector/protocols/`` whose ``__init__`` build
 - its session (``session``: the name of its conversation state in the compiled core, ``core/src/<name>/``,
   which the core's analyzer runs per connection; None: pairing only) and its problem ids (registered in
   ``dissector.problems`` when the package is imported);
-- how its frames look in a record and on a timeline line (``record_fields``, ``timeline_pieces``).
+- how its frames look in a record (``record_fields``) and on a timeline line (``timeline_pieces``: the name
+  of its pieces in the compiled core, as ``session``).
 
 Everything below the boundary (capture, network layers, TCP reassembly, the PDU splitter: the core's
 ``transport``) and above it (pairing, records, renderers, statistics) is generic and reads only these
@@ -139,7 +140,9 @@ class ProtocolSpec:
     # connections), by name: "pulsar"; None: request/response pairing only
     session: str | None = None
     record_fields: Callable[[Frame, bool, bool], dict] = lambda frame, payload, summary: {}  # extra record keys
-    timeline_pieces: Callable[[dict], list] = lambda rec: []  # record -> [(text, style)] after the key fields
+    # the name of its own pieces of a timeline line (after the key fields) in the compiled core ("pulsar":
+    # core/src/pulsar/timeline.rs); None: the key fields only
+    timeline_pieces: str | None = None
 
     @property
     def default_server_role(self) -> str:

@@ -26,6 +26,7 @@ use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
 use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
 use crate::records::{can_write, write_frame_record, Expert};
+use crate::timeline::{TimelineFormat, TimelineLines};
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::value::{map_to_py, Map, Text, Value};
 
@@ -346,6 +347,8 @@ pub struct ConversationCore {
     actor_dicts: FastMap<u64, (Value, Py<PyDict>)>,
     /// Set by `AnalysedDissector` when asked for records.
     records: Option<RecordLines>,
+    /// Set by `AnalysedDissector` when asked for `--plain` timeline lines.
+    timeline: Option<TimelineLines>,
 }
 
 const ACTOR_DICTS: usize = 4096; // actor dicts kept at most (then made afresh)
@@ -498,6 +501,11 @@ impl ConversationCore {
                         if self.write_record(py, place, pdu, &findings, &notes)? {
                             continue;
                         }
+                        if let Some(lines) = &mut self.timeline {
+                            if lines.write(py, place, pdu, &findings, &notes)? {
+                                continue;
+                            }
+                        }
                     }
                     let frame = match item {
                         Current::Object(frame) => (*frame).clone(),
@@ -543,14 +551,20 @@ impl ConversationCore {
         Ok(true)
     }
 
-    /// Append a Python item to `out`, after the JSON lines written before it.
+    /// Append a Python item to `out`, after the JSON or timeline lines written before it.
     fn append(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -> PyResult<()> {
         self.release_lines(py, out)?;
+        if let Some(lines) = &mut self.timeline {
+            lines.saw(py, &item)?;
+        }
         out.append(item)
     }
 
-    /// The JSON lines written so far, as one bytes object appended to `out`.
+    /// The JSON or timeline lines written so far, as one bytes object appended to `out`.
     fn release_lines(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        if let Some(lines) = self.timeline.as_mut().and_then(|lines| lines.take(py)) {
+            out.append(lines)?;
+        }
         match &mut self.records {
             Some(records) if !records.lines.is_empty() => {
                 out.append(PyBytes::new(py, &records.lines))?;
@@ -617,6 +631,7 @@ impl ConversationCore {
             out: Vec::new(),
             actor_dicts: FastMap::default(),
             records: None,
+            timeline: None,
         })
     }
 
@@ -704,16 +719,19 @@ impl AnalysedDissector {
     /// `classes`: (Frame, Event, Decoded, Finding, Annotated); `protocol_spec`: the protocol registry's `get`.
     /// With `json_records` = (summary, texts) — True: the summary records, False: the full ones; `texts`:
     /// `problems.severity_and_message` — a frame comes out as its record's JSON line instead of an Annotated
-    /// frame, the lines between two Python items joined in one bytes object.
+    /// frame, the lines between two Python items joined in one bytes object. With `timeline` = (format, texts)
+    /// — format: a `TimelineFormat` — a frame comes out as its plain timeline line instead, the same way.
     #[new]
-    #[pyo3(signature = (options, protocols, classes, protocol_spec, json_records=None))]
+    #[pyo3(signature = (options, protocols, classes, protocol_spec, json_records=None, timeline=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
            classes: JoinedClasses, protocol_spec: Py<PyAny>,
-           json_records: Option<(bool, Py<PyAny>)>) -> PyResult<Self> {
+           json_records: Option<(bool, Py<PyAny>)>, timeline: Option<(Py<TimelineFormat>, Py<PyAny>)>) -> PyResult<Self> {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
         analysis.records = json_records.map(|(summary, texts)| RecordLines { summary, texts, lines: Vec::with_capacity(1 << 16), frames: 0, problems: 0 });
+        analysis.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
         let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new() })
     }
@@ -779,6 +797,12 @@ impl AnalysedDissector {
     #[getter]
     fn json_lines(&self) -> (u64, u64) {
         self.analysis.records.as_ref().map_or((0, 0), |r| (r.frames, r.problems))
+    }
+
+    /// The timeline lines written so far, and their problems: (frames, problems).
+    #[getter]
+    fn timeline_lines(&self) -> (u64, u64) {
+        self.analysis.timeline.as_ref().map_or((0, 0), |t| (t.frames, t.problems))
     }
 
     #[getter]
