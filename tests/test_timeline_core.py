@@ -223,3 +223,53 @@ def test_a_line_made_from_a_record_lacking_keys_does_not_fail():
                                        "messages_summary": {"chunk": {"chunk_id": "a"}}, "reassembled": {"x": 1},
                                        "problems": [None, {"a": "\x1b"}], "expert": [{"severity": "note"}]}]:
         assert _unescaped(fmt.text(rec).replace("\n", "")) == []
+
+
+# ------------------------------------------------------------------------------ mutated captures, both paths
+
+def _mutated_capture(rng, source, target) -> None:
+    """The capture with bytes of its packets' data changed at random (the pcap record headers kept)."""
+    import gzip
+
+    data = bytearray(gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_bytes())
+    pos = 24
+    while pos + 16 <= len(data):
+        length = int.from_bytes(data[pos + 8:pos + 12], "little")
+        start, end = pos + 16, min(pos + 16 + length, len(data))
+        if end - start > 60 and rng.random() < 0.3:
+            for _ in range(rng.randint(1, 4)):
+                data[rng.randrange(start + 54, end)] = rng.choice([0, 0xFF, 0x1B, 0x0A, 0x80, rng.randrange(256)])
+        pos = end
+    target.write_bytes(bytes(data))
+
+
+def _lines_both_ways(path, payload: bool) -> tuple[str, str]:
+    from dissector.options import Options
+    from dissector.run import analysed_timeline_lines
+
+    native = TimelineRenderer(Console(file=io.StringIO()), plain=True, show_payload=payload)
+    written = []
+    for item in analysed_timeline_lines(path, native.format, Options(), payload_bytes=payload, summary=not payload):
+        written.append(item.decode() if type(item) is bytes else native.line(item) + "\n")
+    renderer = TimelineRenderer(Console(file=io.StringIO()), plain=True, show_payload=payload)
+    made = []
+    for rec in analysed_records(path, payload_bytes=payload, summary=not payload):
+        if renderer.origin is None:
+            renderer.origin = rec["time"]
+        made.append(renderer.line(rec) + "\n")
+    return "".join(written), "".join(made)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_mutated_captures_make_the_same_escaped_lines_both_ways(seed, tmp_path):
+    import random
+
+    rng = random.Random(seed)
+    source = capture_path(["02_batching_props_keys.pcap", "04_chunking.pcap.gz", "11_errors.pcap",
+                           "09_key_shared.pcap"][seed % 4])
+    path = tmp_path / "mutated.pcap"
+    _mutated_capture(rng, source, path)
+    for payload in (False, True):
+        written, made = _lines_both_ways(path, payload)
+        assert written == made
+        assert _unescaped(written) == []

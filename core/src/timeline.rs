@@ -166,8 +166,19 @@ impl Atom<'_> {
         matches!(self, Atom::Value(Value::Null))
     }
 
+    fn as_int(&self) -> Option<i128> {
+        match self {
+            Atom::Int(v) | Atom::Value(Value::Int(v)) => Some(i128::from(*v)),
+            Atom::Value(Value::UInt(v)) => Some(i128::from(*v)),
+            _ => None,
+        }
+    }
+
     /// Python's `==` between the numbers and texts a line compares.
     fn same(&self, other: &Atom) -> bool {
+        if let (Some(a), Some(b)) = (self.as_int(), other.as_int()) {
+            return a == b;
+        }
         match (self.as_f64(), other.as_f64()) {
             (Some(a), Some(b)) => a == b,
             _ => match (self.as_str(), other.as_str()) {
@@ -388,14 +399,18 @@ pub struct Format {
 
 /// Pads `out` from `start` with spaces to `width` characters, on the left (`>`) or the right (`<`).
 fn pad(out: &mut String, start: usize, width: usize, left: bool) {
-    let count = out[start..].chars().count();
-    if count < width {
-        let spaces = " ".repeat(width - count);
+    const SPACES: &str = "                "; // as wide as the widest column
+    let written = &out[start..];
+    let count = if written.is_ascii() { written.len() } else { written.chars().count() };
+    let mut missing = width.saturating_sub(count);
+    while missing > 0 {
+        let spaces = &SPACES[..missing.min(SPACES.len())];
         if left {
-            out.insert_str(start, &spaces);
+            out.insert_str(start, spaces);
         } else {
-            out.push_str(&spaces);
+            out.push_str(spaces);
         }
+        missing -= spaces.len();
     }
 }
 
@@ -599,22 +614,25 @@ fn push_where(facts: &LineFacts, line: &mut Line) {
         conn.push(&mut line.text);
         line.push(Role::Conn, " ");
     }
-    let Some(src) = &facts.src else { return };
-    let direction = facts.direction.and_then(|d| d.as_str().map(str::to_owned));
-    let (arrow, client) = match direction.as_deref() {
-        Some("to_client") => ("←", facts.dst),
-        Some("unknown") => ("↔", Some(*src)),
-        _ => ("→", Some(*src)),
+    let Some(src) = facts.src else { return };
+    let direction = facts.direction.as_ref().and_then(Atom::as_str);
+    let (arrow, client) = match direction {
+        Some("to_client") => ("←", facts.dst.unwrap_or(Atom::Value(&Value::Null))),
+        Some("unknown") => ("↔", src),
+        _ => ("→", src),
     };
     line.text.push_str(arrow);
     line.push(Role::Arrow, " ");
-    if direction.as_deref() == Some("unknown") {
+    if direction == Some("unknown") {
         src.push(&mut line.text);
         line.text.push('→');
-        facts.dst.map_or(Atom::Value(&Value::Null), |d| d).push(&mut line.text);
+        facts.dst.unwrap_or(Atom::Value(&Value::Null)).push(&mut line.text);
     } else {
-        let client = client.map_or_else(|| "None".to_owned(), |c| c.text());
-        line.text.push_str(client.rsplit(':').next().unwrap_or(""));
+        let port = |address: &str| address.rsplit(':').next().unwrap_or("").to_owned();
+        match client.as_str() {
+            Some(address) => text::push_escaped(address.rsplit(':').next().unwrap_or(""), &mut line.text),
+            None => line.text.push_str(&port(&client.text())),
+        }
     }
     line.push(Role::Port, " ");
 }
@@ -663,7 +681,9 @@ fn show_of(show: &str, kind: Option<&str>) -> PyResult<Show> {
     })
 }
 
+/// (label, keys, how to show, bytes kind) and (type, role, fields) as `timeline.timeline_plan` gives them.
 type PyFieldPlan = (String, Vec<String>, String, Option<String>);
+type PyTypePlan = (String, String, Option<Vec<PyFieldPlan>>);
 
 impl TimelineFormat {
     /// Ask Python for the plan of a protocol met for the first time.
@@ -675,7 +695,7 @@ impl TimelineFormat {
         let plan = if plan.is_none() {
             None
         } else {
-            let (pieces, types): (Option<String>, Vec<(String, String, Option<Vec<PyFieldPlan>>)>) = plan.extract()?;
+            let (pieces, types): (Option<String>, Vec<PyTypePlan>) = plan.extract()?;
             let pieces = match pieces.as_deref() {
                 None => None,
                 Some("pulsar") => Some(Pieces::Pulsar),
