@@ -17,10 +17,10 @@ use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::printable::NOT_PRINTABLE;
-use crate::value::{text_lossless, Value};
+use crate::value::{text_lossless, Text, Value};
 
 /// The length limit of `safe` when none is given (`text.MAX_VALUE`).
 pub const MAX_VALUE: i64 = 60;
@@ -591,16 +591,36 @@ pub fn push_payload_preview(message: &Value, out: &mut String) {
 
 // ---------------------------------------------------------------------------------------------- Python
 
-/// The Python value as a [`Value`]; what is not plain data (an int beyond 64 bits, another object) as the
-/// text of its `str()`, a str with lone surrogates as Python's `backslashreplace` writes them (the same
-/// text `unicode_escape` gives them).
-fn value_of(value: &Bound<'_, PyAny>) -> PyResult<Value> {
+/// The Python value as a [`Value`]; a dict's keys that are not str as `json.dumps` writes them (`1`,
+/// `true`, `null`); what is not plain data (an int beyond 64 bits, another object) as the text of its
+/// `str()`; a str with lone surrogates as Python's `backslashreplace` writes them (the same text
+/// `unicode_escape` gives them).
+pub(crate) fn value_of(value: &Bound<'_, PyAny>) -> PyResult<Value> {
     if let Ok(text) = value.cast::<PyString>() {
         if let Ok(text) = text.to_str() {
             return Ok(Value::from(text.to_owned()));
         }
         let escaped = text.call_method1("encode", ("utf-8", "backslashreplace"))?;
         return Ok(Value::from(String::from_utf8_lossy(escaped.cast::<PyBytes>()?.as_bytes()).into_owned()));
+    }
+    if let Ok(dict) = value.cast::<PyDict>() {
+        let mut entries = Vec::with_capacity(dict.len());
+        for (key, item) in dict.iter() {
+            let key = match value_of(&key)? {
+                Value::Str(text) => text,
+                Value::List(_) | Value::Map(_) | Value::Bytes(_) => return value_of(value.str()?.as_any()),
+                other => {
+                    let mut text = String::new();
+                    push_json(&other, &mut text);
+                    Text::Owned(text)
+                }
+            };
+            entries.push((key, value_of(&item)?));
+        }
+        return Ok(Value::Map(entries));
+    }
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        return value.try_iter()?.map(|item| value_of(&item?)).collect::<PyResult<_>>().map(Value::List);
     }
     match Value::from_py(value) {
         Ok(plain) => Ok(plain),

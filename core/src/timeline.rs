@@ -727,7 +727,7 @@ impl TimelineFormat {
         let mut map = Map::with_capacity(16);
         for key in LINE_KEYS {
             if let Some(value) = rec.get_item(key)? {
-                map.push((Text::Owned(key.to_owned()), Value::from_py(&value)?));
+                map.push((Text::Owned(key.to_owned()), text::value_of(&value)?));
             }
         }
         let facts = LineFacts::of_record(&map);
