@@ -118,7 +118,6 @@ class TimelineOutput:
             self.renderer.render(rec)
         return True
 
-
     def count(self, rec: dict) -> bool:
         """Count a record about to be written, and its problems; False once --max-frames is reached."""
         if "index" in rec:

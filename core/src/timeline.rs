@@ -446,6 +446,7 @@ impl Format {
             let start = line.text.len();
             facts.type_name.push(&mut line.text);
             pad(&mut line.text, start, TYPE_WIDTH, false);
+            // a type the table does not list (UNKNOWN(n), MALFORMED) is plain bold
             line.end(if !problems.is_empty() { Role::TypeProblem } else { type_plan.map_or(Role::Type, |t| t.role) });
             self.push_key_fields(facts, type_plan.and_then(|t| t.fields.as_deref()), line);
             for key in ["producer", "consumer"] {
