@@ -20,7 +20,7 @@ from dissector.output.records import problem_count
 from dissector.output.render_stats import render_stats
 from dissector.output.stats import StatsCollector
 from dissector.output.timeline import TimelineRenderer
-from dissector.run import analysed_json_lines, analysed_records
+from dissector.run import analysed_json_lines, analysed_records, analysed_timeline_lines
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -110,16 +110,28 @@ class TimelineOutput:
 
     def emit(self, rec: dict) -> bool:
         """Write one record and count its problems; False once --max-frames is reached."""
-        if "index" in rec:
-            if self.max_frames is not None and self.shown >= self.max_frames:
-                return False
-            self.shown += 1
-        self.problems += problem_count(rec)
+        if not self.count(rec):
+            return False
         if self.renderer is None:
             self.write_json(rec)
         else:
             self.renderer.render(rec)
         return True
+
+    def count(self, rec: dict) -> bool:
+        """Count a record about to be written, and its problems; False once --max-frames is reached."""
+        if "index" in rec:
+            if self.max_frames is not None and self.shown >= self.max_frames:
+                return False
+            self.shown += 1
+        self.problems += problem_count(rec)
+        return True
+
+    @property
+    def plain_lines(self) -> bool:
+        """Whether the core can write the lines: a plain timeline without -V or -x under them."""
+        return self.renderer is not None and self.renderer.plain and not self.renderer.details and \
+            self.renderer.frame_bytes is None
 
 
 def _record_bytes(rec: dict) -> tuple[bytes, int] | None:
@@ -158,6 +170,9 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
     if (output.renderer is None and sink is None and context is None and flt.accepts_all
             and output.max_frames is None and not options.keep_frame_bytes):
         return _run_json_lines(capture, options, output, seen)
+    if (output.plain_lines and sink is None and context is None and flt.accepts_all and output.max_frames is None
+            and not options.keep_frame_bytes):
+        return _run_timeline_lines(capture, options, output, seen)
     try:
         for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary, seen=seen):
             if output.renderer is not None and output.renderer.origin is None:
@@ -209,6 +224,38 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
         write_lines(pending)
         output.out.flush()
         frames, problems = seen.report.get("json_lines", (0, 0))  # counted by the core
+        output.shown += frames
+        seen.frames += frames
+        output.problems += problems
+    except CaptureError as exc:
+        typer.echo(f"pulsar-dissect: {exc}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    except BrokenPipeError:
+        sys.stderr.close()
+        raise typer.Exit(EXIT_OK)
+    return seen
+
+
+def _run_timeline_lines(capture: Path, options: Options, output: TimelineOutput, seen: "Seen") -> "Seen":
+    """``_run`` for a plain timeline with nothing to filter or stop at: the core writes the frames' lines, which
+    go to standard output as they come; the other records (events) are made into lines by the renderer, with
+    the same core's line maker (``TimelineFormat``: the same plans, the same time origin)."""
+    source = sys.stdin.buffer if str(capture) == "-" else capture
+    renderer = output.renderer
+    output.out.flush()  # what went through the text layer before, ahead of the bytes written under it
+    buffer = getattr(output.out, "buffer", None)
+    write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
+    try:
+        for item in analysed_timeline_lines(source, renderer.format, options, payload_bytes=output.payload_bytes,
+                                            summary=output.summary, report=seen.report):
+            if type(item) is bytes:
+                write_lines(item)
+            else:
+                seen.add(item)
+                output.count(item)
+                write_lines((renderer.line(item) + "\n").encode())
+        output.out.flush()
+        frames, problems = seen.report.get("timeline_lines", (0, 0))  # counted by the core
         output.shown += frames
         seen.frames += frames
         output.problems += problems

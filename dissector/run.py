@@ -8,7 +8,7 @@ from typing import Iterator
 
 from .analysis.conversation import analysed_dissector
 from .options import Options
-from .output.records import event_record
+from .output.records import event_record, record
 from .pipeline import read_file
 
 
@@ -51,6 +51,24 @@ def analysed_json_lines(path, options: Options | None = None, *, summary: bool =
         yield item if type(item) is bytes else event_record(item)
     if report is not None:
         report["json_lines"] = stage.json_lines
+
+
+def analysed_timeline_lines(path, timeline, options: Options | None = None, *, payload_bytes: bool = False,
+                            summary: bool = False, report: dict | None = None) -> Iterator[bytes | dict]:
+    """``analysed_records`` for a plain timeline: the frames the core decoded as their timeline lines (bytes,
+    each line ending in a newline, several in one object), written by the core with ``timeline`` (a renderer's
+    ``TimelineFormat``: its plans and time origin), which asks Python only for the texts of their findings;
+    the other records (events; a frame whose notes would replace one of its keys) as dicts, in capture order,
+    for the renderer (``payload_bytes`` and ``summary`` as for ``analysed_records``). ``report`` (see
+    dissect_file) also gets ``timeline_lines``: (frames, problems) of the lines, at the end."""
+    options = options or Options()
+    if summary and not options.summary:
+        options = dataclasses.replace(options, summary=True)
+    stage = analysed_dissector(options, timeline=timeline)
+    for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
+        yield item if type(item) is bytes else record(item, payload_bytes=payload_bytes, summary=summary)
+    if report is not None:
+        report["timeline_lines"] = stage.timeline_lines
 
 
 def live_items(packets, options: Options | None = None) -> Iterator:

@@ -22,7 +22,7 @@ from dissector.problems import REGISTRY, Finding, message
 from dissector.protocols.pulsar.chunks import ChunkAssembler
 from dissector.protocols.pulsar.decode import decode_frame
 from dissector.protocols.pulsar.framing import oversized_head
-from dissector.protocols.pulsar.present import timeline_pieces
+from dissector.output.timeline import timeline_format
 from dissector.run import analysed_events, analysed_records
 
 TOPIC = "persistent://public/default/chunked"
@@ -299,9 +299,9 @@ _REASONS = _NUMBERED_REASONS | {"cache_full", "expired", "decompression"}
 def test_every_chunk_text_numbers_chunks_from_one_as_the_timeline_line_does():
     """chunk_id 4 of 9 is "chunk 5/9" on the line; every text that names a chunk says 5 (and the expected one,
     chunk_id 6, says 7); none says 4."""
-    line = "".join(text for text, _ in timeline_pieces(
-        {"type": "MESSAGE", "messages_summary": {"count": 1, "bytes": 10,
-                                                 "chunk": {"chunk_id": 4, "num_chunks": 9, "uuid": "u"}}}))
+    line = timeline_format().text(
+        {"index": 1, "time": 0.0, "type": "MESSAGE", "command": {}, "problems": [],
+         "messages_summary": {"count": 1, "bytes": 10, "chunk": {"chunk_id": 4, "num_chunks": 9, "uuid": "u"}}})
     assert "chunk 5/9" in line
     texts = {}
     for pid in [p for p in REGISTRY if p.startswith("chunk.")]:
@@ -325,7 +325,7 @@ def test_a_frames_line_and_its_problem_name_the_same_chunk(tmp_path):
     path = tmp_path / "n.pcap"
     deliveries(path, [("u", 0, 3, parts[0], 300), ("u", 1, 3, parts[1], 300), ("u", 1, 3, parts[1], 300)])
     rec = [r for r in analysed_records(path) if r.get("type") == "MESSAGE"][2]
-    line = "".join(text for text, _ in timeline_pieces(rec))
+    line = timeline_format().text(rec)
     on_line = int(re.search(r"chunk (\d+)/3", line).group(1))
     (dup,) = [e["message"] for e in rec["expert"] if e["id"] == "chunk.duplicate"]
     assert on_line == int(re.search(r"chunk (\d+)", dup).group(1)) == 2

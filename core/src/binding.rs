@@ -255,5 +255,7 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::transport::binding::register(m)?;
     crate::analysis::binding::register(m)?;
     crate::stats::binding::register(m)?;
+    crate::text::register(m)?;
+    m.add_class::<crate::timeline::TimelineFormat>()?;
     Ok(())
 }

@@ -19,11 +19,14 @@ pub mod framing;
 pub mod model;
 mod payload;
 pub mod pb;
+mod printable;
 pub mod pulsar;
 pub mod records;
 mod ordered;
 mod schema;
 pub mod stats;
+pub mod text;
+pub mod timeline;
 pub mod transport;
 pub mod value;
 

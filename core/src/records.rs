@@ -432,6 +432,19 @@ pub struct RecordInput<'a, 'py> {
     pub data: Option<&'a Bound<'py, PyBytes>>,
 }
 
+/// The keys a frame's record holds before its notes (those `build_record` writes).
+const BASE_KEYS: [&str; 22] = [
+    "index", "protocol", "time", "conn", "src", "dst", "direction", "packet", "type", "command", "size",
+    "problems", "expert", "first_packet", "checksum", "broker_entry_metadata", "metadata", "payload_size",
+    "checksum_detail", "uncompressed_size", "encrypted", "marker",
+];
+
+/// Whether one of these notes replaces a key of the record itself (as `dict.update` merges them): a reader of
+/// the frame alone, not of its record (the timeline's lines), would show the value replaced.
+pub fn notes_replace_a_key(notes: &Map) -> bool {
+    notes.iter().any(|(key, _)| BASE_KEYS.contains(&key.as_str()))
+}
+
 /// The keys merged over the record (a protocol's keys, then the notes), with `dict.update`'s semantics: a
 /// key already in the record keeps its place and takes the last value given for it.
 struct Merged<'a> {

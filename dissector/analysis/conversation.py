@@ -73,7 +73,7 @@ def analyse(items: Iterable, options: Options | None = None) -> Iterator:
 
 
 def analysed_dissector(options: Options, *, records: str | None = None, summary: bool = False,
-                       payload_bytes: bool = False, stats=None):
+                       payload_bytes: bool = False, stats=None, timeline=None):
     """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
     trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``records`` ("dict" or
@@ -81,7 +81,10 @@ def analysed_dissector(options: Options, *, records: str | None = None, summary:
     ``output.records.record``), made by the core (``core/src/records.rs``: Python makes only the texts of its
     findings): a dict, or its JSON line (consecutive lines come as one bytes object). With ``stats`` (a
     ``StatsCollector``'s ``core``) the records go into those statistics, in the core, events too (which still
-    come out)."""
+    come out). With ``timeline`` (the core's ``TimelineFormat`` of a renderer), a frame comes out as its plain
+    timeline line (``core/src/timeline.rs``), consecutive lines as one bytes object."""
     classes = (Frame, Event, Decoded, Finding, Annotated)
     mode = None if records is None else (records == "json", summary, payload_bytes, severity_and_message)
-    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, mode, stats)
+    lines = None if timeline is None else (timeline, severity_and_message)
+    return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, mode, stats,
+                                   lines)

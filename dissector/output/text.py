@@ -1,41 +1,26 @@
 """Text from the wire, made safe for any renderer: one place for every escape.
 
-Wire strings are untrusted: a topic name may hold terminal escape sequences, rich markup or newlines.
-``safe`` makes any value printable, single-line and length-limited; renderers append it as plain text
-(never parsed as markup).
+Wire strings are untrusted: a topic name may hold terminal escape sequences, rich markup, bidi overrides or
+newlines. ``safe`` makes any value printable, single-line and length-limited; renderers append it as plain
+text (never parsed as markup). The escape is the compiled core's (``core/src/text.rs``), the same function
+that makes the timeline's lines there: every character Python's ``str.isprintable`` rejects is written as
+``unicode_escape`` writes it, a dict or list is shown as compact JSON, then the text is cut to ``limit``
+characters (the last one "…").
 """
 
 from __future__ import annotations
 
 import base64
-import datetime as _dt
-import json
-from functools import lru_cache
 from typing import Any
+
+import pulsar_dissect_core as _core
 
 MAX_VALUE = 60
 
 
 def safe(value: Any, limit: int = MAX_VALUE) -> str:
     """Printable, single-line, length-limited text for a value that came off the wire."""
-    if type(value) is int and -10**(limit - 2) < value < 10**(limit - 1):
-        return str(value)  # the common case on a timeline line: printable and short
-    if type(value) is str and len(value) <= 256:
-        return _safe_short(value, limit)  # names and topics recur on every line: made once
-    return _safe(value, limit)
-
-
-def _safe(value: Any, limit: int) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=_bytes_text) \
-        if isinstance(value, (dict, list)) else str(value)
-    if not text.isprintable():
-        text = "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
-    return text
-
-
-_safe_short = lru_cache(maxsize=4096)(_safe)  # bounded: at most 4,096 short strings remembered
+    return _core.safe(value, limit)
 
 
 def text_or_b64(key: str, value: bytes, text_key: str | None = None) -> dict[str, str]:
@@ -47,11 +32,9 @@ def text_or_b64(key: str, value: bytes, text_key: str | None = None) -> dict[str
 
 
 def date_ms(value) -> str:
-    """Epoch milliseconds as a UTC date and time (a SEEK's publish time, a delayed delivery)."""
-    try:
-        return _dt.datetime.fromtimestamp(int(value) / 1000, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")[:-4] + "Z"
-    except (OverflowError, OSError, ValueError, TypeError):
-        return safe(value)
+    """Epoch milliseconds as a UTC date and time (a SEEK's publish time, a delayed delivery); a value that is
+    no such date as ``safe`` shows it."""
+    return _core.date_ms(value)
 
 
 # Fields that hold bytes (base64 text in records, as in protobuf's JSON mapping): one decoding for every view,
@@ -67,26 +50,11 @@ def bytes_kind(key: str, parent: str | None = None) -> str | None:
     return BYTES_IN.get((parent, key)) or BYTES_FIELDS.get(key)
 
 
-def shown_bytes(raw: bytes, kind: str = "text", limit: int = 1000) -> tuple[str, bool]:
-    """(text, is_hex): the bytes as safe text when ``kind`` is "text" and they are UTF-8, else as hex (spaced
-    as the payload preview; a schema version unspaced, as on the timeline line)."""
-    if kind == "text":
-        try:
-            return safe(raw.decode("utf-8"), limit), False
-        except UnicodeDecodeError:
-            pass
-    return (raw.hex() if kind == "hex" else raw.hex(" "))[:limit], True
-
-
 def shown_b64(value, kind: str = "text", limit: int = 1000) -> tuple[str, bool]:
-    """A base64 value of a bytes field as ``shown_bytes`` shows it (a value that is not base64: as it is)."""
-    if not isinstance(value, str):
-        return safe(value, limit), False
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except (ValueError, TypeError):
-        return safe(value, limit), False
-    return shown_bytes(raw, kind, limit)
+    """(text, is_hex): a base64 value of a bytes field as text when ``kind`` is "text" and the bytes are UTF-8,
+    else as hex (unspaced for "hex", as a schema version on the timeline line; spaced as the payload preview
+    otherwise); a value that is not base64 as ``safe`` shows it."""
+    return _core.shown_b64(value, kind, limit)
 
 
 _ASCII = bytes(i if 0x20 <= i < 0x7F else 0x2E for i in range(256))  # printable ASCII, else "."
@@ -99,9 +67,3 @@ def hex_dump(data: bytes, indent: int = 8) -> list[str]:
     pad = " " * max(0, indent - (digits - 4))
     return [f"{pad}{off:0{digits}x}  {data[off:off + 16].hex(' '):<47}  "
             f"{data[off:off + 16].translate(_ASCII).decode('ascii')}" for off in range(0, len(data), 16)]
-
-
-def _bytes_text(value):
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8", "backslashreplace")
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

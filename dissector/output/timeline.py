@@ -1,103 +1,44 @@
 """The terminal timeline: one line per frame or event, built from the JSON-contract records.
 
-Every string that came off the wire passes through ``text.safe()`` and is appended to rich ``Text`` as plain
-text (never parsed as markup), so a topic name cannot inject escape sequences or rich markup into the terminal.
-Which fields a line shows comes from the protocol's command table, and the protocol adds its own pieces
-(Pulsar: the payload section).
+The line itself is made by the compiled core (``core/src/timeline.rs``), in one implementation whether it
+comes from a frame the core decoded (``--plain``, written by the core in batches: ``run.analysed_timeline_lines``)
+or from a record dict (``TimelineRenderer``): as (text, role) pieces, which this module styles by role
+(``STYLES``) and folds to the console width, or as plain text. Python keeps what is declarative: which fields a
+line shows comes from the protocol's command table, handed to the core once per protocol (``timeline_plan``),
+and the protocol names its own pieces in the core (Pulsar: the payload section). Every string that came off
+the wire passes through the core's ``safe`` (``text.safe``) and is appended to rich ``Text`` as plain text
+(never parsed as markup), so a topic name cannot inject escape sequences or rich markup into the terminal.
 
 A line starts with the frame number (``-`` for an event), the time, and the capture packet that carried it
 (``p34``; ``p30-34`` when the frame spans packets), so the same place can be found in Wireshark. ``details``
 (``-V``) adds the tree of every decoded field under the line, ``frame_bytes`` (``-x``) a hex and ASCII dump of
-the frame's bytes.
+the frame's bytes: those two stay Python's.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime as _dt
-from functools import lru_cache
 from typing import Any
 
+import pulsar_dissect_core as _core
 from rich.console import Console
 from rich.text import Text
 
 from .. import protocols
-from .text import bytes_kind, date_ms, hex_dump, safe, shown_b64
+from .text import BYTES_FIELDS, bytes_kind, date_ms, hex_dump, safe, shown_b64
 
-ARROW_TO_SERVER, ARROW_TO_CLIENT, ARROW_UNKNOWN = "→", "←", "↔"
+# The style of each role of a line's pieces (the core names the roles: core/src/timeline.rs).
+STYLES = {
+    "plain": "", "index": "dim", "time": "cyan", "packets": "dim", "conn": "magenta", "arrow": "bold", "port": "dim",
+    "type": "bold", "type_error": "bold red", "type_payload": "bold green", "type_response": "blue",
+    "type_problem": "bold red", "event_type": "bold yellow", "event_message": "yellow", "label": "dim",
+    "actor": "green", "link": "dim cyan", "problem": "red", "note": "yellow", "detail": "dim", "compression": "blue",
+    "checksum_bad": "bold red", "checksum_ok": "dim green", "encrypted": "yellow", "chunk": "blue",
+    "marker": "magenta", "deliver_at": "yellow", "delivery": "yellow", "reassembled": "blue",
+}
+_STYLE_OF = tuple(STYLES[role] for role in _core.TimelineFormat.roles())
 
-
-_SPECIAL_IDS = {(2**64 - 1, 2**64 - 1): "earliest", (2**63 - 1, 2**63 - 1): "latest"}  # MessageId.earliest/latest
-
-
-def _message_id(mid: Any) -> str:
-    if isinstance(mid, dict):
-        if "ledger_id" in mid:  # a message record's id (snake case, as the JSON contract writes it)
-            mid = {"ledgerId": mid["ledger_id"], "entryId": mid.get("entry_id"), "partition": mid.get("partition"),
-                   "batch_index": mid.get("batch_index")}
-        special = _SPECIAL_IDS.get((mid.get("ledgerId"), mid.get("entryId")))
-        if special:
-            return special
-        s = f"{mid.get('ledgerId', '?')}:{mid.get('entryId', '?')}"
-        if mid.get("partition", -1) not in (-1, None):
-            s += f":p{mid['partition']}"
-        if mid.get("batch_index", -1) not in (-1, None):
-            s += f":b{mid['batch_index']}"
-        if mid.get("ack_set"):  # a batch-index ACK: only some entries of the batch are acknowledged
-            s += "(partial)"
-        return s
-    if isinstance(mid, list):
-        return ",".join(_message_id(m) for m in mid[:4]) + ("…" if len(mid) > 4 else "")
-    return safe(mid)
-
-
-def key_fields(rec: dict, protocol=None) -> list[tuple[str, str]]:
-    """(label, value) of the fields the protocol's command table shows for this type (by default the
-    command's first five scalar fields)."""
-    cmd = rec.get("command") or {}
-    protocol = protocol or _protocol(rec)
-    spec = protocol.commands.get(rec["type"]) if protocol is not None else None
-    plan = _plan(spec.timeline) if spec is not None and spec.timeline else \
-        _plan(tuple((_SHORT.get(k, k), k) for k, v in cmd.items() if not isinstance(v, (dict, list)))[:5])
-    out: list[tuple[str, str]] = []
-    for label, keys, show in plan:
-        value = cmd
-        for key in keys:
-            if type(value) is not dict:
-                value = None
-                break
-            value = value.get(key)
-        if value is not None:
-            out.append((label, show(value)))
-    return out
-
-
-_plans: dict[tuple, tuple] = {}  # a command table's timeline fields -> (label, path keys, how to show) each
-
-
-def _plan(fields: tuple) -> tuple:
-    """How each timeline field is found and shown, worked out once per command type (not per line)."""
-    plan = _plans.get(fields)
-    if plan is None:
-        steps = []
-        for label, path, *how in fields:
-            keys = tuple(path.split("."))
-            kind = bytes_kind(keys[-1], keys[-2] if len(keys) > 1 else None)
-            if how and how[0] == "date_ms":
-                show = date_ms
-            elif _is_message_id(path):
-                show = _message_id
-            elif kind is not None:  # bytes: as the -V tree shows them
-                show = (lambda k: lambda v: shown_b64(v, k, MAX_LINE_BYTES)[0])(kind)
-            else:
-                show = safe
-            steps.append((label, keys, show))
-        plan = _plans[fields] = tuple(steps)
-    return plan
-
-
-MAX_LINE_BYTES = 60
-PACKET_WIDTH = 5  # p1 to p9999 line up; longer ones push the rest of the line along
+# One style of keys on every line: the labels the command table uses, also for types it shows by default.
+LABELS = {"request_id": "req", "consumer_id": "cons", "producer_id": "prod", "sequence_id": "seq"}
 _MESSAGE_ID_KEYS = ("message_id", "message_ids", "last_message_id", "start_message_id",
                     "consumer_mark_delete_position")
 
@@ -106,34 +47,56 @@ def _is_message_id(path: str) -> bool:
     return path.endswith(_MESSAGE_ID_KEYS)
 
 
-def packets_text(rec: dict) -> str:
-    """The capture packet(s) of a record: ``p34``, or ``p30-34`` for a frame that spans packets."""
-    last = rec.get("packet")
-    if last is None:
-        return "p?"
-    first = rec.get("first_packet", last)
-    return f"p{first}-{last}" if first != last else f"p{last}"
+def _type_role(name: str) -> str:
+    """The role, hence the style, of a command type's name on its line."""
+    if "ERROR" in name:
+        return "type_error"
+    if name in ("SEND", "MESSAGE"):
+        return "type_payload"
+    if name.endswith("RESPONSE") or name in ("SUCCESS", "CONNECTED", "PRODUCER_SUCCESS", "SEND_RECEIPT", "PONG"):
+        return "type_response"
+    return "type"
 
 
-# One style of keys on every line: the labels the command table uses, also for types it shows by default.
-_SHORT = {"request_id": "req", "consumer_id": "cons", "producer_id": "prod", "sequence_id": "seq"}
+def _field_plan(field: tuple) -> tuple:
+    """(label, path keys, how to show, bytes kind) of one timeline field of a command table."""
+    label, path, *how = field
+    keys = path.split(".")
+    kind = bytes_kind(keys[-1], keys[-2] if len(keys) > 1 else None)
+    if how and how[0] == "date_ms":
+        show = "date_ms"
+    elif _is_message_id(path):
+        show = "message_id"
+    elif kind is not None:  # bytes: as the -V tree shows them
+        show = "bytes"
+    else:
+        show = "text"
+    return label, keys, show, kind
 
 
-def _lookup(cmd: dict, path: str):
-    """The value at a dotted path of a command (``schema.type``), or None."""
-    value = cmd
-    for part in path.split("."):
-        if type(value) is not dict or part not in value:
-            return None
-        value = value[part]
-    return value
+def timeline_plan(name: str) -> tuple | None:
+    """What the core needs to make a protocol's lines, asked once per protocol: (the name of its own pieces in
+    the core, [(type, role of its name, its key fields, or None for its first five scalar fields)])."""
+    try:
+        protocol = protocols.get(name)
+    except KeyError:
+        return None
+    types = [(spec.name, _type_role(spec.name), [_field_plan(f) for f in spec.timeline] if spec.timeline else None)
+             for spec in protocol.commands]
+    return protocol.timeline_pieces, types
+
+
+def timeline_format(*, absolute_time: bool = False, previews: bool = False):
+    """The core's line maker (``pulsar_dissect_core.TimelineFormat``) with this module's plans and labels."""
+    return _core.TimelineFormat(timeline_plan, LABELS, BYTES_FIELDS, absolute_time, previews)
 
 
 class TimelineRenderer:
     """Timeline lines from records. ``details``: the tree of decoded fields under each frame (-V);
     ``frame_bytes``: a function from a frame record to its bytes and the count of its bytes not in the capture
     (lost in a gap, or after the stream's end), or None when they are not to be had, for a hex dump under each
-    frame (-x)."""
+    frame (-x). ``format`` (the core's line maker) holds the time origin: it can be handed to the core to write
+    plain lines itself (``run.analysed_timeline_lines``)."""
 
     def __init__(self, console: Console, *, plain: bool = False, absolute_time: bool = False,
                  details: bool = False, show_payload: bool = False, frame_bytes=None) -> None:
@@ -143,75 +106,39 @@ class TimelineRenderer:
         self.details = details
         self.show_payload = show_payload
         self.frame_bytes = frame_bytes
-        self.origin: float | None = None  # time 0 of relative times: the capture's first record (else the first shown)
+        # payloads under the line with --payload, unless -V shows them in its tree
+        self.format = timeline_format(absolute_time=absolute_time, previews=show_payload and not details)
+
+    @property
+    def origin(self) -> float | None:
+        """Time 0 of relative times: the capture's first record (else the first shown)."""
+        return self.format.origin
+
+    @origin.setter
+    def origin(self, value: float | None) -> None:
+        self.format.origin = value
 
     def render(self, rec: dict) -> None:
-        parts = self.parts(rec)
         if self.plain:  # pagers and files: one line per frame, never folded
-            self.console.file.write("".join([p[0] for p in parts]) + "\n")
+            self.console.file.write(self.line(rec) + "\n")
         else:
-            text = Text.assemble(*fold(parts, self.console.width))
+            text = Text.assemble(*fold(self.parts(rec), self.console.width))
             self.console.print(text, soft_wrap=True, highlight=False, markup=False)
 
-    def _time(self, t: float) -> str:
-        if self.absolute_time:
-            return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
-        if self.origin is None:
-            self.origin = t
-        return f"{t - self.origin:+10.6f}"
+    def line(self, rec: dict) -> str:
+        """A record's line as plain text, with the lines -V and -x add under it."""
+        if (self.details or self.frame_bytes is not None) and "index" in rec:
+            return "".join([p[0] for p in self.parts(rec)])
+        return self.format.text(rec)
 
     def parts(self, rec: dict) -> "_Parts":
         """The line as (text, style) pieces: cheap to join for plain output, one Text for the terminal."""
-        line = _Parts()
-        is_frame = "index" in rec
-        line.append((f"{rec['index']:>6} " if is_frame else "     - ", "dim"))
-        line.append((self._time(rec["time"]) + " ", "cyan"))
-        line.append((f"{packets_text(rec):<{PACKET_WIDTH}} ", "dim"))
-        line.extend(_where(rec.get("conn"), rec.get("src"), rec.get("dst"), rec.get("direction")))
-        problems = rec.get("problems") or []
-        if is_frame:
-            line.append(_type_piece(rec["type"], bool(problems)))
-            self._frame_summary(line, rec)
-        else:
-            line.append((f"{rec['type']:<16}", "bold yellow"))
-            line.append((" " + safe(rec.get("message", ""), 200), "yellow"))
-        for problem in problems:
-            line.append(("\n        ⚠ ", "red"))
-            line.append((safe(problem, 300), "red"))
-        for note in rec.get("expert") or ():
-            if note["severity"] == "note":
-                line.append(("\n        · ", "yellow"))
-                line.append((safe(note["message"], 300), "yellow"))
-        if self.details and is_frame:
+        line = [(text, _STYLE_OF[role]) for text, role in self.format.pieces(rec)]
+        if self.details and "index" in rec:
             self._details(line, rec)
-        if self.frame_bytes is not None and is_frame:
+        if self.frame_bytes is not None and "index" in rec:
             self._hex(line, rec)
         return line
-
-    def _frame_summary(self, line: "_Parts", rec: dict) -> None:
-        protocol = _protocol(rec)
-        for label, value in key_fields(rec, protocol):
-            line.append((f" {label}=", "dim"))
-            line.append((value, ""))
-        for key in ("producer", "consumer"):
-            info = rec.get(key)
-            if info:
-                name = info.get("name")
-                if name:
-                    line.append((f" {key}=", "dim"))
-                    line.append((safe(name, 30), "green"))
-        if protocol is not None:
-            line.extend(protocol.timeline_pieces(rec))
-        if "answers" in rec:
-            line.append((f" ⟵ #{rec['answers']} {rec['latency_ms']:.3f}ms", "dim cyan"))
-        acks = rec.get("acks")
-        if acks:
-            shown = ",".join(f"#{i}" for i in acks[:6]) + (f",… ({len(acks)})" if len(acks) > 6 else "")
-            line.append((f" acks {shown}", "dim cyan"))
-        if self.show_payload and not self.details and rec.get("messages"):  # -V shows them in its tree
-            for m in rec["messages"]:
-                line.append(("\n          ", ""))
-                line.append((_payload_preview(m), ""))
 
     def _details(self, line: "_Parts", rec: dict) -> None:
         """The tree of every decoded field (as tshark -V): where the frame was, its command, then the rest of
@@ -275,7 +202,7 @@ class _Tree:
         line = self.line
         if isinstance(value, dict):
             named = label if not label.startswith("[") else parent
-            head = _message_id(value) if named and _is_message_id(named) else None
+            head = _core.message_id_text(value) if named and _is_message_id(named) else None
             line.append((pad + label, "dim"))
             if head is not None:
                 line.append((": " + head, ""))
@@ -287,7 +214,7 @@ class _Tree:
                     continue
                 self.node(safe(key, 60), item, depth + 1, pb=pb, parent=owner, path=f"{path}.{key}" if path else key)
             if "payload_text" in value or "payload_b64" in value:  # a message: its payload as --payload shows it
-                preview = _payload_preview(value)
+                preview = _core.payload_preview(value)
                 name, sep, rest = preview.partition(": ")
                 line.append((pad + " " * TREE_STEP + name + sep, "dim"))
                 line.append((rest, ""))
@@ -367,53 +294,6 @@ def fold(parts: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
             else:
                 column += len(text)
     return out
-
-
-def _payload_preview(m: dict) -> str:
-    if "payload_text" in m:
-        text = m["payload_text"]
-        shown = safe(text, 120)
-        return "payload: " + shown + (f" ({m['payload_size']} bytes)" if shown != text else "")
-    if "payload_b64" in m:
-        raw = base64.b64decode(m["payload_b64"])
-        hexed = raw[:48].hex(" ")
-        return f"payload ({len(raw)} bytes, hex): {hexed}{' …' if len(raw) > 48 else ''}"
-    if m.get("encrypted"):
-        return "payload: encrypted" + (f", {m['payload_size']} bytes" if m["payload_size"] is not None else "")
-    return f"payload: {m['payload_size']} bytes (not recovered)"
-
-
-@lru_cache(maxsize=4096)
-def _where(conn, src, dst, direction) -> tuple:
-    """The connection, the arrow and the client's port: the same pieces on every line of a direction."""
-    pieces = []
-    if conn is not None:
-        pieces.append((f"c{conn} ", "magenta"))
-    if src is not None:
-        arrow = ARROW_TO_CLIENT if direction == "to_client" else ARROW_UNKNOWN if direction == "unknown" \
-            else ARROW_TO_SERVER
-        client = dst if direction == "to_client" else src
-        pieces.append((f"{arrow} ", "bold"))
-        if direction == "unknown":
-            pieces.append((f"{src}→{dst} ", "dim"))
-        else:
-            pieces.append((f"{client.rsplit(':', 1)[-1]} ", "dim"))
-    return tuple(pieces)
-
-
-@lru_cache(maxsize=1024)
-def _type_piece(name: str, problem: bool) -> tuple[str, str]:
-    return f"{name:<16}", "bold red" if problem else _type_style(name)
-
-
-def _type_style(name: str) -> str:
-    if "ERROR" in name:
-        return "bold red"
-    if name in ("SEND", "MESSAGE"):
-        return "bold green"
-    if name.endswith("RESPONSE") or name in ("SUCCESS", "CONNECTED", "PRODUCER_SUCCESS", "SEND_RECEIPT", "PONG"):
-        return "blue"
-    return "bold"
 
 
 def _protocol(rec: dict):

@@ -16,9 +16,9 @@ A protocol is one folder under ``dissector/protocols/`` whose ``__init__`` build
 - its session (``session``: the name of its conversation state in the compiled core, ``core/src/<name>/``,
   which the core's analyzer runs per connection; None: pairing only) and its problem ids (registered in
   ``dissector.problems`` when the package is imported);
-- how its frames look on a timeline line (``timeline_pieces``) and, for a protocol declared in Python whose
-  frames have a body, in a record (``record_fields``; the rest of a frame's record is generic, made by the
-  core: ``core/src/records.rs``).
+- how its frames look in a record (``record_fields``: for a protocol declared in Python whose frames have a
+  body; the rest of a frame's record is generic, made by the core: ``core/src/records.rs``) and on a timeline
+  line (``timeline_pieces``: the name of its pieces in the compiled core, as ``session``).
 
 Everything below the boundary (capture, network layers, TCP reassembly, the PDU splitter: the core's
 ``transport``) and above it (pairing, records, renderers, statistics) is generic and reads only these
@@ -143,7 +143,9 @@ class ProtocolSpec:
     # (frame, payload_bytes, summary) -> the record keys of a frame with a body (Decoded.body), for a protocol
     # declared in Python; None: the core's (core/src/records.rs: Pulsar's payload section)
     record_fields: Callable[[Frame, bool, bool], dict] | None = None
-    timeline_pieces: Callable[[dict], list] = lambda rec: []  # record -> [(text, style)] after the key fields
+    # the name of its own pieces of a timeline line (after the key fields) in the compiled core ("pulsar":
+    # core/src/pulsar/timeline.rs); None: the key fields only
+    timeline_pieces: str | None = None
 
     @property
     def default_server_role(self) -> str:

@@ -27,6 +27,7 @@ use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transpo
 use crate::records::{build_record, with_py_frame, ActorDicts, DictSink, FindingTexts, JsonSink, MapSink, RecordInput, RecordStyle};
 use crate::stats::binding::StatsCore;
 use crate::stats::READ_KEYS;
+use crate::timeline::{TimelineFormat, TimelineLines};
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::name;
 use crate::value::{map_to_py, Map, Text, Value};
@@ -348,6 +349,8 @@ pub struct ConversationCore {
     actors: ActorDicts,
     /// Set by `AnalysedDissector` when asked for records.
     records: Option<Records>,
+    /// Set by `AnalysedDissector` when asked for `--plain` timeline lines.
+    timeline: Option<TimelineLines>,
 }
 
 impl ConversationCore {
@@ -461,6 +464,11 @@ impl ConversationCore {
                         self.record(py, item, &findings, &notes, out)?;
                         continue;
                     }
+                    if let (Some(lines), Current::Native(place, pdu)) = (&mut self.timeline, item) {
+                        if lines.write(py, place, pdu, &findings, &notes)? {
+                            continue;
+                        }
+                    }
                     let frame = match item {
                         Current::Object(frame) => (*frame).clone(),
                         Current::Native(place, pdu) => place.frame_to_py(py, &self.classes.frame, pdu)?,
@@ -538,14 +546,20 @@ impl ConversationCore {
         }
     }
 
-    /// Append a Python item to `out`, after the JSON lines written before it.
+    /// Append a Python item to `out`, after the JSON or timeline lines written before it.
     fn append(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -> PyResult<()> {
         self.release_lines(py, out)?;
+        if let Some(lines) = &mut self.timeline {
+            lines.saw(py, &item)?;
+        }
         out.append(item)
     }
 
-    /// The JSON lines written so far, as one bytes object appended to `out`.
+    /// The JSON or timeline lines written so far, as one bytes object appended to `out`.
     fn release_lines(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        if let Some(lines) = self.timeline.as_mut().and_then(|lines| lines.take(py)) {
+            out.append(lines)?;
+        }
         match self.records.as_mut().map(|r| &mut r.made.target) {
             Some(Target::Json(lines)) if !lines.is_empty() => {
                 out.append(PyBytes::new(py, lines))?;
@@ -681,6 +695,7 @@ impl ConversationCore {
             out: Vec::new(),
             actors: ActorDicts::default(),
             records: None,
+            timeline: None,
         })
     }
 
@@ -770,12 +785,15 @@ impl AnalysedDissector {
     /// `records.rs`) instead of an Annotated frame: `json`: as its JSON line, the lines between two Python
     /// items joined in one bytes object; else as a dict. `summary`, `payload_bytes`: `RecordStyle`; `texts`:
     /// `problems.severity_and_message`. With `stats` too, the records go into those statistics, in the core,
-    /// and only events come out.
+    /// and only events come out. With `timeline` = (format, texts) — format: a `TimelineFormat` — a frame
+    /// comes out as its plain timeline line instead, the lines joined as JSON lines are.
     #[new]
-    #[pyo3(signature = (options, protocols, classes, protocol_spec, records=None, stats=None))]
+    #[pyo3(signature = (options, protocols, classes, protocol_spec, records=None, stats=None, timeline=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
            classes: JoinedClasses, protocol_spec: Py<PyAny>,
-           records: Option<(bool, bool, bool, Py<PyAny>)>, stats: Option<Py<StatsCore>>) -> PyResult<Self> {
+           records: Option<(bool, bool, bool, Py<PyAny>)>, stats: Option<Py<StatsCore>>,
+           timeline: Option<(Py<TimelineFormat>, Py<PyAny>)>) -> PyResult<Self> {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
@@ -792,6 +810,7 @@ impl AnalysedDissector {
                 problems: 0,
             },
         });
+        analysis.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
         let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new() })
     }
@@ -857,6 +876,12 @@ impl AnalysedDissector {
     #[getter]
     fn json_lines(&self) -> (u64, u64) {
         self.analysis.records.as_ref().map_or((0, 0), |r| (r.made.frames, r.made.problems))
+    }
+
+    /// The timeline lines written so far, and their problems: (frames, problems).
+    #[getter]
+    fn timeline_lines(&self) -> (u64, u64) {
+        self.analysis.timeline.as_ref().map_or((0, 0), |t| (t.frames, t.problems))
     }
 
     #[getter]

@@ -3,3 +3,4 @@
 
 pub mod chunks;
 pub mod session;
+pub mod timeline;

@@ -2,10 +2,11 @@
 
 The folder holds everything the tool knows about Pulsar: the schema (``pb/``, generated from
 ``proto/pulsar/``), the command table (``commands``), framing and resynchronisation (``framing``), frame and
-payload decoding (``decode``, ``payload``, ``codecs``), the problem ids (``problems``) and how frames look in
-records and on the timeline (``present``). Its conversation state (producers, consumers, flow, acks,
-redeliveries, seeks, chunked messages) is the compiled core's session (``core/src/pulsar/``), named here by
-``session``; ``chunks`` binds its chunk reassembly alone.
+payload decoding (``decode``, ``payload``, ``codecs``) and the problem ids (``problems``). How its frames look in
+records is the core's (``core/src/records.rs``: the payload section's keys). Its conversation state (producers, consumers, flow, acks, redeliveries, seeks, chunked
+messages) is the compiled core's session (``core/src/pulsar/``), named here by ``session``, and its pieces of
+a timeline line the core's too (``core/src/pulsar/timeline.rs``), named by ``timeline_pieces``; ``chunks``
+binds its chunk reassembly alone.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from ..base import ProtocolSpec
 from . import problems  # noqa: F401  (registers Pulsar's problem ids)
 from .commands import BROKER, CLIENT, COMMANDS
 from . import decode  # noqa: F401  (binds the plain-data classes the core's decoder builds)
-from .present import timeline_pieces
 
 PORTS = {6650: BROKER, 6651: BROKER}  # 6651 is pulsar+ssl://: TLS, reported as NOT_PULSAR
 
@@ -29,5 +29,5 @@ PULSAR = ProtocolSpec(
     # decoding and what proves Pulsar off its ports: the compiled core's
     core="pulsar",
     session="pulsar",  # the core's Pulsar session (core/src/pulsar/session.rs, chunks.rs)
-    timeline_pieces=timeline_pieces,
+    timeline_pieces="pulsar",  # the payload section and the analysis' links on a line: core/src/pulsar/timeline.rs
 )
