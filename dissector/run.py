@@ -16,7 +16,7 @@ def analysed_events(path, options: Options | None = None, report: dict | None = 
     """``model.Annotated`` frames and ``model.Event`` values in capture order (``report``: see dissect_file)."""
     options = options or Options()
     stage = analysed_dissector(options)
-    return read_file(path, stage, report, note=stage.event, end=stage.finish)
+    return read_file(path, stage, report, end=stage.finish)
 
 
 def analysed_records(path, options: Options | None = None, *, payload_bytes: bool = False,
@@ -41,7 +41,7 @@ def analysed_json_lines(path, options: Options | None = None, *, summary: bool =
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
     stage = analysed_dissector(options, json_records=summary)
-    for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
+    for item in read_file(path, stage, report, end=stage.finish):
         yield item if type(item) is bytes else record(item, summary=summary)
     if report is not None:
         report["json_lines"] = stage.json_lines
