@@ -90,47 +90,31 @@ def dissect_packets(packets: Iterable[CapturedPacket], options: Options | None =
     yield from dissector.finish()
 
 
-def _capture_note(note, stage) -> Event:
-    return Event("CAPTURE_NOTE", stage.last_time, stage.last_packet, details={"note": note.id, **note.params})
-
-
 def dissect_file(path, options: Options | None = None, report: dict | None = None) -> Iterator:
     """Decode a capture file; raises capture.files.CaptureError when the file cannot be read at all.
     ``report``, when given, receives what the capture held besides the frames (``other_tcp``, ``packets``)."""
-    return read_file(path, Dissector(options)._core, report, note=lambda ev: (ev,), end=tuple)
+    return read_file(path, Dissector(options)._core, report, end=tuple)
 
 
-def read_file(path, stage, report: dict | None, *, note, end) -> Iterator:
+#: A call into the core reads a capture file until the stage made this many Python objects (frames, events;
+#: JSON lines come as one bytes object between two of them): more would live long enough to cost the
+#: garbage collector more than the calls saved ...
+READ_BATCH = 32
+#: ... or read packets of this many bytes (what the items hold grows with them).
+READ_BATCH_BYTES = 64 << 10
+
+
+def read_file(path, stage, report: dict | None, *, end) -> Iterator:
     """A capture file through ``stage`` (the core's ``Dissector``, or its ``AnalysedDissector``): what it makes,
-    in capture order, with the reader's notes (odd blocks, ...) as CAPTURE_NOTE events (through ``note``) where
-    they are found: before what the packet read after them completes. ``end()``: what comes after the file."""
+    in capture order, with the reader's notes (odd blocks, ...) as CAPTURE_NOTE events where they are found
+    (before what the packet read after them completes), and CAPTURE_TRUNCATED when the file is cut. The stage
+    reads the core's reader itself, ``READ_BATCH`` items (or ``READ_BATCH_BYTES``) per call. ``end()``: what
+    comes after the file."""
     with open_capture(path) as reader:
         if report is not None:
             report["other_tcp"] = OtherTraffic(stage)
             report["reader"] = reader
-        problems = reader.problems
-        notes_seen = 0
-
-        def notes() -> Iterator:
-            nonlocal notes_seen
-            while notes_seen < len(problems):
-                yield from note(_capture_note(problems[notes_seen], stage))
-                notes_seen += 1
-
-        feed, hold = stage.feed_packet, stage.hold_packet
-        for packet in reader:
-            if notes_seen == len(problems):
-                out = feed(packet.index, packet.timestamp, packet.linktype, packet.data, packet.orig_len)
-                if out:
-                    yield from out
-            elif hold(packet.index, packet.timestamp, packet.linktype, packet.data, packet.orig_len):
-                yield from notes()
-                yield from stage.release()
-        if stage.hold_finish():
-            yield from notes()
-            yield from stage.release()
-        yield from notes()
-        if reader.truncated:
-            yield from note(Event("CAPTURE_TRUNCATED", stage.last_time, stage.last_packet,
-                                  params={"what": reader.truncated}))
+        read, core_reader = stage.read_capture, reader._core
+        while (items := read(core_reader, READ_BATCH, READ_BATCH_BYTES)) is not None:
+            yield from items
     yield from end()

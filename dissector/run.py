@@ -16,7 +16,7 @@ def analysed_events(path, options: Options | None = None, report: dict | None = 
     """``model.Annotated`` frames and ``model.Event`` values in capture order (``report``: see dissect_file)."""
     options = options or Options()
     stage = analysed_dissector(options)
-    return read_file(path, stage, report, note=stage.event, end=stage.finish)
+    return read_file(path, stage, report, end=stage.finish)
 
 
 def analysed_records(path, options: Options | None = None, *, payload_bytes: bool = False,
@@ -32,7 +32,7 @@ def analysed_records(path, options: Options | None = None, *, payload_bytes: boo
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
     stage = analysed_dissector(options, records="dict", summary=summary, payload_bytes=payload_bytes, stats=stats)
-    for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
+    for item in read_file(path, stage, report, end=stage.finish):
         yield item if type(item) is dict else event_record(item)
     if report is not None and stats is not None:
         report["core_records"] = stage.json_lines
@@ -47,7 +47,7 @@ def analysed_json_lines(path, options: Options | None = None, *, summary: bool =
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
     stage = analysed_dissector(options, records="json", summary=summary, payload_bytes=payload_bytes)
-    for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
+    for item in read_file(path, stage, report, end=stage.finish):
         yield item if type(item) is bytes else event_record(item)
     if report is not None:
         report["json_lines"] = stage.json_lines
@@ -65,7 +65,7 @@ def analysed_timeline_lines(path, timeline, options: Options | None = None, *, p
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
     stage = analysed_dissector(options, timeline=timeline)
-    for item in read_file(path, stage, report, note=stage.event, end=stage.finish):
+    for item in read_file(path, stage, report, end=stage.finish):
         yield item if type(item) is bytes else record(item, payload_bytes=payload_bytes, summary=summary)
     if report is not None:
         report["timeline_lines"] = stage.timeline_lines

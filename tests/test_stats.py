@@ -444,3 +444,17 @@ def test_statistics_made_in_the_core_equal_those_of_the_records_as_dicts(path):
         from_dicts.add(rec)
     assert inside.result() == from_dicts.result() and inside.result()["frames"] > 0
     assert inside.latency_samples == from_dicts.latency_samples and inside.throughput == from_dicts.throughput
+
+
+@pytest.mark.parametrize("make", ["pcapng_with_notes_mid_file", "pcap_joined_mid_file"])
+def test_statistics_made_in_the_core_count_the_capture_notes_in_their_place(make, tmp_path):
+    import test_read_batches
+
+    path = getattr(test_read_batches, make)(tmp_path)
+    inside = StatsCollector()
+    events = [rec["type"] for rec in analysed_records(path, summary=True, stats=inside.core)]
+    assert "CAPTURE_NOTE" in events
+    from_dicts = StatsCollector()
+    for rec in analysed_records(path, summary=True):
+        from_dicts.add(rec)
+    assert inside.result() == from_dicts.result() and inside.result()["events"]["CAPTURE_NOTE"] > 0

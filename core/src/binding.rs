@@ -252,6 +252,7 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
     m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
+    crate::capture::binding::register(m)?;
     crate::transport::binding::register(m)?;
     crate::analysis::binding::register(m)?;
     crate::stats::binding::register(m)?;

@@ -169,7 +169,7 @@ fn inflate_sync_flushed(data: &[u8], limit: u64, exact: bool) -> Result<Vec<u8>,
 
 /// What zlib-rs 0.6 says of an error found in its fast decoding loop (zlib would keep that error's message):
 /// it marks the stream bad there and then reports the bad stream.
-const FAST_LOOP_MESSAGE: &str = "repeated call with bad state";
+pub(crate) const FAST_LOOP_MESSAGE: &str = "repeated call with bad state";
 
 /// Inflate into at most `cap` bytes, giving the inflater at most `max_in` input bytes per call.
 fn inflate_bounded(data: &[u8], cap: usize, first: usize, max_in: usize) -> Result<Bounded, flate2::DecompressError> {
@@ -200,14 +200,19 @@ fn inflate_bounded(data: &[u8], cap: usize, first: usize, max_in: usize) -> Resu
 /// The message CPython's zlib module gives (`Error -3 while decompressing data: invalid stored block
 /// lengths`); the zlib-rs backend keeps zlib's own texts.
 fn zlib_error(error: flate2::DecompressError) -> Error {
+    Error::Failed(zlib_error_text(&error))
+}
+
+/// CPython's `zlib.error` text of an inflate error (also what a gzip capture's corrupt stream says).
+pub(crate) fn zlib_error_text(error: &flate2::DecompressError) -> String {
     if error.needs_dictionary().is_some() {
-        return Error::Failed("Error 2 while decompressing data".to_owned()); // Z_NEED_DICT, no message
+        return "Error 2 while decompressing data".to_owned(); // Z_NEED_DICT, no message
     }
     let message = match error.message() {
         None | Some(FAST_LOOP_MESSAGE) => "invalid input data", // CPython's words for Z_DATA_ERROR without one
         Some(message) => message,
     };
-    Error::Failed(format!("Error -3 while decompressing data: {message}"))
+    format!("Error -3 while decompressing data: {message}")
 }
 
 // ------------------------------------------------------------------------------------------------ LZ4

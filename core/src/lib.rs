@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 pub mod analysis;
+pub mod capture;
 pub mod codecs;
 mod binding;
 mod frame;

@@ -23,11 +23,13 @@ use crate::binding::check_fields;
 use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
+use crate::capture::binding::{read_batch, FileStage};
 use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
 use crate::records::{build_record, with_py_frame, ActorDicts, DictSink, FindingTexts, JsonSink, MapSink, RecordInput, RecordStyle};
 use crate::stats::binding::StatsCore;
 use crate::stats::READ_KEYS;
 use crate::timeline::{TimelineFormat, TimelineLines};
+use crate::transport::net::Segment;
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::name;
 use crate::value::{map_to_py, Map, Text, Value};
@@ -842,6 +844,14 @@ impl AnalysedDissector {
         self.analyse_held(py)
     }
 
+    /// Packets of a `CaptureReader` (the core's) until at least `at_least` items are made, packets of
+    /// `max_bytes` are read or the capture ends: what they complete, analysed, the reader's notes where they were found (`capture.files`); the
+    /// JSON lines written in one bytes object between two Python items; None once the capture was read whole.
+    fn read_capture<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, at_least: usize, max_bytes: usize)
+                         -> PyResult<Option<Bound<'py, PyList>>> {
+        read_batch(py, self, &reader, at_least, max_bytes)
+    }
+
     /// An event from outside the pipeline (a capture file's note), through the analysis.
     fn event<'py>(&mut self, py: Python<'py>, event: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
@@ -892,6 +902,50 @@ impl AnalysedDissector {
     /// TCP off the protocols' ports: the busiest `most` server ports, as {port, connections, bytes}.
     fn other_tcp<'py>(&self, py: Python<'py>, most: usize) -> PyResult<Bound<'py, PyList>> {
         other_tcp_rows(py, &self.pipeline.other, most)
+    }
+}
+
+impl FileStage for AnalysedDissector {
+    fn feed_held(&mut self, py: Python<'_>, segment: &Segment) -> PyResult<()> {
+        self.pipeline.feed_segment(py, segment, &mut self.held)
+    }
+
+    fn finish_held(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.pipeline.finish(py, &mut self.held)
+    }
+
+    fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    fn release_into(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let mut result = Ok(());
+        for made in self.held.drain(..) {
+            if result.is_ok() {
+                result = self.analysis.process_made(py, made, out);
+            }
+        }
+        result
+    }
+
+    fn event_into(&mut self, py: Python<'_>, event: Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        self.analysis.process(py, &event, out)
+    }
+
+    fn end_batch(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        self.analysis.release_lines(py, out)
+    }
+
+    fn last_time(&self) -> f64 {
+        self.pipeline.last_time
+    }
+
+    fn last_packet(&self) -> i64 {
+        self.pipeline.last_packet
+    }
+
+    fn event_class(&self) -> &Py<PyAny> {
+        self.pipeline.event_class()
     }
 }
 

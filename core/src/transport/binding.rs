@@ -5,9 +5,10 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
+use crate::capture::binding::{read_batch, FileStage};
 use crate::framing::PulsarFraming;
 use crate::transport::net::{endpoint_text, tcp_segment as parse_segment, Ip, Segment};
-use crate::transport::pipeline::{made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
+use crate::transport::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
 use crate::transport::protocol::{split_to_py, DecodeOptions, Protocol};
 use crate::transport::reassembly::{Config, Reassembler, StreamEvent};
 use crate::transport::splitter::{Framing, Head, Splitter};
@@ -127,6 +128,14 @@ impl Dissector {
         made_to_py(py, self.inner.frame_class(), std::mem::take(&mut self.held))
     }
 
+    /// Packets of a ``CaptureReader`` (the core's) until at least ``at_least`` items are made, packets of
+    /// ``max_bytes`` are read or the capture ends: the frames and events, the reader's notes where they were found (``capture.files``); None once
+    /// the capture was read whole.
+    fn read_capture<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, at_least: usize, max_bytes: usize)
+                         -> PyResult<Option<Bound<'py, PyList>>> {
+        read_batch(py, self, &reader, at_least, max_bytes)
+    }
+
     /// One TCP segment (the fields of a ``netlayers.TcpSegment``).
     #[allow(clippy::too_many_arguments)]
     fn feed_segment<'py>(&mut self, py: Python<'py>, packet_index: i64, timestamp: f64, src_ip: &str, src_port: u16, dst_ip: &str,
@@ -168,6 +177,44 @@ impl Dissector {
     /// TCP off the protocols' ports: the busiest ``most`` server ports, as {port, connections, bytes}.
     fn other_tcp<'py>(&self, py: Python<'py>, most: usize) -> PyResult<Bound<'py, PyList>> {
         other_tcp_rows(py, &self.inner.other, most)
+    }
+}
+
+impl FileStage for Dissector {
+    fn feed_held(&mut self, py: Python<'_>, segment: &Segment) -> PyResult<()> {
+        self.inner.feed_segment(py, segment, &mut self.held)
+    }
+
+    fn finish_held(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.inner.finish(py, &mut self.held)
+    }
+
+    fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    fn release_into(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        made_into(py, self.inner.frame_class(), self.held.drain(..), out)
+    }
+
+    fn event_into(&mut self, _py: Python<'_>, event: Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        out.append(event)
+    }
+
+    fn end_batch(&mut self, _py: Python<'_>, _out: &Bound<'_, PyList>) -> PyResult<()> {
+        Ok(())
+    }
+
+    fn last_time(&self) -> f64 {
+        self.inner.last_time
+    }
+
+    fn last_packet(&self) -> i64 {
+        self.inner.last_packet
+    }
+
+    fn event_class(&self) -> &Py<PyAny> {
+        self.inner.event_class()
     }
 }
 

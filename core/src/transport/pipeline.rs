@@ -77,6 +77,11 @@ impl FramePlace {
 }
 
 impl Pipeline {
+    /// The ``model.Event`` class it builds.
+    pub fn event_class(&self) -> &Py<PyAny> {
+        &self.classes.event
+    }
+
     /// The ``model.Frame`` class it builds.
     pub fn frame_class(&self) -> &Py<PyAny> {
         &self.classes.frame
@@ -86,13 +91,19 @@ impl Pipeline {
 /// The Python objects of what the pipeline made, for callers that want only those.
 pub fn made_to_py<'py>(py: Python<'py>, frame_class: &Py<PyAny>, made: Vec<Made>) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
+    made_into(py, frame_class, made, &out)?;
+    Ok(out)
+}
+
+/// The same, appended to `out`.
+pub fn made_into(py: Python<'_>, frame_class: &Py<PyAny>, made: impl IntoIterator<Item = Made>, out: &Bound<'_, PyList>) -> PyResult<()> {
     for m in made {
         match m {
             Made::Event(object) | Made::PyFrame(object) => out.append(object)?,
             Made::Frame(place, pdu) => out.append(place.frame_to_py(py, frame_class, &pdu)?)?,
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The Python classes the pipeline builds (``decoded`` and ``finding`` for protocols declared in Python: the
