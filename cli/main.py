@@ -193,9 +193,6 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
     return seen
 
 
-JSON_WRITE_CHUNK = 1 << 20
-
-
 def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, seen: "Seen") -> "Seen":
     """``_run`` for --json with nothing to filter or stop at: the core writes the frames' JSON lines, which go
     to standard output as they come; the other records (events) are dicts, written as ``_run`` writes them
@@ -203,25 +200,13 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
     source = sys.stdin.buffer if str(capture) == "-" else capture
     buffer = getattr(output.out, "buffer", None)
     write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
-    # a file's lines go out in large writes (one per packet woke a pipe's reader 20,000 times per 40,000
-    # frames); standard input may be a live stream, whose lines go out as they come
-    chunk = 0 if source is not capture else JSON_WRITE_CHUNK
-    pending = bytearray()
     try:
-        for item in analysed_json_lines(source, options, summary=output.summary, payload_bytes=output.payload_bytes,
-                                        report=seen.report):
-            if type(item) is bytes:
-                pending += item
-                if len(pending) >= chunk:
-                    write_lines(pending)
-                    pending.clear()
+        for item in analysed_json_lines(source, options, summary=output.summary, report=seen.report):
+            if type(item) is bytes:  # the lines of a batch of packets (read_file): one write each
+                write_lines(item)
             else:
-                if pending:
-                    write_lines(pending)
-                    pending.clear()
                 seen.add(item)
                 output.emit(item)
-        write_lines(pending)
         output.out.flush()
         frames, problems = seen.report.get("json_lines", (0, 0))  # counted by the core
         output.shown += frames
