@@ -201,7 +201,8 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
     buffer = getattr(output.out, "buffer", None)
     write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
     try:
-        for item in analysed_json_lines(source, options, summary=output.summary, report=seen.report):
+        for item in analysed_json_lines(source, options, summary=output.summary, payload_bytes=output.payload_bytes,
+                                        report=seen.report):
             if type(item) is bytes:  # the lines of a batch of packets (read_file): one write each
                 write_lines(item)
             else:

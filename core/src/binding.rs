@@ -7,10 +7,12 @@
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use crate::records::RecordSink;
 use pyo3::IntoPyObjectExt;
 
 use crate::model::{Decoded, Finding, PayloadSection};
-use crate::value::{list_to_py, map_to_py, Repeats, Value};
+use crate::value::{list_to_py, map_to_py, Value};
 use crate::{codecs, core, payload};
 
 /// The Python classes of the plain data, bound once.
@@ -51,7 +53,7 @@ impl Classes {
     /// The section, and its findings' objects (which the frame's findings list holds too).
     fn section<'py>(&self, py: Python<'py>, s: &PayloadSection) -> PyResult<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> {
         let findings = self.findings(py, &s.findings)?;
-        let (messages, records) = messages_and_records(py, &s.messages, s.records.as_deref())?;
+        let messages = list_to_py(py, &s.messages)?;
         // positional, in PayloadSection's field order (checked by `bind`): no keyword dict per frame
         let args = [
             s.checksum.name().to_py(py).to_owned().into_any(),
@@ -67,7 +69,6 @@ impl Classes {
             messages.into_any(),
             optional(py, s.marker.as_ref())?,
             PyList::new(py, &findings)?.into_any(),
-            records.into_bound_py_any(py)?,
         ];
         Ok((self.section.bind(py).call1(PyTuple::new(py, args)?)?, findings))
     }
@@ -90,34 +91,11 @@ impl Classes {
     }
 }
 
-/// The messages, and their records sharing the objects of the fields they repeat.
-fn messages_and_records<'py>(py: Python<'py>, messages: &[Value], records: Option<&[Value]>)
-    -> PyResult<(Bound<'py, PyList>, Option<Bound<'py, PyList>>)> {
-    let Some(records) = records.filter(|r| r.len() == messages.len()) else {
-        return Ok((list_to_py(py, messages)?, records.map(|r| list_to_py(py, r)).transpose()?));
-    };
-    let (mut message_objects, mut record_objects) = (Vec::with_capacity(messages.len()), Vec::with_capacity(records.len()));
-    let mut repeats = Repeats::default();
-    for (message, record) in messages.iter().zip(records) {
-        match (message, record) {
-            (Value::Map(message), Value::Map(record)) => {
-                message_objects.push(repeats.first(py, message)?.into_any());
-                record_objects.push(repeats.repeated(py, record)?.into_any());
-            }
-            _ => {
-                message_objects.push(message.to_py(py)?);
-                record_objects.push(record.to_py(py)?);
-            }
-        }
-    }
-    Ok((PyList::new(py, message_objects)?, Some(PyList::new(py, record_objects)?)))
-}
-
 /// The fields of the Python classes the core builds positionally, in order.
 const DECODED_FIELDS: [&str; 5] = ["type", "command", "size", "findings", "body"];
-const SECTION_FIELDS: [&str; 14] = [
+const SECTION_FIELDS: [&str; 13] = [
     "checksum", "checksum_wire", "checksum_computed", "broker_entry_metadata", "metadata", "metadata_size",
-    "compression", "payload_size", "uncompressed_size", "encrypted", "messages", "marker", "findings", "records",
+    "compression", "payload_size", "uncompressed_size", "encrypted", "messages", "marker", "findings",
 ];
 
 pub(crate) fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
@@ -180,15 +158,6 @@ fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Opti
     Ok((result.data.map(|d| PyBytes::new(py, d.as_ref())), problem))
 }
 
-/// The records (JSON contract) of a frame's messages; ``base`` is a MESSAGE command's message_id. The frame
-/// decoder fills ``PayloadSection.records`` with these unless it decoded briefly.
-#[pyfunction]
-#[pyo3(signature = (messages, base=None))]
-fn message_records<'py>(py: Python<'py>, messages: Bound<'py, PyList>, base: Option<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyList>> {
-    let messages: Vec<Value> = messages.iter().map(|m| Value::from_py(&m)).collect::<PyResult<_>>()?;
-    let base = base.map(|b| Value::from_py(b.as_any())).transpose()?;
-    list_to_py(py, &payload::message_records(&messages, base.as_ref()))
-}
 
 /// The BaseCommand type names by number, as the schema declares them.
 #[pyfunction]
@@ -233,13 +202,28 @@ fn _decode_to_json(py: Python<'_>, frames: Vec<Bound<'_, PyBytes>>, max_decompre
         let start = std::time::Instant::now();
         let (mut out, mut written) = (Vec::with_capacity(1 << 20), 0);
         for frame in frames {
-            crate::decode(frame, 0, max_decompressed, brief).write_json(&mut out);
+            crate::decode(frame, 0, max_decompressed, brief).write_json(&mut out, brief);
             out.push(b'\n');
             written += out.len();
             out.clear(); // the native output would write them to a file here
         }
         (written, start.elapsed().as_secs_f64())
     })
+}
+
+/// The records (JSON contract) of a frame's messages, as a record's `messages` holds them (records.rs:
+/// write_messages, the one description); ``base`` is a MESSAGE command's message_id.
+#[pyfunction]
+#[pyo3(signature = (messages, base=None))]
+fn message_records<'py>(py: Python<'py>, messages: Bound<'py, PyList>, base: Option<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+    let messages: Vec<Value> = messages.iter().map(|m| Value::from_py(&m)).collect::<PyResult<_>>()?;
+    let base = base.map(|b| Value::from_py(&b)).transpose()?;
+    let mut sink = crate::records::MapSink::new(None);
+    sink.open(crate::records::Key::Item, false)?;
+    crate::records::write_messages(&mut sink, crate::records::Key::Name(crate::name!("messages")), &messages, base.as_ref(), false)?;
+    sink.close()?;
+    let record = sink.into_record().unwrap_or_default();
+    record.first().map_or_else(|| Ok(PyList::empty(py).into_any()), |(_, records)| records.to_py(py))
 }
 
 #[pymodule]

@@ -136,11 +136,7 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
     if type_num == Some(core.send) || type_num == Some(core.message) {
         let is_message = type_num == Some(core.message);
         let ack_set = if is_message { command.map(|c| c.varints(schema, core.message_ack_set)) } else { None };
-        let mut section = payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, brief);
-        if !brief {
-            let message_id = command_value.as_ref().filter(|_| is_message).and_then(|c| c.get("message_id"));
-            section.records = Some(payload::message_records(&section.messages, message_id));
-        }
+        let section = payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, brief);
         findings.extend(section.findings.iter().cloned());
         body = Some(section);
     } else if cmd_end < frame.len() {

@@ -169,5 +169,6 @@ pub fn decode(frame: &[u8], missing: usize, max_decompressed: u64, summary: bool
 
 /// The core allocates and frees many small values per frame (commands, messages, records): mimalloc's
 /// per-thread free lists make that a fraction of glibc malloc's cost (the Python objects keep Python's).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -81,8 +81,6 @@ pub struct PayloadSection {
     /// The decoded PulsarMarkers message.
     pub marker: Option<Value>,
     pub findings: Vec<Finding>,
-    /// The messages' records (JSON contract), unless decoded briefly.
-    pub records: Option<Vec<Value>>,
 }
 
 impl Finding {
@@ -98,22 +96,24 @@ impl Finding {
 impl Decoded {
     /// What the decoder knows of the frame's record, as JSON: its type, size, command and findings, and for
     /// a payload section its fields with the messages' records in place of the messages (whose payloads the
-    /// contract does not hold).
-    pub fn write_json(&self, out: &mut Vec<u8>) {
+    /// contract does not hold; none when it was decoded `brief`ly).
+    pub fn write_json(&self, out: &mut Vec<u8>, brief: bool) {
         let mut object = JsonObject::start(out);
         self.type_name.write_json(object.key(name!("type")));
         object.field(name!("size"), &Value::from(self.size));
         object.field_or_null(name!("command"), self.command.as_ref());
         write_json_array(&self.findings, object.key(name!("findings")), Finding::write_json);
         if let Some(section) = &self.body {
-            section.write_json(object.key(name!("payload")));
+            let base = if self.type_name.as_str() == "MESSAGE" { self.command.as_ref().and_then(|c| c.get("message_id")) } else { None };
+            section.write_json(object.key(name!("payload")), (!brief).then_some(base));
         }
         object.end();
     }
 }
 
 impl PayloadSection {
-    fn write_json(&self, out: &mut Vec<u8>) {
+    /// `messages`: write the messages' records, with this MESSAGE command's message_id.
+    fn write_json(&self, out: &mut Vec<u8>, messages: Option<Option<&Value>>) {
         let mut object = JsonObject::start(out);
         self.checksum.name().write_json(object.key(name!("checksum")));
         object.field(name!("checksum_wire"), &Value::from(self.checksum_wire));
@@ -126,8 +126,10 @@ impl PayloadSection {
         object.field(name!("uncompressed_size"), &Value::from(self.uncompressed_size));
         object.field(name!("encrypted"), &Value::Bool(self.encrypted));
         object.field_or_null(name!("marker"), self.marker.as_ref());
-        if let Some(records) = &self.records {
-            write_json_array(records, object.key(name!("messages")), Value::write_json);
+        if let Some(base) = messages {
+            let mut sink = crate::records::JsonSink::new(object.key(name!("messages")));
+            // a JSON sink writes bytes only: it has no error to give
+            let _ = crate::records::write_messages(&mut sink, crate::records::Key::Item, &self.messages, base, false);
         }
         object.end();
     }

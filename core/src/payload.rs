@@ -13,7 +13,6 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use sha2::{Digest, Sha256};
 
 use crate::codecs::{self, Problem};
 use crate::model::{Checksum, Finding, PayloadSection};
@@ -439,81 +438,3 @@ fn decode_marker(core: &Core, sec: &mut PayloadSection, marker_type: i32, payloa
     }
 }
 
-/// The records of a frame's messages (the JSON contract's ``messages``): sizes, the payload's SHA-256, for a
-/// MESSAGE frame each one's id (``base``: the command's message_id), then the fields present, ordering_key
-/// as text when UTF-8 (else ``ordering_key_b64``). The payload itself stays in the messages, for the session
-/// and ``--payload``.
-pub fn message_records(messages: &[Value], base: Option<&Value>) -> Vec<Value> {
-    messages.iter().map(|m| message_record(m, base)).collect()
-}
-
-/// Where a message's field goes among its record's keys after payload_size, payload_sha256 and message_id.
-fn record_place(key: &str) -> Option<usize> {
-    Some(match key {
-        "batch_index" => 0,
-        "sequence_id" => 1,
-        "partition_key" => 2,
-        "ordering_key" => 3,
-        "properties" => 4,
-        "event_time" => 5,
-        "null_value" => 6,
-        "null_partition_key" => 7,
-        "compacted_out" => 8,
-        "acked" => 9,
-        "encrypted" => 10,
-        "chunk_id" => 11,
-        "num_chunks" => 12,
-        "uuid" => 13,
-        _ => return None,
-    })
-}
-
-fn message_record(message: &Value, base: Option<&Value>) -> Value {
-    let (mut payload_size, mut payload) = (&Value::Null, None);
-    let mut placed: [Option<&(Text, Value)>; 14] = [None; 14];
-    for field in message.as_map().map_or(&[][..], Vec::as_slice) {
-        match field.0.as_str() {
-            "payload_size" => payload_size = &field.1,
-            "payload" => payload = field.1.as_bytes(),
-            key => {
-                if let Some(place) = record_place(key) {
-                    placed[place] = Some(field);
-                }
-            }
-        }
-    }
-    let mut rec = Map::with_capacity(3 + placed.iter().flatten().count());
-    rec.push(entry(name!("payload_size"), payload_size.clone()));
-    rec.push(entry(name!("payload_sha256"), payload.map(sha256_hex)));
-    if let Some(base) = base {
-        let field = |key| base.get(key).cloned().unwrap_or(Value::Null);
-        let batch_index = placed[0].map(|(_, v)| v).filter(|v| !v.is_null());
-        rec.push(entry(name!("message_id"), vec![
-            entry(name!("ledger_id"), field("ledgerId")),
-            entry(name!("entry_id"), field("entryId")),
-            entry(name!("partition"), base.get("partition").cloned().unwrap_or(Value::Int(-1))),
-            entry(name!("batch_index"), batch_index.cloned().unwrap_or(Value::Int(-1))),
-        ]));
-    }
-    for (key, value) in placed.into_iter().flatten() {
-        match (key.as_str(), value) {
-            ("ordering_key", Value::Bytes(raw)) => match std::str::from_utf8(raw) {
-                Ok(text) => rec.push(entry(name!("ordering_key"), text.to_owned())),
-                Err(_) => rec.push(entry(name!("ordering_key_b64"), b64(raw))),
-            },
-            _ => rec.push((key.clone(), value.clone())),
-        }
-    }
-    Value::Map(rec)
-}
-
-fn sha256_hex(data: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(data);
-    let mut hex = String::with_capacity(64);
-    for b in digest.iter() {
-        hex.push(HEX[(b >> 4) as usize] as char);
-        hex.push(HEX[(b & 15) as usize] as char);
-    }
-    hex
-}

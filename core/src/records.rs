@@ -22,7 +22,7 @@ use crate::analysis::bounded::FastMap;
 use crate::analysis::{intern as intern_name, map_get, Frame};
 use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::name;
-use crate::payload;
+use sha2::Digest;
 use crate::pb::b64;
 use crate::value::{text_lossless, write_json_str, Map, Name, Text, Value};
 
@@ -627,40 +627,99 @@ fn section_keys<'py>(sink: &mut impl RecordSink<'py>, merged: &mut Merged<'_>, p
         own!(merged, sink, "messages_summary", |key| messages_summary(sink, key, &section.messages));
         return Ok(());
     }
-    own!(merged, sink, "messages", |key| -> PyResult<()> {
-        let made;
-        let records = match &section.records {
-            Some(records) => records,
-            None => {
-                // decoded briefly: made now
-                let base = if pdu.type_name.as_str() == "MESSAGE" { pdu.command.as_ref().and_then(|c| c.get("message_id")) } else { None };
-                made = payload::message_records(&section.messages, base);
-                &made
-            }
-        };
-        if !style.payload_bytes {
-            return sink.put(key, Atom::Values(records));
-        }
-        sink.open(key, true)?;
-        for (record, message) in records.iter().zip(&section.messages) {
-            match (record, message.get("payload").and_then(Value::as_bytes)) {
-                (Value::Map(fields), Some(payload)) => {
-                    sink.open(Key::Item, false)?;
-                    for (field, value) in fields {
-                        sink.put(Key::Text(field), Atom::Value(value))?;
-                    }
-                    match std::str::from_utf8(payload) {
-                        Ok(text) => sink.put(Key::Name(name!("payload_text")), Atom::Str(text, None))?,
-                        Err(_) => sink.put(Key::Name(name!("payload_b64")), Atom::Str(&b64(payload), None))?,
-                    }
-                    sink.close()?;
-                }
-                _ => sink.put(Key::Item, Atom::Value(record))?,
-            }
-        }
-        sink.close()
+    own!(merged, sink, "messages", |key| {
+        let base = if pdu.type_name.as_str() == "MESSAGE" { pdu.command.as_ref().and_then(|c| c.get("message_id")) } else { None };
+        write_messages(sink, key, &section.messages, base, style.payload_bytes)
     });
     Ok(())
+}
+
+/// Where a message's field goes among its record's keys after payload_size, payload_sha256 and message_id.
+fn record_place(key: &str) -> Option<usize> {
+    Some(match key {
+        "batch_index" => 0,
+        "sequence_id" => 1,
+        "partition_key" => 2,
+        "ordering_key" => 3,
+        "properties" => 4,
+        "event_time" => 5,
+        "null_value" => 6,
+        "null_partition_key" => 7,
+        "compacted_out" => 8,
+        "acked" => 9,
+        "encrypted" => 10,
+        "chunk_id" => 11,
+        "num_chunks" => 12,
+        "uuid" => 13,
+        _ => return None,
+    })
+}
+
+/// The records of a frame's messages (the contract's `messages`), written as they are read off the decoded
+/// messages (no record made first): sizes, the payload's SHA-256, for a MESSAGE frame each one's id (`base`:
+/// the command's message_id), then the fields present, ordering_key as text when UTF-8 (else
+/// `ordering_key_b64`); with `payload_bytes` the payload too (`payload_text`, else `payload_b64`).
+pub fn write_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messages: &[Value], base: Option<&Value>,
+                           payload_bytes: bool) -> PyResult<()> {
+    sink.open(key, true)?;
+    for message in messages {
+        let (mut payload_size, mut payload) = (&Value::Null, None);
+        let mut placed: [Option<&(Text, Value)>; 14] = [None; 14];
+        for field in message.as_map().map_or(&[][..], Vec::as_slice) {
+            match field.0.as_str() {
+                "payload_size" => payload_size = &field.1,
+                "payload" => payload = field.1.as_bytes(),
+                key => {
+                    if let Some(place) = record_place(key) {
+                        placed[place] = Some(field);
+                    }
+                }
+            }
+        }
+        sink.open(Key::Item, false)?;
+        sink.put(Key::Name(name!("payload_size")), Atom::Value(payload_size))?;
+        match payload {
+            Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(&sha256_hex(payload), None))?,
+            None => sink.put(Key::Name(name!("payload_sha256")), Atom::Value(&Value::Null))?,
+        }
+        if let Some(base) = base {
+            let batch_index = placed[0].map(|(_, v)| v).filter(|v| !v.is_null());
+            sink.open(Key::Name(name!("message_id")), false)?;
+            sink.put(Key::Name(name!("ledger_id")), Atom::Value(base.get("ledgerId").unwrap_or(&Value::Null)))?;
+            sink.put(Key::Name(name!("entry_id")), Atom::Value(base.get("entryId").unwrap_or(&Value::Null)))?;
+            sink.put(Key::Name(name!("partition")), Atom::Value(base.get("partition").unwrap_or(&Value::Int(-1))))?;
+            sink.put(Key::Name(name!("batch_index")), Atom::Value(batch_index.unwrap_or(&Value::Int(-1))))?;
+            sink.close()?;
+        }
+        for (key, value) in placed.into_iter().flatten() {
+            match (key.as_str(), value) {
+                ("ordering_key", Value::Bytes(raw)) => match std::str::from_utf8(raw) {
+                    Ok(text) => sink.put(Key::Name(name!("ordering_key")), Atom::Str(text, None))?,
+                    Err(_) => sink.put(Key::Name(name!("ordering_key_b64")), Atom::Str(&b64(raw), None))?,
+                },
+                _ => sink.put(Key::Text(key), Atom::Value(value))?,
+            }
+        }
+        if let (true, Some(payload)) = (payload_bytes, payload) {
+            match std::str::from_utf8(payload) {
+                Ok(text) => sink.put(Key::Name(name!("payload_text")), Atom::Str(text, None))?,
+                Err(_) => sink.put(Key::Name(name!("payload_b64")), Atom::Str(&b64(payload), None))?,
+            }
+        }
+        sink.close()?;
+    }
+    sink.close()
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = sha2::Sha256::digest(data);
+    let mut hex = String::with_capacity(64);
+    for b in digest.iter() {
+        hex.push(HEX[(b >> 4) as usize] as char);
+        hex.push(HEX[(b & 15) as usize] as char);
+    }
+    hex
 }
 
 /// The metadata fields a one-line view shows.
@@ -818,7 +877,6 @@ fn section_from_py(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
         }
     };
     let checksum: String = get("checksum")?.extract()?;
-    let records = get("records")?;
     Ok(PayloadSection {
         checksum: match checksum.as_str() {
             "valid" => Checksum::Valid,
@@ -838,7 +896,6 @@ fn section_from_py(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
         messages: list("messages")?,
         marker: optional("marker")?,
         findings: findings_from_py(&get("findings")?)?,
-        records: if records.is_none() { None } else { Some(list("records")?) },
     })
 }
 

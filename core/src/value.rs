@@ -416,38 +416,6 @@ fn dict_of<'py, 'v>(
     Ok((dict, tree))
 }
 
-/// Converts a map, then maps that repeat some of its values: a value equal to one of the first map's under
-/// the same key becomes the same object. A message's record repeats most of its message's fields: so there
-/// is one properties dict per message, not two, as when Python built the record from the message's dict.
-#[derive(Default)]
-pub struct Repeats<'v, 'py> {
-    first: Vec<(&'v Text, &'v Value, Bound<'py, PyAny>, bool)>,
-}
-
-impl<'v, 'py> Repeats<'v, 'py> {
-    /// `entries` as a dict, whose values the next maps may repeat (instead of the previous first map's).
-    pub fn first(&mut self, py: Python<'py>, entries: &'v Map) -> PyResult<Bound<'py, PyDict>> {
-        self.first.clear();
-        let (dict, _) = dict_of(py, entries, |key, value| {
-            let (object, tree) = value.to_py_tree(py)?;
-            self.first.push((key, value, object.clone(), tree));
-            Ok((object, tree))
-        })?;
-        Ok(dict)
-    }
-
-    /// `entries` as a dict, with the first map's objects for the values it repeats.
-    pub fn repeated(&self, py: Python<'py>, entries: &Map) -> PyResult<Bound<'py, PyDict>> {
-        let (dict, _) = dict_of(py, entries, |key, value| {
-            match self.first.iter().find(|(k, v, _, _)| *k == key && *v == value) {
-                Some((_, _, object, tree)) => Ok((object.clone(), *tree)),
-                None => value.to_py_tree(py),
-            }
-        })?;
-        Ok(dict)
-    }
-}
-
 /// A Python list of the values, filled in place (no intermediate vector of objects).
 pub fn list_to_py<'py>(py: Python<'py>, items: &[Value]) -> PyResult<Bound<'py, PyList>> {
     // SAFETY: PyList_New gives a new list of `len` empty slots (or NULL and an exception); each slot is set

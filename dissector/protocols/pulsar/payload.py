@@ -41,4 +41,3 @@ class PayloadSection:
     messages: list[dict] = field(default_factory=list)
     marker: dict | None = None  # decoded PulsarMarkers message
     findings: list[Finding] = field(default_factory=list)
-    records: list[dict] | None = None  # the messages' records (JSON contract), unless decoded briefly
