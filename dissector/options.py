@@ -50,4 +50,9 @@ class Options:
 
     # Statistics.
     latency_samples: int = 100_000  # per request type: percentiles from a uniform sample beyond this
+    # the same per connection and per producer (their tables multiply with the connections and producers)
+    actor_latency_samples: int = 10_000
+    # message frames and entries the statistics remember to match ACKs, receipts and duplicate deliveries, over
+    # every producer and consumer (each gets an equal share, at most 20,000): the global budget
+    stats_memory_total: int = 100_000
     plot_samples: int = 50_000  # responses drawn in a latency plot at most

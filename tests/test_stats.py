@@ -458,3 +458,26 @@ def test_statistics_made_in_the_core_count_the_capture_notes_in_their_place(make
     for rec in analysed_records(path, summary=True):
         from_dicts.add(rec)
     assert inside.result() == from_dicts.result() and inside.result()["events"]["CAPTURE_NOTE"] > 0
+
+
+def test_producers_and_consumers_share_one_memory_budget_and_connections_a_smaller_latency_sample():
+    from dissector.options import Options
+
+    collector = StatsCollector(Options(stats_memory_total=4000, actor_latency_samples=100))
+    for producer in (1, 2):
+        info = {"id": producer, "name": f"p{producer}", "topic": "t"}
+        for i in range(3000):  # never answered: each producer may remember 4000 / 2 of them
+            index = producer * 10_000 + i
+            collector.add({"index": index, "type": "SEND", "time": float(i), "conn": 1, "src": "a:1",
+                           "dst": "b:6650", "direction": "to_broker", "packet": index, "command": {}, "size": 80,
+                           "problems": [], "producer": info, "payload_size": 10,
+                           "messages_summary": {"count": 1, "bytes": 10}})
+    for i in range(500):
+        collector.add({"index": 90_000 + i, "type": "PONG", "time": 5000.0 + i, "conn": 1, "src": "b:6650",
+                       "dst": "a:1", "direction": "to_client", "packet": 90_000 + i, "command": {}, "size": 8,
+                       "problems": [], "latency_ms": float(i), "request_type": "PING"})
+    result = collector.result()
+    assert [p["messages_unanswered"] for p in result["producers"]] == [2000, 2000]
+    assert result["latency_ms"]["PING"]["exact"] is True and result["latency_ms"]["PING"]["count"] == 500
+    conn = result["connections"][0]["latency_ms"]["PING"]
+    assert conn["exact"] is False and conn["count"] == 500 and conn["max"] == 499.0

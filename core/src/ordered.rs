@@ -112,6 +112,11 @@ impl<K: Hash + Eq + Clone, V> OrderedMap<K, V> {
         self.iter().map(|(k, _)| k)
     }
 
+    /// The values, in no particular order.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
+        self.entries.values_mut().map(|(v, _)| v)
+    }
+
     pub fn values(&self) -> impl Iterator<Item = &V> {
         self.iter().map(|(_, v)| v)
     }

@@ -50,8 +50,9 @@ class Latencies(_core.Latencies):
         return latency_summary(self.figures())
 
 
-# message frames / entries remembered per producer or consumer for the counts above: an ACK or a duplicate
-# delivery further back than this is not matched (bounded memory whatever the capture)
+# message frames / entries remembered per producer or consumer for the counts above (at most: they share
+# Options.stats_memory_total): an ACK or a duplicate delivery further back is not matched (bounded memory
+# whatever the capture)
 ACTOR_MEMORY = 20_000
 CHUNK_MEMORY = 20_000  # chunk frames of unfinished compressed messages remembered per producer or consumer
 
@@ -62,7 +63,8 @@ class StatsCollector:
 
     def __init__(self, options: Options | None = None) -> None:
         options = options or Options()
-        self.core = _core.StatsCore(options.latency_samples, options.plot_samples, ACTOR_MEMORY, CHUNK_MEMORY)
+        self.core = _core.StatsCore(options.latency_samples, options.plot_samples, ACTOR_MEMORY, CHUNK_MEMORY,
+                                    options.actor_latency_samples, options.stats_memory_total)
         self.add = self.core.add
 
     @property

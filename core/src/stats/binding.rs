@@ -111,8 +111,14 @@ pub struct StatsCore {
 #[pymethods]
 impl StatsCore {
     #[new]
-    fn new(latency_samples: usize, plot_samples: usize, actor_memory: usize, chunk_memory: usize) -> StatsCore {
-        StatsCore { stats: Stats::new(latency_samples, plot_samples, actor_memory, chunk_memory) }
+    #[pyo3(signature = (latency_samples, plot_samples, actor_memory, chunk_memory, actor_latency_samples=None,
+                        memory_total=None))]
+    fn new(latency_samples: usize, plot_samples: usize, actor_memory: usize, chunk_memory: usize,
+           actor_latency_samples: Option<usize>, memory_total: Option<usize>) -> StatsCore {
+        let mut stats = Stats::new(latency_samples, plot_samples, actor_memory, chunk_memory);
+        stats.actor_latency_samples = actor_latency_samples.unwrap_or(latency_samples);
+        stats.memory_total = memory_total.unwrap_or(usize::MAX);
+        StatsCore { stats }
     }
 
     /// One record of the JSON contract (a dict).

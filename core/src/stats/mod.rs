@@ -7,7 +7,7 @@
 pub mod binding;
 pub mod sample;
 
-use crate::analysis::bounded::{remember_bounded, OrderedMap};
+use crate::analysis::bounded::OrderedMap;
 use crate::value::{Map, Name, Value};
 use crate::FastMap;
 use sample::{Latencies, Reservoir};
@@ -26,6 +26,9 @@ pub static READ_KEYS: [Name; 25] = names![
 pub static COMMAND_KEYS: [Name; 7] = names![
     "client_version", "protocol_version", "server_version", "error", "message_id", "redelivery_count", "messagePermits",
 ];
+/// The share of `Stats::memory_total` a producer or consumer gets at least, however many there are.
+const MIN_ACTOR_MEMORY: usize = 1000;
+
 pub static MESSAGE_KEYS: [Name; 3] = names!["payload_size", "uuid", "chunk_id"];
 
 /// Time buckets kept for the throughput plot (their width doubles whenever there would be more).
@@ -335,6 +338,11 @@ pub struct Stats {
     actor_memory: usize,
     /// chunk frames of unfinished compressed messages remembered per producer or consumer
     chunk_memory: usize,
+    /// the latency sample of each connection and each producer (their number grows with the capture's)
+    pub actor_latency_samples: usize,
+    /// frames and entries remembered over every producer and consumer: each gets an equal share of it, at
+    /// most `actor_memory`, at least `MIN_ACTOR_MEMORY`
+    pub memory_total: usize,
     pub frames: i64,
     pub first_time: Option<f64>,
     pub last_time: Option<f64>,
@@ -365,6 +373,8 @@ impl Stats {
             latency_samples,
             actor_memory,
             chunk_memory,
+            actor_latency_samples: latency_samples,
+            memory_total: usize::MAX,
             frames: 0,
             first_time: None,
             last_time: None,
@@ -396,6 +406,31 @@ impl Stats {
         } else {
             self.event(rec, time);
         }
+    }
+
+    /// A producer or consumer came: every table keeps to the smaller share now (an actor that sends nothing
+    /// more would otherwise keep what it remembered under the larger one).
+    fn actors_changed(&mut self, before: usize) {
+        if self.producers.len() + self.consumers.len() == before {
+            return;
+        }
+        let share = self.actor_share();
+        for actor in self.producers.values_mut().chain(self.consumers.values_mut()) {
+            for table in [&mut actor.waiting, &mut actor.delivered_frames] {
+                while table.len() > share {
+                    table.pop_oldest();
+                }
+            }
+            while actor.entries.len() > share {
+                actor.entries.pop_oldest();
+            }
+        }
+    }
+
+    /// What one producer's or consumer's tables may remember: an equal share of the global budget.
+    fn actor_share(&self) -> usize {
+        let actors = (self.producers.len() + self.consumers.len()).max(1);
+        (self.memory_total / actors).clamp(MIN_ACTOR_MEMORY.min(self.actor_memory), self.actor_memory)
     }
 
     fn conn(&mut self, id: i64, time: f64) -> &mut Conn {
@@ -490,16 +525,17 @@ impl Stats {
         }
         let producer = get_map(rec, "producer");
         let consumer = get_map(rec, "consumer");
+        let actors = self.producers.len() + self.consumers.len();
         if let Some(latency) = get(rec, "latency_ms") {
             let latency = number(Some(latency));
             let request_type = get(rec, "request_type").filter(|v| truthy(Some(v))).map_or(kind.to_owned(), |v| python_str(Some(v)));
-            let cap = self.latency_samples;
+            let (cap, actor_cap) = (self.latency_samples, self.actor_latency_samples);
             self.latency.add(&request_type, latency, cap);
             self.plot.add((time, request_type.clone(), latency, kind == "ERROR" || kind == "SEND_ERROR"));
-            self.conn(conn_id, time).latency.add(&request_type, latency, cap);
+            self.conn(conn_id, time).latency.add(&request_type, latency, actor_cap);
             if let (Some(info), "SEND") = (producer, request_type.as_str()) {
                 let actor = actor(&mut self.producers, conn_id, info, false);
-                actor.send_latency.get_or_insert_with(|| Latencies::new(cap)).add(latency);
+                actor.send_latency.get_or_insert_with(|| Latencies::new(actor_cap)).add(latency);
             }
         }
         if let Some(info) = producer {
@@ -508,6 +544,7 @@ impl Stats {
         if let Some(info) = consumer {
             self.consumer(rec, info, kind, conn_id, time, command);
         }
+        self.actors_changed(actors);
     }
 
     fn count_throughput(&mut self, time: f64, to_client: bool, n: i64, size: i64) {
@@ -584,12 +621,12 @@ impl Stats {
         match kind {
             "SEND" if has(rec, "payload_size") => {
                 let (n, size) = self.count_messages(rec, info, true, time, to_client);
-                let (actor_memory, chunk_memory) = (self.actor_memory, self.chunk_memory);
+                let (actor_memory, chunk_memory) = (self.actor_share(), self.chunk_memory);
                 let actor = actor(&mut self.producers, conn, info, true);
                 actor.messages += n;
                 actor.payload_bytes += size;
                 actor.wire_bytes += int(get(rec, "payload_size"));
-                remember_bounded(&mut actor.waiting, int(get(rec, "index")), n, actor_memory);
+                remember_within(&mut actor.waiting, int(get(rec, "index")), n, actor_memory);
                 if let Some(md) = get_map(rec, "metadata") {
                     if has(md, "num_messages_in_batch") {
                         actor.batches += 1;
@@ -625,7 +662,7 @@ impl Stats {
         match kind {
             "MESSAGE" if has(rec, "payload_size") => {
                 let (n, size) = self.count_messages(rec, info, false, time, to_client);
-                let actor_memory = self.actor_memory;
+                let actor_memory = self.actor_share();
                 let actor = actor(&mut self.consumers, conn, info, true);
                 actor.messages += n;
                 actor.payload_bytes += size;
@@ -637,8 +674,8 @@ impl Stats {
                 if !actor.entries.contains_key(&entry) {
                     actor.distinct += n;
                 }
-                remember_bounded(&mut actor.entries, entry, n, actor_memory);
-                remember_bounded(&mut actor.delivered_frames, int(get(rec, "index")), n, actor_memory);
+                remember_within(&mut actor.entries, entry, n, actor_memory);
+                remember_within(&mut actor.delivered_frames, int(get(rec, "index")), n, actor_memory);
                 if has(rec, "delivery") || truthy(get(command, "redelivery_count")) {
                     actor.redeliveries += 1; // as message.redelivered says
                 }
@@ -658,6 +695,14 @@ impl Stats {
                 actor(&mut self.consumers, conn, info, true);
             }
         }
+    }
+}
+
+/// Insert; then forget the oldest entries beyond `cap` (a share that shrinks as producers and consumers come).
+fn remember_within<K: std::hash::Hash + Eq + Clone, V>(table: &mut OrderedMap<K, V>, key: K, value: V, cap: usize) {
+    table.insert(key, value);
+    while table.len() > cap {
+        table.pop_oldest();
     }
 }
 
