@@ -888,12 +888,27 @@ def _readable(path: Path) -> bool:
 SUBCOMMANDS = {"dissect", "follow", "stats", "check", "live"}
 
 
+def _widen_stdout_pipe() -> None:
+    """A pipe holds 64 KiB: the output (a batch of lines is some 200 KiB) then waits on the reader (jq, grep,
+    a pager) every few lines. Ask for 1 MiB (the most an unprivileged process gets); nothing else changes."""
+    try:
+        import fcntl
+        import os
+        import stat
+
+        if stat.S_ISFIFO(os.fstat(1).st_mode):
+            fcntl.fcntl(1, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (OSError, ValueError, ImportError):
+        pass  # not a pipe we may widen: it works as it is
+
+
 def main(argv: list[str] | None = None) -> None:
     # A command-line run allocates millions of short-lived objects that reference counting frees; the cyclic
     # collector scanning the long-lived ones again and again cost a third of the time on big captures. The
     # CLI (not the library) freezes what exists at start-up and collects less often.
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
+    _widen_stdout_pipe()
     args = list(sys.argv[1:] if argv is None else argv)
     # `pulsar-dissect FILE` is the main job: route it to the dissect command.
     if args and args[0] not in SUBCOMMANDS and args[0] not in ("--help", "-h", "--version", "-v"):

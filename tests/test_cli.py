@@ -438,3 +438,16 @@ def test_any_limit_can_be_set_from_the_command_line(tmp_path):
     assert dropped[0]["details"]["dropped"] == 1 and dropped[1]["details"]["dropped"] > 1
     assert runner.invoke(app, ["dissect", cap, "-o", "no_such_limit=3"]).exit_code == 2
     assert runner.invoke(app, ["dissect", cap, "-o", "max_remembered_messages=many"]).exit_code == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+def test_a_pipe_on_standard_output_is_widened_so_batches_of_lines_do_not_wait_on_the_reader():
+    import fcntl
+
+    get_size = getattr(fcntl, "F_GETPIPE_SZ", 1032)
+    proc = subprocess.Popen([str(SCRIPT), str(BASIC), "--json"], stdout=subprocess.PIPE)
+    out = proc.stdout.read()
+    size = fcntl.fcntl(proc.stdout.fileno(), get_size)  # the pipe's size, as the writer left it
+    proc.stdout.close()
+    assert proc.wait(timeout=60) == 0 and out.count(b'"index"') > 0
+    assert size >= 1 << 20 or size == int(Path("/proc/sys/fs/pipe-max-size").read_text())
