@@ -198,28 +198,9 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
     to standard output as they come; the other records (events) are dicts, written as ``_run`` writes them
     (the same bytes)."""
     source = sys.stdin.buffer if str(capture) == "-" else capture
-    buffer = getattr(output.out, "buffer", None)
-    write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
-    try:
-        for item in analysed_json_lines(source, options, summary=output.summary, payload_bytes=output.payload_bytes,
-                                        report=seen.report):
-            if type(item) is bytes:  # the lines of a batch of packets (read_file): one write each
-                write_lines(item)
-            else:
-                seen.add(item)
-                output.emit(item)
-        output.out.flush()
-        frames, problems = seen.report.get("json_lines", (0, 0))  # counted by the core
-        output.shown += frames
-        seen.frames += frames
-        output.problems += problems
-    except CaptureError as exc:
-        typer.echo(f"pulsar-dissect: {exc}", err=True)
-        raise typer.Exit(EXIT_UNREADABLE)
-    except BrokenPipeError:
-        sys.stderr.close()
-        raise typer.Exit(EXIT_OK)
-    return seen
+    items = analysed_json_lines(source, options, summary=output.summary, payload_bytes=output.payload_bytes,
+                                report=seen.report)
+    return _write_core_lines(items, output, seen, "json_lines", lambda rec, write: output.emit(rec))
 
 
 def _run_timeline_lines(capture: Path, options: Options, output: TimelineOutput, seen: "Seen") -> "Seen":
@@ -229,19 +210,31 @@ def _run_timeline_lines(capture: Path, options: Options, output: TimelineOutput,
     source = sys.stdin.buffer if str(capture) == "-" else capture
     renderer = output.renderer
     output.out.flush()  # what went through the text layer before, ahead of the bytes written under it
+    items = analysed_timeline_lines(source, renderer.format, options, payload_bytes=output.payload_bytes,
+                                    summary=output.summary, report=seen.report)
+
+    def event_line(rec: dict, write) -> None:
+        output.count(rec)
+        write((renderer.line(rec) + "\n").encode())
+
+    return _write_core_lines(items, output, seen, "timeline_lines", event_line)
+
+
+def _write_core_lines(items, output: TimelineOutput, seen: "Seen", counted_by: str, other) -> "Seen":
+    """Write a view whose frames' lines the core wrote: their bytes as they come (a batch of packets' lines
+    each), the other records (events) through ``other(rec, write)``; the frames and problems of the lines are
+    counted by the core (``seen.report[counted_by]``), for the summary and --strict."""
     buffer = getattr(output.out, "buffer", None)
     write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
     try:
-        for item in analysed_timeline_lines(source, renderer.format, options, payload_bytes=output.payload_bytes,
-                                            summary=output.summary, report=seen.report):
+        for item in items:
             if type(item) is bytes:
                 write_lines(item)
             else:
                 seen.add(item)
-                output.count(item)
-                write_lines((renderer.line(item) + "\n").encode())
+                other(item, write_lines)
         output.out.flush()
-        frames, problems = seen.report.get("timeline_lines", (0, 0))  # counted by the core
+        frames, problems = seen.report.get(counted_by, (0, 0))
         output.shown += frames
         seen.frames += frames
         output.problems += problems
