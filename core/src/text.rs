@@ -283,20 +283,6 @@ fn push_json_str(text: &str, out: &mut String) {
     out.push('"');
 }
 
-/// Python's truth value of a value.
-pub fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Int(v) => *v != 0,
-        Value::UInt(v) => *v != 0,
-        Value::Float(v) => *v != 0.0,
-        Value::Str(text) => !text.as_str().is_empty(),
-        Value::Bytes(bytes) => !bytes.is_empty(),
-        Value::List(items) => !items.is_empty(),
-        Value::Map(entries) => !entries.is_empty(),
-    }
-}
 
 // ------------------------------------------------------------------------------------------------ dates
 
@@ -509,7 +495,7 @@ pub fn push_message_id(mid: &Value, out: &mut String) {
                 out.push_str(":b");
                 part(batch_index, out);
             }
-            if !snake && mid.get("ack_set").is_some_and(truthy) {
+            if !snake && mid.get("ack_set").is_some_and(Value::truthy) {
                 out.push_str("(partial)");
             }
         }
@@ -579,7 +565,7 @@ pub fn push_payload_preview(message: &Value, out: &mut String) {
             Ok(text) => text_preview(&Value::from(text.to_owned()), out),
             Err(_) => hex_preview(raw, out),
         }
-    } else if message.get("encrypted").is_some_and(truthy) {
+    } else if message.get("encrypted").is_some_and(Value::truthy) {
         out.push_str("payload: encrypted");
         if !size.is_null() {
             let _ = write!(out, ", {} bytes", py_str(size));

@@ -299,7 +299,7 @@ impl<'a> LineFacts<'a> {
                 summary: get("messages_summary").filter(|v| !v.is_null()),
                 metadata: get("metadata"),
                 checksum: get("checksum").and_then(Value::as_str),
-                encrypted: get("encrypted").is_some_and(text::truthy),
+                encrypted: get("encrypted").is_some_and(Value::truthy),
                 marker: get("marker"),
             },
         }
@@ -450,7 +450,7 @@ impl Format {
             line.end(if !problems.is_empty() { Role::TypeProblem } else { type_plan.map_or(Role::Type, |t| t.role) });
             self.push_key_fields(facts, type_plan.and_then(|t| t.fields.as_deref()), line);
             for key in ["producer", "consumer"] {
-                let name = facts.note(key).and_then(|info| info.get("name")).filter(|name| text::truthy(name));
+                let name = facts.note(key).and_then(|info| info.get("name")).filter(|name| Value::truthy(name));
                 if let Some(name) = name {
                     let _ = write!(line.text, " {key}=");
                     line.end(Role::Label);

@@ -228,6 +228,21 @@ impl Value {
         matches!(self, Value::Null)
     }
 
+    /// Python's truth value of the value (what `if value:` decides).
+    pub fn truthy(&self) -> bool {
+        match self {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::Int(v) => *v != 0,
+            Value::UInt(v) => *v != 0,
+            Value::Float(v) => *v != 0.0,
+            Value::Str(text) => !text.as_str().is_empty(),
+            Value::Bytes(bytes) => !bytes.is_empty(),
+            Value::List(items) => !items.is_empty(),
+            Value::Map(entries) => !entries.is_empty(),
+        }
+    }
+
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Value::Bool(b) => Some(*b),

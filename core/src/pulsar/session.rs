@@ -486,7 +486,7 @@ impl PulsarSession {
         };
         let previous = producer.last_sequence_id;
         if let Some(previous) = previous {
-            let chunk_again = field(cmd, "is_chunk").is_some_and(truthy) && first == previous;
+            let chunk_again = field(cmd, "is_chunk").is_some_and(Value::truthy) && first == previous;
             if !chunk_again {
                 if first <= previous {
                     // A note, not a warning: an explicit sequence_id set by the application is legitimate.
@@ -640,7 +640,7 @@ impl PulsarSession {
                 for k in older {
                     acked.extend(unacked.remove(&k));
                 }
-            } else if mid.get("ack_set").and_then(Value::as_list).is_some_and(|set| set.iter().any(truthy)) {
+            } else if mid.get("ack_set").and_then(Value::as_list).is_some_and(|set| set.iter().any(Value::truthy)) {
                 // A batch-index ack: the entry is acknowledged only in part.
                 acked.extend(unacked.get(&key).copied());
             } else {
@@ -687,19 +687,6 @@ impl PulsarSession {
     }
 }
 
-fn truthy(value: &Value) -> bool {
-    match value {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Int(v) => *v != 0,
-        Value::UInt(v) => *v != 0,
-        Value::Float(v) => *v != 0.0,
-        Value::Str(t) => !t.as_str().is_empty(),
-        Value::Bytes(b) => !b.is_empty(),
-        Value::List(items) => !items.is_empty(),
-        Value::Map(entries) => !entries.is_empty(),
-    }
-}
 
 impl Session for PulsarSession {
     fn on_frame(&mut self, frame: &Frame, spec: Option<&CommandSpec>, request: Option<&Waiting>, notes: &mut Map,

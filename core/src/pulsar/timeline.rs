@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use crate::analysis::map_get;
-use crate::text::{self, b64_decode, truthy};
+use crate::text::{self, b64_decode};
 use crate::timeline::{push_frame_list, Atom, Line, LineFacts, PayloadFacts, Role};
 use crate::value::Value;
 
@@ -28,7 +28,7 @@ fn summary<'a>(payload: &PayloadFacts<'a>) -> Summary<'a> {
         return Summary {
             count: Atom::Value(brief.get("count").unwrap_or(&NULL)),
             bytes: Atom::Value(brief.get("bytes").unwrap_or(&NULL)),
-            chunk: brief.get("chunk").filter(|c| truthy(c)).map(chunk_of),
+            chunk: brief.get("chunk").filter(|c| c.truthy()).map(chunk_of),
         };
     }
     let messages = payload.messages.unwrap_or(&[]);
@@ -64,7 +64,7 @@ pub fn pieces(facts: &LineFacts, line: &mut Line) {
             Some("valid") => line.push(Role::ChecksumOk, " crc=ok"),
             _ => {}
         }
-        if let Some(version) = md("schema_version").filter(|v| truthy(v)) {
+        if let Some(version) = md("schema_version").filter(|v| v.truthy()) {
             line.push(Role::Label, " schema=");
             let hex = match version.as_str() {
                 Some(b64) => b64_decode(b64).map_or_else(|| b64.to_owned(), |raw| raw.iter().map(|b| format!("{b:02x}")).collect()),
@@ -111,7 +111,7 @@ pub fn pieces(facts: &LineFacts, line: &mut Line) {
                 Some(name) => line.push(Role::Marker, name.as_str()),
                 None => line.push_safe(Role::Marker, marker_type, text::MAX_VALUE),
             }
-            if let Some(marker) = payload.marker.filter(|m| truthy(m)) {
+            if let Some(marker) = payload.marker.filter(|m| m.truthy()) {
                 line.text.push(' ');
                 line.push_safe(Role::Plain, marker, 160);
             }
@@ -123,12 +123,12 @@ pub fn pieces(facts: &LineFacts, line: &mut Line) {
         line.end(Role::DeliverAt);
     }
     if facts.type_name.as_str() == Some("REDELIVER_UNACKNOWLEDGED_MESSAGES")
-        && !facts.command.and_then(|c| c.get("message_ids")).is_some_and(truthy)
+        && !facts.command.and_then(|c| c.get("message_ids")).is_some_and(Value::truthy)
     {
         line.push(Role::Plain, " ids=all");
     }
     links(facts, line);
-    if let Some(whole) = facts.note("reassembled").filter(|w| truthy(w)) {
+    if let Some(whole) = facts.note("reassembled").filter(|w| w.truthy()) {
         let chunks = whole.get("chunks").and_then(Value::as_list).map_or(0, <[Value]>::len);
         let _ = write!(line.text, " reassembled {chunks} chunks ");
         match whole.get("payload_size").filter(|s| !s.is_null()) {
@@ -139,7 +139,7 @@ pub fn pieces(facts: &LineFacts, line: &mut Line) {
             None => line.text.push_str("(payload not recovered)"),
         }
         line.end(Role::Reassembled);
-        if let Some(sha) = whole.get("payload_sha256").filter(|s| truthy(s)) {
+        if let Some(sha) = whole.get("payload_sha256").filter(|s| s.truthy()) {
             line.text.push_str(" sha256=");
             let sha = text::py_str(sha);
             text::push_escaped(&sha.chars().take(12).collect::<String>(), &mut line.text);
@@ -150,7 +150,7 @@ pub fn pieces(facts: &LineFacts, line: &mut Line) {
 
 /// The analysis' links between frames.
 fn links(facts: &LineFacts, line: &mut Line) {
-    if let Some(frames) = facts.note("redelivers").filter(|f| truthy(f)) {
+    if let Some(frames) = facts.note("redelivers").filter(|f| f.truthy()) {
         let frames = frames.as_list().unwrap_or(&[]);
         let count = facts.note("redelivers_count").and_then(Value::as_u64).unwrap_or(frames.len() as u64);
         line.text.push_str(" redelivers ");

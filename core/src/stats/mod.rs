@@ -65,30 +65,10 @@ fn int(value: Option<&Value>) -> i64 {
     }
 }
 
-fn truthy(value: Option<&Value>) -> bool {
-    match value {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Int(v)) => *v != 0,
-        Some(Value::UInt(v)) => *v != 0,
-        Some(Value::Float(v)) => *v != 0.0,
-        Some(Value::Str(s)) => !s.as_str().is_empty(),
-        Some(Value::Bytes(b)) => !b.is_empty(),
-        Some(Value::List(l)) => !l.is_empty(),
-        Some(Value::Map(m)) => !m.is_empty(),
-    }
-}
 
-/// `str(value)` for the values an error code or an id can be: an enum name, a number, absent.
+/// Python's `str(value)` (`None` for an absent value): what the tables show of an error code or an id.
 fn python_str(value: Option<&Value>) -> String {
-    match value {
-        None | Some(Value::Null) => "None".into(),
-        Some(Value::Str(s)) => s.as_str().to_owned(),
-        Some(Value::Int(v)) => v.to_string(),
-        Some(Value::UInt(v)) => v.to_string(),
-        Some(Value::Bool(b)) => if *b { "True" } else { "False" }.into(),
-        Some(other) => format!("{other:?}"),
-    }
+    value.map_or_else(|| "None".to_owned(), crate::text::py_str)
 }
 
 /// An error code's name as the tables show it (`?` when the frame has none).
@@ -528,7 +508,7 @@ impl Stats {
         let actors = self.producers.len() + self.consumers.len();
         if let Some(latency) = get(rec, "latency_ms") {
             let latency = number(Some(latency));
-            let request_type = get(rec, "request_type").filter(|v| truthy(Some(v))).map_or(kind.to_owned(), |v| python_str(Some(v)));
+            let request_type = get(rec, "request_type").filter(|v| v.truthy()).map_or(kind.to_owned(), |v| python_str(Some(v)));
             let (cap, actor_cap) = (self.latency_samples, self.actor_latency_samples);
             self.latency.add(&request_type, latency, cap);
             self.plot.add((time, request_type.clone(), latency, kind == "ERROR" || kind == "SEND_ERROR"));
@@ -599,8 +579,8 @@ impl Stats {
 
     /// Messages and bytes of one SEND (`sent`) or MESSAGE (not `sent`) for its actor and topic.
     fn count_messages(&mut self, rec: &Map, info: &Map, sent: bool, time: f64, to_client: bool) -> (i64, i64) {
-        let topic_name = get(info, "topic").filter(|v| truthy(Some(v))).map_or("?".to_owned(), |v| python_str(Some(v)));
-        let who = get(info, "name").filter(|v| truthy(Some(v))).map_or_else(|| python_str(get(info, "id")), |v| python_str(Some(v)));
+        let topic_name = get(info, "topic").filter(|v| v.truthy()).map_or("?".to_owned(), |v| python_str(Some(v)));
+        let who = get(info, "name").filter(|v| v.truthy()).map_or_else(|| python_str(get(info, "id")), |v| python_str(Some(v)));
         let (n, size) = message_totals(rec);
         self.count_throughput(time, to_client, n, size);
         let topic = self.topics.entry(topic_name).or_default();
@@ -676,7 +656,7 @@ impl Stats {
                 }
                 remember_within(&mut actor.entries, entry, n, actor_memory);
                 remember_within(&mut actor.delivered_frames, int(get(rec, "index")), n, actor_memory);
-                if has(rec, "delivery") || truthy(get(command, "redelivery_count")) {
+                if has(rec, "delivery") || get(command, "redelivery_count").is_some_and(Value::truthy) {
                     actor.redeliveries += 1; // as message.redelivered says
                 }
             }
