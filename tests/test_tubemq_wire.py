@@ -263,7 +263,10 @@ def test_frames_parse_with_the_protobuf_runtime_and_match_the_manifest(written, 
               "CloseRequestP2M", "CloseResponseM2P", "RegisterRequestC2M", "RegisterResponseM2C",
               "HeartRequestC2M", "HeartResponseM2C", "SendMessageRequestP2B", "SendMessageResponseB2P",
               "RegisterRequestC2B", "RegisterResponseB2C", "GetMessageRequestC2B", "GetMessageResponseB2C",
-              "CommitOffsetRequestC2B", "CommitOffsetResponseB2C", "HeartBeatRequestC2B", "HeartBeatResponseB2C"}
+              "CommitOffsetRequestC2B", "CommitOffsetResponseB2C", "HeartBeatRequestC2B", "HeartBeatResponseB2C",
+              "RegisterRequestB2M", "RegisterResponseM2B", "HeartRequestB2M", "HeartResponseM2B",
+              "CloseRequestB2M", "CloseResponseM2B", "RegisterRequestC2MV2", "RegisterResponseM2CV2",
+              "HeartRequestC2MV2", "HeartResponseM2CV2", "GetPartMetaRequestC2M", "GetPartMetaResponseM2C"}
     assert wanted <= seen_types, f"never sent: {sorted(wanted - seen_types)}"
 
 
@@ -509,3 +512,31 @@ def test_cli_writes_every_scenario(tmp_path):
     assert tw.main([str(tmp_path)]) == 0
     assert len(list(tmp_path.glob("*.pcap"))) == len(tw.SCENARIOS)
     assert len(list(tmp_path.glob("*.json"))) == len(tw.SCENARIOS)
+
+
+def test_conversation_builder_cuts_segments_and_skips_the_start():
+    exchanges = [(tw.TO_SERVER, b"A" * 10), (tw.TO_CLIENT, b"B" * 7), (tw.TO_SERVER, b"C" * 5)]
+    packets = tw.conversation_packets(exchanges, ("10.0.0.1", 40000), ("10.0.0.2", 8123), segment_sizes=[3],
+                                      skip_first_bytes=12, handshake=False, close=False)
+    payloads = []
+    for _, frame in packets:
+        ip = frame[14:]
+        tcp = ip[(ip[0] & 0x0F) * 4:]
+        assert not tcp[13] & 0x02, "no SYN when the handshake is left out"
+        payloads.append((struct.unpack_from(">H", tcp)[0], tcp[(tcp[12] >> 4) * 4:]))
+    # 10 client bytes and 2 server bytes skipped; each exchange cut as 3 bytes then the rest
+    assert payloads == [(8123, b"BBB"), (8123, b"BB"), (40000, b"CCC"), (40000, b"CC")]
+
+
+def test_encoder_stays_independent_of_the_decoder():
+    """Importing the encoder loads neither the decoder, nor the core, nor any protobuf runtime or generated
+    module: it cannot borrow the decoder's tables by accident."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, 'tests'); import tubemq_wire\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('dissector', 'pulsar_dissect_core', 'google')"
+            " or m.endswith('_pb2')]\n"
+            "print(bad); sys.exit(1 if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -34,7 +34,7 @@ import socket
 import struct
 import sys
 import zlib
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -539,7 +539,7 @@ REGISTER_RESPONSE_M2B = Message("RegisterResponseM2B", [
     Field("flowControlInfo", 14, STRING, OPTIONAL),                     # RegisterResponseM2B.flowControlInfo
     Field("qryPriorityId", 15, INT32, OPTIONAL),                        # RegisterResponseM2B.qryPriorityId
     Field("authorizedInfo", 16, MASTER_AUTHORIZED_INFO, OPTIONAL),      # RegisterResponseM2B.authorizedInfo
-    Field("brokerAuthorizedInfo", 17, MASTER_BROKER_AUTHORIZED_INFO, OPTIONAL),# RegisterResponseM2B.brokerAuthorizedInfo
+    Field("brokerAuthorizedInfo", 17, MASTER_BROKER_AUTHORIZED_INFO, OPTIONAL),  # RegisterResponseM2B.brokerAuthorizedInfo
     Field("clsConfig", 18, CLUSTER_CONFIG, OPTIONAL),                   # RegisterResponseM2B.clsConfig
 ])
 
@@ -898,12 +898,15 @@ class Capture:
 
 
 def cut_into_segments(data: bytes, segment_sizes=None, max_segment: int = DEFAULT_SEGMENT_SIZE) -> list[bytes]:
-    """TCP segments: the given sizes first, then max_segment-byte segments for the rest."""
+    """TCP segments: the given sizes first (as far as the data goes: the last one may be shorter), then
+    max_segment-byte segments for the rest."""
     sizes = list(segment_sizes or ())
-    if sum(sizes) > len(data) or any(size <= 0 for size in sizes):
-        raise ValueError(f"segment sizes {sizes} do not fit {len(data)} bytes")
+    if any(size <= 0 for size in sizes):
+        raise ValueError(f"segment sizes must be positive: {sizes}")
     segments, pos = [], 0
     for size in sizes:
+        if pos >= len(data):
+            break
         segments.append(data[pos:pos + size])
         pos += size
     while pos < len(data):
@@ -1020,8 +1023,8 @@ class TubeConnection:
     """A TubeMQ client's TCP connection to a master or a broker. Builds frames, sends them and records each
     one in the scenario's manifest."""
 
-    def __init__(self, scenario: "Scenario", client: tuple[str, int], server: tuple[str, int], server_role: str,
-                 handshake: bool = True, first_serial: int = 1) -> None:
+    def __init__(self, scenario: "Scenario", client: tuple[str, int], server: tuple[str, int], client_role: str,
+                 server_role: str, handshake: bool = True, first_serial: int = 1) -> None:
         self.scenario = scenario
         self.tcp = TcpConnection(scenario.capture, client, server, handshake=handshake,
                                  client_isn=1_000_000 + 100_000 * len(scenario.connections))
@@ -1031,7 +1034,7 @@ class TubeConnection:
         self.first_captured_byte = {TO_SERVER: None, TO_CLIENT: None}
         scenario.connections.append({
             "id": self.id, "client": f"{client[0]}:{client[1]}", "server": f"{server[0]}:{server[1]}",
-            "server_role": server_role, "handshake_captured": handshake,
+            "client_role": client_role, "server_role": server_role, "handshake_captured": handshake,
         })
 
     # --- building
@@ -1179,9 +1182,10 @@ class Scenario:
         self.connections: list[dict] = []
         self.frames: list[dict] = []
 
-    def connect(self, client: tuple[str, int], server: tuple[str, int], server_role: str,
+    def connect(self, client: tuple[str, int], server: tuple[str, int], client_role: str, server_role: str,
                 handshake: bool = True, first_serial: int = 1) -> TubeConnection:
-        return TubeConnection(self, client, server, server_role, handshake, first_serial)
+        """A connection from a producer, consumer or broker (client_role) to a master or broker."""
+        return TubeConnection(self, client, server, client_role, server_role, handshake, first_serial)
 
     def manifest(self) -> dict:
         """The records with pairing worked out the way the issue asks: by serial per connection, the oldest
@@ -1299,7 +1303,7 @@ def produce(c: TubeConnection, message: CarriedMessage, response: dict, topic: s
 def producer_master() -> Scenario:
     s = Scenario("tubemq_producer_master", "A producer registers with the master, sends two heartbeats (the "
                  "second answer carries topic placement) and closes; SYN to FIN.")
-    c = s.connect((PRODUCER_HOST, 40312), MASTER, "master")
+    c = s.connect((PRODUCER_HOST, 40312), MASTER, "producer", "master")
     c.call(1, {"clientId": PRODUCER_ID, "topicList": [TOPIC, "audit"], "brokerCheckSum": -1,
                "hostName": PRODUCER_HOST, "jdkVersion": "17.0.13"},
            {**OK, "brokerCheckSum": 1763866790001, "brokerInfos": [BROKER_INFO, "2:192.168.7.13:8123"],
@@ -1323,7 +1327,7 @@ def producer_broker() -> Scenario:
     s = Scenario("tubemq_producer_broker", "A producer sends four messages to a broker (service type 3): one "
                  "plain, one with attributes, one of 20 KiB with attributes spanning three 8 KiB blocks and "
                  "several TCP segments, one refused with errCode 423.")
-    c = s.connect((PRODUCER_HOST, 40318), BROKER, "broker")
+    c = s.connect((PRODUCER_HOST, 40318), BROKER, "producer", "broker")
     produce(c, CarriedMessage(b"order 1001 created"),
             {**OK, "messageId": 4_294_967_296_001, "appendTime": 1763866801123, "appendOffset": 0})
     attrs = "$msgType$=order,$msgTime$=202511230300,region=eu-west"
@@ -1344,7 +1348,7 @@ def consumer_master() -> Scenario:
     s = Scenario("tubemq_consumer_master", "A consumer registers with the master; a heartbeat answer carries a "
                  "rebalance event (EventProto ONLY_CONNECT, three partitions); the next heartbeat reports it "
                  "done; the consumer closes.")
-    c = s.connect((CONSUMER_HOST, 51744), MASTER, "master")
+    c = s.connect((CONSUMER_HOST, 51744), MASTER, "consumer", "master")
     c.call(4, {"clientId": CONSUMER_ID, "groupName": GROUP, "hostName": CONSUMER_HOST, "topicList": [TOPIC],
                "topicCondition": [], "requireBound": False, "qryPriorityId": 301, "jdkVersion": "17.0.13"},
            {**OK, "topicInfo": [f"{TOPIC}#1:3:1"], "notAllocated": True, "defFlowCheckId": 10,
@@ -1368,6 +1372,65 @@ def consumer_master() -> Scenario:
     return s
 
 
+BROKER_CLIENT_ID = "1:192.168.7.11:8123:2.1.0"   # TubeBroker.generateBrokerClientId: id:host:port:version
+# defaultPartNum:acceptPublish:acceptSubscribe:unflushThreshold:unflushInterval:deleteWhen:deletePolicy
+BROKER_DEFAULT_CONF = "3:true:true:1000:10000:0 0 6,18 * * ?:delete,168h"
+TOPIC_CONF = f"{TOPIC}:3:true:true:1000:10000:0 0 6,18 * * ?:delete,168h:-2:1:"
+
+
+def broker_master() -> Scenario:
+    s = Scenario("tubemq_broker_master", "A broker registers with the master (7) with its default and topic "
+                 "configuration, sends a heartbeat (8) and goes offline (9).")
+    c = s.connect((BROKER_HOST, 35012), MASTER, "broker", "master")
+    c.call(7, {"clientId": BROKER_CLIENT_ID, "brokerOnline": True, "enableTls": False, "readStatusRpt": 0,
+               "writeStatusRpt": 0, "curBrokerConfId": 12, "confCheckSumId": 305419896,
+               "brokerDefaultConfInfo": BROKER_DEFAULT_CONF, "brokerTopicSetConfInfo": [TOPIC_CONF],
+               "flowCheckId": 7, "qryPriorityId": 301, "tlsPort": 8124,
+               "clsConfig": {"configId": 3, "maxMsgSize": 1048576}},
+           {**OK, "stopRead": False, "stopWrite": False, "takeConfInfo": False,
+            "enableBrokerInfo": {"enableConsumeAuthenticate": False, "enableConsumeAuthorize": False,
+                                 "enableProduceAuthenticate": False, "enableProduceAuthorize": False},
+            "curBrokerConfId": 12, "confCheckSumId": 305419896, "flowCheckId": 7,
+            "brokerAuthorizedInfo": {"visitAuthorizedToken": "1763866800999"},
+            "clsConfig": {"configId": 3, "maxMsgSize": 1048576}})
+    s.capture.wait(0.3)
+    c.call(8, {"brokerId": "1", "brokerOnline": True, "readStatusRpt": 0, "writeStatusRpt": 0,
+               "curBrokerConfId": 12, "confCheckSumId": 305419896, "takeConfInfo": False,
+               "takeRemovedTopicInfo": False},
+           {**OK, "stopRead": False, "stopWrite": False, "curBrokerConfId": 13, "confCheckSumId": 305419897,
+            "needReportData": True, "takeConfInfo": True, "takeRemoveTopicInfo": False,
+            "brokerDefaultConfInfo": BROKER_DEFAULT_CONF,
+            "brokerTopicSetConfInfo": [TOPIC_CONF, "audit:1:true:true:1000:10000:0 0 6,18 * * ?:delete,168h:-2:1:"]})
+    c.call(9, {"brokerId": "1"}, OK)
+    c.close()
+    return s
+
+
+def consumer_v2_master() -> Scenario:
+    s = Scenario("tubemq_consumer_v2_master", "A client-balancing (V2) consumer registers with the master (20), "
+                 "heartbeats (21) and asks for partition metadata (22).")
+    c = s.connect((CONSUMER_HOST, 51770), MASTER, "consumer", "master")
+    brokers = [BROKER_INFO, "2:192.168.7.13:8123"]
+    ops = {"groupFlowCheckId": 11, "defFlowCheckId": 10, "qryPriorityId": 301, "csmFrmMaxOffsetCtrlId": -1,
+           "requireAuth": False}
+    c.call(20, {"clientId": CONSUMER_ID, "groupName": GROUP, "hostName": CONSUMER_HOST, "sourceCount": 2,
+                "nodeId": 0, "topicList": [TOPIC], "subRepInfo": {"brokerConfigId": -2, "topicMetaInfoId": -2},
+                "opsTaskInfo": {"groupFlowCheckId": -2, "defFlowCheckId": -2}, "jdkVersion": "17.0.13"},
+           {"errCode": ERR_SUCCESS, "errMsg": "OK", "brokerConfigId": 12, "brokerConfigList": brokers,
+            "opsTaskInfo": ops})
+    s.capture.wait(0.2)
+    c.call(21, {"clientId": CONSUMER_ID, "groupName": GROUP,
+                "subRepInfo": {"brokerConfigId": 12, "topicMetaInfoId": -2, "lstAssignedTime": 1763866800500,
+                               "reportSubInfo": True, "partSubInfo": [f"{BROKER_INFO}:{TOPIC}:0"]}},
+           {"errCode": ERR_SUCCESS, "errMsg": "OK", "brokerConfigId": 12, "topicMetaInfoId": 6,
+            "topicMetaInfoList": [f"{TOPIC}#1:3:1,2:3:1"], "opsTaskInfo": ops})
+    c.call(22, {"clientId": CONSUMER_ID, "groupName": GROUP, "brokerConfigId": 12, "topicMetaInfoId": 6},
+           {"errCode": ERR_SUCCESS, "errMsg": "OK", "brokerConfigId": 12, "topicMetaInfoId": 6,
+            "topicMetaInfoList": [f"{TOPIC}#1:3:1,2:3:1"], "brokerConfigList": brokers})
+    c.close()
+    return s
+
+
 def fetched_messages() -> list[CarriedMessage]:
     """Four stored messages; id 1002 carries a checksum that does not match its data."""
     return [
@@ -1383,7 +1446,7 @@ def consumer_broker() -> Scenario:
     s = Scenario("tubemq_consumer_broker", "A consumer registers on a partition at the broker (opType 31), "
                  "pulls four messages (one with a wrong checksum), heartbeats, commits, pulls nothing (errCode "
                  "404) and unregisters (opType 32).")
-    c = s.connect((CONSUMER_HOST, 51750), BROKER, "broker")
+    c = s.connect((CONSUMER_HOST, 51750), BROKER, "consumer", "broker")
     c.call(15, {"opType": OP_REGISTER, "clientId": CONSUMER_ID, "groupName": GROUP, "topicName": TOPIC,
                 "partitionId": 0, "readStatus": 0, "qryPriorityId": 301,
                 "authInfo": {"visitAuthorizedToken": 1763866800888}},
@@ -1414,7 +1477,7 @@ def standby_master() -> Scenario:
     s = Scenario("tubemq_standby_master", "A producer asks a standby master to register it and gets a "
                  "StandbyException (ResponseHeader status ERROR, RspExceptionBody); it then registers with the "
                  "active master on a second connection.")
-    standby = s.connect((PRODUCER_HOST, 40320), STANDBY_MASTER, "master")
+    standby = s.connect((PRODUCER_HOST, 40320), STANDBY_MASTER, "producer", "master")
     register = {"clientId": PRODUCER_ID, "topicList": [TOPIC], "brokerCheckSum": -1, "hostName": PRODUCER_HOST}
     serial = standby.request(1, register)
     s.capture.wait(0.0015)
@@ -1423,7 +1486,7 @@ def standby_master() -> Scenario:
         f"{STANDBY_MASTER[0]}:{STANDBY_MASTER[1]} is not master now. the connecting client id is {PRODUCER_ID}"))
     standby.close()
     s.capture.wait(0.01)
-    active = s.connect((PRODUCER_HOST, 40322), MASTER, "master")
+    active = s.connect((PRODUCER_HOST, 40322), MASTER, "producer", "master")
     active.call(1, register, {**OK, "brokerCheckSum": 1763866790001, "brokerInfos": [BROKER_INFO]})
     active.close()
     return s
@@ -1433,7 +1496,7 @@ def unknown_methods() -> Scenario:
     s = Scenario("tubemq_unknown_methods", "Method ids without a message type: 12 (declared in RpcConstants, "
                  "no message) and 99 (not declared); the broker answers each with an exception, the second "
                  "one with status FATAL.")
-    c = s.connect((PRODUCER_HOST, 40330), BROKER, "broker")
+    c = s.connect((PRODUCER_HOST, 40330), BROKER, "producer", "broker")
     # some protobuf bytes (a clientId string as field 1), opaque to a decoder that has no type for them
     opaque = field_key(1, WIRE_LENGTH_DELIMITED) + length_delimited(PRODUCER_ID.encode())
     serial = c.request(12, raw_request=opaque, service_type=SERVICE_BROKER_WRITE)
@@ -1451,7 +1514,7 @@ def pairing_anomalies() -> Scenario:
     s = Scenario("tubemq_pairing_anomalies", "Serial-number pairing trouble on one producer-master connection: "
                  "a response whose serial (77) was never requested, a request sent twice under serial 3 and "
                  "answered once, and a heartbeat (serial 4) still unanswered when the connection closes.")
-    c = s.connect((PRODUCER_HOST, 40340), MASTER, "master")
+    c = s.connect((PRODUCER_HOST, 40340), MASTER, "producer", "master")
     heartbeat = {"clientId": PRODUCER_ID, "brokerCheckSum": 1763866790001, "hostName": PRODUCER_HOST}
     c.call(1, {"clientId": PRODUCER_ID, "topicList": [TOPIC], "brokerCheckSum": -1, "hostName": PRODUCER_HOST},
            {**OK, "brokerCheckSum": 1763866790001, "brokerInfos": [BROKER_INFO]})
@@ -1476,7 +1539,7 @@ def segmented() -> Scenario:
                  "requests whose boundary falls inside a segment (the second one's header split across two); "
                  "two responses in one segment; a 20 KiB request whose second block length is split across "
                  "segments.")
-    c = s.connect((PRODUCER_HOST, 40350), BROKER, "broker")
+    c = s.connect((PRODUCER_HOST, 40350), BROKER, "producer", "broker")
     first = c.request(13, send_request(), message=CarriedMessage(pattern_bytes(300, "seg-1"), "k=v"),
                       segment_sizes=[1, 2, 9, 4])
     s.capture.wait(0.002)
@@ -1512,11 +1575,12 @@ def block_splits() -> Scenario:
                  "blocks, its response in 3-byte blocks, a request with block boundaries aimed inside the "
                  "two-byte size prefix of RequestBody and inside the ten-byte varint of checkSum -1 plus an "
                  "empty block, its response in 7-byte blocks.")
-    c = s.connect((PRODUCER_HOST, 40360), BROKER, "broker")
+    c = s.connect((PRODUCER_HOST, 40360), BROKER, "producer", "broker")
     produce(c, CarriedMessage(pattern_bytes(40, "tiny"), "k=v"), {**OK, "messageId": 9101},
             request_build={"block_sizes": 1}, response_build={"block_sizes": 3})
     aimed = CarriedMessage(pattern_bytes(400, "aimed"), "$msgType$=aimed")
-    probe = c.build_request(13, send_request(), message=aimed, serial=0)          # same bytes as the real one, to find the offsets
+    # the same bytes as the frame sent below, built first to find the offsets to aim at
+    probe = c.build_request(13, send_request(), message=aimed, serial=0)
     content_size = probe.record["content_size"]
     content = b"".join(_blocks_of(probe.data))
     body_prefix = probe.record["part_offsets"][2]            # RequestBody's size prefix: two bytes (> 127)
@@ -1548,7 +1612,7 @@ def _blocks_of(frame: bytes) -> list[bytes]:
 
 def _midstream(name: str, description: str, payload_of_cut_frame: bytes) -> Scenario:
     s = Scenario(name, description)
-    c = s.connect((CONSUMER_HOST, 51760), BROKER, "broker", handshake=False, first_serial=41)
+    c = s.connect((CONSUMER_HOST, 51760), BROKER, "consumer", "broker", handshake=False, first_serial=41)
     # the consumer's heartbeat whose first 5 bytes (token and a byte of serial) went by before the capture
     c.request(16, {"clientId": CONSUMER_ID, "groupName": GROUP, "readStatus": 0,
                    "partitionInfo": [f"{BROKER_INFO}:{TOPIC}:0:0"]}, uncaptured=5)
@@ -1590,8 +1654,9 @@ def midstream_false_token() -> Scenario:
 
 
 SCENARIOS = {f.__name__: f for f in [
-    producer_master, producer_broker, consumer_master, consumer_broker, standby_master, unknown_methods,
-    pairing_anomalies, segmented, block_splits, midstream, midstream_false_token,
+    producer_master, producer_broker, consumer_master, consumer_broker, broker_master, consumer_v2_master,
+    standby_master, unknown_methods, pairing_anomalies, segmented, block_splits, midstream,
+    midstream_false_token,
 ]}
 
 
