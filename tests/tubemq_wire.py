@@ -1525,9 +1525,8 @@ def pairing_anomalies() -> Scenario:
     c.request(2, heartbeat, serial=3)
     s.capture.wait(0.002)
     c.respond(3, 2, {**OK, "brokerCheckSum": 1763866790001})
-    c.next_serial = 4
     s.capture.wait(0.5)
-    c.request(2, heartbeat)
+    c.request(2, heartbeat, serial=4)
     s.capture.wait(3.0)
     c.close()
     return s
