@@ -332,7 +332,7 @@ class Seen:
             from dissector import protocols
 
             ports = sorted({p for proto in protocols.select(options.protocols) for p in proto.ports}
-                           | set(options.ports))
+                           | options.port_numbers)
             where = "/".join(map(str, ports))
             other = self.report.get("other_tcp")
             rows = other.summary() if other is not None else []
@@ -340,8 +340,9 @@ class Seen:
             if rows:
                 seen = ", ".join(f"{r['port']} ({r['connections']} connection{'s' if r['connections'] != 1 else ''}"
                                  f", {_size(r['bytes'])})" for r in rows)
-                return (f"no Pulsar on {where}; TCP seen on {seen} — try --port {rows[0]['port']} or --detect"
-                        if not options.detect else f"no Pulsar found, even with --detect; TCP seen on {seen}")
+                names = " or ".join(p.title for p in protocols.select(options.protocols))
+                return (f"no {names} on {where}; TCP seen on {seen} — try --port {rows[0]['port']} or --detect"
+                        if not options.detect else f"no {names} found, even with --detect; TCP seen on {seen}")
             packets = getattr(reader, "packets", None)
             if packets == 0:
                 return "the capture holds no packets"
@@ -414,13 +415,27 @@ def _known_types(types: list[str]) -> list[str]:
     return types
 
 
-def _ports(values: Optional[List[str]]) -> list[int]:
-    out = []
+def _ports(values: Optional[List[str]]) -> list:
+    """Port numbers (Pulsar's), or PROTOCOL:[ROLE:]PORT for another protocol's (``tubemq:9000``,
+    ``tubemq:broker:9123``)."""
+    from dissector import protocols
+
+    out: list = []
     for v in _split_csv(values):
-        if not v.isdigit() or not 0 < int(v) < 65536:
-            typer.echo(f"pulsar-dissect: --port takes TCP port numbers (comma lists are fine), not {v!r}", err=True)
+        *named, number = v.split(":")
+        bad = not number.isdigit() or not 0 < int(number) < 65536 or len(named) > 2
+        if not bad and named:
+            try:
+                spec = protocols.get(named[0])
+            except KeyError:
+                bad = True
+            else:
+                bad = len(named) == 2 and named[1] not in spec.server_roles
+        if bad:
+            typer.echo(f"pulsar-dissect: --port takes TCP port numbers, or PROTOCOL:[ROLE:]PORT such as tubemq:9000 "
+                       f"(comma lists are fine), not {v!r}", err=True)
             raise typer.Exit(EXIT_UNREADABLE)
-        out.append(int(v))
+        out.append((named[0], named[1] if len(named) == 2 else None, int(number)) if named else int(number))
     return out
 
 
@@ -454,7 +469,8 @@ def _capture(capture: Optional[Path], read: Optional[Path]) -> Path:
                    err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     return capture if capture is not None else read
-PORT_OPT = typer.Option(None, "--port", help="extra broker ports, repeatable or comma-separated (6650 and 6651 always count)")
+PORT_OPT = typer.Option(None, "--port", help="extra server ports, repeatable or comma-separated: Pulsar's (6650 and 6651 "
+                        "always count), or PROTOCOL:[ROLE:]PORT, e.g. tubemq:9000 (8715 and 8123 always count)")
 DETECT_OPT = typer.Option(False, "--detect", help="also find Pulsar on connections off the broker ports")
 MAX_FRAME_OPT = typer.Option(_DEFAULTS.max_frame_size, "--max-frame-size", help="largest TOTAL_SIZE accepted")
 MAX_DECOMPRESSED_OPT = typer.Option(_DEFAULTS.max_decompressed, "--max-decompressed",
@@ -717,7 +733,7 @@ def live_cmd(
     options = output.hex_options(options)
     if flt.predicate is not None and needs_full_records(flt.predicate):
         output.summary = False
-    ports = {p for protocol in protocols.select(options.protocols) for p in protocol.ports} | set(options.ports)
+    ports = {p for protocol in protocols.select(options.protocols) for p in protocol.ports} | options.port_numbers
     capture = capture_filter(ports, bpf)
     try:
         source = open_live(engine, interface, capture)

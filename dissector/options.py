@@ -14,7 +14,9 @@ MiB = 1024 * 1024
 @dataclass(frozen=True)
 class Options:
     # What to decode.
-    ports: frozenset[int] = frozenset()  # extra server ports, beside every protocol's own
+    # extra server ports, beside every protocol's own: an int is the first protocol's (Pulsar), a
+    # (protocol, server role or None, port) another's (``--port tubemq:9000``, ``--port tubemq:broker:9123``)
+    ports: frozenset[int | tuple[str, str | None, int]] = frozenset()
     protocols: tuple[str, ...] = ()  # names of the protocols to look for; () = all registered
     detect: bool = False  # also look for a protocol on connections off its ports (by its probe)
     detect_budget: int = 64 * 1024  # bytes an off-port connection may take to show one good frame
@@ -56,3 +58,8 @@ class Options:
     # every producer and consumer (each gets an equal share, at most 20,000): the global budget
     stats_memory_total: int = 100_000
     plot_samples: int = 50_000  # responses drawn in a latency plot at most
+
+    @property
+    def port_numbers(self) -> set[int]:
+        """The extra ports' numbers, whichever protocol each is for."""
+        return {p if isinstance(p, int) else p[2] for p in self.ports}

@@ -34,7 +34,7 @@ def other_port(tmp_path_factory) -> Path:
 def test_pulsar_on_another_port_is_named_with_the_way_out(other_port, command):
     res = run(*(command[:1] + [str(other_port)] + command[1:]))
     assert res.returncode == 0 and "Traceback" not in res.stderr
-    assert "no Pulsar on 6650/6651" in res.stderr and "TCP seen on 7777 (1 connection" in res.stderr
+    assert "no Pulsar or TubeMQ on 6650/6651/8123/8715" in res.stderr and "TCP seen on 7777 (1 connection" in res.stderr
     assert "--port 7777" in res.stderr
     assert "0 frames" not in res.stdout  # no empty tables under the message
     strict = run(*(command[:1] + [str(other_port)] + command[1:] + ["--strict"])) if command[:1] != ["stats"] \

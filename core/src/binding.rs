@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::records::RecordSink;
 use pyo3::IntoPyObjectExt;
 
-use crate::model::{Decoded, Finding, PayloadSection};
+use crate::model::{Body, Decoded, Finding, PayloadSection, TubeBody};
 use crate::value::{list_to_py, map_to_py, Value};
 use crate::{codecs, core, payload};
 
@@ -26,6 +26,28 @@ static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
 
 fn classes(py: Python<'_>) -> PyResult<&'static Classes> {
     CLASSES.get(py).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("pulsar_dissect_core.bind() was not called"))
+}
+
+/// A TubeMQ frame's body as Python sees it: a dict (serial, rpc, messages), plain data.
+pub(crate) fn tube_to_py<'py>(py: Python<'py>, tube: &TubeBody) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item(pyo3::intern!(py, "serial"), tube.serial)?;
+    out.set_item(pyo3::intern!(py, "rpc"), map_to_py(py, &tube.rpc)?)?;
+    out.set_item(pyo3::intern!(py, "messages"), list_to_py(py, &tube.messages)?)?;
+    Ok(out)
+}
+
+/// The dict of `tube_to_py` back as the core's.
+pub(crate) fn tube_from_py(body: &Bound<'_, PyDict>) -> PyResult<TubeBody> {
+    let get = |key: &str| body.get_item(key);
+    Ok(TubeBody {
+        serial: get("serial")?.map(|s| s.extract()).transpose()?.unwrap_or(0),
+        rpc: match get("rpc")? { Some(rpc) => crate::value::map_from_py(&rpc)?, None => Vec::new() },
+        messages: match get("messages")? {
+            Some(messages) => messages.try_iter()?.map(|m| Value::from_py(&m?)).collect::<PyResult<_>>()?,
+            None => Vec::new(),
+        },
+    })
 }
 
 /// Whether `obj` is a `PayloadSection` (the class bound by `bind`): a protocol declared in Python may give its
@@ -75,14 +97,15 @@ impl Classes {
 
     fn decoded<'py>(&self, py: Python<'py>, d: &Decoded) -> PyResult<Bound<'py, PyAny>> {
         let (body, section_findings) = match &d.body {
-            Some(section) => {
+            Some(Body::Payload(section)) => {
                 let (body, findings) = self.section(py, section)?;
                 (Some(body), findings)
             }
+            Some(Body::Tube(tube)) => (Some(tube_to_py(py, tube)?.into_any()), Vec::new()),
             None => (None, Vec::new()),
         };
         // the frame's findings end with its section's: the same objects in both lists
-        debug_assert!(d.body.as_ref().is_none_or(|s| d.findings.ends_with(&s.findings)));
+        debug_assert!(d.payload().is_none_or(|s| d.findings.ends_with(&s.findings)));
         let own = &d.findings[..d.findings.len().saturating_sub(section_findings.len())];
         let mut findings = self.findings(py, own)?;
         findings.extend(section_findings);
@@ -182,6 +205,20 @@ fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(out)
 }
 
+/// TubeMQ's method table (core/src/tubemq/mod.rs, the one place it is written): (id, constant, service,
+/// request message, response message), None for a method upstream declares but never encodes.
+#[pyfunction]
+fn tubemq_methods() -> Vec<(i32, &'static str, &'static str, Option<&'static str>, Option<&'static str>)> {
+    crate::tubemq::METHODS.iter().map(|m| (m.id, m.constant, m.service, m.request, m.response)).collect()
+}
+
+/// Decode one TubeMQ frame (``missing`` bytes lost at its end); returns a ``Decoded`` (tests, tools).
+#[pyfunction]
+#[pyo3(signature = (frame, missing=0, brief=false))]
+fn decode_tubemq_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, brief: bool) -> PyResult<Bound<'py, PyAny>> {
+    classes(py)?.decoded(py, &crate::tubemq::decode(frame, missing, brief))
+}
+
 /// Test support: a plain Python value written by the core's JSON writer (to compare with
 /// ``dissector.output.jsonl.dumps``).
 #[pyfunction]
@@ -228,12 +265,15 @@ fn message_records<'py>(py: Python<'py>, messages: Bound<'py, PyList>, base: Opt
 
 #[pymodule]
 fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    crate::tune_allocator();
     m.add_function(wrap_pyfunction!(bind, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decompress, m)?)?;
     m.add_function(wrap_pyfunction!(message_records, m)?)?;
     m.add_function(wrap_pyfunction!(command_types, m)?)?;
     m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(tubemq_methods, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_tubemq_frame, m)?)?;
     m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
     crate::capture::binding::register(m)?;

@@ -138,7 +138,7 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
         let ack_set = if is_message { command.map(|c| c.varints(schema, core.message_ack_set)) } else { None };
         let section = payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, brief);
         findings.extend(section.findings.iter().cloned());
-        body = Some(section);
+        body = Some(crate::model::Body::Payload(section));
     } else if cmd_end < frame.len() {
         findings.push(finding!("command.trailing_bytes", "length" => frame.len() - cmd_end, "type" => name.clone()));
     }

@@ -34,8 +34,44 @@ pub struct Decoded {
     pub size: usize,
     /// The frame's own findings, then those of its payload section (the same, in the same order).
     pub findings: Vec<Finding>,
-    /// The payload section of SEND and MESSAGE.
-    pub body: Option<PayloadSection>,
+    /// What the protocol carries beside its command: Pulsar's payload section (SEND, MESSAGE), TubeMQ's RPC
+    /// envelope and messages.
+    pub body: Option<Body>,
+}
+
+#[derive(Debug)]
+pub enum Body {
+    Payload(PayloadSection),
+    Tube(TubeBody),
+}
+
+/// A TubeMQ frame's envelope (what is not its command) and the messages it carries.
+#[derive(Debug, Default)]
+pub struct TubeBody {
+    /// the frame header's serial number: what pairs a response with its request
+    pub serial: u32,
+    /// the envelope in the JSON contract's form: kind, service, method, protocol version, status ...
+    pub rpc: Map,
+    /// the application messages (maps: `payload_size`, `payload` as bytes, then their fields)
+    pub messages: Vec<Value>,
+}
+
+impl Decoded {
+    /// Pulsar's payload section, when the frame has one.
+    pub fn payload(&self) -> Option<&PayloadSection> {
+        match &self.body {
+            Some(Body::Payload(section)) => Some(section),
+            _ => None,
+        }
+    }
+
+    /// TubeMQ's envelope, when the frame is TubeMQ's.
+    pub fn tube(&self) -> Option<&TubeBody> {
+        match &self.body {
+            Some(Body::Tube(body)) => Some(body),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -103,7 +139,7 @@ impl Decoded {
         object.field(name!("size"), &Value::from(self.size));
         object.field_or_null(name!("command"), self.command.as_ref());
         write_json_array(&self.findings, object.key(name!("findings")), Finding::write_json);
-        if let Some(section) = &self.body {
+        if let Some(section) = self.payload() {
             let base = if self.type_name.as_str() == "MESSAGE" { self.command.as_ref().and_then(|c| c.get("message_id")) } else { None };
             section.write_json(object.key(name!("payload")), (!brief).then_some(base));
         }

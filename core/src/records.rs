@@ -20,7 +20,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::analysis::bounded::FastMap;
 use crate::analysis::{intern as intern_name, map_get, Frame};
-use crate::model::{Checksum, Decoded, Finding, PayloadSection};
+use crate::model::{Body, Checksum, Decoded, Finding, PayloadSection, TubeBody};
 use crate::name;
 use sha2::Digest;
 use crate::pb::b64;
@@ -577,8 +577,10 @@ pub fn build_record<'py>(sink: &mut impl RecordSink<'py>, input: &RecordInput<'_
     if u64::try_from(input.first_packet).ok() != Some(frame.packet) {
         own!(merged, sink, "first_packet", |key| sink.put(key, Atom::Value(&Value::Int(input.first_packet))));
     }
-    if let Some(section) = &pdu.body {
+    if let Some(section) = pdu.payload() {
         section_keys(sink, &mut merged, pdu, section, style)?;
+    } else if let Some(tube) = pdu.tube() {
+        tube_keys(sink, &mut merged, tube, style)?;
     }
     merged.rest(sink)?;
     if let Some(data) = input.data {
@@ -632,6 +634,60 @@ fn section_keys<'py>(sink: &mut impl RecordSink<'py>, merged: &mut Merged<'_>, p
         write_messages(sink, key, &section.messages, base, style.payload_bytes)
     });
     Ok(())
+}
+
+/// TubeMQ's keys: the serial number, the envelope, the messages carried.
+fn tube_keys<'py>(sink: &mut impl RecordSink<'py>, merged: &mut Merged<'_>, tube: &TubeBody, style: RecordStyle) -> PyResult<()> {
+    own!(merged, sink, "serial", |key| sink.put(key, Atom::Value(&Value::from(tube.serial as i64))));
+    own!(merged, sink, "rpc", |key| -> PyResult<()> {
+        sink.open(key, false)?;
+        for (k, v) in &tube.rpc {
+            sink.put(Key::Text(k), Atom::Value(v))?;
+        }
+        sink.close()
+    });
+    if tube.messages.is_empty() {
+        return Ok(());
+    }
+    own!(merged, sink, "checksum", |key| sink.put(key, Atom::Name(match crate::tubemq::checksum_verdict(&tube.messages) {
+        "invalid" => name!("invalid"),
+        "valid" => name!("valid"),
+        _ => name!("absent"),
+    })));
+    if style.summary {
+        own!(merged, sink, "messages_summary", |key| messages_summary(sink, key, &tube.messages));
+        return Ok(());
+    }
+    own!(merged, sink, "messages", |key| write_carried_messages(sink, key, &tube.messages, style.payload_bytes));
+    Ok(())
+}
+
+/// The records of messages a protocol decoded as maps already in their record's order (TubeMQ's): the
+/// payload's size and SHA-256 first, then the fields as they are, the payload itself only with
+/// `payload_bytes` (`payload_text`, else `payload_b64`).
+fn write_carried_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messages: &[Value], payload_bytes: bool) -> PyResult<()> {
+    sink.open(key, true)?;
+    for message in messages {
+        let fields = message.as_map().map_or(&[][..], Vec::as_slice);
+        let payload = map_get_slice(fields, "payload").and_then(Value::as_bytes);
+        sink.open(Key::Item, false)?;
+        sink.put(Key::Name(name!("payload_size")), Atom::Value(map_get_slice(fields, "payload_size").unwrap_or(&Value::Null)))?;
+        match payload {
+            Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(&sha256_hex(payload), None))?,
+            None => sink.put(Key::Name(name!("payload_sha256")), Atom::Value(&Value::Null))?,
+        }
+        for (k, v) in fields.iter().filter(|(k, _)| !matches!(k.as_str(), "payload" | "payload_size")) {
+            sink.put(Key::Text(k), Atom::Value(v))?;
+        }
+        if let (true, Some(payload)) = (payload_bytes, payload) {
+            match std::str::from_utf8(payload) {
+                Ok(text) => sink.put(Key::Name(name!("payload_text")), Atom::Str(text, None))?,
+                Err(_) => sink.put(Key::Name(name!("payload_b64")), Atom::Str(&b64(payload), None))?,
+            }
+        }
+        sink.close()?;
+    }
+    sink.close()
 }
 
 /// Where a message's field goes among its record's keys after payload_size, payload_sha256 and message_id.
@@ -800,7 +856,9 @@ impl<'py> PyFrameData<'py> {
                 let keys = record_fields.call1((frame, style.payload_bytes, style.summary))?;
                 (None, Some(crate::value::map_from_py(&keys)?))
             } else if crate::binding::is_payload_section(&body) {
-                (Some(section_from_py(&body)?), None)
+                (Some(Body::Payload(section_from_py(&body)?)), None)
+            } else if let Ok(tube) = body.cast::<pyo3::types::PyDict>() {
+                (Some(Body::Tube(crate::binding::tube_from_py(tube)?)), None)
             } else {
                 (None, None)
             }

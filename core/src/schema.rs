@@ -10,7 +10,8 @@ use prost_types::{DescriptorProto, FileDescriptorSet};
 
 use crate::value::Name;
 
-static DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pulsar_descriptor.bin"));
+pub static PULSAR_DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/pulsar_descriptor.bin"));
+pub static TUBEMQ_DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tubemq_descriptor.bin"));
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -119,8 +120,9 @@ impl Schema {
         &self.enums[*self.enum_by_name.get(full_name).unwrap_or_else(|| panic!("{full_name} is in the schema"))]
     }
 
-    pub fn load() -> Schema {
-        let set = FileDescriptorSet::decode(DESCRIPTOR).expect("the embedded descriptor set decodes");
+    /// A protocol's schema from its embedded descriptor set.
+    pub fn load(descriptor: &[u8]) -> Schema {
+        let set = FileDescriptorSet::decode(descriptor).expect("the embedded descriptor set decodes");
         let mut names: Vec<(String, &DescriptorProto)> = Vec::new();
         let mut enum_protos = Vec::new();
         for file in &set.file {
@@ -129,7 +131,7 @@ impl Schema {
                 collect(&package, m, &mut names, &mut enum_protos);
             }
             for e in &file.enum_type {
-                enum_protos.push((format!("{package}.{}", e.name()), e.clone()));
+                enum_protos.push((qualified(&package, e.name()), e.clone()));
             }
         }
         let by_name: HashMap<String, usize> = names.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
@@ -195,13 +197,19 @@ impl Schema {
     }
 }
 
+/// A type's full name as descriptors refer to it (without their leading dot): `package.Name`, or `Name` in
+/// a file without a package (TubeMQ's).
+fn qualified(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() { name.to_owned() } else { format!("{prefix}.{name}") }
+}
+
 fn collect<'a>(
     prefix: &str,
     m: &'a DescriptorProto,
     out: &mut Vec<(String, &'a DescriptorProto)>,
     enums: &mut Vec<(String, prost_types::EnumDescriptorProto)>,
 ) {
-    let name = format!("{prefix}.{}", m.name());
+    let name = qualified(prefix, m.name());
     for e in &m.enum_type {
         enums.push((format!("{name}.{}", e.name()), e.clone()));
     }

@@ -266,6 +266,8 @@ pub struct LineFacts<'a> {
     /// Where the analysis' notes are (answers, latency_ms, producer, acks ...): a frame's notes, or the record.
     pub notes: &'a Map,
     pub payload: PayloadFacts<'a>,
+    /// The frame's serial number, for a protocol that numbers its frames (TubeMQ).
+    pub serial: Option<Atom<'a>>,
 }
 
 impl<'a> LineFacts<'a> {
@@ -294,6 +296,7 @@ impl<'a> LineFacts<'a> {
             findings: Findings::Record { problems: get("problems"), expert: get("expert") },
             message: atom("message"),
             notes: rec,
+            serial: present("serial"),
             payload: PayloadFacts {
                 messages: get("messages").and_then(Value::as_list),
                 summary: get("messages_summary").filter(|v| !v.is_null()),
@@ -310,7 +313,7 @@ impl<'a> LineFacts<'a> {
     pub fn of_frame(py: Python<'a>, place: &'a FramePlace, pdu: &'a Decoded, notes: &'a Map,
                     findings: &'a [FindingText]) -> PyResult<LineFacts<'a>> {
         let text_of = |s: &'a Py<PyString>| s.bind(py).to_str();
-        let payload = match &pdu.body {
+        let payload = match pdu.payload() {
             Some(section) => PayloadFacts {
                 messages: Some(&section.messages),
                 summary: None,
@@ -319,7 +322,7 @@ impl<'a> LineFacts<'a> {
                 encrypted: section.encrypted,
                 marker: section.marker.as_ref(),
             },
-            None => PayloadFacts::default(),
+            None => PayloadFacts { messages: pdu.tube().map(|b| b.messages.as_slice()), ..PayloadFacts::default() },
         };
         Ok(LineFacts {
             index: Some(Atom::Int(place.index as i64)),
@@ -337,6 +340,7 @@ impl<'a> LineFacts<'a> {
             message: None,
             notes,
             payload,
+            serial: pdu.tube().map(|b| Atom::Int(b.serial as i64)),
         })
     }
 }
@@ -369,6 +373,7 @@ struct TypePlan {
 #[derive(Clone, Copy)]
 enum Pieces {
     Pulsar,
+    TubeMq,
 }
 
 /// A protocol's plan: per command type the style of its name and its key fields, and its own pieces.
@@ -457,8 +462,10 @@ impl Format {
                     line.push_safe(Role::Actor, name, 30);
                 }
             }
-            if let Some(Pieces::Pulsar) = plan.and_then(|p| p.pieces) {
-                crate::pulsar::timeline::pieces(facts, line);
+            match plan.and_then(|p| p.pieces) {
+                Some(Pieces::Pulsar) => crate::pulsar::timeline::pieces(facts, line),
+                Some(Pieces::TubeMq) => crate::tubemq::timeline::pieces(facts, line),
+                None => {}
             }
             if let Some(answers) = facts.note("answers") {
                 line.text.push_str(" ⟵ #");
@@ -665,11 +672,11 @@ pub struct TimelineFormat {
 }
 
 /// The record keys a line reads (the others, e.g. `frame_bytes` or `details`, are not converted).
-const LINE_KEYS: [&str; 31] = [
+const LINE_KEYS: [&str; 32] = [
     "index", "protocol", "time", "conn", "src", "dst", "direction", "packet", "first_packet", "type", "command",
     "problems", "expert", "message", "producer", "consumer", "answers", "latency_ms", "acks", "messages",
     "messages_summary", "metadata", "checksum", "encrypted", "marker", "redelivers", "redelivers_count",
-    "redelivery_requested_by", "delivery", "after_seek", "reassembled",
+    "redelivery_requested_by", "delivery", "after_seek", "reassembled", "serial",
 ];
 
 fn show_of(show: &str, kind: Option<&str>) -> PyResult<Show> {
@@ -700,6 +707,7 @@ impl TimelineFormat {
             let pieces = match pieces.as_deref() {
                 None => None,
                 Some("pulsar") => Some(Pieces::Pulsar),
+                Some("tubemq") => Some(Pieces::TubeMq),
                 Some(other) => return Err(PyValueError::new_err(format!("the core has no timeline pieces named {other:?}"))),
             };
             let mut plans = FastMap::default();

@@ -63,7 +63,7 @@ fn a_send_frame() {
     assert!(d.findings.is_empty(), "{:?}", d.findings);
     let command = d.command.as_ref().expect("a command");
     assert_eq!(json(command), r#"{"producer_id":7,"sequence_id":42}"#);
-    let section = d.body.as_ref().expect("a payload section");
+    let section = d.payload().expect("a payload section");
     assert_eq!(section.checksum, Checksum::Valid);
     let metadata = section.metadata.as_ref().expect("metadata");
     assert_eq!(json(metadata), r#"{"producer_name":"producer-\u0085","sequence_id":42,"publish_time":1700000000000}"#);
@@ -76,7 +76,7 @@ fn a_send_frame() {
 #[test]
 fn a_brief_decode_keeps_the_brief_metadata() {
     let d = decode(&send_frame(b"hello"), 0, 1 << 20, true);
-    let section = d.body.expect("a payload section");
+    let section = d.payload().expect("a payload section");
     assert_eq!(json(section.metadata.as_ref().expect("metadata")), r#"{"producer_name":"producer-\u0085"}"#);
 }
 
@@ -87,7 +87,7 @@ fn damaged_frames_give_findings_not_panics() {
     assert_eq!(short.type_name.as_str(), "MALFORMED");
     assert_eq!(short.findings[0].id.as_str(), "frame.too_short");
     let cut = decode(&frame[..frame.len() - 2], 2, 1 << 20, false);
-    assert_eq!(cut.body.expect("a payload section").checksum, Checksum::Unverified);
+    assert_eq!(cut.payload().expect("a payload section").checksum, Checksum::Unverified);
     let mut flipped = frame.clone();
     let last = flipped.len() - 1;
     flipped[last] ^= 1;

@@ -102,6 +102,8 @@ class StatsCollector:
             "topics": s["topics"],
             "producers": [_actor_out(a, producer=True) for a in s["producers"]],
             "consumers": [_actor_out(a, producer=False) for a in s["consumers"]],
+            # TubeMQ's clients (by client id; a consumer's group with it), when the capture holds TubeMQ
+            **({"clients": s["clients"], "clients_dropped": s["clients_dropped"]} if s["clients"] else {}),
             "latency_ms": {k: latency_summary(v) for k, v in sorted(s["latency"].items())},
             "server_errors": s["server_errors"],
             "expert": [{"id": i, "severity": sev, "count": n}

@@ -39,5 +39,7 @@ def select(names: tuple[str, ...] = ()) -> list[ProtocolSpec]:
 
 
 from .pulsar import PULSAR  # noqa: E402  (the built-in protocols register after the registry exists)
+from .tubemq import TUBEMQ  # noqa: E402
 
 register(PULSAR)
+register(TUBEMQ)

@@ -146,6 +146,11 @@ class ProtocolSpec:
     # the name of its own pieces of a timeline line (after the key fields) in the compiled core ("pulsar":
     # core/src/pulsar/timeline.rs); None: the key fields only
     timeline_pieces: str | None = None
+    title: str = ""  # how messages name it ("Pulsar"); "" : its name
+
+    def __post_init__(self) -> None:
+        if not self.title:
+            object.__setattr__(self, "title", self.name)
 
     @property
     def default_server_role(self) -> str:

@@ -133,6 +133,7 @@ fn key(table: &mut CommandTable, key: &Bound<'_, PyAny>) -> PyResult<Key> {
     let fields = names.iter().map(|name| match name.as_str() {
         "@direction" => KeyField::Direction,
         "@reverse" => KeyField::Reverse,
+        "@serial" => KeyField::Serial,
         other => KeyField::Command(other.to_owned()),
     }).collect();
     Ok(Key { space, fields, names })
@@ -331,8 +332,14 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
         command: if command.is_none() { None } else { Some(command_value(&command)?) },
         size: 0, // not read by the analysis
         findings: finding_ids(&pdu.getattr(intern!(py, "findings"))?)?,
-        // a body of a protocol declared in Python that is not a payload section means nothing to the analysis
-        body: if crate::binding::is_payload_section(&body) { Some(section(&body)?) } else { None },
+        // a body of a protocol declared in Python that is not one of the core's means nothing to the analysis
+        body: if crate::binding::is_payload_section(&body) {
+            Some(crate::model::Body::Payload(section(&body)?))
+        } else if let Ok(tube) = body.cast::<PyDict>() {
+            Some(crate::model::Body::Tube(crate::binding::tube_from_py(tube)?))
+        } else {
+            None
+        },
     })
 }
 
@@ -364,6 +371,7 @@ impl ConversationCore {
         let sessions: Option<Box<dyn Sessions>> = match session.as_deref() {
             None => None,
             Some("pulsar") => Some(Box::new(PulsarSessions::new(pulsar_options(self.options.bind(py))?))),
+            Some("tubemq") => Some(Box::new(crate::tubemq::session::TubeSessions)),
             Some(other) => return Err(PyRuntimeError::new_err(format!("the core has no session named {other:?}"))),
         };
         let protocol = Protocol {

@@ -500,6 +500,7 @@ fn key_value(conn: &Connection, field: &KeyField, frame: &Frame) -> Option<Value
             let reverse = if frame.direction == TO_CLIENT { &*conn.to_server } else { TO_CLIENT };
             Some(Value::from(reverse.to_owned()))
         }
+        KeyField::Serial => Some(Value::from(frame.pdu.tube()?.serial as i64)),
         KeyField::Command(name) => match frame.pdu.command.as_ref()?.get(name)? {
             Value::Null => None, // the command lacks the field it would be paired by
             value => Some(value.clone()),
@@ -514,6 +515,7 @@ fn bucket(conn: &Connection, key: &Key, frame: &Frame) -> Option<Bucket> {
         parts.push(match field {
             KeyField::Direction => Ident::Str(frame.direction.to_owned()),
             KeyField::Reverse => Ident::Str(if frame.direction == TO_CLIENT { &*conn.to_server } else { TO_CLIENT }.to_owned()),
+            KeyField::Serial => Ident::of(Some(&Value::from(frame.pdu.tube()?.serial as i64))),
             KeyField::Command(name) => match frame.pdu.command.as_ref()?.get(name)? {
                 Value::Null => return None,
                 value => Ident::of(Some(value)),

@@ -35,6 +35,8 @@ pub enum KeyField {
     Direction,
     /// `@reverse`: the opposite direction (a PING answered by a PONG from the other side).
     Reverse,
+    /// `@serial`: the frame's serial number (TubeMQ's header: what a response echoes).
+    Serial,
     Command(String),
 }
 

@@ -502,7 +502,7 @@ impl PulsarSession {
     }
 
     fn add_chunk(&mut self, frame: &Frame, cmd: &Value, notes: &mut Map, findings: &mut Vec<Finding>) {
-        let Some(body) = &frame.pdu.body else { return };
+        let Some(body) = frame.pdu.payload() else { return };
         let Some(first) = body.messages.first() else { return };
         let actor_field = if frame.pdu.type_name.as_str() == "SEND" { "producer_id" } else { "consumer_id" };
         let source = ChunkSource { direction: frame.direction.to_owned(), actor: Ident::of(field(cmd, actor_field)) };
@@ -532,7 +532,7 @@ impl PulsarSession {
         if consumer.flow_seen && consumer.permits <= 0 {
             findings.push(finding!("flow.overrun", "consumer_id" => cid, "name" => consumer.name()));
         }
-        let metadata = frame.pdu.body.as_ref().and_then(|b| b.metadata.as_ref());
+        let metadata = frame.pdu.payload().and_then(|b| b.metadata.as_ref());
         consumer.permits -= match metadata {
             Some(md) => int_field(md, "num_messages_in_batch", 1) as i64,
             None => 1,
@@ -720,7 +720,7 @@ impl Session for PulsarSession {
             "SUBSCRIBE" => self.new_consumer(frame, cmd, events),
             _ => {}
         }
-        let body = frame.pdu.body.as_ref();
+        let body = frame.pdu.payload();
         if body.is_some_and(|b| b.messages.first().is_some_and(|m| m.get("chunk_id").is_some())) {
             self.add_chunk(frame, cmd, notes, findings);
         }

@@ -157,6 +157,22 @@ impl StatsCore {
             d.set_item("latency", latency_table_to_py(py, &c.latency)?)?;
             conns.append(d)?;
         }
+        let clients = PyList::empty(py);
+        for (client_id, c) in s.clients.iter() {
+            let d = PyDict::new(py);
+            d.set_item("client_id", client_id)?;
+            d.set_item("group", c.group.as_ref().map(|g| g.to_py(py)).transpose()?)?;
+            d.set_item("frames", c.frames)?;
+            d.set_item("messages_sent", c.messages_sent)?;
+            d.set_item("bytes_sent", c.bytes_sent)?;
+            d.set_item("messages_received", c.messages_received)?;
+            d.set_item("bytes_received", c.bytes_received)?;
+            d.set_item("topics", c.topics.iter().collect::<Vec<_>>())?;
+            d.set_item("errors", counts_to_py(py, &c.errors)?)?;
+            clients.append(d)?;
+        }
+        out.set_item("clients", clients)?;
+        out.set_item("clients_dropped", s.clients_dropped)?;
         out.set_item("connections", conns)?;
         let topics = PyDict::new(py);
         for (name, t) in &s.topics {

@@ -18,14 +18,17 @@ macro_rules! names {
 
 /// The keys of a record the statistics read (the command and the messages last), and of its command and
 /// messages: a record is made or converted only that far (a full record's messages can be most of it).
-pub static READ_KEYS: [Name; 25] = names![
+pub static READ_KEYS: [Name; 29] = names![
     "index", "time", "type", "conn", "direction", "size", "src", "dst", "problems", "expert", "producer", "consumer",
     "latency_ms", "request_type", "payload_size", "metadata", "answers", "messages_summary", "delivery", "acks",
-    "reassembled", "uncompressed_size", "details", "command", "messages",
+    "reassembled", "uncompressed_size", "details", "protocol", "topic", "client_id", "group", "command", "messages",
 ];
-pub static COMMAND_KEYS: [Name; 7] = names![
+pub static COMMAND_KEYS: [Name; 8] = names![
     "client_version", "protocol_version", "server_version", "error", "message_id", "redelivery_count", "messagePermits",
+    "errCode",
 ];
+/// TubeMQ clients remembered (by client id); beyond, the oldest is forgotten and counted.
+pub const MAX_CLIENTS: usize = 10_000;
 /// The share of `Stats::memory_total` a producer or consumer gets at least, however many there are.
 const MIN_ACTOR_MEMORY: usize = 1000;
 
@@ -156,6 +159,20 @@ pub struct Topic {
     pub bytes_received: i64,
     pub producers: std::collections::BTreeSet<String>,
     pub consumers: std::collections::BTreeSet<String>,
+}
+
+/// A TubeMQ client's figures (clients name themselves by a client id; a consumer also by its group).
+#[derive(Default)]
+pub struct Client {
+    pub group: Option<Value>,
+    pub frames: i64,
+    pub messages_sent: i64,
+    pub bytes_sent: i64,
+    pub messages_received: i64,
+    pub bytes_received: i64,
+    /// error codes of the answers it got, by name (or number)
+    pub errors: Counts<String>,
+    pub topics: std::collections::BTreeSet<String>,
 }
 
 /// A producer's or a consumer's figures (a producer uses the first group, a consumer the second).
@@ -334,6 +351,9 @@ pub struct Stats {
     pub topics: std::collections::BTreeMap<String, Topic>,
     pub producers: OrderedMap<(i64, i64), Actor>,
     pub consumers: OrderedMap<(i64, i64), Actor>,
+    /// TubeMQ's clients by client id, and how many were forgotten beyond MAX_CLIENTS
+    pub clients: OrderedMap<String, Client>,
+    pub clients_dropped: i64,
     pub latency: LatencyTable,
     pub plot: Reservoir<PlotPoint>,
     pub server_errors: Counts<String>,
@@ -365,6 +385,8 @@ impl Stats {
             topics: Default::default(),
             producers: OrderedMap::new(),
             consumers: OrderedMap::new(),
+            clients: OrderedMap::new(),
+            clients_dropped: 0,
             latency: LatencyTable::default(),
             plot: Reservoir::new(plot_samples),
             server_errors: Counts::default(),
@@ -503,6 +525,9 @@ impl Stats {
             }
             self.expert.add((id, python_str(get(finding, "severity"))), 1);
         }
+        if get(rec, "protocol").and_then(Value::as_str) == Some("tubemq") {
+            self.tube_frame(rec, kind, command, time, direction == "to_client");
+        }
         let producer = get_map(rec, "producer");
         let consumer = get_map(rec, "consumer");
         let actors = self.producers.len() + self.consumers.len();
@@ -525,6 +550,61 @@ impl Stats {
             self.consumer(rec, info, kind, conn_id, time, command);
         }
         self.actors_changed(actors);
+    }
+
+    /// A TubeMQ frame: its client's figures (the client id and group the session noted on it), and the
+    /// messages it carries counted for its topic (sent: SendMessageRequestP2B; received: GetMessageResponseB2C).
+    fn tube_frame(&mut self, rec: &Map, kind: &str, command: &Map, time: f64, to_client: bool) {
+        let Some(client_id) = get(rec, "client_id").map(|v| python_str(Some(v))) else { return };
+        let topic_name = get(rec, "topic").map(|v| python_str(Some(v)));
+        let sent = match kind {
+            "SendMessageRequestP2B" => Some(true),
+            "GetMessageResponseB2C" => Some(false),
+            _ => None,
+        };
+        let (n, size) = if sent.is_some() { message_totals(rec) } else { (0, 0) };
+        if let Some(sent) = sent {
+            self.count_throughput(time, to_client, n, size);
+            let who = match get(rec, "group") {
+                Some(group) if !sent => format!("{client_id}@{}", python_str(Some(group))),
+                _ => client_id.clone(),
+            };
+            let topic = self.topics.entry(topic_name.clone().unwrap_or_else(|| "?".to_owned())).or_default();
+            if sent {
+                topic.producers.insert(who);
+                topic.messages_sent += n;
+                topic.bytes_sent += size;
+            } else {
+                topic.consumers.insert(who);
+                topic.messages_received += n;
+                topic.bytes_received += size;
+            }
+        }
+        if !self.clients.contains_key(&client_id) {
+            if self.clients.len() >= MAX_CLIENTS {
+                self.clients.pop_oldest();
+                self.clients_dropped += 1;
+            }
+            self.clients.insert(client_id.clone(), Client::default());
+        }
+        let Some(client) = self.clients.get_mut(&client_id) else { return };
+        client.frames += 1;
+        if let Some(group) = get(rec, "group") {
+            client.group = Some(group.clone());
+        }
+        if let Some(topic) = topic_name {
+            if client.topics.len() < 1000 {
+                client.topics.insert(topic);
+            }
+        }
+        match sent {
+            Some(true) => (client.messages_sent, client.bytes_sent) = (client.messages_sent + n, client.bytes_sent + size),
+            Some(false) => (client.messages_received, client.bytes_received) = (client.messages_received + n, client.bytes_received + size),
+            None => {}
+        }
+        if let Some(code) = get(command, "errCode").and_then(Value::as_i64).filter(|&c| c != 200) {
+            client.errors.add(crate::tubemq::error_code_name(code).map_or_else(|| code.to_string(), str::to_owned), 1);
+        }
     }
 
     fn count_throughput(&mut self, time: f64, to_client: bool, n: i64, size: i64) {

@@ -50,7 +50,17 @@ pub fn pipeline(py: Python<'_>, options: &Bound<'_, PyAny>, protocols: &Bound<'_
         detect_budget: options.getattr("detect_budget")?.extract()?,
         max_frame_size: options.getattr("max_frame_size")?.extract()?,
         keep_frame_bytes: options.getattr("keep_frame_bytes")?.extract()?,
-        extra_ports: options.getattr("ports")?.try_iter()?.map(|p| p?.extract()).collect::<PyResult<_>>()?,
+        // an int: the first protocol's port; (protocol, role or None, port): another's
+        extra_ports: options.getattr("ports")?.try_iter()?.map(|p| {
+            let p = p?;
+            match p.extract::<u16>() {
+                Ok(port) => Ok((port, None)),
+                Err(_) => {
+                    let (name, role, port): (String, Option<String>, u16) = p.extract()?;
+                    Ok((port, Some((name, role))))
+                }
+            }
+        }).collect::<PyResult<_>>()?,
         reassembly: reassembly_config(options)?,
         decode: DecodeOptions {
             max_decompressed: options.getattr("max_decompressed")?.extract()?,

@@ -23,7 +23,8 @@ pub struct Settings {
     pub detect_budget: i64,
     pub max_frame_size: usize,
     pub keep_frame_bytes: bool,
-    pub extra_ports: Vec<u16>,
+    /// extra server ports: the first protocol's (None), or a protocol's by name with the server's role there
+    pub extra_ports: Vec<(u16, Option<(String, Option<String>)>)>,
     pub reassembly: Config,
     pub decode: DecodeOptions,
 }
@@ -227,9 +228,17 @@ impl Pipeline {
                 ports.entry(*port).or_insert((i, role.clone()));
             }
         }
-        if let Some(first) = protocols.first() {
-            for port in &settings.extra_ports {
-                ports.entry(*port).or_insert((0, first.default_server_role().to_string()));
+        for (port, named) in &settings.extra_ports {
+            let (index, role) = match named {
+                None => (0, None),
+                Some((name, role)) => match protocols.iter().position(|p| Python::attach(|py| p.name.bind(py).to_str().is_ok_and(|n| n == name))) {
+                    Some(i) => (i, role.clone()),
+                    None => continue, // a protocol not looked for (--protocol): its ports neither
+                },
+            };
+            if let Some(protocol) = protocols.get(index) {
+                let role = role.unwrap_or_else(|| protocol.default_server_role().to_string());
+                ports.entry(*port).or_insert((index, role));
             }
         }
         let reassembler = Reassembler::new(settings.reassembly.clone());

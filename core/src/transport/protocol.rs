@@ -17,6 +17,7 @@ use crate::value::{map_from_py, map_to_py, Value};
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum CoreProtocol {
     Pulsar,
+    TubeMq,
 }
 
 /// What the decoder needs of the options.
@@ -60,10 +61,12 @@ impl Protocol {
         let core = match spec.getattr("core")?.extract::<Option<String>>()?.as_deref() {
             None => None,
             Some("pulsar") => Some(CoreProtocol::Pulsar),
+            Some("tubemq") => Some(CoreProtocol::TubeMq),
             Some(other) => return Err(pyo3::exceptions::PyValueError::new_err(format!("no protocol {other:?} in the core"))),
         };
         let core_framing: Option<Box<dyn Framing>> = match core {
             Some(CoreProtocol::Pulsar) => Some(Box::new(PulsarFraming::new(crate::schema()))),
+            Some(CoreProtocol::TubeMq) => Some(Box::new(crate::tubemq::framing::TubeMqFraming)),
             None => None,
         };
         let min_pdu = match spec.getattr("min_pdu")?.extract::<Option<usize>>()? {
@@ -201,6 +204,10 @@ pub fn decode_pdu<'py>(py: Python<'py>, protocol: &Protocol, data: &[u8], missin
             let missing = usize::try_from(missing).unwrap_or(0);
             Ok(DecodedPdu::Core(crate::binding::decode_detached(py, data, missing, options.max_decompressed, options.brief)))
         }
+        Some(CoreProtocol::TubeMq) => {
+            let missing = usize::try_from(missing).unwrap_or(0);
+            Ok(DecodedPdu::Core(crate::tubemq::decode(data, missing, options.brief)))
+        }
         None => Err(pyo3::exceptions::PyValueError::new_err("no decoder")),
     }
 }
@@ -215,6 +222,8 @@ pub fn confirms<'py>(py: Python<'py>, protocol: &Protocol, decoded: &mut Decoded
     Ok(match protocol.core {
         // Pulsar: decoded whole, without problems, as a type the schema knows
         Some(CoreProtocol::Pulsar) => no_findings && crate::core().command_types.number(&decoded.type_name()?).is_some(),
+        // TubeMQ: a whole envelope of a method the table knows (its type is then a message name)
+        Some(CoreProtocol::TubeMq) => no_findings && crate::tubemq::known_type(&decoded.type_name()?),
         None => no_findings,
     })
 }

@@ -21,6 +21,7 @@ PORTS = {6650: BROKER, 6651: BROKER}  # 6651 is pulsar+ssl://: TLS, reported as 
 
 PULSAR = ProtocolSpec(
     name="pulsar",
+    title="Pulsar",
     client_role=CLIENT,
     server_roles=(BROKER,),
     ports=PORTS,
