@@ -386,3 +386,24 @@ def test_mutated_tubemq_streams_go_through_the_whole_pipeline(tmp_path):
         write_pcap(path, _packets(chunks))
         recs = records(path)
         assert recs and all("type" in r for r in recs)
+
+
+def test_live_shows_tubemq_as_a_file_does():
+    """`live` streams the same records from the same packets (here: as a source would give them)."""
+    from dissector.capture.files import open_capture
+    from dissector.run import live_records
+
+    path = TUBE / "tubemq_consumer_broker.pcap"
+    with open_capture(path) as reader:
+        packets = list(reader)
+    live = list(live_records(iter(packets)))
+    assert [r.get("type") for r in live if r.get("protocol") == "tubemq"]
+    assert live == list(analysed_records(path))
+
+
+def test_the_live_capture_filter_takes_the_tubemq_ports():
+    from dissector import protocols
+    from dissector.capture.live import capture_filter
+
+    bpf = capture_filter({p for proto in protocols.registered() for p in proto.ports})
+    assert {"tcp port 8123", "tcp port 8715", "tcp port 6650"} <= set(bpf.split(" or "))
