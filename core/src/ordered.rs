@@ -126,6 +126,18 @@ impl<K: Hash + Eq + Clone, V> OrderedMap<K, V> {
         self.order.clear();
     }
 
+    /// Give memory back when the table holds far fewer entries than it has room for: a table trimmed to a
+    /// smaller share of a budget would otherwise keep the room of its largest size (a hash map never shrinks
+    /// by itself), and tables that filled one after another would add up to more than the budget.
+    pub fn shrink_if_sparse(&mut self) {
+        if self.entries.capacity() > 4 * self.entries.len().max(256) {
+            let entries = &self.entries;
+            self.order.retain(|(stamp, key)| entries.get(key).is_some_and(|(_, s)| s == stamp));
+            self.entries.shrink_to_fit();
+            self.order.shrink_to_fit();
+        }
+    }
+
     fn stamp(&mut self) -> u64 {
         self.next_stamp += 1;
         self.next_stamp
@@ -151,6 +163,22 @@ mod tests {
             table.remove(&i);
         }
         assert!(table.order.len() <= 64);
+    }
+
+    #[test]
+    fn a_trimmed_table_gives_its_room_back() {
+        let mut table = OrderedMap::new();
+        for i in 0..100_000u64 {
+            table.insert(i, i);
+        }
+        let full = table.entries.capacity();
+        while table.len() > 1000 {
+            table.pop_oldest();
+        }
+        table.shrink_if_sparse();
+        assert!(table.entries.capacity() * 16 < full, "{} of {full}", table.entries.capacity());
+        assert_eq!(table.keys().next(), Some(&99_000));
+        assert_eq!(table.len(), 1000);
     }
 
     #[test]

@@ -673,7 +673,7 @@ fn write_carried_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, me
         sink.open(Key::Item, false)?;
         sink.put(Key::Name(name!("payload_size")), Atom::Value(map_get_slice(fields, "payload_size").unwrap_or(&Value::Null)))?;
         match payload {
-            Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(&sha256_hex(payload), None))?,
+            Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(sha256_hex(payload, &mut [0; 64]), None))?,
             None => sink.put(Key::Name(name!("payload_sha256")), Atom::Value(&Value::Null))?,
         }
         for (k, v) in fields.iter().filter(|(k, _)| !matches!(k.as_str(), "payload" | "payload_size")) {
@@ -735,7 +735,7 @@ pub fn write_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messag
         sink.open(Key::Item, false)?;
         sink.put(Key::Name(name!("payload_size")), Atom::Value(payload_size))?;
         match payload {
-            Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(&sha256_hex(payload), None))?,
+            Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(sha256_hex(payload, &mut [0; 64]), None))?,
             None => sink.put(Key::Name(name!("payload_sha256")), Atom::Value(&Value::Null))?,
         }
         if let Some(base) = base {
@@ -767,15 +767,15 @@ pub fn write_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messag
     sink.close()
 }
 
-fn sha256_hex(data: &[u8]) -> String {
+/// The SHA-256 of `data` in hex, written into `hex` (no allocation per message).
+fn sha256_hex<'h>(data: &[u8], hex: &'h mut [u8; 64]) -> &'h str {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = sha2::Sha256::digest(data);
-    let mut hex = String::with_capacity(64);
-    for b in digest.iter() {
-        hex.push(HEX[(b >> 4) as usize] as char);
-        hex.push(HEX[(b & 15) as usize] as char);
+    for (pair, b) in hex.chunks_exact_mut(2).zip(digest.iter()) {
+        pair[0] = HEX[(b >> 4) as usize];
+        pair[1] = HEX[(b & 15) as usize];
     }
-    hex
+    std::str::from_utf8(hex).unwrap_or_default() // ASCII digits only
 }
 
 /// The metadata fields a one-line view shows.

@@ -186,6 +186,7 @@ impl SharedState {
                 table.pop_oldest();
                 forgotten += 1;
             }
+            table.shrink_if_sparse();
         }
     }
 

@@ -422,10 +422,12 @@ impl Stats {
                 while table.len() > share {
                     table.pop_oldest();
                 }
+                table.shrink_if_sparse();
             }
             while actor.entries.len() > share {
                 actor.entries.pop_oldest();
             }
+            actor.entries.shrink_if_sparse();
         }
     }
 
@@ -761,8 +763,11 @@ impl Stats {
 /// Insert; then forget the oldest entries beyond `cap` (a share that shrinks as producers and consumers come).
 fn remember_within<K: std::hash::Hash + Eq + Clone, V>(table: &mut OrderedMap<K, V>, key: K, value: V, cap: usize) {
     table.insert(key, value);
-    while table.len() > cap {
-        table.pop_oldest();
+    if table.len() > cap {
+        while table.len() > cap {
+            table.pop_oldest();
+        }
+        table.shrink_if_sparse(); // a share that shrank as producers and consumers came
     }
 }
 
