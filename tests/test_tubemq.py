@@ -407,3 +407,16 @@ def test_the_live_capture_filter_takes_the_tubemq_ports():
 
     bpf = capture_filter({p for proto in protocols.registered() for p in proto.ports})
     assert {"tcp port 8123", "tcp port 8715", "tcp port 6650"} <= set(bpf.split(" or "))
+
+
+def test_a_request_to_the_wrong_service_is_a_problem():
+    """Method 13 (send a message) belongs to the broker's write service (3); the same request marked for the
+    master service (1) is refused by a server."""
+    data, flag = wire.message_data(b"x", None)
+    request = wire.SEND_MESSAGE_REQUEST_P2B.encode({"clientId": "p", "topicName": "t", "partitionId": 0, "data": data,
+                                                   "flag": flag, "checkSum": -1, "sentAddr": 1})
+    right = core.decode_tubemq_frame(wire.encode_frame(1, wire.request_content(3, 13, request)))
+    wrong = core.decode_tubemq_frame(wire.encode_frame(1, wire.request_content(1, 13, request)))
+    assert right.findings == []
+    assert [(f.id, f.params["expected"], f.params["service_type"]) for f in wrong.findings] == \
+        [("tubemq.service_mismatch", 3, 1)]

@@ -205,11 +205,11 @@ fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(out)
 }
 
-/// TubeMQ's method table (core/src/tubemq/mod.rs, the one place it is written): (id, constant, service,
+/// TubeMQ's method table (core/src/tubemq/mod.rs, the one place it is written): (id, constant, server role,
 /// request message, response message), None for a method upstream declares but never encodes.
 #[pyfunction]
 fn tubemq_methods() -> Vec<(i32, &'static str, &'static str, Option<&'static str>, Option<&'static str>)> {
-    crate::tubemq::METHODS.iter().map(|m| (m.id, m.constant, m.service, m.request, m.response)).collect()
+    crate::tubemq::METHODS.iter().map(|m| (m.id, m.constant, m.server_role(), m.request, m.response)).collect()
 }
 
 /// Decode one TubeMQ frame (``missing`` bytes lost at its end); returns a ``Decoded`` (tests, tools).

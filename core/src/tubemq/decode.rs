@@ -213,6 +213,14 @@ fn method_message(f: &mut Frame<'_>, method: Option<i64>, request: bool, bytes: 
                 Some(Value::Map(Map::new())), Vec::new());
     };
     f.rpc.push(entry(name!("method_name"), spec.constant.to_owned()));
+    // a request for a method of another service: the server refuses it ("No method N in service S")
+    let service_type = f.rpc.iter().find(|(k, _)| k.as_str() == "service_type").and_then(|(_, v)| v.as_i64());
+    if let (true, Some(service_type)) = (request, service_type) {
+        if service_type != spec.service_type {
+            f.findings.push(finding!("tubemq.service_mismatch", "method" => method, "service_type" => service_type,
+                                     "expected" => spec.service_type));
+        }
+    }
     let (msg, message_name) = if request { (request_msg, spec.request) } else { (response_msg, spec.response) };
     let (Some(msg), Some(message_name)) = (msg, message_name) else {
         // declared by upstream, never encoded by it: named, its bytes not decoded

@@ -17,23 +17,33 @@ pub mod timeline;
 pub use decode::decode;
 
 /// One RPC method: its id (RequestBody.method / RspResponseBody.method), the constant upstream names it by
-/// (RpcConstants, without `RPC_MSG_`), the service it belongs to, and the messages its request and response
-/// carry; None for the methods upstream declares but never encodes (PbEnDecoder refuses them).
+/// (RpcConstants, without `RPC_MSG_`), the service type its requests carry (RequestHeader.serviceType), and
+/// the messages its request and response carry; None for the methods upstream declares but never encodes
+/// (PbEnDecoder refuses them).
 pub struct Method {
     pub id: i32,
     pub constant: &'static str,
-    pub service: &'static str,
+    pub service_type: i64,
     pub request: Option<&'static str>,
     pub response: Option<&'static str>,
 }
 
-const fn method(id: i32, constant: &'static str, service: &'static str, request: Option<&'static str>,
-                response: Option<&'static str>) -> Method {
-    Method { id, constant, service, request, response }
+impl Method {
+    /// The role of the server that answers it: the master (MasterService), else a broker.
+    pub fn server_role(&self) -> &'static str {
+        if self.service_type == MASTER { "master" } else { "broker" }
+    }
 }
 
-const MASTER: &str = "master";
-const BROKER: &str = "broker";
+const fn method(id: i32, constant: &'static str, service_type: i64, request: Option<&'static str>,
+                response: Option<&'static str>) -> Method {
+    Method { id, constant, service_type, request, response }
+}
+
+/// RequestHeader.serviceType of each method's requests (RpcConstants.RPC_SERVICE_TYPE_*; the clients' calls)
+const MASTER: i64 = 1;
+const BROKER_READ: i64 = 2;
+const BROKER_WRITE: i64 = 3;
 
 /// RpcConstants' method ids and PbEnDecoder's request / response classes.
 pub static METHODS: [Method; 21] = [
@@ -46,15 +56,15 @@ pub static METHODS: [Method; 21] = [
     method(7, "MASTER_BROKER_REGISTER", MASTER, Some("RegisterRequestB2M"), Some("RegisterResponseM2B")),
     method(8, "MASTER_BROKER_HEARTBEAT", MASTER, Some("HeartRequestB2M"), Some("HeartResponseM2B")),
     method(9, "MASTER_BROKER_CLOSECLIENT", MASTER, Some("CloseRequestB2M"), Some("CloseResponseM2B")),
-    method(11, "BROKER_PRODUCER_REGISTER", BROKER, None, None),
-    method(12, "BROKER_PRODUCER_HEARTBEAT", BROKER, None, None),
-    method(13, "BROKER_PRODUCER_SENDMESSAGE", BROKER, Some("SendMessageRequestP2B"), Some("SendMessageResponseB2P")),
-    method(14, "BROKER_PRODUCER_CLOSE", BROKER, None, None),
-    method(15, "BROKER_CONSUMER_REGISTER", BROKER, Some("RegisterRequestC2B"), Some("RegisterResponseB2C")),
-    method(16, "BROKER_CONSUMER_HEARTBEAT", BROKER, Some("HeartBeatRequestC2B"), Some("HeartBeatResponseB2C")),
-    method(17, "BROKER_CONSUMER_GETMESSAGE", BROKER, Some("GetMessageRequestC2B"), Some("GetMessageResponseB2C")),
-    method(18, "BROKER_CONSUMER_COMMIT", BROKER, Some("CommitOffsetRequestC2B"), Some("CommitOffsetResponseB2C")),
-    method(19, "BROKER_CONSUMER_CLOSE", BROKER, None, None),
+    method(11, "BROKER_PRODUCER_REGISTER", BROKER_WRITE, None, None),
+    method(12, "BROKER_PRODUCER_HEARTBEAT", BROKER_WRITE, None, None),
+    method(13, "BROKER_PRODUCER_SENDMESSAGE", BROKER_WRITE, Some("SendMessageRequestP2B"), Some("SendMessageResponseB2P")),
+    method(14, "BROKER_PRODUCER_CLOSE", BROKER_WRITE, None, None),
+    method(15, "BROKER_CONSUMER_REGISTER", BROKER_READ, Some("RegisterRequestC2B"), Some("RegisterResponseB2C")),
+    method(16, "BROKER_CONSUMER_HEARTBEAT", BROKER_READ, Some("HeartBeatRequestC2B"), Some("HeartBeatResponseB2C")),
+    method(17, "BROKER_CONSUMER_GETMESSAGE", BROKER_READ, Some("GetMessageRequestC2B"), Some("GetMessageResponseB2C")),
+    method(18, "BROKER_CONSUMER_COMMIT", BROKER_READ, Some("CommitOffsetRequestC2B"), Some("CommitOffsetResponseB2C")),
+    method(19, "BROKER_CONSUMER_CLOSE", BROKER_READ, None, None),
     method(20, "MASTER_CONSUMER_REGISTER_V2", MASTER, Some("RegisterRequestC2MV2"), Some("RegisterResponseM2CV2")),
     method(21, "MASTER_CONSUMER_HEARTBEAT_V2", MASTER, Some("HeartRequestC2MV2"), Some("HeartResponseM2CV2")),
     method(22, "MASTER_CONSUMER_GET_PART_META", MASTER, Some("GetPartMetaRequestC2M"), Some("GetPartMetaResponseM2C")),

@@ -16,6 +16,8 @@ register("tubemq.trailing_bytes", WARNING, "{length} bytes after the frame's las
 register("tubemq.unknown_method", WARNING, "method id {method} is not one TubeMQ declares ({length} bytes not decoded)")
 register("tubemq.undecodable_method", NOTE, "method {method} ({name}) is declared by TubeMQ but has no message; "
          "its {length} bytes are not decoded")
+register("tubemq.service_mismatch", WARNING, "method {method} belongs to service type {expected}, the request says "
+         "{service_type}: the server refuses it")
 register("tubemq.missing_required", ERROR, lambda p: f"{p['type']} lacks required fields: " + ", ".join(p["fields"]))
 
 # -- answers
