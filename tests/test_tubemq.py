@@ -420,3 +420,22 @@ def test_a_request_to_the_wrong_service_is_a_problem():
     assert right.findings == []
     assert [(f.id, f.params["expected"], f.params["service_type"]) for f in wrong.findings] == \
         [("tubemq.service_mismatch", 3, 1)]
+
+
+def test_hostile_client_ids_and_topics_are_shown_as_text(tmp_path):
+    """Wire strings of TubeMQ (client id, group, topic) reach the timeline and the stats tables escaped: rich
+    markup, ANSI escapes and bidi overrides as text, never interpreted."""
+    hostile = "[/x][bold]\x1b[31mred\u202egnp.exe\x07"
+    request = wire.GET_MESSAGE_REQUEST_C2B.encode({"clientId": hostile, "partitionId": 0, "groupName": hostile,
+                                                  "topicName": hostile})
+    frame = wire.encode_frame(1, wire.request_content(2, 17, request))
+    path = tmp_path / "hostile.pcap"
+    write_pcap(path, _packets([frame]))
+    for args in ((str(path),), ("stats", str(path))):
+        run = _cli(*args)
+        assert run.returncode == 0, run.stderr
+        assert "\x1b" not in run.stdout and "\u202e" not in run.stdout and "\x07" not in run.stdout
+        assert "[/x][bold]" in run.stdout  # the markup shown as the text it is
+    run = _cli("stats", str(path), "--json")  # JSON: control characters escaped, the text itself kept
+    assert "\x1b" not in run.stdout and "\x07" not in run.stdout
+    assert json.loads(run.stdout)["clients"][0]["client_id"] == hostile

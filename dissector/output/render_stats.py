@@ -33,8 +33,7 @@ def _fmt(value, column: str = "") -> str:
 _DECIMALS = {"p50": 3, "p90": 3, "p99": 3, "max": 3, "mean": 3, "avg": 1, "ratio": 2}
 _NUMERIC = {"msgs", "acc", "rej", "dup", "acked", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks", "permits",
             "redeliv", "frames →/←",
-            "bytes →/←", "problems", "conn", "count", "p50", "p90", "p99", "max", "mean",
-            "frames", "sent", "sent B", "received", "received B"}
+            "bytes →/←", "problems", "conn", "count", "p50", "p90", "p99", "max", "mean"}
 # Columns of words that may wrap between words on a narrow terminal (never inside a word); every other value is
 # kept whole on one line: an address, a number, an error name. Plain output never wraps anything.
 _WRAP = {"producer", "consumer", "request", "what"}
@@ -149,14 +148,18 @@ def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> 
             table(None, ["consumer", "sub", "type", "msgs", "dup", "acked", "bytes", "permits"],
                   [[_actor_name(c), c.get("subscription"), c.get("type"), c["messages"], c["messages_duplicate"],
                     c["messages_acked"], c["payload_bytes"], c["permits_granted"]] for c in consumers])
-    if data.get("clients"):  # TubeMQ's clients, by client id
+    for c in data.get("clients", []):  # TubeMQ's clients, by client id (long: a line each, not a column)
         console.print()
-        table("TubeMQ clients", ["client", "group", "frames", "sent", "sent B", "received", "received B", "errors"],
-              [[c["client_id"], c["group"] or "-", c["frames"], c["messages_sent"], c["bytes_sent"],
-                c["messages_received"], c["bytes_received"],
-                ", ".join(f"{k}×{v}" for k, v in c["errors"].items()) or "-"] for c in data["clients"]])
-        if data.get("clients_dropped"):
-            say(Text(f"  {data['clients_dropped']:,} more clients not counted (10,000 are remembered)", style="dim"))
+        title = Text("TubeMQ client ", style="bold") + Text(safe(c["client_id"], 200), style="bold cyan")
+        if c["group"]:
+            title += Text(f" (group {safe(c['group'], 100)})")
+        say(title)
+        errors = ", ".join(f"{safe(k, 40)}×{v}" for k, v in c["errors"].items())
+        say(Text(f"  {c['frames']:,} frames; sent {c['messages_sent']:,} messages ({c['bytes_sent']:,} B), "
+                 f"received {c['messages_received']:,} messages ({c['bytes_received']:,} B)"
+                 + (f"; errors {errors}" if errors else "")))
+    if data.get("clients_dropped"):
+        say(Text(f"  {data['clients_dropped']:,} more TubeMQ clients not counted (10,000 are remembered)", style="dim"))
     if data["latency_ms"]:
         rows = [[k, v] for k, v in data["latency_ms"].items()]
         senders = [p for p in data["producers"] if p.get("send_latency_ms")]
