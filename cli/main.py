@@ -337,16 +337,16 @@ class Seen:
             other = self.report.get("other_tcp")
             rows = other.summary() if other is not None else []
             reader = self.report.get("reader")
+            names = " or ".join(p.title for p in protocols.select(options.protocols))
             if rows:
                 seen = ", ".join(f"{r['port']} ({r['connections']} connection{'s' if r['connections'] != 1 else ''}"
                                  f", {_size(r['bytes'])})" for r in rows)
-                names = " or ".join(p.title for p in protocols.select(options.protocols))
                 return (f"no {names} on {where}; TCP seen on {seen} — try --port {rows[0]['port']} or --detect"
                         if not options.detect else f"no {names} found, even with --detect; TCP seen on {seen}")
             packets = getattr(reader, "packets", None)
             if packets == 0:
                 return "the capture holds no packets"
-            return f"no Pulsar on {where} and no other TCP in this capture ({packets} packets)"
+            return f"no {names} frame on {where} and no other TCP in this capture ({packets} packets)"
         if shown:
             return None
         lines = []
@@ -472,7 +472,8 @@ def _capture(capture: Optional[Path], read: Optional[Path]) -> Path:
 PORT_OPT = typer.Option(None, "--port", help="extra server ports, repeatable or comma-separated: Pulsar's (6650 and 6651 "
                         "always count), or PROTOCOL:[ROLE:]PORT, e.g. tubemq:9000 (8715 and 8123 always count)")
 DETECT_OPT = typer.Option(False, "--detect", help="also find Pulsar on connections off the broker ports")
-MAX_FRAME_OPT = typer.Option(_DEFAULTS.max_frame_size, "--max-frame-size", help="largest TOTAL_SIZE accepted")
+MAX_FRAME_OPT = typer.Option(None, "--max-frame-size", help="largest frame accepted, in bytes (default: each "
+                             "protocol's own: Pulsar 5,253,120, TubeMQ 29,374,476)")
 MAX_DECOMPRESSED_OPT = typer.Option(_DEFAULTS.max_decompressed, "--max-decompressed",
                                     help="largest payload to decompress, in bytes")
 FILTER_OPT = typer.Option(None, "-Y", "--filter",
@@ -513,7 +514,7 @@ def dissect_cmd(
     details: bool = DETAILS_OPT,
     hex_dump: bool = HEX_OPT,
     payload: bool = PAYLOAD_OPT,
-    max_frame_size: int = MAX_FRAME_OPT,
+    max_frame_size: Optional[int] = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
 ) -> None:
@@ -610,7 +611,7 @@ def follow_cmd(
     details: bool = DETAILS_OPT,
     hex_dump: bool = HEX_OPT,
     strict: bool = STRICT_OPT,
-    max_frame_size: int = MAX_FRAME_OPT,
+    max_frame_size: Optional[int] = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
 ) -> None:
@@ -644,7 +645,7 @@ def stats_cmd(
     detect: bool = DETECT_OPT,
     plain: bool = typer.Option(False, "--plain", help="plain text, no colours"),
     no_color: bool = NO_COLOR_OPT,
-    max_frame_size: int = MAX_FRAME_OPT,
+    max_frame_size: Optional[int] = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
 ) -> None:
@@ -712,7 +713,7 @@ def live_cmd(
     details: bool = DETAILS_OPT,
     hex_dump: bool = HEX_OPT,
     payload: bool = PAYLOAD_OPT,
-    max_frame_size: int = MAX_FRAME_OPT,
+    max_frame_size: Optional[int] = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
 ) -> None:
@@ -831,7 +832,7 @@ def check_cmd(
     json_out: bool = typer.Option(False, "--json", help="one JSON object per capture and rule"),
     port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
-    max_frame_size: int = MAX_FRAME_OPT,
+    max_frame_size: Optional[int] = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
 ) -> None:

@@ -29,7 +29,9 @@ class Options:
     keep_frame_bytes: bool = False
 
     # Decoding limits (problem ids: OVERSIZED, payload.decompression, chunk.too_large).
-    max_frame_size: int = 5 * MiB + 10 * 1024  # Pulsar broker default maxMessageSize + frame padding
+    # the largest frame accepted, of every protocol; None: each protocol's own (ProtocolSpec.max_frame_size:
+    # Pulsar's broker default maxMessageSize and frame padding, TubeMQ's largest frame its servers accept)
+    max_frame_size: int | None = None
     max_decompressed: int = 64 * MiB
 
     # TCP reassembly (GAP reason "buffer limit" / "missing segment"; STATE_DROPPED for connections).

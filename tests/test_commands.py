@@ -104,7 +104,7 @@ def test_every_type_round_trips(num):
 def test_every_type_is_found_by_resync(num):
     frame = frame_for_type(num)
     follow = fb.simple_frame("PING")
-    sp = PduSplitter(PULSAR, synced=False, max_frame_size=Options().max_frame_size)
+    sp = PduSplitter(PULSAR, synced=False, max_frame_size=PULSAR.max_frame_size)
     junk = b"\x00\x01\x02\x03\x05" * 3
     items = sp.feed(junk + frame + follow, 0.0, 1) + sp.finish(0.0, 1)
     assert [i.data for i in items if isinstance(i, RawFrame)] == [frame, follow]

@@ -20,7 +20,7 @@ from dissector.protocols.pulsar import PULSAR
 from dissector.protocols.pulsar.decode import decode_frame
 from dissector.transport.splitter import OVERSIZED_HEAD_LIMIT, PduSplitter, RawFrame, StreamNote
 
-DEFAULT_MAX_FRAME_SIZE = Options().max_frame_size
+DEFAULT_MAX_FRAME_SIZE = PULSAR.max_frame_size  # Pulsar's own, when the options do not say
 
 
 def text(note) -> str:

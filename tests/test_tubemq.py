@@ -439,3 +439,20 @@ def test_hostile_client_ids_and_topics_are_shown_as_text(tmp_path):
     run = _cli("stats", str(path), "--json")  # JSON: control characters escaped, the text itself kept
     assert "\x1b" not in run.stdout and "\x07" not in run.stdout
     assert json.loads(run.stdout)["clients"][0]["client_id"] == hostile
+
+
+def test_each_protocol_has_its_own_largest_frame(tmp_path):
+    """A 6 MiB TubeMQ message (its servers take 20 MiB) decodes by default, above Pulsar's 5 MiB limit; a
+    --max-frame-size given applies to every protocol."""
+    payload = bytes(range(256)) * (6 * 1024 * 4)
+    path = tmp_path / "big.pcap"
+    frame = _send_frame(payload, None)
+    write_pcap(path, _packets([frame[i:i + 60000] for i in range(0, len(frame), 60000)]))
+    [big] = frames_of(records(path))
+    assert big["messages"][0]["payload_sha256"] == hashlib.sha256(payload).hexdigest()
+    assert not big.get("expert")
+    run = _cli(str(path), "--json", "--max-frame-size", "1000000")
+    got = [json.loads(line) for line in run.stdout.splitlines()]
+    assert not [r for r in got if r.get("index")]
+    [oversized] = [r for r in got if r["type"] == "OVERSIZED"]
+    assert oversized["details"]["field"] == "frame length" and oversized["details"]["size"] > 1000000

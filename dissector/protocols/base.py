@@ -35,6 +35,7 @@ from ..model import Decoded, Frame
 from ..options import Options
 
 NEED_MORE = 0  # pdu_length: not enough bytes yet to tell the length
+DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024 + 10 * 1024  # a protocol's largest frame when it does not say
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +148,9 @@ class ProtocolSpec:
     # core/src/pulsar/timeline.rs); None: the key fields only
     timeline_pieces: str | None = None
     title: str = ""  # how messages name it ("Pulsar"); "" : its name
+    # its largest frame when Options.max_frame_size does not say (None: DEFAULT_MAX_FRAME_SIZE); a bigger one
+    # is OVERSIZED and skipped, never buffered
+    max_frame_size: int | None = None
 
     def __post_init__(self) -> None:
         if not self.title:

@@ -18,10 +18,14 @@ use crate::value::{entry, map_to_py};
 use crate::{finding, name};
 
 /// The settings the pipeline reads (``dissector.options.Options``).
+/// A protocol's largest frame when neither the options nor the protocol say (`protocols/base.py`).
+const DEFAULT_MAX_FRAME_SIZE: usize = 5 * 1024 * 1024 + 10 * 1024;
+
 pub struct Settings {
     pub detect: bool,
     pub detect_budget: i64,
-    pub max_frame_size: usize,
+    /// the largest frame of every protocol; None: each protocol's own
+    pub max_frame_size: Option<usize>,
     pub keep_frame_bytes: bool,
     /// extra server ports: the first protocol's (None), or a protocol's by name with the server's role there
     pub extra_ports: Vec<(u16, Option<(String, Option<String>)>)>,
@@ -403,7 +407,8 @@ impl Pipeline {
         let mut items = Vec::new();
         for ci in state.live.clone() {
             let protocol = state.candidates[ci].protocol;
-            let max_frame_size = self.settings.max_frame_size;
+            let max_frame_size = self.settings.max_frame_size.or(self.protocols[protocol].max_frame_size)
+                .unwrap_or(DEFAULT_MAX_FRAME_SIZE);
             let candidate = &mut state.candidates[ci];
             if candidate.splitters[side].is_none() {
                 candidate.order.push(side);

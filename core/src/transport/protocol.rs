@@ -45,6 +45,8 @@ pub struct Protocol {
     /// command type → the role that sends it (or "any")
     pub senders: HashMap<String, String>,
     pub framing: SpecFraming,
+    /// its largest frame when the options do not say (`ProtocolSpec.max_frame_size`)
+    pub max_frame_size: Option<usize>,
     core: Option<CoreProtocol>,
     decode: Option<Py<PyAny>>,
     confirms: Option<Py<PyAny>>,
@@ -108,6 +110,7 @@ impl Protocol {
             ports,
             senders,
             framing,
+            max_frame_size: spec.getattr("max_frame_size")?.extract()?,
             core,
             decode,
             confirms: optional(spec, "confirms")?,

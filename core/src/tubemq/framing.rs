@@ -52,8 +52,8 @@ impl Framing for TubeMqFraming {
             let Some(length) = u32_at(buf, pos) else { return PduLength::NeedMore };
             let end = pos as u64 + 4 + length as u64;
             if end > max_size as u64 {
-                return bad("OVERSIZED", name!("block length"), length as u64,
-                           format!("makes the frame at least {end} bytes ({max_size} max)"));
+                // the frame is at least this long once this block is in it
+                return bad("OVERSIZED", name!("frame length"), end, format!("is above the limit ({max_size} max)"));
             }
             pos = end as usize;
             if pos > buf.len() {

@@ -22,6 +22,7 @@ PORTS = {6650: BROKER, 6651: BROKER}  # 6651 is pulsar+ssl://: TLS, reported as 
 PULSAR = ProtocolSpec(
     name="pulsar",
     title="Pulsar",
+    max_frame_size=5 * 1024 * 1024 + 10 * 1024,  # the broker's default maxMessageSize and the frame's padding
     client_role=CLIENT,
     server_roles=(BROKER,),
     ports=PORTS,

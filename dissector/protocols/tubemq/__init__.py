@@ -20,6 +20,8 @@ PORTS = {8715: MASTER, 8123: BROKER}
 TUBEMQ = ProtocolSpec(
     name="tubemq",
     title="TubeMQ",
+    # the servers accept 3,584 blocks of 8 KiB (RpcConstants: 20 MiB of message and 8 MiB of room)
+    max_frame_size=12 + 3584 * (4 + 8192),
     client_role=CLIENT,
     server_roles=(MASTER, BROKER),
     ports=PORTS,
