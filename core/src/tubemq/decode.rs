@@ -207,8 +207,7 @@ fn method_message(f: &mut Frame<'_>, method: Option<i64>, request: bool, bytes: 
     f.rpc.push(entry(name!("method"), method));
     let Some(&(spec, request_msg, response_msg)) = f.t.method(method) else {
         f.findings.push(finding!("tubemq.unknown_method", "method" => method, "length" => bytes.len()));
-        // one type for every unknown id, so that its response still pairs with it (the id is in `rpc`)
-        // its command is unknown, not undecodable: an empty one, so the frame still pairs
+        // one type for every unknown id (the id is in `rpc`), with an empty command: its response still pairs
         return (Text::Name(if request { name!("UNKNOWN_REQUEST") } else { name!("UNKNOWN_RESPONSE") }),
                 Some(Value::Map(Map::new())), Vec::new());
     };
