@@ -671,19 +671,12 @@ fn write_carried_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, me
         let fields = message.as_map().map_or(&[][..], Vec::as_slice);
         let payload = map_get_slice(fields, "payload").and_then(Value::as_bytes);
         sink.open(Key::Item, false)?;
-        sink.put(Key::Name(name!("payload_size")), Atom::Value(map_get_slice(fields, "payload_size").unwrap_or(&Value::Null)))?;
-        match payload {
-            Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(sha256_hex(payload, &mut [0; 64]), None))?,
-            None => sink.put(Key::Name(name!("payload_sha256")), Atom::Value(&Value::Null))?,
-        }
+        put_payload_digest(sink, map_get_slice(fields, "payload_size").unwrap_or(&Value::Null), payload)?;
         for (k, v) in fields.iter().filter(|(k, _)| !matches!(k.as_str(), "payload" | "payload_size")) {
             sink.put(Key::Text(k), Atom::Value(v))?;
         }
         if let (true, Some(payload)) = (payload_bytes, payload) {
-            match std::str::from_utf8(payload) {
-                Ok(text) => sink.put(Key::Name(name!("payload_text")), Atom::Str(text, None))?,
-                Err(_) => sink.put(Key::Name(name!("payload_b64")), Atom::Str(&b64(payload), None))?,
-            }
+            put_payload_bytes(sink, payload)?;
         }
         sink.close()?;
     }
@@ -733,11 +726,7 @@ pub fn write_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messag
             }
         }
         sink.open(Key::Item, false)?;
-        sink.put(Key::Name(name!("payload_size")), Atom::Value(payload_size))?;
-        match payload {
-            Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(sha256_hex(payload, &mut [0; 64]), None))?,
-            None => sink.put(Key::Name(name!("payload_sha256")), Atom::Value(&Value::Null))?,
-        }
+        put_payload_digest(sink, payload_size, payload)?;
         if let Some(base) = base {
             let batch_index = placed[0].map(|(_, v)| v).filter(|v| !v.is_null());
             sink.open(Key::Name(name!("message_id")), false)?;
@@ -757,14 +746,28 @@ pub fn write_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messag
             }
         }
         if let (true, Some(payload)) = (payload_bytes, payload) {
-            match std::str::from_utf8(payload) {
-                Ok(text) => sink.put(Key::Name(name!("payload_text")), Atom::Str(text, None))?,
-                Err(_) => sink.put(Key::Name(name!("payload_b64")), Atom::Str(&b64(payload), None))?,
-            }
+            put_payload_bytes(sink, payload)?;
         }
         sink.close()?;
     }
     sink.close()
+}
+
+/// A message record's `payload_size` and `payload_sha256` (null without the payload).
+fn put_payload_digest<'py>(sink: &mut impl RecordSink<'py>, payload_size: &Value, payload: Option<&[u8]>) -> PyResult<()> {
+    sink.put(Key::Name(name!("payload_size")), Atom::Value(payload_size))?;
+    match payload {
+        Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(sha256_hex(payload, &mut [0; 64]), None)),
+        None => sink.put(Key::Name(name!("payload_sha256")), Atom::Value(&Value::Null)),
+    }
+}
+
+/// A message's payload itself (`--payload`): `payload_text` when it is UTF-8, else `payload_b64`.
+fn put_payload_bytes<'py>(sink: &mut impl RecordSink<'py>, payload: &[u8]) -> PyResult<()> {
+    match std::str::from_utf8(payload) {
+        Ok(text) => sink.put(Key::Name(name!("payload_text")), Atom::Str(text, None)),
+        Err(_) => sink.put(Key::Name(name!("payload_b64")), Atom::Str(&b64(payload), None)),
+    }
 }
 
 /// The SHA-256 of `data` in hex, written into `hex` (no allocation per message).

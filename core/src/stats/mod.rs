@@ -29,6 +29,8 @@ pub static COMMAND_KEYS: [Name; 8] = names![
 ];
 /// TubeMQ clients remembered (by client id); beyond, the oldest is forgotten and counted.
 pub const MAX_CLIENTS: usize = 10_000;
+/// Topics listed per TubeMQ client at most.
+const MAX_CLIENT_TOPICS: usize = 1000;
 /// The share of `Stats::memory_total` a producer or consumer gets at least, however many there are.
 const MIN_ACTOR_MEMORY: usize = 1000;
 
@@ -571,16 +573,7 @@ impl Stats {
                 Some(group) if !sent => format!("{client_id}@{}", python_str(Some(group))),
                 _ => client_id.clone(),
             };
-            let topic = self.topics.entry(topic_name.clone().unwrap_or_else(|| "?".to_owned())).or_default();
-            if sent {
-                topic.producers.insert(who);
-                topic.messages_sent += n;
-                topic.bytes_sent += size;
-            } else {
-                topic.consumers.insert(who);
-                topic.messages_received += n;
-                topic.bytes_received += size;
-            }
+            self.count_topic(topic_name.clone().unwrap_or_else(|| "?".to_owned()), who, sent, n, size);
         }
         if !self.clients.contains_key(&client_id) {
             if self.clients.len() >= MAX_CLIENTS {
@@ -595,7 +588,7 @@ impl Stats {
             client.group = Some(group.clone());
         }
         if let Some(topic) = topic_name {
-            if client.topics.len() < 1000 {
+            if client.topics.len() < MAX_CLIENT_TOPICS {
                 client.topics.insert(topic);
             }
         }
@@ -665,6 +658,12 @@ impl Stats {
         let who = get(info, "name").filter(|v| v.truthy()).map_or_else(|| python_str(get(info, "id")), |v| python_str(Some(v)));
         let (n, size) = message_totals(rec);
         self.count_throughput(time, to_client, n, size);
+        self.count_topic(topic_name, who, sent, n, size);
+        (n, size)
+    }
+
+    /// `n` messages of `size` bytes sent (or received) on a topic by `who`.
+    fn count_topic(&mut self, topic_name: String, who: String, sent: bool, n: i64, size: i64) {
         let topic = self.topics.entry(topic_name).or_default();
         if sent {
             topic.producers.insert(who);
@@ -675,7 +674,6 @@ impl Stats {
             topic.messages_received += n;
             topic.bytes_received += size;
         }
-        (n, size)
     }
 
     fn producer(&mut self, rec: &Map, info: &Map, kind: &str, conn: i64, time: f64) {

@@ -107,7 +107,8 @@ pub fn decode(frame: &[u8], missing: usize, brief: bool) -> Decoded {
     let mut rpc = vec![entry(name!("blocks"), list_size)];
     let mut f = Frame { t, findings, rpc: Vec::new(), data: &data, pos: 0 };
     let (type_name, command, messages) = envelope(&mut f, brief);
-    if !cut && f.pos < data.len() && !f.findings.iter().any(|x| x.id.as_str().starts_with("tubemq.")) {
+    // bytes after the last message of a whole envelope (a broken one said why already)
+    if !cut && f.pos < data.len() && type_name.as_str() != "MALFORMED" {
         f.findings.push(finding!("tubemq.trailing_bytes", "length" => data.len() - f.pos));
     }
     rpc.append(&mut f.rpc);
