@@ -170,7 +170,10 @@ pub fn push_float_repr(v: f64, out: &mut String) {
         Some(rest) => (true, rest),
         None => (false, mantissa),
     };
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let mut digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    if digits.len() >= 15 {
+        even_on_a_tie(v.abs(), exponent, &mut digits);
+    }
     let point = exponent + 1; // the value is 0.DIGITS × 10^point
     if negative {
         out.push('-');
@@ -194,6 +197,34 @@ pub fn push_float_repr(v: f64, out: &mut String) {
         out.push_str(&digits[..point as usize]);
         out.push('.');
         out.push_str(&digits[point as usize..]);
+    }
+}
+
+/// When the value lies exactly halfway between two shortest digit strings that both read back as it (a coarse
+/// double: 562949953421312.25 reads back from ...312.2 and ...312.3), Python's repr (David Gay's dtoa) takes
+/// the even one; Rust's shortest formatting may take the other. (At a power of two the gap below is half the
+/// gap above, so only one of them may read back: that one stays.) Only long digit strings can tie, and their
+/// exact expansion is then short.
+fn even_on_a_tie(v: f64, exponent: i32, digits: &mut String) {
+    let n = digits.len();
+    let exact = format!("{v:.800e}"); // exact: a double's expansion ends within 767 significant digits
+    let exact: Vec<u8> = exact.split_once('e').map_or("", |(m, _)| m).bytes().filter(u8::is_ascii_digit).collect();
+    let tie = exact.get(n) == Some(&b'5') && exact[n + 1..].iter().all(|&d| d == b'0');
+    if !tie {
+        return;
+    }
+    let floor = &exact[..n];
+    let Some(last) = floor.iter().rposition(|&d| d != b'9') else { return };
+    let mut above = floor.to_vec();
+    above[last] += 1;
+    above[last + 1..].fill(b'0');
+    let reads_back = |candidate: &[u8]| {
+        let text = format!("0.{}e{}", String::from_utf8_lossy(candidate), exponent + 1);
+        text.parse::<f64>().is_ok_and(|read| read == v)
+    };
+    let even = if floor[n - 1] % 2 == 0 { floor } else { &above[..] };
+    if reads_back(floor) && reads_back(&above) {
+        *digits = String::from_utf8_lossy(even).into_owned();
     }
 }
 
