@@ -890,6 +890,23 @@ impl AnalysedDissector {
         self.pipeline.last_time
     }
 
+    /// (frames numbered so far, the id of the next connection): see `set_numbering`.
+    #[getter]
+    fn numbering(&self) -> (u64, u64) {
+        self.pipeline.numbering()
+    }
+
+    /// Number the next frame `frames` + 1 and the next connection `next_conn` (`Dissector.set_numbering`).
+    #[pyo3(signature = (frames=None, next_conn=None))]
+    fn set_numbering(&mut self, frames: Option<u64>, next_conn: Option<u64>) {
+        self.pipeline.set_numbering(frames, next_conn);
+    }
+
+    /// Number the frames the end of the capture leaves on connection `conn` from `base` + 1.
+    fn set_finish_base(&mut self, conn: u64, base: u64) {
+        self.pipeline.set_finish_base(conn, base);
+    }
+
     /// The frame records made so far, and their problems: (frames, problems).
     #[getter]
     fn json_lines(&self) -> (u64, u64) {

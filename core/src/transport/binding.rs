@@ -174,6 +174,54 @@ impl Dissector {
         made_to_py(py, self.inner.frame_class(), out)
     }
 
+    /// One captured packet, for its numbers only (a distributed run's first pass, `dissector/spark/`): the
+    /// frames it completes and the connections it opens; nothing is made into a Python object.
+    fn count_packet(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: Bound<'_, PyAny>,
+                    orig_len: usize) -> PyResult<(u64, u64)> {
+        let before = self.inner.numbering();
+        feed_packet(py, &mut self.inner, index, timestamp, linktype, &data, orig_len, &mut self.held)?;
+        self.held.clear();
+        let after = self.inner.numbering();
+        Ok((after.0 - before.0, after.1 - before.1))
+    }
+
+    /// End of the capture, for its numbers only: the frames it completes on each connection, in the order
+    /// they come, as (conn, frames).
+    fn count_finish(&mut self, py: Python<'_>) -> PyResult<Vec<(u64, u64)>> {
+        self.inner.finish(py, &mut self.held)?;
+        let mut counts: Vec<(u64, u64)> = Vec::new();
+        for made in self.held.drain(..) {
+            let conn = match &made {
+                Made::Frame(place, _) => place.conn,
+                Made::PyFrame(frame) => frame.bind(py).getattr("conn")?.extract()?,
+                Made::Event(_) => continue,
+            };
+            match counts.last_mut() {
+                Some((last, n)) if *last == conn => *n += 1,
+                _ => counts.push((conn, 1)),
+            }
+        }
+        Ok(counts)
+    }
+
+    /// (frames numbered so far, the id of the next connection): see `set_numbering`.
+    #[getter]
+    fn numbering(&self) -> (u64, u64) {
+        self.inner.numbering()
+    }
+
+    /// Number the next frame `frames` + 1 and the next connection `next_conn`: a distributed run gives a
+    /// worker some connections of a capture, and numbers as a run over the whole capture does.
+    #[pyo3(signature = (frames=None, next_conn=None))]
+    fn set_numbering(&mut self, frames: Option<u64>, next_conn: Option<u64>) {
+        self.inner.set_numbering(frames, next_conn);
+    }
+
+    /// Number the frames the end of the capture leaves on connection `conn` from `base` + 1.
+    fn set_finish_base(&mut self, conn: u64, base: u64) {
+        self.inner.set_finish_base(conn, base);
+    }
+
     #[getter]
     fn last_time(&self) -> f64 {
         self.inner.last_time

@@ -212,6 +212,9 @@ pub struct Pipeline {
     conns: FastMap<u64, ConnState>,
     pub other: OtherTraffic,
     frame_index: u64,
+    /// The number before the first frame the end of the capture leaves on a connection, by connection
+    /// (`set_finish_base`).
+    finish_bases: FastMap<u64, u64>,
     pub last_time: f64,
     pub last_packet: i64,
     events: Vec<StreamEvent>,
@@ -248,7 +251,34 @@ impl Pipeline {
         let reassembler = Reassembler::new(settings.reassembly.clone());
         Pipeline {
             settings, classes, protocols, ports, reassembler, conns: FastMap::default(), other: OtherTraffic::default(),
-            frame_index: 0, last_time: 0.0, last_packet: 0, events: Vec::new(),
+            frame_index: 0, finish_bases: FastMap::default(), last_time: 0.0, last_packet: 0, events: Vec::new(),
+        }
+    }
+
+    /// (frames numbered so far, the id of the next connection). A distributed run (`pulsar-dissect
+    /// pipeline`) gives each worker some connections of a capture; with these it numbers frames and
+    /// connections as a run over the whole capture does.
+    pub fn numbering(&self) -> (u64, u64) {
+        (self.frame_index, self.reassembler.next_id())
+    }
+
+    pub fn set_numbering(&mut self, frames: Option<u64>, next_conn: Option<u64>) {
+        if let Some(frames) = frames {
+            self.frame_index = frames;
+        }
+        if let Some(next_conn) = next_conn {
+            self.reassembler.set_next_id(next_conn);
+        }
+    }
+
+    /// Number the frames the end of the capture leaves on connection `conn` from `base` + 1.
+    pub fn set_finish_base(&mut self, conn: u64, base: u64) {
+        self.finish_bases.insert(conn, base);
+    }
+
+    fn finish_numbering(&mut self, conn: u64) {
+        if let Some(base) = self.finish_bases.remove(&conn) {
+            self.frame_index = base;
         }
     }
 
@@ -281,6 +311,7 @@ impl Pipeline {
         ids.sort_unstable();
         for id in ids {
             if let Some(mut state) = self.conns.remove(&id) {
+                self.finish_numbering(id);
                 self.close_splitters(py, &mut state, out, self.last_time, self.last_packet, ("end_of_capture", None))?;
             }
         }
@@ -355,6 +386,7 @@ impl Pipeline {
             }
             StreamEvent::Closed { conn, time, packet, how, bytes, first_fin_from, rst_from, saw_syn, .. } => {
                 let Some(mut state) = self.conns.remove(&conn) else { return Ok(()) };
+                self.finish_numbering(conn);
                 if state.abandoned {
                     return Ok(());
                 }

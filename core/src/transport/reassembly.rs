@@ -726,6 +726,16 @@ impl Reassembler {
         }
     }
 
+    /// The id the next connection gets.
+    pub fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Number the next connection `id` (a distributed run numbers connections as the whole capture would).
+    pub fn set_next_id(&mut self, id: u64) {
+        self.next_id = id;
+    }
+
     pub fn stats(&self) -> Stats {
         let mut st = self.st.clone();
         st.segments = self.npackets as u64;

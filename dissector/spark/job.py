@@ -1,0 +1,124 @@
+"""``pulsar-dissect pipeline``: many (and huge) captures dissected on Apache Spark into Parquet tables.
+
+The stages (docs/SPARK.md says why this shape):
+
+1. read: one task per capture file streams its packets (``tasks.read_files``) into rows keyed by their TCP
+   connection (both endpoints); files are put in time order and a packet's number in the whole input is its
+   file's offset plus its number in the file.
+2. repartition by connection, sort each partition by packet number: a connection that spans several rotated
+   files is whole and in order in one partition.
+3. count (``tasks.count_numbers``): per partition, the frames each packet completes and the connections it
+   opens, then in Spark SQL the numbers a run over the whole input would give them (a running sum).
+4. decode (``tasks.decode``): per partition, the CLI's pipeline and analysis with those numbers, giving each
+   frame's ``--json`` record.
+5. tables (``tables.py``): frames, messages, exchanges and problems from the records, in Spark SQL, written
+   as Parquet; the summary computed from them is the only thing collected.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+
+from dissector.options import Options
+from dissector.spark import tasks
+from dissector.spark.inputs import expand
+
+PACKETS_DDL = ("kind string, file_no int, number long, time double, linktype long, orig_len long, data binary, "
+               "flow string, note_id string, note string, size long")
+NUMBERS_DDL = "kind string, p long, frames long, opened long"
+RECORDS_DDL = "kind string, p long, json string"
+
+#: Arrow batches handed to a task: small, as a packet row may hold 64 KiB.
+ARROW_BATCH_ROWS = 2048
+
+
+def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "pulsar-dissect pipeline"):
+    """A SparkSession on ``master`` with ``conf``; the executors run this Python (the package and its
+    compiled core must be installed where they run: docs/SPARK.md)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(master).appName(app)
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.ui.showConsoleProgress", "false"))
+    if master.startswith("local"):
+        builder = builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run(spark, inputs: list[str], out: str, *, options: Options | None = None, partitions: int | None = None) -> dict:
+    """Dissect the captures ``inputs`` names into Parquet tables under ``out`` (frames, messages, exchanges,
+    problems, files) and ``out``/summary.json; returns the summary."""
+    from pyspark import StorageLevel
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from dissector.spark import tables
+
+    options = options or Options()
+    files, missing = expand(inputs)
+    partitions = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
+
+    # 1. read: one task per file
+    listed = spark.sparkContext.parallelize([(i, path) for i, path in enumerate(files)], max(1, len(files)))
+    listed = spark.createDataFrame(listed, "file_no int, path string")
+    read = listed.mapInArrow(functools.partial(tasks.read_files, options=options), PACKETS_DDL)
+    read = read.persist(StorageLevel.DISK_ONLY)
+
+    paths = spark.createDataFrame([(i, path) for i, path in enumerate(files)] or [(-1, "")], "file_no int, path string")
+    file_rows = (read.filter("kind = 'file'")
+                 .select("file_no", F.col("number").alias("packets"), F.col("time").alias("first_time"), "size",
+                         F.col("note_id").alias("ended_id"), F.col("note").alias("ended"))
+                 .join(paths, "file_no"))
+    in_order = Window.orderBy(F.col("first_time").asc_nulls_last(), "path")
+    files_df = (file_rows.withColumn("order", F.row_number().over(in_order))
+                .withColumn("offset", F.coalesce(F.sum("packets").over(
+                    in_order.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
+                .persist(StorageLevel.MEMORY_AND_DISK))
+
+    # 2. packets keyed by connection, numbered across the files
+    packets = (read.filter("kind = 'packet'")
+               .join(F.broadcast(files_df.select("file_no", "offset")), "file_no")
+               .select((F.col("offset") + F.col("number")).alias("p"), "time", "linktype", "orig_len", "data", "flow"))
+
+    def by_connection(frame):
+        return frame.repartition(partitions, "flow").sortWithinPartitions("p")
+
+    # 3. count, then number as the whole input would
+    counted = by_connection(packets).mapInArrow(functools.partial(tasks.count_numbers, options=options), NUMBERS_DDL)
+    counted = counted.persist(StorageLevel.MEMORY_AND_DISK)
+    by_packet = Window.orderBy("p")
+    numbered = (counted.filter("kind = 'packet'")
+                .withColumn("frames_before", F.coalesce(F.sum("frames").over(
+                    by_packet.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
+                .withColumn("conn_id", F.when(F.col("opened") > 0, F.sum("opened").over(
+                    by_packet.rowsBetween(Window.unboundedPreceding, 0)))))
+    packet_frames = counted.filter("kind = 'packet'").agg(F.coalesce(F.sum("frames"), F.lit(0)).alias("n"))
+    by_conn = Window.orderBy("conn_id")
+    finish = (counted.filter("kind = 'finish'").select("p", F.col("frames").alias("finish_frames"))
+              .join(numbered.filter("conn_id is not null").select("p", "conn_id"), "p")
+              .crossJoin(packet_frames)
+              .withColumn("finish_base", F.col("n") + F.coalesce(F.sum("finish_frames").over(
+                  by_conn.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
+              .select("p", "finish_base"))
+    numbers = (numbered.select("p", "frames_before", "conn_id")
+               .join(finish, "p", "left"))
+
+    # 4. decode with those numbers
+    to_decode = by_connection(packets.join(numbers, "p", "left"))
+    records = to_decode.mapInArrow(functools.partial(tasks.decode, options=options), RECORDS_DDL)
+    records = records.persist(StorageLevel.DISK_ONLY)
+
+    # 5. the tables and the summary
+    notes = read.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
+    summary = tables.write(spark, records, files_df, notes, missing, out)
+    for frame in (records, counted, files_df, read):
+        frame.unpersist()
+    return summary

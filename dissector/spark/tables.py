@@ -1,0 +1,169 @@
+"""The pipeline's tables, made in Spark SQL from the records (``--json``'s lines: docs/records.schema.json is
+their contract, so a column here is a key there), and the summary computed from the tables.
+
+- ``frames``: one row per frame: the contract's top-level keys as columns (objects such as ``command`` and
+  ``metadata`` as their JSON text), the topic and actor the frame is about, and ``json``, the whole record.
+- ``messages``: one row per application message (a batch's entries, a TubeMQ frame's messages).
+- ``exchanges``: one row per response that answers a request, with both frames and the latency.
+- ``problems``: every finding of a frame, every event with a severity, every note of reading a file.
+- ``files``: the input files, in the order they were read as one capture.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+FRAME_SCHEMA = (
+    "index long, protocol string, time double, conn long, src string, dst string, direction string, "
+    "packet long, first_packet long, type string, command string, size long, problems array<string>, "
+    "expert array<struct<id: string, severity: string, message: string>>, checksum string, metadata string, "
+    "broker_entry_metadata string, payload_size long, uncompressed_size long, encrypted boolean, marker string, "
+    "serial long, answers long, latency_ms double, request_type string, "
+    "producer struct<id: long, topic: string, name: string>, "
+    "consumer struct<id: long, topic: string, subscription: string, type: string, name: string>, "
+    "topic string, client_id string, group string"
+)
+MESSAGE_SCHEMA = (
+    "payload_size long, payload_sha256 string, message_id string, batch_index long, sequence_id long, "
+    "partition_key string, ordering_key string, properties map<string, string>, event_time long, "
+    "publish_time long"
+)
+EVENT_SCHEMA = "type string, time double, packet long, message string, severity string, conn long"
+
+#: The tables, in the order they are written.
+TABLES = ("frames", "messages", "exchanges", "problems", "files")
+
+
+def write(spark, records, files, notes, missing: list[str], out: str) -> dict:
+    """Write the tables under ``out`` and ``out``/summary.json; returns the summary."""
+    from pyspark.sql import functions as F
+
+    parsed = F.from_json("json", FRAME_SCHEMA)
+    frames = (records.filter("kind = 'frame'").select(parsed.alias("r"), "json")
+              .select("r.*", "json")
+              .withColumn("topic", F.coalesce("producer.topic", "consumer.topic", "topic",
+                                              F.get_json_object("command", "$.topic")))
+              .withColumn("producer_name", F.col("producer.name"))
+              .withColumn("producer_id", F.col("producer.id"))
+              .withColumn("consumer_id", F.col("consumer.id"))
+              .withColumn("subscription", F.col("consumer.subscription"))
+              .drop("producer", "consumer"))
+    frames.write.mode("overwrite").parquet(os.path.join(out, "frames"))
+    frames = spark.read.parquet(os.path.join(out, "frames"))
+
+    items = F.from_json(F.get_json_object("json", "$.messages"), "array<string>")
+    messages = (frames.select("protocol", F.col("index").alias("frame"), "conn", "time", "type", "direction",
+                              "topic", "producer_name", "producer_id", "consumer_id", "subscription",
+                              F.posexplode(items).alias("position", "message"))
+                .select("*", F.from_json("message", MESSAGE_SCHEMA).alias("m"))
+                .select("protocol", "frame", "position", "conn", "time", "type", "direction", "topic",
+                        "producer_name", "producer_id", "consumer_id", "subscription", "m.*",
+                        F.col("message").alias("json")))
+    messages.write.mode("overwrite").parquet(os.path.join(out, "messages"))
+
+    request = frames.select(F.col("conn").alias("q_conn"), F.col("index").alias("request_frame"),
+                            F.col("time").alias("request_time"), F.col("packet").alias("request_packet"))
+    exchanges = (frames.filter("answers is not null")
+                 .join(request, (F.col("answers") == F.col("request_frame")), "left")
+                 .select("protocol", "conn", F.col("answers").alias("request_frame"), "request_type", "request_time",
+                         "request_packet", F.col("index").alias("response_frame"), F.col("type").alias("response_type"),
+                         F.col("time").alias("response_time"), F.col("packet").alias("response_packet"),
+                         "latency_ms", "topic"))
+    exchanges.write.mode("overwrite").parquet(os.path.join(out, "exchanges"))
+
+    found = (frames.select("protocol", F.col("index").alias("frame"), "conn", "time", "packet", "type",
+                           F.explode("expert").alias("e"))
+             .select(F.col("e.id").alias("id"), F.col("e.severity").alias("severity"), F.col("e.message").alias("message"),
+                     "protocol", "frame", "conn", "time", "packet", F.col("type").alias("frame_type"),
+                     F.lit(None).cast("string").alias("file")))
+    events = (records.filter("kind = 'event'").select(F.from_json("json", EVENT_SCHEMA).alias("e"))
+              .filter("e.severity is not null and e.severity != 'note'")
+              .select(F.col("e.type").alias("id"), "e.severity", "e.message", F.lit(None).cast("string").alias("protocol"),
+                      F.lit(None).cast("long").alias("frame"), "e.conn", "e.time", "e.packet",
+                      F.lit(None).cast("string").alias("frame_type"), F.lit(None).cast("string").alias("file")))
+    file_problems = (files.filter("ended_id is not null")
+                     .select(F.col("ended_id").alias("id"),
+                             F.when(F.col("ended_id") == "capture.unreadable", "error").otherwise("warning").alias("severity"),
+                             F.col("ended").alias("message"), *_nulls(F), F.col("path").alias("file")))
+    note_problems = notes.select(F.col("note_id").alias("id"), F.lit("note").alias("severity"),
+                                 F.col("note").alias("message"), *_nulls(F), F.col("path").alias("file"))
+    missing_problems = spark.createDataFrame(
+        [("capture.unreadable", "error", f"{item}: no such file, directory or match", item) for item in missing],
+        "id string, severity string, message string, file string").select(
+            "id", "severity", "message", *_nulls(F), "file")
+    problems = found.unionByName(events).unionByName(file_problems).unionByName(note_problems).unionByName(missing_problems)
+    problems.write.mode("overwrite").parquet(os.path.join(out, "problems"))
+
+    files.select("order", "path", "packets", "first_time", "size", "offset", "ended_id", "ended") \
+        .write.mode("overwrite").parquet(os.path.join(out, "files"))
+
+    summary = summarize(spark, out)
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=False)
+    return summary
+
+
+def _nulls(F):
+    return (F.lit(None).cast("string").alias("protocol"), F.lit(None).cast("long").alias("frame"),
+            F.lit(None).cast("long").alias("conn"), F.lit(None).cast("double").alias("time"),
+            F.lit(None).cast("long").alias("packet"), F.lit(None).cast("string").alias("frame_type"))
+
+
+def summarize(spark, out: str) -> dict:
+    """What ``stats`` tells, computed in Spark from the tables under ``out``; small, so collected."""
+    from pyspark.sql import functions as F
+
+    def table(name):
+        return spark.read.parquet(os.path.join(out, name))
+
+    def rows(frame):
+        return [row.asDict(recursive=True) for row in frame.collect()]
+
+    frames, messages, exchanges, problems, files = (table(name) for name in TABLES)
+    overall = frames.agg(F.count(F.lit(1)).alias("frames"), F.min("time").alias("first_time"),
+                         F.max("time").alias("last_time"), F.countDistinct("conn").alias("connections")).first()
+    file_figures = files.agg(F.count(F.lit(1)).alias("files"), F.coalesce(F.sum("packets"), F.lit(0)).alias("packets"),
+                             F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
+                             F.sum(F.when(F.col("ended_id") == "capture.unreadable", 1).otherwise(0)).alias("unreadable"),
+                             F.sum(F.when(F.col("ended_id") == "capture.truncated", 1).otherwise(0)).alias("truncated")).first()
+    sent = F.col("type").isin("SEND", "SendMessageRequestP2B")
+    received = F.col("type").isin("MESSAGE", "GetMessageResponseB2C")
+    topics = (messages.filter("topic is not null").groupBy("protocol", "topic")
+              .agg(F.sum(F.when(sent, 1).otherwise(0)).alias("messages_sent"),
+                   F.sum(F.when(sent, F.col("payload_size")).otherwise(0)).alias("bytes_sent"),
+                   F.sum(F.when(received, 1).otherwise(0)).alias("messages_received"),
+                   F.sum(F.when(received, F.col("payload_size")).otherwise(0)).alias("bytes_received"))
+              .orderBy("protocol", "topic"))
+    producers = (messages.filter(sent & F.col("producer_id").isNotNull())
+                 .groupBy("conn", "producer_id", "producer_name", "topic")
+                 .agg(F.count(F.lit(1)).alias("messages"), F.countDistinct("frame").alias("frames"),
+                      F.coalesce(F.sum("payload_size"), F.lit(0)).alias("payload_bytes"))
+                 .orderBy("conn", "producer_id"))
+    consumers = (messages.filter(received & F.col("consumer_id").isNotNull())
+                 .groupBy("conn", "consumer_id", "subscription", "topic")
+                 .agg(F.count(F.lit(1)).alias("messages"), F.countDistinct("frame").alias("frames"),
+                      F.coalesce(F.sum("payload_size"), F.lit(0)).alias("payload_bytes"))
+                 .orderBy("conn", "consumer_id"))
+    latency = (exchanges.filter("latency_ms is not null").groupBy("protocol", "request_type")
+               .agg(F.count(F.lit(1)).alias("count"),
+                    F.percentile_approx("latency_ms", [0.5, 0.9, 0.99], 10000).alias("p"),
+                    F.max("latency_ms").alias("max"), F.avg("latency_ms").alias("mean"))
+               .orderBy("protocol", "request_type"))
+    latency_rows = [{"protocol": r["protocol"], "request_type": r["request_type"], "count": r["count"],
+                     "p50": r["p"][0], "p90": r["p"][1], "p99": r["p"][2], "max": r["max"],
+                     "mean": round(r["mean"], 3)} for r in rows(latency)]
+    return {
+        "files": file_figures.asDict(),
+        "frames": overall["frames"],
+        "connections": overall["connections"],
+        "first_time": overall["first_time"],
+        "last_time": overall["last_time"],
+        "protocols": {r["protocol"]: r["count"] for r in rows(frames.groupBy("protocol").count().orderBy("protocol"))},
+        "types": {r["type"]: r["count"] for r in rows(frames.groupBy("type").count().orderBy(F.desc("count"), "type"))},
+        "messages": messages.count(),
+        "topics": rows(topics),
+        "producers": rows(producers),
+        "consumers": rows(consumers),
+        "latency_ms": latency_rows,
+        "problems": rows(problems.groupBy("id", "severity").count().orderBy(F.desc("count"), "id")),
+    }
