@@ -822,6 +822,68 @@ def _captures(paths: list[str]) -> list[Path]:
 _CAPTURE_ENDINGS = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
 
 
+@app.command("pipeline")
+def pipeline_cmd(
+    inputs: List[str] = typer.Argument(..., help="capture files, directories and globs: rotated sets, pcap or "
+                                                 "pcapng, gzipped or not, read as one capture in time order"),
+    out: Path = typer.Option(..., "--out", help="the directory for the Parquet tables and summary.json"),
+    master: str = typer.Option("local[*]", "--master", help="the Spark master: local[*], local[N], "
+                               "spark://HOST:PORT, yarn, k8s://..."),
+    conf: Optional[List[str]] = typer.Option(None, "--conf", help="a Spark setting KEY=VALUE, repeatable"),
+    partitions: Optional[int] = typer.Option(None, "--partitions", min=1,
+                                             help="partitions the connections are spread over (default: twice "
+                                                  "the cores Spark has)"),
+    json_out: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),
+    strict: bool = typer.Option(False, "--strict", help="exit 1 when a problem of severity error or warning "
+                                                        "was found"),
+    port: Optional[List[str]] = PORT_OPT,
+    detect: bool = DETECT_OPT,
+    max_frame_size: Optional[int] = MAX_FRAME_OPT,
+    max_decompressed: int = MAX_DECOMPRESSED_OPT,
+    settings: Optional[List[str]] = SET_OPT,
+) -> None:
+    """Dissect many or huge captures on Apache Spark into Parquet tables (frames, messages, exchanges,
+    problems, files) and a summary; the same decoding as the other commands."""
+    from dissector.capture.inputs import expand
+
+    options = _options(port, detect, max_frame_size, max_decompressed, settings)
+    spark_conf = {}
+    for item in conf or []:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            typer.echo(f"pulsar-dissect pipeline: --conf takes KEY=VALUE, not {item!r}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+        spark_conf[key.strip()] = value.strip()
+    files, missing = expand(inputs)
+    if not files:
+        typer.echo(f"pulsar-dissect pipeline: no capture file in {_listing(inputs)}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    try:
+        from dissector.spark import job, summary_lines
+        import pyspark  # noqa: F401
+    except ImportError:
+        typer.echo("pulsar-dissect pipeline: needs PySpark and a Java runtime (pip install 'pulsar-dissect[spark]')",
+                   err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    try:
+        spark = job.session(master, spark_conf)
+    except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
+        typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    try:
+        summary = job.run(spark, inputs, str(out), options=options, partitions=partitions)
+    finally:
+        spark.stop()
+    if json_out:
+        json_writer(sys.stdout)(summary)
+    else:
+        for line in summary_lines(summary):
+            typer.echo(line)
+        typer.echo(f"tables written to {out}/ (frames, messages, exchanges, problems, files; summary.json)")
+    if strict and any(row["severity"] in ("error", "warning") for row in summary["problems"]):
+        raise typer.Exit(EXIT_PROBLEMS)
+
+
 @app.command("check")
 def check_cmd(
     captures: List[str] = typer.Argument(..., help="capture files, directories or glob patterns"),
@@ -895,7 +957,7 @@ def _readable(path: Path) -> bool:
     return True
 
 
-SUBCOMMANDS = {"dissect", "follow", "stats", "check", "live"}
+SUBCOMMANDS = {"dissect", "follow", "stats", "check", "live", "pipeline"}
 
 
 def _widen_stdout_pipe() -> None:

@@ -1,0 +1,33 @@
+"""``pulsar-dissect pipeline``: the same dissection on Apache Spark (PySpark), for many and huge captures.
+``job.run`` is the job (tasks.py: what the executors run; tables.py: the Parquet tables and the summary);
+``summary_lines`` renders its summary for a terminal. Importing this package needs no Spark: ``job`` imports
+pyspark when it runs."""
+from __future__ import annotations
+
+from dissector.output.text import safe
+
+
+def summary_lines(summary: dict) -> list[str]:
+    """The summary as plain lines (wire strings escaped)."""
+    files = summary["files"]
+    lines = [f"files {files['files']:,} ({files['bytes'] or 0:,} bytes, {files['packets']:,} packets)"
+             + (f", {files['unreadable']:,} unreadable" if files["unreadable"] else "")
+             + (f", {files['truncated']:,} truncated" if files["truncated"] else ""),
+             f"frames {summary['frames']:,} on {summary['connections']:,} connection(s), "
+             f"messages {summary['messages']:,}"]
+    for item in summary.get("missing_inputs", []):
+        lines.append(f"  {safe(item)}: no such file, directory or match")
+    for problem in summary.get("file_problems", []):
+        lines.append(f"  {safe(problem['path'])}: {safe(problem['id'])}: {safe(problem['message'])}")
+    if summary["types"]:
+        lines.append("types " + ", ".join(f"{safe(t)} {n:,}" for t, n in summary["types"].items()))
+    for topic in summary["topics"]:
+        lines.append(f"topic {safe(topic['topic'])} ({topic['protocol']}): sent {topic['messages_sent']:,} "
+                     f"({topic['bytes_sent'] or 0:,} B), received {topic['messages_received']:,} "
+                     f"({topic['bytes_received'] or 0:,} B)")
+    for row in summary["latency_ms"]:
+        lines.append(f"latency {safe(row['request_type'])} ({row['protocol']}): n={row['count']:,} p50={row['p50']} "
+                     f"p90={row['p90']} p99={row['p99']} max={row['max']} ms")
+    for row in summary["problems"]:
+        lines.append(f"problem {safe(row['id'])} ({safe(row['severity'])}): {row['count']:,}")
+    return lines

@@ -22,12 +22,15 @@ import sys
 
 from dissector.options import Options
 from dissector.spark import tasks
-from dissector.spark.inputs import expand
+from dissector.capture.inputs import expand
 
 PACKETS_DDL = ("kind string, file_no int, number long, time double, linktype long, orig_len long, data binary, "
                "flow string, note_id string, note string, size long")
 NUMBERS_DDL = "kind string, p long, frames long, opened long"
 RECORDS_DDL = "kind string, p long, json string"
+
+#: The driver's heap in local mode (``--conf spark.driver.memory=...`` overrides it).
+LOCAL_DRIVER_MEMORY = "3g"
 
 #: Arrow batches handed to a task: small, as a packet row may hold 64 KiB.
 ARROW_BATCH_ROWS = 2048
@@ -45,7 +48,10 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
                .config("spark.sql.shuffle.partitions", "8")
                .config("spark.ui.showConsoleProgress", "false"))
     if master.startswith("local"):
-        builder = builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+        # local mode's executors live in the driver's JVM: its default 1 GiB heap is too little to write
+        # the tables of a large capture
+        builder = (builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.memory", LOCAL_DRIVER_MEMORY))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -30,6 +30,9 @@ MESSAGE_SCHEMA = (
 )
 EVENT_SCHEMA = "type string, time double, packet long, message string, severity string, conn long"
 
+#: The files whose reading went wrong that the summary lists by name (all are in `problems`).
+FILE_PROBLEMS_LISTED = 100
+
 #: The tables, in the order they are written.
 TABLES = ("frames", "messages", "exchanges", "problems", "files")
 
@@ -98,6 +101,7 @@ def write(spark, records, files, notes, missing: list[str], out: str) -> dict:
         .write.mode("overwrite").parquet(os.path.join(out, "files"))
 
     summary = summarize(spark, out)
+    summary["missing_inputs"] = missing
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=False)
     return summary
@@ -152,8 +156,12 @@ def summarize(spark, out: str) -> dict:
     latency_rows = [{"protocol": r["protocol"], "request_type": r["request_type"], "count": r["count"],
                      "p50": r["p"][0], "p90": r["p"][1], "p99": r["p"][2], "max": r["max"],
                      "mean": round(r["mean"], 3)} for r in rows(latency)]
+    file_problems = rows(files.filter("ended_id is not null").orderBy("order")
+                         .select("path", F.col("ended_id").alias("id"), F.col("ended").alias("message"))
+                         .limit(FILE_PROBLEMS_LISTED))
     return {
         "files": file_figures.asDict(),
+        "file_problems": file_problems,
         "frames": overall["frames"],
         "connections": overall["connections"],
         "first_time": overall["first_time"],

@@ -1,0 +1,285 @@
+"""`pulsar-dissect pipeline` on Apache Spark (local mode, and a standalone master started here): its tables
+equal what the CLI decodes of the same captures, a capture cut into rotated pieces gives what the whole gives,
+and bad input becomes rows in `problems`, never a failed job.
+
+The expectations are the CLI's own output for the same files (the pipeline must be the same decoder, so the
+CLI is the reference), read through `dissector.run.analysed_json_lines`, and the input files themselves (their
+packet counts, as the capture reader reads them)."""
+from __future__ import annotations
+
+import glob
+import gzip
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ORACLE_MISSING
+from dissector.capture.files import open_capture
+from dissector.capture.writer import PcapWriter
+from dissector.run import analysed_json_lines
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = ROOT / "captures"
+CLI = [sys.executable, "-m", "dissector.cli.main"]
+
+pq = pytest.importorskip("pyarrow.parquet", reason=ORACLE_MISSING + "pyarrow (pip install 'pulsar-dissect[spark]')")
+
+
+def _java_ok() -> bool:
+    try:
+        return subprocess.run(["java", "-version"], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.fixture(scope="module")
+def spark():
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        pytest.skip(ORACLE_MISSING + "pyspark (pip install 'pulsar-dissect[spark]')")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime (apt-get install default-jre-headless)")
+    from dissector.spark import job
+
+    session = job.session("local[2]")
+    yield session
+    session.stop()
+
+
+def _cli_records(path) -> tuple[list[str], list[dict]]:
+    """The CLI's frame lines (as written) and all its records, for one capture."""
+    lines, records = [], []
+    for item in analysed_json_lines(str(path)):
+        if type(item) is bytes:
+            for line in item.decode().splitlines():
+                lines.append(line)
+                records.append(json.loads(line))
+        else:
+            records.append(item)
+    return lines, records
+
+
+def _run(spark, inputs, out, partitions=3) -> dict:
+    from dissector.spark import job
+
+    return job.run(spark, [str(i) for i in inputs], str(out), partitions=partitions)
+
+
+def _table(out, name) -> dict:
+    return pq.read_table(os.path.join(out, name)).to_pydict()
+
+
+def _frame_lines(out) -> list[str]:
+    frames = _table(out, "frames")
+    assert len(set(frames["index"])) == len(frames["index"]), "a frame index twice"
+    return [line for _, line in sorted(zip(frames["index"], frames["json"]))]
+
+
+# the corpus captures that cover what differs: batches, chunks in a gzipped file, many connections,
+# shared subscriptions, failover, and TubeMQ
+PARITY = ["02_batching_props_keys.pcap", "04_chunking.pcap.gz", "11_errors.pcap", "09_shared.pcap",
+          "09_failover.pcap", "tubemq/tubemq_consumer_broker.pcap", "tubemq/tubemq_producer_broker.pcap"]
+
+
+@pytest.mark.parametrize("name", PARITY)
+def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
+    path = CAPTURES / name
+    assert path.exists(), path
+    summary = _run(spark, [path], tmp_path)
+    want_lines, want = _cli_records(path)
+    assert want_lines, "the CLI found frames"
+    assert _frame_lines(tmp_path) == want_lines
+
+    # messages: each frame record's messages, in order, expanded here from the CLI's records
+    frames = [r for r in want if "index" in r]
+    expected = sorted((r["index"], pos, m.get("payload_sha256"), m.get("payload_size"), json.dumps(m.get("message_id"), sort_keys=True),
+                       json.dumps(m.get("properties") or {}, sort_keys=True))
+                      for r in frames for pos, m in enumerate(r.get("messages") or []))
+    got = _table(tmp_path, "messages")
+    rows = sorted((f, pos, sha, size, json.dumps(json.loads(mid) if mid is not None else None, sort_keys=True),
+                   json.dumps(props or {}, sort_keys=True))
+                  for f, pos, sha, size, mid, props in zip(got["frame"], got["position"], got["payload_sha256"],
+                                                           got["payload_size"], got["message_id"], [
+                                                               dict(p) if p is not None else None for p in got["properties"]]))
+    assert rows == expected
+    assert summary["messages"] == len(expected)
+    assert summary["frames"] == len(frames)
+
+    # exchanges: every record that answers a request, with its latency
+    want_pairs = sorted((r["answers"], r["index"], r.get("request_type"), r.get("latency_ms"))
+                        for r in frames if r.get("answers") is not None)
+    ex = _table(tmp_path, "exchanges")
+    assert sorted(zip(ex["request_frame"], ex["response_frame"], ex["request_type"], ex["latency_ms"])) == want_pairs
+    by_index = {r["index"]: r for r in frames}
+    for request, request_time in zip(ex["request_frame"], ex["request_time"]):
+        assert request_time == by_index[request]["time"]
+
+    # problems: every finding of every frame, by id and frame
+    want_found = sorted((e["id"], r["index"]) for r in frames for e in r.get("expert") or [])
+    problems = _table(tmp_path, "problems")
+    got_found = sorted((i, f) for i, f in zip(problems["id"], problems["frame"]) if f is not None)
+    assert got_found == want_found
+    # and the events of a severity worse than a note
+    want_events = sorted(r["type"] for r in want if "index" not in r and r.get("severity") in ("warning", "error"))
+    got_events = sorted(i for i, f, file in zip(problems["id"], problems["frame"], problems["file"])
+                        if f is None and file is None)
+    assert got_events == want_events
+
+
+def _split(path, out_dir: Path, cuts: list[int]) -> list[Path]:
+    """The capture cut before the packets numbered in ``cuts``, one pcap per piece (as tcpdump -C does)."""
+    pieces, writer, number = [], None, 0
+    with open_capture(str(path)) as reader:
+        for packet in reader:
+            number += 1
+            if writer is None or number in cuts:
+                if writer is not None:
+                    writer.close()
+                pieces.append(out_dir / f"rotated.pcap{len(pieces) or ''}")
+                writer = PcapWriter(pieces[-1], packet.linktype)
+            writer.write(packet)
+    writer.close()
+    return pieces
+
+
+def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path):
+    path = CAPTURES / "11_errors.pcap"  # 14 connections: the cuts fall inside several of them
+    pieces_dir = tmp_path / "pieces"
+    pieces_dir.mkdir()
+    pieces = _split(path, pieces_dir, [40, 41, 120, 200])
+    assert len(pieces) == 5
+    want_lines, _ = _cli_records(path)
+    # named in a shuffled order, and as a directory: the files are put in time order
+    _run(spark, [pieces[3], pieces[0], pieces[4], pieces[2], pieces[1]], tmp_path / "a")
+    assert _frame_lines(tmp_path / "a") == want_lines
+    _run(spark, [pieces_dir], tmp_path / "b", partitions=1)
+    assert _frame_lines(tmp_path / "b") == want_lines
+    files = _table(tmp_path / "b", "files")
+    assert sorted(files["order"]) == [1, 2, 3, 4, 5]
+    assert sum(files["packets"]) == 239 == sum(1 for _ in open_capture(str(path)))
+    ordered = [p for _, p in sorted(zip(files["order"], files["path"]))]
+    assert [Path(p).name for p in ordered] == [p.name for p in pieces]
+
+
+def test_bad_input_is_rows_not_a_failed_job(spark, tmp_path):
+    good = CAPTURES / "09_shared.pcap"
+    data = (CAPTURES / "09_failover.pcap").read_bytes()  # recorded at another time: other connections
+    truncated = tmp_path / "truncated.pcap"
+    truncated.write_bytes(data[: len(data) // 2 + 7])  # cut inside a record
+    garbage = tmp_path / "garbage.pcap"
+    garbage.write_bytes(b"this is not a capture file at all" * 10)
+    empty_gz = tmp_path / "empty.pcap.gz"
+    with gzip.open(empty_gz, "wb"):
+        pass
+    summary = _run(spark, [good, truncated, garbage, empty_gz, tmp_path / "missing.pcap"], tmp_path / "out")
+    problems = _table(tmp_path / "out", "problems")
+    by_file = {}
+    for pid, file in zip(problems["id"], problems["file"]):
+        if file is not None:
+            by_file.setdefault(os.path.basename(file), set()).add(pid)
+    assert by_file["truncated.pcap"] == {"capture.truncated"}
+    assert by_file["garbage.pcap"] == {"capture.unreadable"}
+    assert by_file["empty.pcap.gz"] == {"capture.unreadable"}
+    assert by_file["missing.pcap"] == {"capture.unreadable"}
+    assert summary["files"]["unreadable"] == 2 and summary["files"]["truncated"] == 1
+    assert summary["missing_inputs"] == [str(tmp_path / "missing.pcap")]
+    assert {os.path.basename(p["path"]) for p in summary["file_problems"]} == {"truncated.pcap", "garbage.pcap", "empty.pcap.gz"}
+    # the good file's frames are all there, and those of the truncated one's first half
+    frames = _table(tmp_path / "out", "frames")
+    assert summary["frames"] == len(frames["index"]) == len(_cli_records(good)[0]) + len(_cli_records(truncated)[0])
+
+
+def test_the_command_line(tmp_path):
+    pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime")
+    out = tmp_path / "out"
+    done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "02_batching_props_keys.pcap"), "--out", str(out),
+                                 "--master", "local[1]", "--json", "--conf", "spark.sql.shuffle.partitions=2"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    assert summary == json.loads((out / "summary.json").read_text())
+    _, records = _cli_records(CAPTURES / "02_batching_props_keys.pcap")
+    frames = [r for r in records if "index" in r]
+    assert summary["frames"] == len(frames)
+    sent = sum(len(r.get("messages") or []) for r in frames if r["type"] == "SEND")
+    assert [t["messages_sent"] for t in summary["topics"]] == [sent]
+    for name in ("frames", "messages", "exchanges", "problems", "files"):
+        assert (out / name).is_dir()
+    bad = subprocess.run(CLI + ["pipeline", str(tmp_path / "nothing-*.pcap"), "--out", str(out)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+    bad = subprocess.run(CLI + ["pipeline", str(CAPTURES / "09_shared.pcap"), "--out", str(out), "--conf", "novalue"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, seconds: float) -> bool:
+    end = time.time() + seconds
+    while time.time() < end:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.5)
+    return False
+
+
+def test_a_standalone_master(tmp_path):
+    """`--master spark://`: a standalone master and worker from the pyspark package, on 127.0.0.1."""
+    try:
+        import pyspark
+    except ImportError:
+        pytest.skip(ORACLE_MISSING + "pyspark")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime")
+    spark_class = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
+    master_port, worker_port = _free_port(), _free_port()
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               SPARK_HOME=os.path.dirname(pyspark.__file__))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                               str(master_port), "--webui-port", str(_free_port())], env=env,
+                              stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT)
+    worker = None
+    try:
+        assert _wait_port(master_port, 120), (logs / "master.log").read_text()[-3000:]
+        url = f"spark://127.0.0.1:{master_port}"
+        worker = subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+                                   "--port", str(worker_port), "--webui-port", str(_free_port()), "--cores", "2",
+                                   "--memory", "2g"], env=env,
+                                  stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT)
+        assert _wait_port(worker_port, 120), (logs / "worker.log").read_text()[-3000:]
+        out = tmp_path / "out"
+        done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "11_errors.pcap"), "--out", str(out), "--master", url,
+                                     "--json", "--conf", "spark.executor.memory=1g"],
+                              capture_output=True, text=True, timeout=900, env=env)
+        assert done.returncode == 0, done.stderr[-3000:] + (logs / "worker.log").read_text()[-2000:]
+        assert _frame_lines(out) == _cli_records(CAPTURES / "11_errors.pcap")[0]
+        # the tasks ran on the worker's executor, not in the driver
+        assert glob.glob(str(logs / "worker.log")) and "Launching executor" in (logs / "worker.log").read_text() \
+            or "Asked to launch executor" in (logs / "worker.log").read_text()
+    finally:
+        for process in (worker, master):
+            if process is not None:
+                process.terminate()
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
