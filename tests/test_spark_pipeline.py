@@ -150,7 +150,7 @@ def _split(path, out_dir: Path, cuts: list[int]) -> list[Path]:
     return pieces
 
 
-def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path):
+def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path, monkeypatch):
     path = CAPTURES / "11_errors.pcap"  # 14 connections: the cuts fall inside several of them
     pieces_dir = tmp_path / "pieces"
     pieces_dir.mkdir()
@@ -160,6 +160,10 @@ def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path):
     # named in a shuffled order, and as a directory: the files are put in time order
     _run(spark, [pieces[3], pieces[0], pieces[4], pieces[2], pieces[1]], tmp_path / "a")
     assert _frame_lines(tmp_path / "a") == want_lines
+    # one partition, and the numbers joined by a shuffle rather than by broadcast (as for a huge input)
+    from dissector.spark import job
+
+    monkeypatch.setattr(job, "BROADCAST_NUMBERS", 0)
     _run(spark, [pieces_dir], tmp_path / "b", partitions=1)
     assert _frame_lines(tmp_path / "b") == want_lines
     files = _table(tmp_path / "b", "files")

@@ -6,11 +6,11 @@ The stages (docs/SPARK.md says why this shape):
    connection (both endpoints); files are put in time order and a packet's number in the whole input is its
    file's offset plus its number in the file.
 2. repartition by connection, sort each partition by packet number: a connection that spans several rotated
-   files is whole and in order in one partition.
+   files is whole and in order in one partition. The partitions are kept (on disk) for both passes.
 3. count (``tasks.count_numbers``): per partition, the frames each packet completes and the connections it
    opens, then in Spark SQL the numbers a run over the whole input would give them (a running sum).
-4. decode (``tasks.decode``): per partition, the CLI's pipeline and analysis with those numbers, giving each
-   frame's ``--json`` record.
+4. decode (``tasks.decode``): the numbers joined to the kept partitions, then per partition the CLI's
+   pipeline and analysis with those numbers, giving each frame's ``--json`` record.
 5. tables (``tables.py``): frames, messages, exchanges and problems from the records, in Spark SQL, written
    as Parquet; the summary computed from them is the only thing collected.
 """
@@ -29,6 +29,9 @@ PACKETS_DDL = ("kind string, file_no int, number long, time double, linktype lon
 NUMBERS_DDL = "kind string, p long, frames long, opened long"
 RECORDS_DDL = "kind string, p long, json string"
 
+#: The most packet numbers joined to the packets by broadcast (32 bytes each) rather than by a shuffle.
+BROADCAST_NUMBERS = 4_000_000
+
 #: The driver's heap in local mode (``--conf spark.driver.memory=...`` overrides it).
 LOCAL_DRIVER_MEMORY = "3g"
 
@@ -41,8 +44,13 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     compiled core must be installed where they run: docs/SPARK.md)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no lookup of this host's name
     from pyspark.sql import SparkSession
 
+    conf = dict(conf or {})
+    conf.setdefault("spark.driver.extraJavaOptions",
+                    "-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties"))
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
                .config("spark.sql.shuffle.partitions", "8")
@@ -52,7 +60,7 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
         # the tables of a large capture
         builder = (builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.memory", LOCAL_DRIVER_MEMORY))
-    for key, value in (conf or {}).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -94,11 +102,11 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
                .join(F.broadcast(files_df.select("file_no", "offset")), "file_no")
                .select((F.col("offset") + F.col("number")).alias("p"), "time", "linktype", "orig_len", "data", "flow"))
 
-    def by_connection(frame):
-        return frame.repartition(partitions, "flow").sortWithinPartitions("p")
+    # every packet of a connection in one partition, in capture order; kept for both passes
+    keyed = packets.repartition(partitions, "flow").sortWithinPartitions("p").persist(StorageLevel.DISK_ONLY)
 
     # 3. count, then number as the whole input would
-    counted = by_connection(packets).mapInArrow(functools.partial(tasks.count_numbers, options=options), NUMBERS_DDL)
+    counted = keyed.mapInArrow(functools.partial(tasks.count_numbers, options=options), NUMBERS_DDL)
     counted = counted.persist(StorageLevel.MEMORY_AND_DISK)
     by_packet = Window.orderBy("p")
     numbered = (counted.filter("kind = 'packet'")
@@ -115,16 +123,22 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
                   by_conn.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
               .select("p", "finish_base"))
     numbers = (numbered.select("p", "frames_before", "conn_id")
-               .join(finish, "p", "left"))
+               .join(finish, "p", "left")
+               .persist(StorageLevel.MEMORY_AND_DISK))
 
-    # 4. decode with those numbers
-    to_decode = by_connection(packets.join(numbers, "p", "left"))
+    # 4. decode with those numbers (a row per packet that makes a frame or opens a connection): joined by
+    # broadcast while they are few enough, so the partitions stay as they were, else by a shuffle; each
+    # partition sorted again by packet
+    if numbers.count() <= BROADCAST_NUMBERS:
+        to_decode = keyed.join(F.broadcast(numbers), "p", "left").sortWithinPartitions("p")
+    else:
+        to_decode = keyed.join(numbers, "p", "left").repartition(partitions, "flow").sortWithinPartitions("p")
     records = to_decode.mapInArrow(functools.partial(tasks.decode, options=options), RECORDS_DDL)
     records = records.persist(StorageLevel.DISK_ONLY)
 
     # 5. the tables and the summary
     notes = read.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
     summary = tables.write(spark, records, files_df, notes, missing, out)
-    for frame in (records, counted, files_df, read):
+    for frame in (records, numbers, counted, keyed, files_df, read):
         frame.unpersist()
     return summary

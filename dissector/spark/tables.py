@@ -54,8 +54,9 @@ def write(spark, records, files, notes, missing: list[str], out: str) -> dict:
     frames.write.mode("overwrite").parquet(os.path.join(out, "frames"))
     frames = spark.read.parquet(os.path.join(out, "frames"))
 
-    items = F.from_json(F.get_json_object("json", "$.messages"), "array<string>")
-    messages = (frames.select("protocol", F.col("index").alias("frame"), "conn", "time", "type", "direction",
+    # each message's text in one parse of its frame's record, then its fields from that text
+    items = F.from_json("json", "struct<messages: array<string>>").getField("messages")
+    messages = (frames.filter(F.col("json").contains('"messages":[')).select("protocol", F.col("index").alias("frame"), "conn", "time", "type", "direction",
                               "topic", "producer_name", "producer_id", "consumer_id", "subscription",
                               F.posexplode(items).alias("position", "message"))
                 .select("*", F.from_json("message", MESSAGE_SCHEMA).alias("m"))

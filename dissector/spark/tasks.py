@@ -68,12 +68,6 @@ def _ports(options: Options) -> set[int] | None:
     return ports
 
 
-def _flow(segment) -> tuple[str, int, int]:
-    src = f"{segment[2]}|{segment[3]}"
-    dst = f"{segment[4]}|{segment[5]}"
-    return (f"{src}>{dst}" if src < dst else f"{dst}>{src}"), segment[3], segment[5]
-
-
 class _Rows:
     """Columns gathered row by row, given out as record batches."""
 
@@ -102,18 +96,32 @@ class _Rows:
 
 def read_files(batches, options: Options):
     """Rows (``PACKETS``) of the files named by ``batches`` (columns ``file_no``, ``path``)."""
-    import pulsar_dissect_core as core
-
     ports = _ports(options)
-    rows = _Rows(PACKETS)
     for batch in batches:
         for file_no, path in zip(batch.column("file_no").to_pylist(), batch.column("path").to_pylist()):
-            yield from _read_file(core, file_no, path, ports, rows)
-    if rows.rows:
-        yield rows.batch()
+            yield from _read_file(file_no, path, ports)
 
 
-def _read_file(core, file_no: int, path: str, ports, rows: _Rows):
+def _packet_batch(file_no: int, columns: list[bytes], rows: int) -> pa.RecordBatch:
+    """The core's columns (``CaptureReader.tcp_columns``) as a batch of packet rows, without a Python object
+    per packet."""
+    numbers, times, linktypes, orig_lens, data_offsets, data, flow_offsets, flows = (pa.py_buffer(c) for c in columns)
+    nulls = pa.nulls(rows, pa.string())
+    return pa.RecordBatch.from_arrays([
+        pa.array(["packet"] * rows, pa.string()),
+        pa.array([file_no] * rows, pa.int32()),
+        pa.Array.from_buffers(pa.int64(), rows, [None, numbers]),
+        pa.Array.from_buffers(pa.float64(), rows, [None, times]),
+        pa.Array.from_buffers(pa.int64(), rows, [None, linktypes]),
+        pa.Array.from_buffers(pa.int64(), rows, [None, orig_lens]),
+        pa.Array.from_buffers(pa.binary(), rows, [None, data_offsets, data]),
+        pa.Array.from_buffers(pa.string(), rows, [None, flow_offsets, flows]),
+        nulls, nulls, pa.nulls(rows, pa.int64()),
+    ], schema=PACKETS)
+
+
+def _read_file(file_no: int, path: str, ports):
+    rows = _Rows(PACKETS)
     size = None
     try:
         size = os.path.getsize(path)
@@ -123,23 +131,14 @@ def _read_file(core, file_no: int, path: str, ports, rows: _Rows):
         yield rows.batch()
         return
     count, first_time, ended = 0, None, None
-    segment_of = core.tcp_segment
     with reader:
         try:
-            for packet in reader:
-                count += 1
-                if first_time is None:
-                    first_time = packet.timestamp
-                segment = segment_of(packet.index, packet.timestamp, packet.linktype, packet.data, packet.orig_len)
-                if segment is None:
-                    continue
-                flow, sport, dport = _flow(segment)
-                if ports is not None and sport not in ports and dport not in ports:
-                    continue
-                rows.add(kind="packet", file_no=file_no, number=packet.index, time=packet.timestamp,
-                         linktype=packet.linktype, orig_len=packet.orig_len, data=packet.data, flow=flow)
-                if rows.full():
-                    yield rows.batch()
+            while (got := reader._core.tcp_columns(BATCH_ROWS, BATCH_BYTES, ports)) is not None:
+                columns, tcp_rows, read, first = got
+                count += read
+                first_time = first if first_time is None else first_time
+                if tcp_rows:
+                    yield _packet_batch(file_no, columns, tcp_rows)
         except (CaptureError, OSError) as exc:  # a read error after the header: what came before stands
             ended = f"capture file unreadable after {count} packets: {exc}"
         ended = ended or reader.truncated

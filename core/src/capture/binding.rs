@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use pyo3::exceptions::{PyEOFError, PyException, PyOSError};
 use pyo3::prelude::*;
+use crate::transport::net::endpoint_text;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::source::{FileSource, Foreign, Source, SourceError};
@@ -145,6 +146,43 @@ pub struct PyCaptureReader {
     ended: bool,
 }
 
+/// Columns of TCP packets (`PyCaptureReader::tcp_columns`), in the layout of Arrow's arrays.
+#[derive(Default)]
+struct TcpColumns {
+    rows: usize,
+    numbers: Vec<u8>,
+    times: Vec<u8>,
+    linktypes: Vec<u8>,
+    orig_lens: Vec<u8>,
+    data_offsets: Vec<u8>,
+    data: Vec<u8>,
+    flow_offsets: Vec<u8>,
+    flows: Vec<u8>,
+}
+
+impl TcpColumns {
+    fn push(&mut self, number: i64, time: f64, linktype: i64, orig_len: i64, data: &[u8], flow: &str) {
+        if self.rows == 0 {
+            self.data_offsets.extend_from_slice(&0i32.to_le_bytes());
+            self.flow_offsets.extend_from_slice(&0i32.to_le_bytes());
+        }
+        self.rows += 1;
+        self.numbers.extend_from_slice(&number.to_le_bytes());
+        self.times.extend_from_slice(&time.to_le_bytes());
+        self.linktypes.extend_from_slice(&linktype.to_le_bytes());
+        self.orig_lens.extend_from_slice(&orig_len.to_le_bytes());
+        self.data.extend_from_slice(data);
+        self.data_offsets.extend_from_slice(&(self.data.len() as i32).to_le_bytes());
+        self.flows.extend_from_slice(flow.as_bytes());
+        self.flow_offsets.extend_from_slice(&(self.flows.len() as i32).to_le_bytes());
+    }
+
+    fn into_py(self, py: Python<'_>) -> Vec<Bound<'_, PyBytes>> {
+        [self.numbers, self.times, self.linktypes, self.orig_lens, self.data_offsets, self.data, self.flow_offsets, self.flows]
+            .iter().map(|column| PyBytes::new(py, column)).collect()
+    }
+}
+
 impl PyCaptureReader {
     fn started(py: Python<'_>, source: Box<dyn Source>, name: &str, packet_class: Py<PyAny>) -> PyResult<Self> {
         let reader = Reader::start(source, name, error_text).map_err(|e| start_error(py, name, e))?;
@@ -186,6 +224,38 @@ impl PyCaptureReader {
         let data = PyBytes::new(py, self.reader.data(&packet));
         let args = (packet.index, packet.timestamp, packet.linktype, data, packet.orig_len);
         Ok(Some(self.packet_class.bind(py).call1(args)?))
+    }
+
+    /// The next TCP packets on `ports` (any port when None), as columns for an Arrow batch (the pipeline's
+    /// read tasks, `dissector/spark/tasks.py`): at most `max_rows` of them, or packets of `max_bytes`. Returns
+    /// None at the end, else (numbers, times, link types, original lengths: little-endian int64 / float64
+    /// buffers; the data: int32 offsets and the bytes; the connections' keys, both endpoints in order:
+    /// int32 offsets and the text; rows; packets read, TCP or not; the time of the first packet read).
+    #[allow(clippy::type_complexity)]
+    fn tcp_columns<'py>(&mut self, py: Python<'py>, max_rows: usize, max_bytes: usize, ports: Option<std::collections::HashSet<u16>>)
+                        -> PyResult<Option<(Vec<Bound<'py, PyBytes>>, usize, u64, Option<f64>)>> {
+        let mut columns = TcpColumns::default();
+        let (mut read, mut first_time) = (0u64, None);
+        while columns.rows < max_rows && columns.data.len() < max_bytes {
+            let Some(packet) = self.reader.next_packet().map_err(|raised| python_error(raised.0))? else { break };
+            read += 1;
+            first_time.get_or_insert(packet.timestamp);
+            let linktype = u32::try_from(packet.linktype).unwrap_or(u32::MAX);
+            let orig_len = usize::try_from(packet.orig_len).unwrap_or(usize::MAX);
+            let data = self.reader.data(&packet);
+            let Some(segment) = crate::transport::net::tcp_segment(packet.index as i64, packet.timestamp, linktype, data, orig_len) else { continue };
+            if ports.as_ref().is_some_and(|p| !p.contains(&segment.src_port) && !p.contains(&segment.dst_port)) {
+                continue;
+            }
+            let (a, b) = (endpoint_text(&segment.src, segment.src_port), endpoint_text(&segment.dst, segment.dst_port));
+            let flow = if a < b { format!("{a}>{b}") } else { format!("{b}>{a}") };
+            columns.push(packet.index as i64, packet.timestamp, packet.linktype, packet.orig_len as i64, data, &flow);
+        }
+        if read == 0 {
+            return Ok(None);
+        }
+        let rows = columns.rows;
+        Ok(Some((columns.into_py(py), rows, read, first_time)))
     }
 
     /// Stop reading; a file opened here is closed.
