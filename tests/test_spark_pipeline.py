@@ -108,7 +108,7 @@ def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
                    json.dumps(props or {}, sort_keys=True))
                   for f, pos, sha, size, mid, props in zip(got["frame"], got["position"], got["payload_sha256"],
                                                            got["payload_size"], got["message_id"], [
-                                                               dict(p) if p is not None else None for p in got["properties"]]))
+                                                               json.loads(p) if p is not None else None for p in got["properties"]]))
     assert rows == expected
     assert summary["messages"] == len(expected)
     assert summary["frames"] == len(frames)

@@ -275,6 +275,8 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tubemq_methods, m)?)?;
     m.add_function(wrap_pyfunction!(decode_tubemq_frame, m)?)?;
     m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::columns::record_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::columns::table_columns, m)?)?;
     m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
     crate::capture::binding::register(m)?;
     crate::transport::binding::register(m)?;

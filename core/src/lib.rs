@@ -15,6 +15,7 @@ pub mod analysis;
 pub mod capture;
 pub mod codecs;
 mod binding;
+pub mod columns;
 mod frame;
 pub mod framing;
 pub mod model;

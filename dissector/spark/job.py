@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
 
 from dissector.options import Options
@@ -133,8 +134,15 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
         to_decode = keyed.join(F.broadcast(numbers), "p", "left").sortWithinPartitions("p")
     else:
         to_decode = keyed.join(numbers, "p", "left").repartition(partitions, "flow").sortWithinPartitions("p")
-    records = to_decode.mapInArrow(functools.partial(tasks.decode, options=options), RECORDS_DDL)
-    records = records.persist(StorageLevel.DISK_ONLY)
+    from dissector.spark.rows import write_empty
+
+    for table in ("frames", "messages"):
+        shutil.rmtree(os.path.join(out, table), ignore_errors=True)
+    write_empty(out)
+    records = to_decode.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out)),
+                                   RECORDS_DDL)
+    records = records.persist(StorageLevel.MEMORY_AND_DISK)
+    records.count()  # the tasks write the frames and messages now
 
     # 5. the tables and the summary
     notes = read.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")

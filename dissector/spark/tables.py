@@ -1,9 +1,6 @@
-"""The pipeline's tables, made in Spark SQL from the records (``--json``'s lines: docs/records.schema.json is
-their contract, so a column here is a key there), and the summary computed from the tables.
-
-- ``frames``: one row per frame: the contract's top-level keys as columns (objects such as ``command`` and
-  ``metadata`` as their JSON text), the topic and actor the frame is about, and ``json``, the whole record.
-- ``messages``: one row per application message (a batch's entries, a TubeMQ frame's messages).
+"""The pipeline's tables and the summary computed from them, in Spark SQL. ``frames`` and ``messages`` are
+written by the decoding tasks (``rows.py``: one row per frame, the contract's keys as columns and ``json`` the
+whole record; one row per application message); the others are made here from them:
 - ``exchanges``: one row per response that answers a request, with both frames and the latency.
 - ``problems``: every finding of a frame, every event with a severity, every note of reading a file.
 - ``files``: the input files, in the order they were read as one capture.
@@ -13,21 +10,6 @@ from __future__ import annotations
 import json
 import os
 
-FRAME_SCHEMA = (
-    "index long, protocol string, time double, conn long, src string, dst string, direction string, "
-    "packet long, first_packet long, type string, command string, size long, problems array<string>, "
-    "expert array<struct<id: string, severity: string, message: string>>, checksum string, metadata string, "
-    "broker_entry_metadata string, payload_size long, uncompressed_size long, encrypted boolean, marker string, "
-    "serial long, answers long, latency_ms double, request_type string, "
-    "producer struct<id: long, topic: string, name: string>, "
-    "consumer struct<id: long, topic: string, subscription: string, type: string, name: string>, "
-    "topic string, client_id string, group string"
-)
-MESSAGE_SCHEMA = (
-    "payload_size long, payload_sha256 string, message_id string, batch_index long, sequence_id long, "
-    "partition_key string, ordering_key string, properties map<string, string>, event_time long, "
-    "publish_time long"
-)
 EVENT_SCHEMA = "type string, time double, packet long, message string, severity string, conn long"
 
 #: The files whose reading went wrong that the summary lists by name (all are in `problems`).
@@ -41,31 +23,10 @@ def write(spark, records, files, notes, missing: list[str], out: str) -> dict:
     """Write the tables under ``out`` and ``out``/summary.json; returns the summary."""
     from pyspark.sql import functions as F
 
-    parsed = F.from_json("json", FRAME_SCHEMA)
-    frames = (records.filter("kind = 'frame'").select(parsed.alias("r"), "json")
-              .select("r.*", "json")
-              .withColumn("topic", F.coalesce("producer.topic", "consumer.topic", "topic",
-                                              F.get_json_object("command", "$.topic")))
-              .withColumn("producer_name", F.col("producer.name"))
-              .withColumn("producer_id", F.col("producer.id"))
-              .withColumn("consumer_id", F.col("consumer.id"))
-              .withColumn("subscription", F.col("consumer.subscription"))
-              .drop("producer", "consumer"))
-    frames.write.mode("overwrite").parquet(os.path.join(out, "frames"))
+    # the decoding tasks wrote these two (rows.py)
     frames = spark.read.parquet(os.path.join(out, "frames"))
 
-    # each message's text in one parse of its frame's record, then its fields from that text
-    items = F.from_json("json", "struct<messages: array<string>>").getField("messages")
-    messages = (frames.filter(F.col("json").contains('"messages":[')).select("protocol", F.col("index").alias("frame"), "conn", "time", "type", "direction",
-                              "topic", "producer_name", "producer_id", "consumer_id", "subscription",
-                              F.posexplode(items).alias("position", "message"))
-                .select("*", F.from_json("message", MESSAGE_SCHEMA).alias("m"))
-                .select("protocol", "frame", "position", "conn", "time", "type", "direction", "topic",
-                        "producer_name", "producer_id", "consumer_id", "subscription", "m.*",
-                        F.col("message").alias("json")))
-    messages.write.mode("overwrite").parquet(os.path.join(out, "messages"))
-
-    request = frames.select(F.col("conn").alias("q_conn"), F.col("index").alias("request_frame"),
+    request = frames.select(F.col("index").alias("request_frame"),
                             F.col("time").alias("request_time"), F.col("packet").alias("request_packet"))
     exchanges = (frames.filter("answers is not null")
                  .join(request, (F.col("answers") == F.col("request_frame")), "left")
@@ -75,8 +36,10 @@ def write(spark, records, files, notes, missing: list[str], out: str) -> dict:
                          "latency_ms", "topic"))
     exchanges.write.mode("overwrite").parquet(os.path.join(out, "exchanges"))
 
-    found = (frames.select("protocol", F.col("index").alias("frame"), "conn", "time", "packet", "type",
-                           F.explode("expert").alias("e"))
+    expert = F.from_json("expert", "array<struct<id: string, severity: string, message: string>>")
+    found = (frames.filter("expert is not null")
+             .select("protocol", F.col("index").alias("frame"), "conn", "time", "packet", "type",
+                     F.explode(expert).alias("e"))
              .select(F.col("e.id").alias("id"), F.col("e.severity").alias("severity"), F.col("e.message").alias("message"),
                      "protocol", "frame", "conn", "time", "packet", F.col("type").alias("frame_type"),
                      F.lit(None).cast("string").alias("file")))

@@ -11,7 +11,8 @@ batches. Each function is one stage of ``dissector/spark/job.py``:
   and at the end the frames the capture's end leaves per connection. From these the job numbers frames and
   connections as a run over the whole capture would.
 - ``decode``: the second pass, the full pipeline and analysis (``--json``'s records, written by the core)
-  with those numbers set before each packet, so a record is the CLI's line for that frame.
+  with those numbers set before each packet, so a record is the CLI's line for that frame; the task writes
+  the frames and messages tables itself (``rows.py``) and gives Spark only the events.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ NUMBERS = pa.schema([
 ])
 
 RECORDS = pa.schema([
-    ("kind", pa.string()),        # "frame" or "event"
+    ("kind", pa.string()),        # "event", or "written": what a task wrote (frames in p)
     ("p", pa.int64()),            # the packet that made it (ordering only)
     ("json", pa.string()),        # the record, as `pulsar-dissect --json` writes it
 ])
@@ -185,14 +186,20 @@ def count_numbers(batches, options: Options):
         yield rows.batch()
 
 
-def decode(batches, options: Options):
-    """Rows (``RECORDS``) of a partition's packets (sorted by ``p``, with the numbers the first pass gave:
-    ``frames_before``, ``conn_id`` where a connection opens, ``finish_base``: the frames numbered before what
-    the end of the input leaves on that connection): each frame's and event's record, as ``--json`` writes
-    it."""
+def decode(batches, options: Options, out: str):
+    """A partition's packets (sorted by ``p``, with the numbers the first pass gave: ``frames_before``,
+    ``conn_id`` where a connection opens, ``finish_base``: the frames numbered before what the end of the input
+    leaves on that connection) through the CLI's pipeline and analysis: each frame's record (as ``--json``
+    writes it) into this task's files of the frames and messages tables under ``out`` (``rows.py``); rows
+    (``RECORDS``) for the events' records, and one that counts what the task wrote."""
+    from pyspark import TaskContext
+
     from dissector.analysis.conversation import analysed_dissector
     from dissector.output.records import event_record
+    from dissector.spark.rows import FrameTables
 
+    context = TaskContext.get()
+    tables = FrameTables(out, context.partitionId() if context is not None else 0)
     stage = analysed_dissector(options, records="json")
     rows = _Rows(RECORDS)
     finish_bases = {}
@@ -200,11 +207,9 @@ def decode(batches, options: Options):
     def take(items, p):
         for item in items:
             if type(item) is bytes:
-                for line in item.split(b"\n")[:-1]:
-                    rows.add(kind="frame", p=p, json=line.decode())
+                tables.add(item)
             else:
-                record = event_record(item)
-                rows.add(kind="event", p=p, json=orjson.dumps(record, default=str).decode())
+                rows.add(kind="event", p=p, json=orjson.dumps(event_record(item), default=str).decode())
 
     for (p, time, linktype, data, orig_len), numbers in _packets(batches):
         frames_before, conn_id, finish_base = numbers
@@ -220,5 +225,6 @@ def decode(batches, options: Options):
     stage.hold_finish()
     take(stage.release(), None)
     take(stage.finish(), None)
-    if rows.rows:
-        yield rows.batch()
+    frames, messages = tables.close()
+    rows.add(kind="written", p=frames, json=orjson.dumps({"frames": frames, "messages": messages}).decode())
+    yield rows.batch()

@@ -1,0 +1,89 @@
+"""The ``frames`` and ``messages`` tables as the decoding tasks write them: each task turns its records (the
+CLI's ``--json`` lines, docs/records.schema.json) into Arrow columns — made by the core
+(``core/src/columns.rs``: no Python object per value) — and writes its own Parquet file of each table, so a
+gigabyte of records never passes through Spark's rows. Spark SQL reads these files back for the other tables
+and the summary (``tables.py``).
+
+A column is a key of the contract; an object or a list (``command``, ``metadata``, ``expert``, a message's
+``properties``...) is kept as its JSON text, and ``json`` is the whole record as the CLI writes it."""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pulsar_dissect_core as _core
+
+_TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "text": pa.large_string()}
+_FRAME_COLUMNS, _MESSAGE_COLUMNS = _core.table_columns()
+FRAMES = pa.schema([(name, _TYPES[kind]) for name, kind in _FRAME_COLUMNS])
+MESSAGES = pa.schema([(name, _TYPES[kind]) for name, kind in _MESSAGE_COLUMNS])
+
+#: Bytes of records turned into columns at once (and written as a row group).
+CHUNK_BYTES = 32 << 20
+
+
+def _table(schema: pa.Schema, rows: int, buffers) -> pa.Table:
+    arrays = []
+    for field, (valid, values, offsets) in zip(schema, buffers):
+        parts = [pa.py_buffer(valid)] + ([pa.py_buffer(offsets)] if offsets else []) + [pa.py_buffer(values)]
+        arrays.append(pa.Array.from_buffers(field.type, rows, parts))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+class _Writer:
+    def __init__(self, path: str, schema: pa.Schema):
+        self.path, self.schema, self.writer, self.rows = path, schema, None, 0
+
+    def write(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        if self.writer is None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self.writer = pq.ParquetWriter(self.path + ".tmp", self.schema, compression="snappy")
+        self.writer.write_table(table)
+        self.rows += table.num_rows
+
+    def close(self) -> int:
+        if self.writer is not None:
+            self.writer.close()
+            os.replace(self.path + ".tmp", self.path)  # a retried task's file replaces the first one whole
+        return self.rows
+
+
+class FrameTables:
+    """The frames and messages of one task, written under ``out``/frames and ``out``/messages as
+    part-``partition``.parquet."""
+
+    def __init__(self, out: str, partition: int):
+        name = f"part-{partition:05d}.parquet"
+        self.frames = _Writer(os.path.join(out, "frames", name), FRAMES)
+        self.messages = _Writer(os.path.join(out, "messages", name), MESSAGES)
+        self.pending: list[bytes] = []
+        self.size = 0
+
+    def add(self, lines: bytes) -> None:
+        """Records as the core writes them (JSON lines, each ending in a newline)."""
+        self.pending.append(lines)
+        self.size += len(lines)
+        if self.size >= CHUNK_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        (frame_rows, frames), (message_rows, messages) = _core.record_columns(b"".join(self.pending))
+        self.pending, self.size = [], 0
+        self.frames.write(_table(FRAMES, frame_rows, frames))
+        self.messages.write(_table(MESSAGES, message_rows, messages))
+
+    def close(self) -> tuple[int, int]:
+        self.flush()
+        return self.frames.close(), self.messages.close()
+
+
+def write_empty(out: str) -> None:
+    """An empty file of each table, so that a run without frames still has tables to read."""
+    for name, schema in (("frames", FRAMES), ("messages", MESSAGES)):
+        os.makedirs(os.path.join(out, name), exist_ok=True)
+        pq.write_table(schema.empty_table(), os.path.join(out, name, "part-empty.parquet"))
