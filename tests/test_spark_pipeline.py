@@ -287,3 +287,37 @@ def test_a_standalone_master(tmp_path):
                 except subprocess.TimeoutExpired:
                     process.kill()
         shutil.rmtree(tmp_path / "out", ignore_errors=True)
+
+
+def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
+    """The core's columns of records (`core/src/columns.rs`): a key of the wrong type is null in its column,
+    escaped strings are unescaped, objects keep the line's own text, messages are expanded."""
+    from dissector.spark.rows import FRAMES, MESSAGES, _table
+    import pulsar_dissect_core as core
+
+    lines = [
+        '{"index":1,"protocol":"pulsar","time":1.5,"conn":2,"src":"a\\u0007\\"b","type":"SEND","command":{"topic":"t1",'
+        '"x":[1,2]},"size":"big","problems":[],"expert":[{"id":"i","severity":"error","message":"m"}],'
+        '"encrypted":true,"producer":{"id":7,"topic":"persistent://t","name":"p"},'
+        '"messages":[{"payload_size":3,"message_id":{"ledger_id":1},"properties":{"k":"v"}},"not an object",'
+        '{"payload_size":18446744073709551615}]}',
+        '{"index":2,"time":"soon","answers":1,"latency_ms":0.25,"command":{"topic":"t2"},"encrypted":"yes",'
+        '"expert":[],"unknown":{"deep":[1,{"a":2}]}}',
+    ]
+    (frame_rows, frames), (message_rows, messages) = core.record_columns(("\n".join(lines) + "\n").encode())
+    f = _table(FRAMES, frame_rows, frames).to_pydict()
+    assert f["index"] == [1, 2] and f["time"] == [1.5, None] and f["size"] == [None, None]
+    assert f["src"] == ['a\x07"b', None] and f["conn"] == [2, None]
+    assert f["command"] == ['{"topic":"t1","x":[1,2]}', '{"topic":"t2"}']
+    assert f["topic"] == ["persistent://t", "t2"]  # the producer's, else the command's
+    assert f["expert"] == ['[{"id":"i","severity":"error","message":"m"}]', None]  # [] is no findings
+    assert f["encrypted"] == [True, None] and f["answers"] == [None, 1] and f["latency_ms"] == [None, 0.25]
+    assert f["producer_id"] == [7, None] and f["producer_name"] == ["p", None]
+    assert f["json"] == lines
+    m = _table(MESSAGES, message_rows, messages).to_pydict()
+    assert m["frame"] == [1, 1] and m["position"] == [0, 2]  # the element that is no object is skipped
+    assert m["payload_size"] == [3, None]  # beyond int64: null, not an error
+    assert m["message_id"] == ['{"ledger_id":1}', None] and m["properties"] == ['{"k":"v"}', None]
+    assert m["topic"] == ["persistent://t"] * 2 and m["json"][0] == '{"payload_size":3,"message_id":{"ledger_id":1},"properties":{"k":"v"}}'
+    with pytest.raises(ValueError):
+        core.record_columns(b"[1,2]\n")

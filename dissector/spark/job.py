@@ -103,8 +103,19 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
                .join(F.broadcast(files_df.select("file_no", "offset")), "file_no")
                .select((F.col("offset") + F.col("number")).alias("p"), "time", "linktype", "orig_len", "data", "flow"))
 
-    # every packet of a connection in one partition, in capture order; kept for both passes
-    keyed = packets.repartition(partitions, "flow").sortWithinPartitions("p").persist(StorageLevel.DISK_ONLY)
+    # every packet of a connection in one partition, in capture order; kept for both passes. The connections
+    # are dealt to the partitions largest first, round robin (hashing them would put two of a capture's few
+    # big connections in one partition as often as not): each gets a number whose hash partition is its turn
+    by_size = Window.orderBy(F.desc("bytes"), "flow")
+    turns = (packets.groupBy("flow").agg(F.sum(F.length("data")).alias("bytes"))
+             .withColumn("turn", (F.row_number().over(by_size) - 1) % partitions))
+    numbers_of_turns = (spark.range(0, partitions * 64)
+                        .withColumn("turn", F.expr(f"pmod(hash(id), {partitions})"))
+                        .groupBy("turn").agg(F.min("id").alias("slot")))
+    slots = turns.join(numbers_of_turns, "turn", "left").select("flow", "slot")
+    keyed = (packets.join(slots, "flow")
+             .withColumn("slot", F.coalesce("slot", F.abs(F.hash("flow")).cast("long")))
+             .repartition(partitions, "slot").sortWithinPartitions("p").persist(StorageLevel.DISK_ONLY))
 
     # 3. count, then number as the whole input would
     counted = keyed.mapInArrow(functools.partial(tasks.count_numbers, options=options), NUMBERS_DDL)
@@ -133,7 +144,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     if numbers.count() <= BROADCAST_NUMBERS:
         to_decode = keyed.join(F.broadcast(numbers), "p", "left").sortWithinPartitions("p")
     else:
-        to_decode = keyed.join(numbers, "p", "left").repartition(partitions, "flow").sortWithinPartitions("p")
+        to_decode = keyed.join(numbers, "p", "left").repartition(partitions, "slot").sortWithinPartitions("p")
     from dissector.spark.rows import write_empty
 
     for table in ("frames", "messages"):
