@@ -448,6 +448,15 @@ def _filter(*shorthands, expression: str | None = None) -> FrameFilter:
         raise typer.Exit(EXIT_UNREADABLE)
 
 
+def _require(what: str, extra: str, *modules: str) -> None:
+    """Exit 2 with one line when a package of an optional extra is not installed."""
+    import importlib.util
+
+    if not all(importlib.util.find_spec(m) for m in modules):
+        typer.echo(f"pulsar-dissect {what} (pip install 'pulsar-dissect[{extra}]')", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+
+
 def _strict_exit(strict: bool, output: TimelineOutput) -> None:
     """--strict, in every command: exit 1 when a record shown has an error or a warning (notes do not count)."""
     if strict and output.problems:
@@ -678,13 +687,8 @@ def stats_cmd(
         render_stats(data, Console(no_color=no_color or plain, highlight=False,
                                    force_terminal=False if (no_color or plain) else None), plain=plain or None)
     if plot is not None:
-        try:
-            from dissector.output.plot import plot_latency
-            import matplotlib  # noqa: F401
-        except ImportError:
-            typer.echo("pulsar-dissect stats: --plot needs matplotlib (pip install 'pulsar-dissect[plot]')",
-                       err=True)
-            raise typer.Exit(EXIT_UNREADABLE)
+        _require("stats: --plot needs matplotlib", "plot", "matplotlib")
+        from dissector.output.plot import plot_latency
         try:
             plot_latency(stats.latency_samples, plot, title=f"{capture.name}: request latency over time",
                          origin=stats.origin, throughput=stats.throughput, width=stats.throughput_width)
@@ -858,13 +862,9 @@ def pipeline_cmd(
     if not files:
         typer.echo(f"pulsar-dissect pipeline: no capture file in {_listing(inputs)}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
-    try:
-        from dissector.spark import job, summary_lines
-        import pyspark  # noqa: F401
-    except ImportError:
-        typer.echo("pulsar-dissect pipeline: needs PySpark and a Java runtime (pip install 'pulsar-dissect[spark]')",
-                   err=True)
-        raise typer.Exit(EXIT_UNREADABLE)
+    _require("pipeline: needs PySpark (and a Java runtime)", "spark", "pyspark", "pyarrow")
+    from dissector.spark import job, summary_lines
+
     try:
         spark = job.session(master, spark_conf)
     except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
