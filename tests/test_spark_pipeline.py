@@ -321,3 +321,25 @@ def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
     assert m["topic"] == ["persistent://t"] * 2 and m["json"][0] == '{"payload_size":3,"message_id":{"ledger_id":1},"properties":{"k":"v"}}'
     with pytest.raises(ValueError):
         core.record_columns(b"[1,2]\n")
+
+
+def test_summary_lines_escape_wire_strings_and_fit_80_columns():
+    from dissector.spark import summary_lines
+
+    hostile = "t\x1b[31m\u202e[/x]\x07"
+    summary = {"files": {"files": 1, "bytes": 10, "packets": 2, "unreadable": 1, "truncated": 0},
+               "frames": 3, "connections": 1, "messages": 1, "missing_inputs": ["/x/\x1b]0;t\x07"],
+               "file_problems": [{"path": "/y\x1b[2J", "id": "capture.unreadable", "message": "bad\x9b"}],
+               "types": {f"TYPE_{i} {hostile}": i for i in range(30)},
+               "topics": [{"protocol": "pulsar", "topic": hostile, "messages_sent": 1, "bytes_sent": 2,
+                           "messages_received": 0, "bytes_received": 0}],
+               "latency_ms": [{"protocol": "pulsar", "request_type": hostile, "count": 1, "p50": 1, "p90": 1,
+                               "p99": 1, "max": 1}],
+               "problems": [{"id": hostile, "severity": "error", "count": 1}]}
+    lines = summary_lines(summary)
+    text = "\n".join(lines)
+    for bad in ("\x1b", "\x07", "\u202e", "\x9b", "\x00"):
+        assert bad not in text
+    types = [line for line in lines if line.startswith(("types ", "      "))]
+    assert len(types) > 3 and all(len(line) <= 80 or " " not in line.strip() for line in types)
+    assert sum(line.count("TYPE_") for line in types) == 30

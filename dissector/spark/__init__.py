@@ -4,11 +4,16 @@
 pyspark when it runs."""
 from __future__ import annotations
 
+import textwrap
+
 from dissector.output.text import safe
 
 
-def summary_lines(summary: dict) -> list[str]:
-    """The summary as plain lines (wire strings escaped)."""
+_KEEP = "\x00"  # a space the folding keeps (escaped text never holds a NUL)
+
+
+def summary_lines(summary: dict, width: int = 80) -> list[str]:
+    """The summary as plain lines (wire strings escaped); the list of types folded at ``width``."""
     files = summary["files"]
     lines = [f"files {files['files']:,} ({files['bytes'] or 0:,} bytes, {files['packets']:,} packets)"
              + (f", {files['unreadable']:,} unreadable" if files["unreadable"] else "")
@@ -19,8 +24,10 @@ def summary_lines(summary: dict) -> list[str]:
         lines.append(f"  {safe(item)}: no such file, directory or match")
     for problem in summary.get("file_problems", []):
         lines.append(f"  {safe(problem['path'])}: {safe(problem['id'])}: {safe(problem['message'])}")
-    if summary["types"]:
-        lines.append("types " + ", ".join(f"{safe(t)} {n:,}" for t, n in summary["types"].items()))
+    if summary["types"]:  # folded between types, as a terminal of 80 columns shows them
+        pairs = ", ".join(f"{safe(t).replace(' ', _KEEP)}{_KEEP}{n:,}" for t, n in summary["types"].items())
+        lines.extend(line.replace(_KEEP, " ") for line in textwrap.wrap(
+            pairs, width, initial_indent="types ", subsequent_indent="      ", break_on_hyphens=False))
     for topic in summary["topics"]:
         lines.append(f"topic {safe(topic['topic'])} ({topic['protocol']}): sent {topic['messages_sent']:,} "
                      f"({topic['bytes_sent'] or 0:,} B), received {topic['messages_received']:,} "

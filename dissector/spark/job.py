@@ -76,6 +76,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     from pyspark.sql import functions as F
 
     from dissector.spark import tables
+    from dissector.spark.rows import write_empty
 
     options = options or Options()
     files, missing = expand(inputs)
@@ -145,8 +146,6 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
         to_decode = keyed.join(F.broadcast(numbers), "p", "left").sortWithinPartitions("p")
     else:
         to_decode = keyed.join(numbers, "p", "left").repartition(partitions, "slot").sortWithinPartitions("p")
-    from dissector.spark.rows import write_empty
-
     for table in ("frames", "messages"):
         shutil.rmtree(os.path.join(out, table), ignore_errors=True)
     write_empty(out)
