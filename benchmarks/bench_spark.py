@@ -34,7 +34,7 @@ CLI = [str(Path(sys.executable).parent / "pulsar-dissect")]
 def cut(capture: Path, pieces: int, into: Path) -> list[Path]:
     """``capture`` as ``pieces`` rotated files of about equal packet counts (made once)."""
     from dissector.capture.files import open_capture
-    from dissector.capture.writer import PcapWriter
+    from dissector.capture.writer import write_rotated
 
     stamp = into / ".made-from"
     mark = f"{capture.resolve()} {capture.stat().st_size} {pieces}"
@@ -45,16 +45,7 @@ def cut(capture: Path, pieces: int, into: Path) -> list[Path]:
     with open_capture(str(capture)) as reader:
         total = sum(1 for _ in reader)
     per = -(-total // pieces)
-    files, writer = [], None
-    with open_capture(str(capture)) as reader:
-        for n, packet in enumerate(reader):
-            if n % per == 0:
-                if writer is not None:
-                    writer.close()
-                files.append(into / f"set.pcap{len(files) or ''}")
-                writer = PcapWriter(files[-1], packet.linktype)
-            writer.write(packet)
-    writer.close()
+    files = write_rotated(capture, into, "set.pcap", set(range(1, total + 1, per)))
     stamp.write_text(mark)
     return files
 

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import ORACLE_MISSING
 from dissector.capture.files import open_capture
-from dissector.capture.writer import PcapWriter
+from dissector.capture.writer import write_rotated
 from dissector.run import analysed_json_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,27 +134,11 @@ def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
     assert got_events == want_events
 
 
-def _split(path, out_dir: Path, cuts: list[int]) -> list[Path]:
-    """The capture cut before the packets numbered in ``cuts``, one pcap per piece (as tcpdump -C does)."""
-    pieces, writer, number = [], None, 0
-    with open_capture(str(path)) as reader:
-        for packet in reader:
-            number += 1
-            if writer is None or number in cuts:
-                if writer is not None:
-                    writer.close()
-                pieces.append(out_dir / f"rotated.pcap{len(pieces) or ''}")
-                writer = PcapWriter(pieces[-1], packet.linktype)
-            writer.write(packet)
-    writer.close()
-    return pieces
-
-
 def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path, monkeypatch):
     path = CAPTURES / "11_errors.pcap"  # 14 connections: the cuts fall inside several of them
     pieces_dir = tmp_path / "pieces"
     pieces_dir.mkdir()
-    pieces = _split(path, pieces_dir, [40, 41, 120, 200])
+    pieces = write_rotated(path, pieces_dir, "rotated.pcap", {40, 41, 120, 200})
     assert len(pieces) == 5
     want_lines, _ = _cli_records(path)
     # named in a shuffled order, and as a directory: the files are put in time order

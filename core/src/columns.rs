@@ -209,7 +209,6 @@ fn frame_values<'a>(record: &Record<'a>, producer: &About<'a>, consumer: &About<
 }
 
 /// Columns of the frames and messages of `lines` (records as `--json` writes them, each ending in a newline).
-#[derive(Default)]
 pub struct TableColumns {
     frames: Vec<Column>,
     messages: Vec<Column>,

@@ -31,3 +31,24 @@ class PcapWriter:
 
     def close(self) -> None:
         self._file.close()
+
+
+def write_rotated(source, directory, name: str, starts) -> list:
+    """``source`` (a capture's path) cut as tcpdump -C cuts it: a new file before each packet numbered in
+    ``starts`` (1-based), named ``name``, ``name``1, ``name``2... under ``directory``; returns their paths."""
+    from pathlib import Path
+
+    from .files import open_capture
+
+    pieces, writer = [], None
+    with open_capture(str(source)) as reader:
+        for number, packet in enumerate(reader, 1):
+            if writer is None or number in starts:
+                if writer is not None:
+                    writer.close()
+                pieces.append(Path(directory) / f"{name}{len(pieces) or ''}")
+                writer = PcapWriter(pieces[-1], packet.linktype)
+            writer.write(packet)
+    if writer is not None:
+        writer.close()
+    return pieces

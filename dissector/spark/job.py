@@ -11,8 +11,9 @@ The stages (docs/SPARK.md says why this shape):
    opens, then in Spark SQL the numbers a run over the whole input would give them (a running sum).
 4. decode (``tasks.decode``): the numbers joined to the kept partitions, then per partition the CLI's
    pipeline and analysis with those numbers, giving each frame's ``--json`` record.
-5. tables (``tables.py``): frames, messages, exchanges and problems from the records, in Spark SQL, written
-   as Parquet; the summary computed from them is the only thing collected.
+5. tables (``tables.py``): exchanges, problems and files in Spark SQL from the frames and messages the
+   decoding tasks wrote and the events they gave; the summary computed from the tables is the only thing
+   collected.
 """
 from __future__ import annotations
 
@@ -25,10 +26,6 @@ from dissector.options import Options
 from dissector.spark import tasks
 from dissector.capture.inputs import expand
 
-PACKETS_DDL = ("kind string, file_no int, number long, time double, linktype long, orig_len long, data binary, "
-               "flow string, note_id string, note string, size long")
-NUMBERS_DDL = "kind string, p long, frames long, opened long"
-RECORDS_DDL = "kind string, p long, json string"
 
 #: The most packet numbers joined to the packets by broadcast (32 bytes each) rather than by a shuffle.
 BROADCAST_NUMBERS = 4_000_000
@@ -74,6 +71,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     from dissector.spark import tables
     from dissector.spark.rows import write_empty
@@ -85,7 +83,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     # 1. read: one task per file
     listed = spark.sparkContext.parallelize([(i, path) for i, path in enumerate(files)], max(1, len(files)))
     listed = spark.createDataFrame(listed, "file_no int, path string")
-    read = listed.mapInArrow(functools.partial(tasks.read_files, options=options), PACKETS_DDL)
+    read = listed.mapInArrow(functools.partial(tasks.read_files, options=options), from_arrow_schema(tasks.PACKETS))
     read = read.persist(StorageLevel.DISK_ONLY)
 
     paths = spark.createDataFrame([(i, path) for i, path in enumerate(files)] or [(-1, "")], "file_no int, path string")
@@ -119,7 +117,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
              .repartition(partitions, "slot").sortWithinPartitions("p").persist(StorageLevel.DISK_ONLY))
 
     # 3. count, then number as the whole input would
-    counted = keyed.mapInArrow(functools.partial(tasks.count_numbers, options=options), NUMBERS_DDL)
+    counted = keyed.mapInArrow(functools.partial(tasks.count_numbers, options=options), from_arrow_schema(tasks.NUMBERS))
     counted = counted.persist(StorageLevel.MEMORY_AND_DISK)
     by_packet = Window.orderBy("p")
     numbered = (counted.filter("kind = 'packet'")
@@ -149,14 +147,14 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     for table in ("frames", "messages"):
         shutil.rmtree(os.path.join(out, table), ignore_errors=True)
     write_empty(out)
-    records = to_decode.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out)),
-                                   RECORDS_DDL)
-    records = records.persist(StorageLevel.MEMORY_AND_DISK)
-    records.count()  # the tasks write the frames and messages now
+    events = to_decode.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out)),
+                                  from_arrow_schema(tasks.EVENTS))
+    events = events.persist(StorageLevel.MEMORY_AND_DISK)
+    events.count()  # the tasks write the frames and messages now
 
     # 5. the tables and the summary
     notes = read.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
-    summary = tables.write(spark, records, files_df, notes, missing, out)
-    for frame in (records, numbers, counted, keyed, files_df, read):
+    summary = tables.write(spark, events, files_df, notes, missing, out)
+    for frame in (events, numbers, counted, keyed, files_df, read):
         frame.unpersist()
     return summary

@@ -33,7 +33,7 @@ def _table(schema: pa.Schema, rows: int, buffers) -> pa.Table:
 
 class _Writer:
     def __init__(self, path: str, schema: pa.Schema):
-        self.path, self.schema, self.writer, self.rows = path, schema, None, 0
+        self.path, self.schema, self.writer = path, schema, None
 
     def write(self, table: pa.Table) -> None:
         if not table.num_rows:
@@ -42,13 +42,11 @@ class _Writer:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self.writer = pq.ParquetWriter(self.path + ".tmp", self.schema, compression="snappy")
         self.writer.write_table(table)
-        self.rows += table.num_rows
 
-    def close(self) -> int:
+    def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
             os.replace(self.path + ".tmp", self.path)  # a retried task's file replaces the first one whole
-        return self.rows
 
 
 class FrameTables:
@@ -77,9 +75,10 @@ class FrameTables:
         self.frames.write(_table(FRAMES, frame_rows, frames))
         self.messages.write(_table(MESSAGES, message_rows, messages))
 
-    def close(self) -> tuple[int, int]:
+    def close(self) -> None:
         self.flush()
-        return self.frames.close(), self.messages.close()
+        self.frames.close()
+        self.messages.close()
 
 
 def write_empty(out: str) -> None:

@@ -19,7 +19,7 @@ FILE_PROBLEMS_LISTED = 100
 TABLES = ("frames", "messages", "exchanges", "problems", "files")
 
 
-def write(spark, records, files, notes, missing: list[str], out: str) -> dict:
+def write(spark, events, files, notes, missing: list[str], out: str) -> dict:
     """Write the tables under ``out`` and ``out``/summary.json; returns the summary."""
     from pyspark.sql import functions as F
 
@@ -43,7 +43,7 @@ def write(spark, records, files, notes, missing: list[str], out: str) -> dict:
              .select(F.col("e.id").alias("id"), F.col("e.severity").alias("severity"), F.col("e.message").alias("message"),
                      "protocol", "frame", "conn", "time", "packet", F.col("type").alias("frame_type"),
                      F.lit(None).cast("string").alias("file")))
-    events = (records.filter("kind = 'event'").select(F.from_json("json", EVENT_SCHEMA).alias("e"))
+    events = (events.select(F.from_json("json", EVENT_SCHEMA).alias("e"))
               .filter("e.severity is not null and e.severity != 'note'")
               .select(F.col("e.type").alias("id"), "e.severity", "e.message", F.lit(None).cast("string").alias("protocol"),
                       F.lit(None).cast("long").alias("frame"), "e.conn", "e.time", "e.packet",

@@ -50,10 +50,9 @@ NUMBERS = pa.schema([
     ("opened", pa.int64()),
 ])
 
-RECORDS = pa.schema([
-    ("kind", pa.string()),        # "event", or "written": what a task wrote (frames in p)
-    ("p", pa.int64()),            # the packet that made it (ordering only)
-    ("json", pa.string()),        # the record, as `pulsar-dissect --json` writes it
+EVENTS = pa.schema([
+    ("p", pa.int64()),            # the packet that made it (null: the end of the input)
+    ("json", pa.string()),        # the event's record, as `pulsar-dissect --json` writes it
 ])
 
 
@@ -191,7 +190,7 @@ def decode(batches, options: Options, out: str):
     ``conn_id`` where a connection opens, ``finish_base``: the frames numbered before what the end of the input
     leaves on that connection) through the CLI's pipeline and analysis: each frame's record (as ``--json``
     writes it) into this task's files of the frames and messages tables under ``out`` (``rows.py``); rows
-    (``RECORDS``) for the events' records, and one that counts what the task wrote."""
+    (``EVENTS``) for the events' records."""
     from pyspark import TaskContext
 
     from dissector.analysis.conversation import analysed_dissector
@@ -201,7 +200,7 @@ def decode(batches, options: Options, out: str):
     context = TaskContext.get()
     tables = FrameTables(out, context.partitionId() if context is not None else 0)
     stage = analysed_dissector(options, records="json")
-    rows = _Rows(RECORDS)
+    rows = _Rows(EVENTS)
     finish_bases = {}
 
     def take(items, p):
@@ -209,7 +208,7 @@ def decode(batches, options: Options, out: str):
             if type(item) is bytes:
                 tables.add(item)
             else:
-                rows.add(kind="event", p=p, json=orjson.dumps(event_record(item), default=str).decode())
+                rows.add(p=p, json=orjson.dumps(event_record(item), default=str).decode())
 
     for (p, time, linktype, data, orig_len), numbers in _packets(batches):
         frames_before, conn_id, finish_base = numbers
@@ -225,6 +224,6 @@ def decode(batches, options: Options, out: str):
     stage.hold_finish()
     take(stage.release(), None)
     take(stage.finish(), None)
-    frames, messages = tables.close()
-    rows.add(kind="written", p=frames, json=orjson.dumps({"frames": frames, "messages": messages}).decode())
-    yield rows.batch()
+    tables.close()
+    if rows.rows:
+        yield rows.batch()
