@@ -2,15 +2,24 @@
 """`pulsar-dissect pipeline` on Spark: local[1] against local[2], and the single-process CLI on the same input,
 in one run.
 
-    .venv/bin/python benchmarks/bench_spark.py                          # benchmarks/out/perf_big.pcap, cut in 8
-    .venv/bin/python benchmarks/bench_spark.py CAPTURE --pieces 16 --repeat 2
+    .venv/bin/python benchmarks/bench_spark.py                          # 8 copies of benchmarks/out/perf_big.pcap
+    .venv/bin/python benchmarks/bench_spark.py CAPTURE --copies 16 --piece-mb 128 --repeat 2
+    .venv/bin/python benchmarks/bench_spark.py CAPTURE --copies 1 --pieces 16   # the capture itself, cut in 16
 
-The capture is cut into --pieces rotated files (as tcpdump -C writes them; connections cross the cuts), once,
-under benchmarks/out/spark_set/. Each row runs in a fresh process (the JVM's start included, as a user pays
-it): `pulsar-dissect FILE --json > /dev/null` on the whole capture, then `pulsar-dissect pipeline SET --out DIR
---master local[N]`. Printed: seconds (median), frames/s, MB/s, local[2]'s speed-up over local[1] (target
-≥ 1.7×) and each core's throughput against the CLI's (target ≥ 0.5). Results also go to
-benchmarks/out/spark.json. Not a test: these machines are noisy; compare within one run.
+The input looks like a fleet's captures: --copies K copies of the capture's traffic, each between its own
+client and broker addresses (so K times its connections, for the partitions to share), merged in time order
+and written as tcpdump -C writes them, rotated every --piece-mb MB (benchmarks/gen/fleet.py), under
+benchmarks/out/spark_fleet/set/; the same packets also as one file, spark_fleet/merged.pcap, for the CLI (it
+reads one capture; the pieces cut connections, so it cannot take them one by one). With --copies 1 the
+capture itself is cut into --pieces rotated files of equal packet counts instead, under
+benchmarks/out/spark_set/, and the CLI reads the capture. Either set is made once (its `.made-from` stamp
+says from what) and reused by later runs.
+
+Each row runs in a fresh process (the JVM's start included, as a user pays it): `pulsar-dissect FILE --json
+> /dev/null` on the one file, then `pulsar-dissect pipeline SET --out DIR --master local[N]`. Printed: seconds
+(median), frames/s, MB/s, local[2]'s speed-up over local[1] (target ≥ 1.7×) and each core's throughput
+against the CLI's (target ≥ 0.5). Results also go to benchmarks/out/spark.json. Not a test: these machines
+are noisy; compare within one run.
 """
 from __future__ import annotations
 
@@ -50,6 +59,26 @@ def cut(capture: Path, pieces: int, into: Path) -> list[Path]:
     return files
 
 
+def fleet(capture: Path, copies: int, piece_mb: float, into: Path) -> tuple[list[Path], Path, Path]:
+    """``copies`` copies of ``capture`` as a fleet's rotated captures under ``into``/set/ and as one file,
+    ``into``/merged.pcap (made once); returns the pieces, their directory and the merged file."""
+    from benchmarks.gen.fleet import write_fleet
+
+    stamp, pieces, merged = into / ".made-from", into / "set", into / "merged.pcap"
+    mark = f"{capture.resolve()} {capture.stat().st_size} copies={copies} piece_mb={piece_mb}"
+    if stamp.exists() and stamp.read_text() == mark:
+        return sorted(pieces.glob("fleet.pcap*")), pieces, merged
+    shutil.rmtree(into, ignore_errors=True)
+    into.mkdir(parents=True)
+    print(f"making {copies} copies of {capture} in pieces of {piece_mb:g} MB under {into} ...", flush=True)
+    start = time.perf_counter()
+    made = write_fleet(capture, pieces, copies, int(piece_mb * 1e6), merged=merged)
+    print(f"  {len(made.pieces)} pieces, {made.bytes / 1e6:.1f} MB, {made.packets:,} packets in "
+          f"{time.perf_counter() - start:.0f} s", flush=True)
+    stamp.write_text(mark)
+    return made.pieces, pieces, merged
+
+
 def timed(argv: list[str]) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -66,23 +95,30 @@ def timed(argv: list[str]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("capture", nargs="?", default=str(OUT / "perf_big.pcap"))
-    ap.add_argument("--pieces", type=int, default=8)
+    ap.add_argument("--copies", type=int, default=8, help="copies of the capture's traffic (default 8)")
+    ap.add_argument("--piece-mb", type=float, default=256, help="rotate the copies every this many MB (default 256)")
+    ap.add_argument("--pieces", type=int, default=8, help="with --copies 1: cut the capture into this many files")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json-out", default=str(OUT / "spark.json"))
     a = ap.parse_args()
     capture = Path(a.capture)
     if not capture.exists():
         raise SystemExit(f"{capture}: no such capture (benchmarks/make_big_capture.sh makes perf_big.pcap)")
-    files = cut(capture, a.pieces, OUT / "spark_set")
+    if a.copies < 1 or a.piece_mb <= 0:
+        raise SystemExit("--copies must be at least 1 and --piece-mb above 0")
+    if a.copies == 1:
+        files, pieces, cli_input = cut(capture, a.pieces, OUT / "spark_set"), OUT / "spark_set", capture
+    else:
+        files, pieces, cli_input = fleet(capture, a.copies, a.piece_mb, OUT / "spark_fleet")
     size = sum(f.stat().st_size for f in files)
     rows = {"cli": [], "local[1]": [], "local[2]": []}
     frames = {}
     for r in range(a.repeat):
-        run = timed(CLI + [str(capture), "--json"])
+        run = timed(CLI + [str(cli_input), "--json"])
         rows["cli"].append(run)
         for master in ("local[1]", "local[2]"):
             out = OUT / "spark_tables"
-            run = timed(CLI + ["pipeline", str(OUT / "spark_set"), "--out", str(out), "--master", master, "--json"])
+            run = timed(CLI + ["pipeline", str(pieces), "--out", str(out), "--master", master, "--json"])
             frames[master] = json.loads(run["stdout"])["frames"]
             rows[master].append(run)
             print(f"  [{r + 1}/{a.repeat}] {master:9} {run['wall_s']:7.1f} s", flush=True)
@@ -91,10 +127,12 @@ def main() -> None:
 
     report = {"report": {}}
     cli_frames = None
-    for item in analysed_json_lines(str(capture)):
+    for item in analysed_json_lines(str(cli_input)):
         if type(item) is bytes:
             cli_frames = (cli_frames or 0) + item.count(b"\n")
-    print(f"\ninput: {len(files)} rotated files, {size / 1e6:.1f} MB, from {capture}; median of {a.repeat}")
+    made_as = f"{a.copies} copies of {capture}" if a.copies > 1 else str(capture)
+    print(f"\ninput: {len(files)} rotated files, {size / 1e6:.1f} MB, from {made_as}; the CLI on {cli_input}; "
+          f"median of {a.repeat}")
     print(f"{'run':34} {'seconds':>8} {'CPU s':>8} {'frames/s':>10} {'MB/s':>7}  frames")
     table = {}
     for name, runs in rows.items():
@@ -114,7 +152,8 @@ def main() -> None:
     same = len({cli_frames, *frames.values()}) == 1
     print(f"frames: CLI {cli_frames:,}, " + ", ".join(f"{m} {n:,}" for m, n in frames.items())
           + ("  they agree" if same else "  THEY DIFFER"))
-    report = {"capture": str(capture), "files": len(files), "bytes": size, "repeat": a.repeat, "rows": table,
+    report = {"capture": str(capture), "copies": a.copies, "set": str(pieces), "cli_input": str(cli_input),
+              "files": len(files), "bytes": size, "repeat": a.repeat, "rows": table,
               "speedup": speedup, "per_core_vs_cli": per_core, "frames_agree": same,
               "generated_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count()}
     Path(a.json_out).write_text(json.dumps(report, indent=1))
