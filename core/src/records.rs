@@ -64,14 +64,16 @@ pub trait RecordSink<'py> {
 
 /// JSON, appended to a buffer.
 pub struct JsonSink<'o> {
-    out: &'o mut Vec<u8>,
+    pub(crate) out: &'o mut Vec<u8>,
     /// Per open container: whether it is still empty, and whether it is a list.
     open: Vec<(bool, bool)>,
+    /// Where the last value written (or container opened) begins in `out` (the columns' `TableSink`).
+    pub(crate) value_start: usize,
 }
 
 impl<'o> JsonSink<'o> {
     pub fn new(out: &'o mut Vec<u8>) -> JsonSink<'o> {
-        JsonSink { out, open: Vec::with_capacity(4) }
+        JsonSink { out, open: Vec::with_capacity(4), value_start: 0 }
     }
 
     fn key(&mut self, key: Key<'_>) {
@@ -84,9 +86,13 @@ impl<'o> JsonSink<'o> {
         match key {
             Key::Name(name) => name.write_json(self.out),
             Key::Text(text) => text.write_json(self.out),
-            Key::Item => return,
+            Key::Item => {
+                self.value_start = self.out.len();
+                return;
+            }
         }
         self.out.push(b':');
+        self.value_start = self.out.len();
     }
 }
 

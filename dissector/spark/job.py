@@ -1,19 +1,22 @@
 """``pulsar-dissect pipeline``: many (and huge) captures dissected on Apache Spark into Parquet tables.
 
-The stages (docs/SPARK.md says why this shape):
+The stages (docs/SPARK.md says why this shape). Packets never pass through Spark: its rows are an index of
+the input and numbers; each task reads the capture files it needs itself.
 
-1. read: one task per capture file streams its packets (``tasks.read_files``) into rows keyed by their TCP
-   connection (both endpoints); files are put in time order and a packet's number in the whole input is its
-   file's offset plus its number in the file.
-2. repartition by connection, sort each partition by packet number: a connection that spans several rotated
-   files is whole and in order in one partition. The partitions are kept (on disk) for both passes.
-3. count (``tasks.count_numbers``): per partition, the frames each packet completes and the connections it
-   opens, then in Spark SQL the numbers a run over the whole input would give them (a running sum).
-4. decode (``tasks.decode``): the numbers joined to the kept partitions, then per partition the CLI's
-   pipeline and analysis with those numbers, giving each frame's ``--json`` record.
-5. tables (``tables.py``): exchanges, problems and files in Spark SQL from the frames and messages the
-   decoding tasks wrote and the events they gave; the summary computed from the tables is the only thing
-   collected.
+1. index: one task per capture file streams it once (``tasks.index_files``): its TCP connections (a key per
+   connection, packets, bytes), its packet count and first time. Files are put in time order; a packet's
+   number in the whole input is its file's offset plus its number in the file.
+2. plan: the connections are dealt to partitions, largest first; a partition's work is, per file in capture
+   order, the connections of it that it reads. A connection that spans several rotated files is read whole
+   and in order by one task.
+3. count (``tasks.count_numbers``): per partition, the packets that complete frames or open connections and
+   what the end leaves, then in Spark SQL the numbers a run over the whole input would give them (a running
+   sum).
+4. decode (``tasks.decode``): per partition, its work and its numbers: the CLI's pipeline and analysis over
+   its connections with those numbers, each frame's ``--json`` record made straight into the frames and
+   messages tables, which the task writes.
+5. tables (``tables.py``): exchanges, problems and files in Spark SQL from the frames the decoding tasks wrote
+   and the events they gave; the summary computed from the tables is the only thing collected.
 """
 from __future__ import annotations
 
@@ -27,14 +30,11 @@ from dissector.spark import tasks
 from dissector.capture.inputs import expand
 
 
-#: The most packet numbers joined to the packets by broadcast (32 bytes each) rather than by a shuffle.
-BROADCAST_NUMBERS = 4_000_000
-
 #: The driver's heap in local mode (``--conf spark.driver.memory=...`` overrides it).
 LOCAL_DRIVER_MEMORY = "3g"
 
-#: Arrow batches handed to a task: small, as a packet row may hold 64 KiB.
-ARROW_BATCH_ROWS = 2048
+#: Rows per Arrow batch handed to a task.
+ARROW_BATCH_ROWS = 65536
 
 
 def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "pulsar-dissect pipeline"):
@@ -80,15 +80,16 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     files, missing = expand(inputs)
     partitions = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
 
-    # 1. read: one task per file
+    # 1. index: one task per file
     listed = spark.sparkContext.parallelize([(i, path) for i, path in enumerate(files)], max(1, len(files)))
     listed = spark.createDataFrame(listed, "file_no int, path string")
-    read = listed.mapInArrow(functools.partial(tasks.read_files, options=options), from_arrow_schema(tasks.PACKETS))
-    read = read.persist(StorageLevel.DISK_ONLY)
+    index = listed.mapInArrow(functools.partial(tasks.index_files, options=options), from_arrow_schema(tasks.INDEX))
+    index = index.persist(StorageLevel.MEMORY_AND_DISK)
+    index.count()  # read once here: the plans below would each start reading it at once
 
     paths = spark.createDataFrame([(i, path) for i, path in enumerate(files)] or [(-1, "")], "file_no int, path string")
-    file_rows = (read.filter("kind = 'file'")
-                 .select("file_no", F.col("number").alias("packets"), F.col("time").alias("first_time"), "size",
+    file_rows = (index.filter("kind = 'file'")
+                 .select("file_no", "packets", F.col("time").alias("first_time"), F.col("bytes").alias("size"),
                          F.col("note_id").alias("ended_id"), F.col("note").alias("ended"))
                  .join(paths, "file_no"))
     in_order = Window.orderBy(F.col("first_time").asc_nulls_last(), "path")
@@ -97,28 +98,29 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
                     in_order.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
                 .persist(StorageLevel.MEMORY_AND_DISK))
 
-    # 2. packets keyed by connection, numbered across the files
-    packets = (read.filter("kind = 'packet'")
-               .join(F.broadcast(files_df.select("file_no", "offset")), "file_no")
-               .select((F.col("offset") + F.col("number")).alias("p"), "time", "linktype", "orig_len", "data", "flow"))
-
-    # every packet of a connection in one partition, in capture order; kept for both passes. The connections
-    # are dealt to the partitions largest first, round robin (hashing them would put two of a capture's few
-    # big connections in one partition as often as not): each gets a number whose hash partition is its turn
+    # 2. plan: the connections dealt to the partitions largest first, round robin (hashing them would put two
+    # of a capture's few big connections in one partition as often as not): each gets a number whose hash
+    # partition is its turn. A partition's work: per file, in capture order, its connections there.
+    flows = index.filter("kind = 'flow'").select("file_no", "flow", "bytes")
     by_size = Window.orderBy(F.desc("bytes"), "flow")
-    turns = (packets.groupBy("flow").agg(F.sum(F.length("data")).alias("bytes"))
+    turns = (flows.groupBy("flow").agg(F.sum("bytes").alias("bytes"))
              .withColumn("turn", (F.row_number().over(by_size) - 1) % partitions))
     numbers_of_turns = (spark.range(0, partitions * 64)
                         .withColumn("turn", F.expr(f"pmod(hash(id), {partitions})"))
                         .groupBy("turn").agg(F.min("id").alias("slot")))
-    slots = turns.join(numbers_of_turns, "turn", "left").select("flow", "slot")
-    keyed = (packets.join(slots, "flow")
-             .withColumn("slot", F.coalesce("slot", F.abs(F.hash("flow")).cast("long")))
-             .repartition(partitions, "slot").sortWithinPartitions("p").persist(StorageLevel.DISK_ONLY))
+    slots = (turns.join(numbers_of_turns, "turn", "left")
+             .select("flow", F.coalesce("slot", F.abs(F.hash("flow")).cast("long")).alias("slot")))
+    work = (flows.join(slots, "flow").join(files_df.select("file_no", "order", "path", "offset"), "file_no")
+            .groupBy("slot", "order", "path", "offset")
+            # as text: Spark gives a task a list column slowly (seconds per hundred thousand rows of the union)
+            .agg(F.concat_ws(",", F.collect_list(F.col("flow").cast("string"))).alias("flows"))
+            .repartition(partitions, "slot").sortWithinPartitions("order")
+            .persist(StorageLevel.MEMORY_AND_DISK))
 
     # 3. count, then number as the whole input would
-    counted = keyed.mapInArrow(functools.partial(tasks.count_numbers, options=options), from_arrow_schema(tasks.NUMBERS))
+    counted = work.mapInArrow(functools.partial(tasks.count_numbers, options=options), from_arrow_schema(tasks.NUMBERS))
     counted = counted.persist(StorageLevel.MEMORY_AND_DISK)
+    counted.count()  # counted once here, likewise
     by_packet = Window.orderBy("p")
     numbered = (counted.filter("kind = 'packet'")
                 .withColumn("frames_before", F.coalesce(F.sum("frames").over(
@@ -133,17 +135,18 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
               .withColumn("finish_base", F.col("n") + F.coalesce(F.sum("finish_frames").over(
                   by_conn.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
               .select("p", "finish_base"))
-    numbers = (numbered.select("p", "frames_before", "conn_id")
-               .join(finish, "p", "left")
-               .persist(StorageLevel.MEMORY_AND_DISK))
+    numbers = numbered.select("slot", "p", "frames_before", "conn_id").join(finish, "p", "left")
 
-    # 4. decode with those numbers (a row per packet that makes a frame or opens a connection): joined by
-    # broadcast while they are few enough, so the partitions stay as they were, else by a shuffle; each
-    # partition sorted again by packet
-    if numbers.count() <= BROADCAST_NUMBERS:
-        to_decode = keyed.join(F.broadcast(numbers), "p", "left").sortWithinPartitions("p")
-    else:
-        to_decode = keyed.join(numbers, "p", "left").repartition(partitions, "slot").sortWithinPartitions("p")
+    # 4. decode: each partition's work, then its numbers in packet order
+    nothing = {name: F.lit(None).cast(kind) for name, kind in (
+        ("order", "int"), ("path", "string"), ("offset", "long"), ("flows", "string"), ("p", "long"),
+        ("frames_before", "long"), ("conn_id", "long"), ("finish_base", "long"))}
+    columns = list(nothing)
+    to_decode = (work.select("slot", F.lit("file").alias("kind"),
+                             *(F.col(c) if c in work.columns else nothing[c].alias(c) for c in columns))
+                 .unionByName(numbers.select("slot", F.lit("number").alias("kind"),
+                                             *(F.col(c) if c in numbers.columns else nothing[c].alias(c) for c in columns)))
+                 .repartition(partitions, "slot").sortWithinPartitions("kind", "order", "p"))
     for table in ("frames", "messages"):
         shutil.rmtree(os.path.join(out, table), ignore_errors=True)
     write_empty(out)
@@ -153,8 +156,8 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     events.count()  # the tasks write the frames and messages now
 
     # 5. the tables and the summary
-    notes = read.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
+    notes = index.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
     summary = tables.write(spark, events, files_df, notes, missing, out)
-    for frame in (events, numbers, counted, keyed, files_df, read):
+    for frame in (events, counted, work, files_df, index):
         frame.unpersist()
     return summary

@@ -1,6 +1,6 @@
-"""The ``frames`` and ``messages`` tables as the decoding tasks write them: each task turns its records (the
-CLI's ``--json`` lines, docs/records.schema.json) into Arrow columns — made by the core
-(``core/src/columns.rs``: no Python object per value) — and writes its own Parquet file of each table, so a
+"""The ``frames`` and ``messages`` tables as the decoding tasks write them: the core makes each frame's record
+(the CLI's ``--json`` line, docs/records.schema.json) straight into Arrow columns (``core/src/columns.rs``: no
+Python object per value, nothing parsed back) and each task writes its own Parquet file of each table, so a
 gigabyte of records never passes through Spark's rows. Spark SQL reads these files back for the other tables
 and the summary (``tables.py``).
 
@@ -19,7 +19,7 @@ _FRAME_COLUMNS, _MESSAGE_COLUMNS = _core.table_columns()
 FRAMES = pa.schema([(name, _TYPES[kind]) for name, kind in _FRAME_COLUMNS])
 MESSAGES = pa.schema([(name, _TYPES[kind]) for name, kind in _MESSAGE_COLUMNS])
 
-#: Bytes of records turned into columns at once (and written as a row group).
+#: Bytes of columns a task holds before it writes them as a row group.
 CHUNK_BYTES = 32 << 20
 
 
@@ -57,26 +57,14 @@ class FrameTables:
         name = f"part-{partition:05d}.parquet"
         self.frames = _Writer(os.path.join(out, "frames", name), FRAMES)
         self.messages = _Writer(os.path.join(out, "messages", name), MESSAGES)
-        self.pending: list[bytes] = []
-        self.size = 0
 
-    def add(self, lines: bytes) -> None:
-        """Records as the core writes them (JSON lines, each ending in a newline)."""
-        self.pending.append(lines)
-        self.size += len(lines)
-        if self.size >= CHUNK_BYTES:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        (frame_rows, frames), (message_rows, messages) = _core.record_columns(b"".join(self.pending))
-        self.pending, self.size = [], 0
+    def write(self, columns) -> None:
+        """Columns as the core gives them (``AnalysedDissector.take_columns``): a row group of each table."""
+        (frame_rows, frames), (message_rows, messages) = columns
         self.frames.write(_table(FRAMES, frame_rows, frames))
         self.messages.write(_table(MESSAGES, message_rows, messages))
 
     def close(self) -> None:
-        self.flush()
         self.frames.close()
         self.messages.close()
 

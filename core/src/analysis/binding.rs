@@ -23,10 +23,11 @@ use crate::binding::check_fields;
 use crate::model::{Checksum, Decoded, Finding, PayloadSection};
 use crate::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use crate::pulsar::session::{PulsarOptions, PulsarSessions};
-use crate::capture::binding::{read_batch, FileStage};
+use crate::capture::binding::{read_batch, read_selected, FileStage, Selection};
 use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
 use crate::records::{build_record, with_py_frame, ActorDicts, DictSink, FindingTexts, JsonSink, MapSink, RecordInput, RecordStyle};
 use crate::stats::binding::StatsCore;
+use crate::columns::{Buffers, TableColumns};
 use crate::stats::READ_KEYS;
 use crate::timeline::{TimelineFormat, TimelineLines};
 use crate::transport::net::Segment;
@@ -647,6 +648,8 @@ enum Target {
     Dicts,
     /// Into the statistics, in the core: nothing comes out.
     Stats(Py<StatsCore>),
+    /// Into the `pipeline`'s frames and messages columns (`columns.rs`), until taken: nothing comes out.
+    Columns(Box<TableColumns>),
 }
 
 struct RecordsMade {
@@ -670,6 +673,10 @@ impl RecordsMade {
                 let mut sink = DictSink::new(py, actors);
                 let problems = build_record(&mut sink, input, self.style)?;
                 (problems, sink.into_record())
+            }
+            Target::Columns(columns) => {
+                let style = self.style;
+                (columns.record(|sink| build_record(sink, input, style))?, None)
             }
             Target::Stats(stats) => {
                 let mut sink = MapSink::new(Some(&READ_KEYS));
@@ -766,6 +773,9 @@ pub struct AnalysedDissector {
     pipeline: Pipeline,
     analysis: ConversationCore,
     held: Vec<Made>,
+    /// The numbers a `pipeline` task sets before packets (`plan_numbering`), in packet order, and the next.
+    plan: Vec<(i64, u64, Option<u64>)>,
+    planned: usize,
 }
 
 impl AnalysedDissector {
@@ -794,7 +804,8 @@ impl AnalysedDissector {
     /// With `records` = (json, summary, payload_bytes, texts), a frame comes out as its record (see
     /// `records.rs`) instead of an Annotated frame: `json`: as its JSON line, the lines between two Python
     /// items joined in one bytes object; else as a dict. `summary`, `payload_bytes`: `RecordStyle`; `texts`:
-    /// `problems.severity_and_message`. With `stats` too, the records go into those statistics, in the core,
+    /// `problems.severity_and_message`; `json` may also be "columns": the records go into the tables' columns
+    /// (`take_columns`) and only events come out. With `stats` too, the records go into those statistics, in the core,
     /// and only events come out. With `timeline` = (format, texts) — format: a `TimelineFormat` — a frame
     /// comes out as its plain timeline line instead, the lines joined as JSON lines are.
     #[new]
@@ -802,27 +813,31 @@ impl AnalysedDissector {
     #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
            classes: JoinedClasses, protocol_spec: Py<PyAny>,
-           records: Option<(bool, bool, bool, Py<PyAny>)>, stats: Option<Py<StatsCore>>,
+           records: Option<(Bound<'_, PyAny>, bool, bool, Py<PyAny>)>, stats: Option<Py<StatsCore>>,
            timeline: Option<(Py<TimelineFormat>, Py<PyAny>)>) -> PyResult<Self> {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
-        analysis.records = records.map(|(json, summary, payload_bytes, texts)| Records {
-            texts: FindingTexts::new(texts),
-            made: RecordsMade {
-                style: RecordStyle { summary, payload_bytes },
-                target: match (stats, json) {
-                    (Some(stats), _) => Target::Stats(stats),
-                    (None, true) => Target::Json(Vec::with_capacity(1 << 16)),
-                    (None, false) => Target::Dicts,
+        analysis.records = match records {
+            None => None,
+            Some((kind, summary, payload_bytes, texts)) => Some(Records {
+                texts: FindingTexts::new(texts),
+                made: RecordsMade {
+                    style: RecordStyle { summary, payload_bytes },
+                    target: match (stats, kind.extract::<&str>().ok()) {
+                        (Some(stats), _) => Target::Stats(stats),
+                        (None, Some("columns")) => Target::Columns(Box::default()),
+                        (None, _) if kind.is_truthy()? => Target::Json(Vec::with_capacity(1 << 16)),
+                        (None, _) => Target::Dicts,
+                    },
+                    frames: 0,
+                    problems: 0,
                 },
-                frames: 0,
-                problems: 0,
-            },
-        });
+            }),
+        };
         analysis.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
         let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
-        Ok(AnalysedDissector { pipeline, analysis, held: Vec::new() })
+        Ok(AnalysedDissector { pipeline, analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
     }
 
     /// One captured packet (the fields of a `CapturedPacket`): what it completes, analysed.
@@ -858,6 +873,29 @@ impl AnalysedDissector {
     fn read_capture<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, at_least: usize, max_bytes: usize)
                          -> PyResult<Option<Bound<'py, PyList>>> {
         read_batch(py, self, &reader, at_least, max_bytes)
+    }
+
+    /// The packets of `flows` (`flow_key`s) in a file of a larger input (`reader`, a ``CaptureReader``; its
+    /// packets numbered from `offset` + 1), as `read_capture` reads a whole capture, with the numbers
+    /// `plan_numbering` gave set before their packets. None once the file was read; the end of the input is
+    /// the caller's (`hold_finish`).
+    fn read_selected<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, flows: std::collections::HashSet<i64>,
+                          offset: i64, at_least: usize, max_bytes: usize) -> PyResult<Option<Bound<'py, PyList>>> {
+        read_selected(py, self, &reader, &Selection { flows, offset }, at_least, max_bytes)
+    }
+
+    /// Numbers to set before packets (`set_numbering`), little-endian int64 buffers of the same length: the
+    /// packets (ascending), the frames numbered before each, the id of the connection it opens (-1: none).
+    fn plan_numbering(&mut self, packets: &[u8], frames_before: &[u8], conns: &[u8]) -> PyResult<()> {
+        let ints = |buffer: &[u8]| buffer.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect::<Vec<_>>();
+        let (packets, frames_before, conns) = (ints(packets), ints(frames_before), ints(conns));
+        if packets.len() != frames_before.len() || packets.len() != conns.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err("the plan's buffers differ in length"));
+        }
+        for ((p, frames), conn) in packets.into_iter().zip(frames_before).zip(conns) {
+            self.plan.push((p, frames.max(0) as u64, u64::try_from(conn).ok()));
+        }
+        Ok(())
     }
 
     /// An event from outside the pipeline (a capture file's note), through the analysis.
@@ -911,6 +949,24 @@ impl AnalysedDissector {
     #[getter]
     fn json_lines(&self) -> (u64, u64) {
         self.analysis.records.as_ref().map_or((0, 0), |r| (r.made.frames, r.made.problems))
+    }
+
+    /// The frames and messages columns made so far (with records="columns"), emptied: see `columns.rs`.
+    #[allow(clippy::type_complexity)]
+    fn take_columns<'py>(&mut self, py: Python<'py>) -> ((usize, Buffers<'py>), (usize, Buffers<'py>)) {
+        match self.analysis.records.as_mut().map(|r| &mut r.made.target) {
+            Some(Target::Columns(columns)) => columns.take(py),
+            _ => TableColumns::new().take(py),
+        }
+    }
+
+    /// Bytes the columns made so far hold (with records="columns").
+    #[getter]
+    fn columns_size(&self) -> usize {
+        match self.analysis.records.as_ref().map(|r| &r.made.target) {
+            Some(Target::Columns(columns)) => columns.size(),
+            _ => 0,
+        }
     }
 
     /// The timeline lines written so far, and their problems: (frames, problems).
@@ -971,6 +1027,18 @@ impl FileStage for AnalysedDissector {
 
     fn event_class(&self) -> &Py<PyAny> {
         self.pipeline.event_class()
+    }
+
+    fn before_packet(&mut self, p: i64) {
+        while let Some(&(planned, frames, conn)) = self.plan.get(self.planned) {
+            if planned > p {
+                break;
+            }
+            self.planned += 1;
+            if planned == p {
+                self.pipeline.set_numbering(Some(frames), conn);
+            }
+        }
     }
 }
 

@@ -8,7 +8,6 @@ use std::path::PathBuf;
 
 use pyo3::exceptions::{PyEOFError, PyException, PyOSError};
 use pyo3::prelude::*;
-use crate::transport::net::endpoint_text;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::source::{FileSource, Foreign, Source, SourceError};
@@ -146,41 +145,90 @@ pub struct PyCaptureReader {
     ended: bool,
 }
 
-/// Columns of TCP packets (`PyCaptureReader::tcp_columns`), in the layout of Arrow's arrays.
+/// The connections of a capture file (`PyCaptureReader::flow_index`), in the order first seen: key, packets,
+/// bytes.
 #[derive(Default)]
-struct TcpColumns {
-    rows: usize,
-    numbers: Vec<u8>,
-    times: Vec<u8>,
-    linktypes: Vec<u8>,
-    orig_lens: Vec<u8>,
-    data_offsets: Vec<u8>,
-    data: Vec<u8>,
-    flow_offsets: Vec<u8>,
-    flows: Vec<u8>,
+struct FlowIndex {
+    places: std::collections::HashMap<i64, usize>,
+    keys: Vec<i64>,
+    packets: Vec<i64>,
+    bytes: Vec<i64>,
 }
 
-impl TcpColumns {
-    fn push(&mut self, number: i64, time: f64, linktype: i64, orig_len: i64, data: &[u8], flow: &str) {
-        if self.rows == 0 {
-            self.data_offsets.extend_from_slice(&0i32.to_le_bytes());
-            self.flow_offsets.extend_from_slice(&0i32.to_le_bytes());
-        }
-        self.rows += 1;
-        self.numbers.extend_from_slice(&number.to_le_bytes());
-        self.times.extend_from_slice(&time.to_le_bytes());
-        self.linktypes.extend_from_slice(&linktype.to_le_bytes());
-        self.orig_lens.extend_from_slice(&orig_len.to_le_bytes());
-        self.data.extend_from_slice(data);
-        self.data_offsets.extend_from_slice(&(self.data.len() as i32).to_le_bytes());
-        self.flows.extend_from_slice(flow.as_bytes());
-        self.flow_offsets.extend_from_slice(&(self.flows.len() as i32).to_le_bytes());
+impl FlowIndex {
+    fn add(&mut self, key: i64, bytes: usize) {
+        let at = *self.places.entry(key).or_insert_with(|| {
+            self.keys.push(key);
+            self.packets.push(0);
+            self.bytes.push(0);
+            self.keys.len() - 1
+        });
+        self.packets[at] += 1;
+        self.bytes[at] += bytes as i64;
     }
+}
 
-    fn into_py(self, py: Python<'_>) -> Vec<Bound<'_, PyBytes>> {
-        [self.numbers, self.times, self.linktypes, self.orig_lens, self.data_offsets, self.data, self.flow_offsets, self.flows]
-            .iter().map(|column| PyBytes::new(py, column)).collect()
+fn int64_buffer(values: &[i64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The connections a `pipeline` task reads (`flow_key`s), and what a file's first packet is numbered in the
+/// whole input less one (its packets are numbered from 1 in the file).
+pub struct Selection {
+    pub flows: std::collections::HashSet<i64>,
+    pub offset: i64,
+}
+
+/// Calls `each` with the TCP segments of the selection's connections in `reader`, numbered in the whole
+/// input, until `each` says to stop (false) or the file ends; returns whether it ended. Nothing else of the
+/// file is told (its notes, how it ended: the `pipeline` reads those once, `flow_index`).
+pub fn selected_segments(reader: &Bound<'_, PyAny>, selection: &Selection,
+                         mut each: impl FnMut(&Segment<'_>) -> PyResult<bool>) -> PyResult<bool> {
+    let reader = reader.cast::<PyCaptureReader>()?;
+    let mut reader = reader.try_borrow_mut()?;
+    while !reader.ended {
+        let packet = match reader.reader.next_packet() {
+            Ok(Some(packet)) => packet,
+            Ok(None) => break,
+            Err(raised) => {
+                reader.ended = true;
+                return Err(python_error(raised.0));
+            }
+        };
+        let linktype = u32::try_from(packet.linktype).unwrap_or(u32::MAX);
+        let orig_len = usize::try_from(packet.orig_len).unwrap_or(usize::MAX);
+        let index = i64::try_from(packet.index).unwrap_or(i64::MAX).saturating_add(selection.offset);
+        let Some(segment) = tcp_segment(index, packet.timestamp, linktype, reader.reader.data(&packet), orig_len) else { continue };
+        if selection.flows.contains(&crate::transport::net::flow_key(&segment)) && !each(&segment)? {
+            return Ok(false);
+        }
     }
+    reader.ended = true;
+    Ok(true)
+}
+
+/// The packets of `selection`'s connections in `reader` into `stage` (`FileStage::before_packet` first), until
+/// at least `at_least` items are made, packets of `max_bytes` are read or the file ends: what they complete, in
+/// order; None once the file was read whole. The end of the input is the caller's (after its last file).
+pub fn read_selected<'py, S: FileStage>(py: Python<'py>, stage: &mut S, reader: &Bound<'py, PyAny>, selection: &Selection,
+                                        at_least: usize, max_bytes: usize) -> PyResult<Option<Bound<'py, PyList>>> {
+    if reader.cast::<PyCaptureReader>()?.try_borrow()?.ended {
+        return Ok(None);
+    }
+    let out = PyList::empty(py);
+    let mut read = 0;
+    let result = selected_segments(reader, selection, |segment| {
+        read += segment.payload.len();
+        stage.before_packet(segment.packet_index);
+        stage.feed_held(py, segment)?;
+        if stage.held() > 0 {
+            stage.release_into(py, &out)?;
+        }
+        Ok(out.len() < at_least && read < max_bytes)
+    });
+    let ended = stage.end_batch(py, &out);
+    result.and(ended)?;
+    Ok(Some(out))
 }
 
 impl PyCaptureReader {
@@ -226,36 +274,38 @@ impl PyCaptureReader {
         Ok(Some(self.packet_class.bind(py).call1(args)?))
     }
 
-    /// The next TCP packets on `ports` (any port when None), as columns for an Arrow batch (the pipeline's
-    /// read tasks, `dissector/spark/tasks.py`): at most `max_rows` of them, or packets of `max_bytes`. Returns
-    /// None at the end, else (numbers, times, link types, original lengths: little-endian int64 / float64
-    /// buffers; the data: int32 offsets and the bytes; the connections' keys, both endpoints in order:
-    /// int32 offsets and the text; rows; packets read, TCP or not; the time of the first packet read).
+    /// The TCP connections on `ports` (any port when None) in the rest of the file (the `pipeline`'s index of
+    /// its input, `dissector/spark/tasks.py`): (their `flow_key`s, packets, bytes: little-endian int64
+    /// buffers, in the order first seen; packets read, TCP or not; the time of the first packet read; the
+    /// error that stopped the reading, or None: what came before it stands).
     #[allow(clippy::type_complexity)]
-    fn tcp_columns<'py>(&mut self, py: Python<'py>, max_rows: usize, max_bytes: usize, ports: Option<std::collections::HashSet<u16>>)
-                        -> PyResult<Option<(Vec<Bound<'py, PyBytes>>, usize, u64, Option<f64>)>> {
-        let mut columns = TcpColumns::default();
-        let (mut read, mut first_time) = (0u64, None);
-        while columns.rows < max_rows && columns.data.len() < max_bytes {
-            let Some(packet) = self.reader.next_packet().map_err(|raised| python_error(raised.0))? else { break };
+    fn flow_index<'py>(&mut self, py: Python<'py>, ports: Option<std::collections::HashSet<u16>>)
+                       -> PyResult<((Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>), u64, Option<f64>, Option<String>)> {
+        let mut flows = FlowIndex::default();
+        let (mut read, mut first_time, mut error) = (0u64, None, None);
+        loop {
+            let packet = match self.reader.next_packet() {
+                Ok(Some(packet)) => packet,
+                Ok(None) => break,
+                Err(raised) => {
+                    error = Some(python_error_text(py, python_error(raised.0))?);
+                    break;
+                }
+            };
             read += 1;
             first_time.get_or_insert(packet.timestamp);
             let linktype = u32::try_from(packet.linktype).unwrap_or(u32::MAX);
             let orig_len = usize::try_from(packet.orig_len).unwrap_or(usize::MAX);
             let data = self.reader.data(&packet);
-            let Some(segment) = crate::transport::net::tcp_segment(packet.index as i64, packet.timestamp, linktype, data, orig_len) else { continue };
+            let Some(segment) = tcp_segment(packet.index as i64, packet.timestamp, linktype, data, orig_len) else { continue };
             if ports.as_ref().is_some_and(|p| !p.contains(&segment.src_port) && !p.contains(&segment.dst_port)) {
                 continue;
             }
-            let (a, b) = (endpoint_text(&segment.src, segment.src_port), endpoint_text(&segment.dst, segment.dst_port));
-            let flow = if a < b { format!("{a}>{b}") } else { format!("{b}>{a}") };
-            columns.push(packet.index as i64, packet.timestamp, packet.linktype, packet.orig_len as i64, data, &flow);
+            flows.add(crate::transport::net::flow_key(&segment), data.len());
         }
-        if read == 0 {
-            return Ok(None);
-        }
-        let rows = columns.rows;
-        Ok(Some((columns.into_py(py), rows, read, first_time)))
+        let buffers = (PyBytes::new(py, &int64_buffer(&flows.keys)), PyBytes::new(py, &int64_buffer(&flows.packets)),
+                       PyBytes::new(py, &int64_buffer(&flows.bytes)));
+        Ok((buffers, read, first_time, error))
     }
 
     /// Stop reading; a file opened here is closed.
@@ -349,6 +399,8 @@ pub trait FileStage {
     fn last_time(&self) -> f64;
     fn last_packet(&self) -> i64;
     fn event_class(&self) -> &Py<PyAny>;
+    /// Packet `p` (its number in the whole input) comes next (`read_selected`).
+    fn before_packet(&mut self, _p: i64) {}
 }
 
 /// The reader's notes not yet told, as CAPTURE_NOTE events at the stage's time and packet.

@@ -5,7 +5,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use crate::capture::binding::{read_batch, FileStage};
+use crate::capture::binding::{read_batch, selected_segments, FileStage, Selection};
 use crate::framing::PulsarFraming;
 use crate::transport::net::{endpoint_text, tcp_segment as parse_segment, Ip, Segment};
 use crate::transport::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
@@ -174,15 +174,27 @@ impl Dissector {
         made_to_py(py, self.inner.frame_class(), out)
     }
 
-    /// One captured packet, for its numbers only (a distributed run's first pass, `dissector/spark/`): the
-    /// frames it completes and the connections it opens; nothing is made into a Python object.
-    fn count_packet(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: Bound<'_, PyAny>,
-                    orig_len: usize) -> PyResult<(u64, u64)> {
-        let before = self.inner.numbering();
-        feed_packet(py, &mut self.inner, index, timestamp, linktype, &data, orig_len, &mut self.held)?;
-        self.held.clear();
-        let after = self.inner.numbering();
-        Ok((after.0 - before.0, after.1 - before.1))
+    /// The packets of `flows` (`flow_key`s) in a file of a larger input (`reader`, a ``CaptureReader``; its
+    /// packets numbered from `offset` + 1), for their numbers only: the packets that complete frames or open
+    /// connections, as little-endian int64 buffers (packet numbers, frames, connections opened).
+    fn count_selected<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, flows: std::collections::HashSet<i64>,
+                           offset: i64) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let selection = Selection { flows, offset };
+        let (mut packets, mut frames, mut opened) = (Vec::new(), Vec::new(), Vec::new());
+        let (inner, held) = (&mut self.inner, &mut self.held);
+        selected_segments(&reader, &selection, |segment| {
+            let before = inner.numbering();
+            inner.feed_segment(py, segment, held)?;
+            held.clear();
+            let after = inner.numbering();
+            if after != before {
+                packets.extend_from_slice(&segment.packet_index.to_le_bytes());
+                frames.extend_from_slice(&((after.0 - before.0) as i64).to_le_bytes());
+                opened.extend_from_slice(&((after.1 - before.1) as i64).to_le_bytes());
+            }
+            Ok(true)
+        })?;
+        Ok((PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened)))
     }
 
     /// End of the capture, for its numbers only: the frames it completes on each connection, in the order

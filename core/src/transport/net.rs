@@ -86,6 +86,31 @@ pub fn endpoint_text(ip: &Ip, port: u16) -> String {
     }
 }
 
+/// A TCP connection's key, the same from either end: a hash (FNV-1a, the same on every machine) of its two
+/// endpoints in order. The `pipeline` deals connections to its tasks by it and a task reads its own by it; two
+/// connections that share a key only share a task.
+pub fn flow_key(segment: &Segment<'_>) -> i64 {
+    fn endpoint(ip: &Ip, port: u16) -> ([u8; 16], u8, u16) {
+        match ip {
+            Ip::V4(a) => {
+                let mut bytes = [0u8; 16];
+                bytes[..4].copy_from_slice(a);
+                (bytes, 4, port)
+            }
+            Ip::V6(a) => (*a, 6, port),
+        }
+    }
+    let (a, b) = (endpoint(&segment.src, segment.src_port), endpoint(&segment.dst, segment.dst_port));
+    let (low, high) = if a <= b { (a, b) } else { (b, a) };
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (bytes, version, port) in [low, high] {
+        for byte in bytes.iter().chain(&[version]).chain(&port.to_be_bytes()) {
+            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    hash as i64
+}
+
 /// One TCP segment: the headers' fields and the payload bytes that were captured.
 #[derive(Clone, Debug)]
 pub struct Segment<'a> {
