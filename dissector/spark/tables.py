@@ -77,8 +77,15 @@ def _nulls(F):
             F.lit(None).cast("long").alias("packet"), F.lit(None).cast("string").alias("frame_type"))
 
 
+#: The message types that are sent (to the broker) and received (from it), per protocol.
+SENT = ("SEND", "SendMessageRequestP2B")
+RECEIVED = ("MESSAGE", "GetMessageResponseB2C")
+
+
 def summarize(spark, out: str) -> dict:
-    """What ``stats`` tells, computed in Spark from the tables under ``out``; small, so collected."""
+    """What ``stats`` tells, computed in Spark from the tables under ``out``; small, so collected. One query
+    per table (each is a pass over its files): the aggregates come back grouped finely, and the summary's
+    lists are their sums."""
     from pyspark.sql import functions as F
 
     def table(name):
@@ -88,30 +95,54 @@ def summarize(spark, out: str) -> dict:
         return [row.asDict(recursive=True) for row in frame.collect()]
 
     frames, messages, exchanges, problems, files = (table(name) for name in TABLES)
-    overall = frames.agg(F.count(F.lit(1)).alias("frames"), F.min("time").alias("first_time"),
-                         F.max("time").alias("last_time"), F.countDistinct("conn").alias("connections")).first()
-    file_figures = files.agg(F.count(F.lit(1)).alias("files"), F.coalesce(F.sum("packets"), F.lit(0)).alias("packets"),
-                             F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
-                             F.sum(F.when(F.col("ended_id") == "capture.unreadable", 1).otherwise(0)).alias("unreadable"),
-                             F.sum(F.when(F.col("ended_id") == "capture.truncated", 1).otherwise(0)).alias("truncated")).first()
-    sent = F.col("type").isin("SEND", "SendMessageRequestP2B")
-    received = F.col("type").isin("MESSAGE", "GetMessageResponseB2C")
-    topics = (messages.filter("topic is not null").groupBy("protocol", "topic")
-              .agg(F.sum(F.when(sent, 1).otherwise(0)).alias("messages_sent"),
-                   F.sum(F.when(sent, F.col("payload_size")).otherwise(0)).alias("bytes_sent"),
-                   F.sum(F.when(received, 1).otherwise(0)).alias("messages_received"),
-                   F.sum(F.when(received, F.col("payload_size")).otherwise(0)).alias("bytes_received"))
-              .orderBy("protocol", "topic"))
-    producers = (messages.filter(sent & F.col("producer_id").isNotNull())
-                 .groupBy("conn", "producer_id", "producer_name", "topic")
-                 .agg(F.count(F.lit(1)).alias("messages"), F.countDistinct("frame").alias("frames"),
-                      F.coalesce(F.sum("payload_size"), F.lit(0)).alias("payload_bytes"))
-                 .orderBy("conn", "producer_id"))
-    consumers = (messages.filter(received & F.col("consumer_id").isNotNull())
-                 .groupBy("conn", "consumer_id", "subscription", "topic")
-                 .agg(F.count(F.lit(1)).alias("messages"), F.countDistinct("frame").alias("frames"),
-                      F.coalesce(F.sum("payload_size"), F.lit(0)).alias("payload_bytes"))
-                 .orderBy("conn", "consumer_id"))
+    # frames: per (protocol, type), and the whole (grouping set ()), in one pass
+    frames.createOrReplaceTempView("summary_frames")
+    by_type = rows(spark.sql(
+        "SELECT protocol, type, count(1) AS n, min(time) AS first_time, max(time) AS last_time, "
+        "count(DISTINCT conn) AS connections, grouping_id() AS whole FROM summary_frames "
+        "GROUP BY GROUPING SETS ((protocol, type), ())"))
+    overall = next((r for r in by_type if r["whole"]), {"n": 0, "first_time": None, "last_time": None, "connections": 0})
+    protocols, types = {}, {}
+    for r in by_type:
+        if not r["whole"]:
+            protocols[r["protocol"]] = protocols.get(r["protocol"], 0) + r["n"]
+            types[r["type"]] = types.get(r["type"], 0) + r["n"]
+
+    # messages: per (protocol, topic, type, connection, producer, consumer); a frame's messages share all of
+    # these, so the frames counted in each group add up
+    groups = rows(messages.groupBy("protocol", "topic", "type", "conn", "producer_id", "producer_name", "consumer_id",
+                                   "subscription")
+                  .agg(F.count(F.lit(1)).alias("n"), F.sum("payload_size").alias("payload"),
+                       F.countDistinct("frame").alias("frames")))
+    topics, producers, consumers = {}, {}, {}
+    for g in groups:
+        sent, received = g["type"] in SENT, g["type"] in RECEIVED
+        if g["topic"] is not None:
+            t = topics.setdefault((g["protocol"], g["topic"]), {
+                "protocol": g["protocol"], "topic": g["topic"], "messages_sent": 0, "bytes_sent": [],
+                "messages_received": 0, "bytes_received": []})
+            t["messages_sent"] += g["n"] if sent else 0
+            t["messages_received"] += g["n"] if received else 0
+            # as SQL's sum(when(sent, payload_size).otherwise(0)): null only when every row is null
+            t["bytes_sent"].append(g["payload"] if sent else 0)
+            t["bytes_received"].append(g["payload"] if received else 0)
+        for wanted, key, name, into in ((sent, "producer_id", "producer_name", producers),
+                                        (received, "consumer_id", "subscription", consumers)):
+            if wanted and g[key] is not None:
+                a = into.setdefault((g["conn"], g[key], g[name], g["topic"]), {
+                    "conn": g["conn"], key: g[key], name: g[name], "topic": g["topic"], "messages": 0, "frames": 0,
+                    "payload_bytes": 0})
+                a["messages"] += g["n"]
+                a["frames"] += g["frames"]
+                a["payload_bytes"] += g["payload"] or 0
+    for t in topics.values():
+        for key in ("bytes_sent", "bytes_received"):
+            known = [v for v in t[key] if v is not None]
+            t[key] = sum(known) if known else None
+
+    def in_order(items: dict, *keys) -> list:
+        return [items[k] for k in sorted(items, key=lambda k: tuple((v is not None, v) for v in k[:len(keys)]))]
+
     latency = (exchanges.filter("latency_ms is not null").groupBy("protocol", "request_type")
                .agg(F.count(F.lit(1)).alias("count"),
                     F.percentile_approx("latency_ms", [0.5, 0.9, 0.99], 10000).alias("p"),
@@ -120,22 +151,26 @@ def summarize(spark, out: str) -> dict:
     latency_rows = [{"protocol": r["protocol"], "request_type": r["request_type"], "count": r["count"],
                      "p50": r["p"][0], "p90": r["p"][1], "p99": r["p"][2], "max": r["max"],
                      "mean": round(r["mean"], 3)} for r in rows(latency)]
+    file_figures = files.agg(F.count(F.lit(1)).alias("files"), F.coalesce(F.sum("packets"), F.lit(0)).alias("packets"),
+                             F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
+                             F.sum(F.when(F.col("ended_id") == "capture.unreadable", 1).otherwise(0)).alias("unreadable"),
+                             F.sum(F.when(F.col("ended_id") == "capture.truncated", 1).otherwise(0)).alias("truncated")).first()
     file_problems = rows(files.filter("ended_id is not null").orderBy("order")
                          .select("path", F.col("ended_id").alias("id"), F.col("ended").alias("message"))
                          .limit(FILE_PROBLEMS_LISTED))
     return {
         "files": file_figures.asDict(),
         "file_problems": file_problems,
-        "frames": overall["frames"],
+        "frames": overall["n"],
         "connections": overall["connections"],
         "first_time": overall["first_time"],
         "last_time": overall["last_time"],
-        "protocols": {r["protocol"]: r["count"] for r in rows(frames.groupBy("protocol").count().orderBy("protocol"))},
-        "types": {r["type"]: r["count"] for r in rows(frames.groupBy("type").count().orderBy(F.desc("count"), "type"))},
-        "messages": messages.count(),
-        "topics": rows(topics),
-        "producers": rows(producers),
-        "consumers": rows(consumers),
+        "protocols": dict(sorted(protocols.items(), key=lambda kv: (kv[0] is not None, kv[0]))),
+        "types": dict(sorted(types.items(), key=lambda kv: (-kv[1], kv[0] is not None, kv[0]))),
+        "messages": sum(g["n"] for g in groups),
+        "topics": in_order(topics, "protocol", "topic"),
+        "producers": in_order(producers, "conn", "producer_id"),
+        "consumers": in_order(consumers, "conn", "consumer_id"),
         "latency_ms": latency_rows,
         "problems": rows(problems.groupBy("id", "severity").count().orderBy(F.desc("count"), "id")),
     }

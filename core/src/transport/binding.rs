@@ -182,7 +182,8 @@ impl Dissector {
         let selection = Selection { flows, offset };
         let (mut packets, mut frames, mut opened) = (Vec::new(), Vec::new(), Vec::new());
         let (inner, held) = (&mut self.inner, &mut self.held);
-        selected_segments(&reader, &selection, |segment| {
+        inner.count_only = true;
+        let counted = selected_segments(&reader, &selection, |segment| {
             let before = inner.numbering();
             inner.feed_segment(py, segment, held)?;
             held.clear();
@@ -193,7 +194,9 @@ impl Dissector {
                 opened.extend_from_slice(&((after.1 - before.1) as i64).to_le_bytes());
             }
             Ok(true)
-        })?;
+        });
+        inner.count_only = false;
+        counted?;
         Ok((PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened)))
     }
 

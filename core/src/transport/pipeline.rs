@@ -212,6 +212,8 @@ pub struct Pipeline {
     conns: FastMap<u64, ConnState>,
     pub other: OtherTraffic,
     frame_index: u64,
+    /// Frames are only counted, not decoded, once their connection is known (`pipeline`'s first pass).
+    pub count_only: bool,
     /// The number before the first frame the end of the capture leaves on a connection, by connection
     /// (`set_finish_base`).
     finish_bases: FastMap<u64, u64>,
@@ -251,7 +253,7 @@ impl Pipeline {
         let reassembler = Reassembler::new(settings.reassembly.clone());
         Pipeline {
             settings, classes, protocols, ports, reassembler, conns: FastMap::default(), other: OtherTraffic::default(),
-            frame_index: 0, finish_bases: FastMap::default(), last_time: 0.0, last_packet: 0, events: Vec::new(),
+            frame_index: 0, count_only: false, finish_bases: FastMap::default(), last_time: 0.0, last_packet: 0, events: Vec::new(),
         }
     }
 
@@ -485,6 +487,10 @@ impl Pipeline {
     fn emit(&mut self, py: Python<'_>, state: &mut ConnState, ci: usize, side: usize, item: Split, out: &mut Vec<Made>, end: &End) -> PyResult<()> {
         match item {
             Split::Pdu(pdu) => {
+                if self.count_only && state.confirmed && state.server.is_some() {
+                    self.frame_index += 1; // a frame, its number taken: what it says does not change numbers
+                    return Ok(());
+                }
                 let protocol = &self.protocols[state.candidates[ci].protocol];
                 let mut decoded = decode_pdu(py, protocol, &pdu.data, pdu.missing, &self.settings.decode)?;
                 if pdu.missing > 0 {
