@@ -276,7 +276,7 @@ def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
     """The core's columns of records (`core/src/columns.rs`, the sink the decoding tasks' records are built
     into, here fed records as dicts): a key of the wrong type is null in its column, strings are themselves,
     objects keep their JSON text, messages are expanded (a list item that is no object is no row)."""
-    from dissector.spark.rows import FRAMES, MESSAGES, _table
+    from dissector.spark.rows import FRAMES, MESSAGES, PROBLEMS, _table
     import pulsar_dissect_core as core
 
     records = [
@@ -289,7 +289,7 @@ def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
         {"index": 2, "time": "soon", "answers": 1, "latency_ms": 0.25, "command": {"topic": "t2"}, "encrypted": "yes",
          "expert": [], "unknown": {"deep": [1, {"a": 2}]}},
     ]
-    (frame_rows, frames), (message_rows, messages) = core.record_columns(records)
+    (frame_rows, frames), (message_rows, messages), (problem_rows, problems) = core.record_columns(records)
     f = _table(FRAMES, frame_rows, frames).to_pydict()
     assert f["index"] == [1, 2] and f["time"] == [1.5, None] and f["size"] == [None, None]
     assert f["src"] == ['a\x07"b', None] and f["conn"] == [2, None]
@@ -304,6 +304,9 @@ def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
     assert m["payload_size"] == [3, None]  # beyond int64: null, not an error
     assert m["message_id"] == ['{"ledger_id":1}', None] and m["properties"] == ['{"k":"v"}', None]
     assert m["topic"] == ["persistent://t"] * 2
+    p = _table(PROBLEMS, problem_rows, problems).to_pydict()
+    assert (p["id"], p["severity"], p["message"], p["frame"], p["time"], p["frame_type"]) == (
+        ["i"], ["error"], ["m"], [1], [1.5], ["SEND"])
 
 
 def test_summary_lines_escape_wire_strings_and_fit_80_columns():

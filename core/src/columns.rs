@@ -135,6 +135,14 @@ pub const MESSAGE_COLUMNS: [(&str, Kind); 22] = [
     ("event_time", Kind::Int), ("publish_time", Kind::Int),
 ];
 
+/// The problems table's columns: a finding of a frame (`expert`), then the frame's; `file` (the input a
+/// problem of reading is about) is null for these rows, which the tasks write (the job adds the others).
+pub const PROBLEM_COLUMNS: [(&str, Kind); 10] = [
+    ("id", Kind::Text), ("severity", Kind::Text), ("message", Kind::Text), ("protocol", Kind::Text),
+    ("frame", Kind::Int), ("conn", Kind::Int), ("time", Kind::Float), ("packet", Kind::Int), ("frame_type", Kind::Text),
+    ("file", Kind::Text),
+];
+
 /// The record's own keys the frame columns take (`FRAME_COLUMNS` up to `topic`, then `client_id` and
 /// `group`), by their place in `TOP_KEYS`.
 const TOP_KEYS: [&str; 28] = [
@@ -169,6 +177,15 @@ fn place_of(keys: &[&str], key: &str) -> Option<usize> {
 /// Where a value lies in the record's line: [start, end).
 type Span = Option<(usize, usize)>;
 
+/// The record's lists whose objects are rows of a table of their own: the messages (the `messages` table),
+/// the findings (`expert`: the `problems` table), by their place here; and the keys of an object each takes.
+const ROW_LISTS: [(&str, &[&str]); 2] = [("messages", &MESSAGE_KEYS), ("expert", &FINDING_KEYS)];
+const MESSAGES: usize = 0;
+const FINDINGS: usize = 1;
+
+/// The keys of a finding the problems table takes.
+const FINDING_KEYS: [&str; 3] = ["id", "severity", "message"];
+
 /// What a container being written is, for the columns.
 #[derive(Clone, Copy, PartialEq)]
 enum Place {
@@ -176,9 +193,9 @@ enum Place {
     Record,
     /// The producer, consumer or command (`PRODUCER`...): some of its keys are columns.
     Actor(usize),
-    /// The list of messages, and one of them.
-    Messages,
-    Message,
+    /// A list of `ROW_LISTS`, and one of its objects.
+    Rows(usize),
+    Row(usize),
     /// Nothing in it is a column of its own.
     Inside,
 }
@@ -188,9 +205,8 @@ enum Place {
 enum Slot {
     Top(usize),
     Actor(usize, usize),
-    MessageKey(usize),
-    /// A message object (a row of its own).
-    Message,
+    /// A key of an object of a `ROW_LISTS` list.
+    RowKey(usize, usize),
     Nothing,
 }
 
@@ -199,10 +215,10 @@ enum Slot {
 struct Spans {
     top: [Span; 28],
     actors: [[Span; 4]; 3],
-    /// Each message object: its place in the list and its keys' spans (`MESSAGE_KEYS`).
-    messages: Vec<(usize, [Span; 10])>,
-    /// Items of the messages list so far.
-    message_items: usize,
+    /// Per `ROW_LISTS` list, each object: its place in the list and its keys' spans.
+    rows: [Vec<(usize, [Span; 10])>; 2],
+    /// Items of each list so far.
+    items: [usize; 2],
 }
 
 /// A record written as its JSON line while the values the columns take are found in it as they are written
@@ -231,8 +247,9 @@ impl<'o> TableSink<'o> {
             Key::Item => "",
         };
         match self.open.last().map(|(_, place, _)| *place) {
-            Some(Place::Record) => matches!((name, object), ("producer" | "consumer" | "command", true) | ("messages", false)),
-            Some(Place::Messages) => object,
+            Some(Place::Record) => matches!((name, object), ("producer" | "consumer" | "command", true))
+                || (!object && ROW_LISTS.iter().any(|(list, _)| *list == name)),
+            Some(Place::Rows(_)) => object,
             _ => false,
         }
     }
@@ -251,15 +268,26 @@ impl<'o> TableSink<'o> {
                 ("producer", true) => (Place::Actor(PRODUCER), Slot::Nothing),
                 ("consumer", true) => (Place::Actor(CONSUMER), Slot::Nothing),
                 ("command", true) => (Place::Actor(COMMAND), Slot::Top(TOP_COMMAND)),
-                ("messages", false) if !matches!(key, Key::Item) => (Place::Messages, Slot::Nothing),
-                _ => (Place::Inside, place_of(&TOP_KEYS, name).map_or(Slot::Nothing, Slot::Top)),
+                (_, object) => {
+                    let top = place_of(&TOP_KEYS, name).map_or(Slot::Nothing, Slot::Top);
+                    match ROW_LISTS.iter().position(|(list, _)| *list == name) {
+                        Some(list) if !object => (Place::Rows(list), top),
+                        _ => (Place::Inside, top),
+                    }
+                }
             },
             Some(Place::Actor(actor)) => (Place::Inside, place_of(&ACTOR_KEYS, name).map_or(Slot::Nothing, |at| Slot::Actor(actor, at))),
-            Some(Place::Messages) => {
-                self.spans.message_items += 1;
-                if object { (Place::Message, Slot::Message) } else { (Place::Inside, Slot::Nothing) }
+            Some(Place::Rows(list)) => {
+                self.spans.items[list] += 1;
+                if object {
+                    let position = self.spans.items[list] - 1;
+                    self.spans.rows[list].push((position, Default::default()));
+                    (Place::Row(list), Slot::Nothing)
+                } else {
+                    (Place::Inside, Slot::Nothing)
+                }
             }
-            Some(Place::Message) => (Place::Inside, place_of(&MESSAGE_KEYS, name).map_or(Slot::Nothing, Slot::MessageKey)),
+            Some(Place::Row(list)) => (Place::Inside, place_of(ROW_LISTS[list].1, name).map_or(Slot::Nothing, |at| Slot::RowKey(list, at))),
             Some(Place::Inside) => (Place::Inside, Slot::Nothing),
         }
     }
@@ -270,12 +298,12 @@ impl<'o> TableSink<'o> {
         match slot {
             Slot::Top(at) => self.spans.top[at] = Some(span),
             Slot::Actor(actor, at) => self.spans.actors[actor][at] = Some(span),
-            Slot::MessageKey(at) => {
-                if let Some(message) = self.spans.messages.last_mut() {
-                    message.1[at] = Some(span);
+            Slot::RowKey(list, at) => {
+                if let Some(row) = self.spans.rows[list].last_mut() {
+                    row.1[at] = Some(span);
                 }
             }
-            Slot::Message | Slot::Nothing => {}
+            Slot::Nothing => {}
         }
     }
 
@@ -306,13 +334,7 @@ impl<'py> RecordSink<'py> for TableSink<'_> {
 
     fn open(&mut self, key: Key<'_>, list: bool) -> PyResult<()> {
         let (place, slot) = self.slot(key, !list);
-        // a list under "messages" is the messages; any other list holds nothing of its own
-        let place = if list && place != Place::Messages { Place::Inside } else { place };
         self.json.open(key, list)?;
-        if matches!(slot, Slot::Message) {
-            let position = self.spans.message_items - 1;
-            self.spans.messages.push((position, Default::default()));
-        }
         self.open.push((self.json.value_start, place, slot));
         Ok(())
     }
@@ -326,12 +348,36 @@ impl<'py> RecordSink<'py> for TableSink<'_> {
     }
 }
 
-/// The frames and messages of records as columns, until taken.
+/// One table's columns and rows.
+struct Table {
+    columns: Vec<Column>,
+    rows: usize,
+}
+
+impl Table {
+    fn new(columns: &[(&str, Kind)]) -> Table {
+        Table { columns: columns.iter().map(|(_, kind)| Column::new(*kind)).collect(), rows: 0 }
+    }
+
+    fn push(&mut self, values: &[Option<&str>]) {
+        for (column, value) in self.columns.iter_mut().zip(values) {
+            column.push(*value);
+        }
+        self.rows += 1;
+    }
+
+    fn take<'py>(&mut self, py: Python<'py>) -> (usize, Buffers<'py>) {
+        let taken = (self.rows, self.columns.iter_mut().map(|c| c.take_py(py)).collect());
+        self.rows = 0;
+        taken
+    }
+}
+
+/// The frames, messages and problems (the frames' findings) of records as columns, until taken.
 pub struct TableColumns {
-    frames: Vec<Column>,
-    messages: Vec<Column>,
-    frame_rows: usize,
-    message_rows: usize,
+    frames: Table,
+    messages: Table,
+    problems: Table,
 }
 
 impl Default for TableColumns {
@@ -342,23 +388,20 @@ impl Default for TableColumns {
 
 impl TableColumns {
     pub fn new() -> TableColumns {
-        TableColumns {
-            frames: FRAME_COLUMNS.iter().map(|(_, kind)| Column::new(*kind)).collect(),
-            messages: MESSAGE_COLUMNS.iter().map(|(_, kind)| Column::new(*kind)).collect(),
-            frame_rows: 0,
-            message_rows: 0,
-        }
+        TableColumns { frames: Table::new(&FRAME_COLUMNS), messages: Table::new(&MESSAGE_COLUMNS),
+                       problems: Table::new(&PROBLEM_COLUMNS) }
     }
 
     /// Bytes the columns hold (what a writer flushes by).
     pub fn size(&self) -> usize {
-        self.frames.iter().chain(&self.messages).map(|c| c.values.len() + c.offsets.len()).sum()
+        [&self.frames, &self.messages, &self.problems].iter().flat_map(|t| &t.columns)
+            .map(|c| c.values.len() + c.offsets.len()).sum()
     }
 
     /// A record, written by `build` into a `TableSink`: its line straight into the `json` column (no copy),
     /// its values into the others. On an error nothing of it is kept.
     pub fn record(&mut self, build: impl FnOnce(&mut TableSink<'_>) -> PyResult<usize>) -> PyResult<usize> {
-        let json = self.frames.last_mut().expect("a json column");
+        let json = self.frames.columns.last_mut().expect("a json column");
         let mut out = std::mem::take(&mut json.values);
         let base = out.len();
         let mut sink = TableSink::new(&mut out);
@@ -374,7 +417,7 @@ impl TableColumns {
         if !kept {
             out.truncate(base);
         }
-        let json = self.frames.last_mut().expect("a json column");
+        let json = self.frames.columns.last_mut().expect("a json column");
         json.values = out;
         if kept {
             json.offsets.extend_from_slice(&(json.values.len() as i64).to_le_bytes());
@@ -383,7 +426,7 @@ impl TableColumns {
         built
     }
 
-    /// A record's line and where its values lie in it (`TableSink`): every column but `json`.
+    /// A record's line and where its values lie in it (`TableSink`): every column but the frame's `json`.
     fn add(&mut self, line: &str, spans: &Spans) {
         let text = |span: Span| span.and_then(|(start, end)| line.get(start..end));
         let top = |at: usize| text(spans.top[at]);
@@ -400,16 +443,13 @@ impl TableColumns {
         values[29] = actor(PRODUCER, 0); // producer_id
         values[30] = actor(CONSUMER, 0); // consumer_id
         values[31] = actor(CONSUMER, 3); // subscription
-        for (column, value) in self.frames.iter_mut().zip(values) {
-            column.push(value); // (the values stop before json)
-        }
-        self.frame_rows += 1;
+        self.frames.push(&values); // (the values stop before json)
         // the frame's part of a message row: protocol, frame, (position), conn, time, type, direction, topic,
         // producer_name, producer_id, consumer_id, subscription
         let shared = [values[1], values[0], values[3], values[2], values[9], values[6], values[TOP_TOPIC], values[28],
                       values[29], values[30], values[31]];
         let mut number = itoa::Buffer::new();
-        for (position, keys) in &spans.messages {
+        for (position, keys) in &spans.rows[MESSAGES] {
             let mut row: [Option<&str>; 22] = [None; 22];
             row[..2].copy_from_slice(&shared[..2]);
             row[2] = Some(number.format(*position));
@@ -417,21 +457,20 @@ impl TableColumns {
             for (at, key) in keys.iter().enumerate() {
                 row[12 + at] = text(*key);
             }
-            for (column, value) in self.messages.iter_mut().zip(row) {
-                column.push(value);
-            }
-            self.message_rows += 1;
+            self.messages.push(&row);
+        }
+        // a finding's row: id, severity, message, then the frame's protocol, index, conn, time, packet, type
+        for (_, keys) in &spans.rows[FINDINGS] {
+            let row = [text(keys[0]), text(keys[1]), text(keys[2]), values[1], values[0], values[3], values[2],
+                       values[7], values[9], None];
+            self.problems.push(&row);
         }
     }
 
-    /// The columns as Arrow buffers, emptied: ((frame rows, per frame column (validity, values, offsets)),
-    /// (message rows, likewise)), the columns in the order of `table_columns()`.
-    pub fn take<'py>(&mut self, py: Python<'py>) -> ((usize, Buffers<'py>), (usize, Buffers<'py>)) {
-        let taken = ((self.frame_rows, self.frames.iter_mut().map(|c| c.take_py(py)).collect()),
-                     (self.message_rows, self.messages.iter_mut().map(|c| c.take_py(py)).collect()));
-        self.frame_rows = 0;
-        self.message_rows = 0;
-        taken
+    /// The columns as Arrow buffers, emptied: per table (frames, messages, problems) its rows and per column
+    /// (validity, values, offsets), the columns in the order of `table_columns()`.
+    pub fn take<'py>(&mut self, py: Python<'py>) -> [(usize, Buffers<'py>); 3] {
+        [self.frames.take(py), self.messages.take(py), self.problems.take(py)]
     }
 }
 
@@ -462,7 +501,7 @@ fn write_value(sink: &mut TableSink<'_>, key: Key<'_>, value: &Value) -> PyResul
 /// `AnalysedDissector.take_columns` gives those it makes.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-pub fn record_columns<'py>(py: Python<'py>, records: Vec<Bound<'py, PyAny>>) -> PyResult<((usize, Buffers<'py>), (usize, Buffers<'py>))> {
+pub fn record_columns<'py>(py: Python<'py>, records: Vec<Bound<'py, PyAny>>) -> PyResult<[(usize, Buffers<'py>); 3]> {
     let mut columns = TableColumns::new();
     for record in records {
         let record = Value::Map(crate::value::map_from_py(&record)?);
@@ -471,12 +510,12 @@ pub fn record_columns<'py>(py: Python<'py>, records: Vec<Bound<'py, PyAny>>) -> 
     Ok(columns.take(py))
 }
 
-/// The frames and messages tables' columns: ([(name, kind)], [(name, kind)]), kind "int", "float", "bool"
-/// or "text".
+/// The frames, messages and problems tables' columns: [[(name, kind)]...], kind "int", "float", "bool" or
+/// "text".
 #[pyfunction]
-pub fn table_columns() -> (Vec<(&'static str, &'static str)>, Vec<(&'static str, &'static str)>) {
+pub fn table_columns() -> [Vec<(&'static str, &'static str)>; 3] {
     let named = |columns: &[(&'static str, Kind)]| columns.iter().map(|(name, kind)| (*name, match kind {
         Kind::Int => "int", Kind::Float => "float", Kind::Bool => "bool", Kind::Text => "text",
     })).collect();
-    (named(&FRAME_COLUMNS), named(&MESSAGE_COLUMNS))
+    [named(&FRAME_COLUMNS), named(&MESSAGE_COLUMNS), named(&PROBLEM_COLUMNS)]
 }

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 import sys
 
 from dissector.options import Options
@@ -147,8 +146,6 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
                  .unionByName(numbers.select("slot", F.lit("number").alias("kind"),
                                              *(F.col(c) if c in numbers.columns else nothing[c].alias(c) for c in columns)))
                  .repartition(partitions, "slot").sortWithinPartitions("kind", "order", "p"))
-    for table in ("frames", "messages"):
-        shutil.rmtree(os.path.join(out, table), ignore_errors=True)
     write_empty(out)
     events = to_decode.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out)),
                                   from_arrow_schema(tasks.EVENTS))

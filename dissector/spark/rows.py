@@ -1,5 +1,6 @@
-"""The ``frames`` and ``messages`` tables as the decoding tasks write them: the core makes each frame's record
-(the CLI's ``--json`` line, docs/records.schema.json) straight into Arrow columns (``core/src/columns.rs``: no
+"""The ``frames`` and ``messages`` tables, and the frames' findings in ``problems``, as the decoding tasks write
+them: the core makes each frame's record (the CLI's ``--json`` line, docs/records.schema.json) straight into
+Arrow columns (``core/src/columns.rs``: no
 Python object per value, nothing parsed back) and each task writes its own Parquet file of each table, so a
 gigabyte of records never passes through Spark's rows. Spark SQL reads these files back for the other tables
 and the summary (``tables.py``).
@@ -15,9 +16,8 @@ import pyarrow.parquet as pq
 import pulsar_dissect_core as _core
 
 _TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "text": pa.large_string()}
-_FRAME_COLUMNS, _MESSAGE_COLUMNS = _core.table_columns()
-FRAMES = pa.schema([(name, _TYPES[kind]) for name, kind in _FRAME_COLUMNS])
-MESSAGES = pa.schema([(name, _TYPES[kind]) for name, kind in _MESSAGE_COLUMNS])
+FRAMES, MESSAGES, PROBLEMS = (pa.schema([(name, _TYPES[kind]) for name, kind in columns])
+                              for columns in _core.table_columns())
 
 #: Bytes of columns a task holds before it writes them as a row group.
 CHUNK_BYTES = 32 << 20
@@ -35,6 +35,11 @@ FRAMES_WRITTEN = _write_options(FRAMES, {"protocol", "src", "dst", "direction", 
                                          "client_id", "group", "producer_name", "subscription", "checksum"})
 MESSAGES_WRITTEN = _write_options(MESSAGES, {"protocol", "direction", "type", "topic", "producer_name", "subscription",
                                              "partition_key"})
+PROBLEMS_WRITTEN = _write_options(PROBLEMS, {"id", "severity", "protocol", "frame_type"})
+
+#: The tables the decoding tasks write, each under its own directory: (name, schema, how written).
+TASK_TABLES = (("frames", FRAMES, FRAMES_WRITTEN), ("messages", MESSAGES, MESSAGES_WRITTEN),
+               ("problems", PROBLEMS, PROBLEMS_WRITTEN))
 
 
 def _table(schema: pa.Schema, rows: int, buffers) -> pa.Table:
@@ -64,27 +69,30 @@ class _Writer:
 
 
 class FrameTables:
-    """The frames and messages of one task, written under ``out``/frames and ``out``/messages as
-    part-``partition``.parquet."""
+    """The frames, messages and problems (the frames' findings) of one task, each written under ``out``/NAME
+    as part-``partition``.parquet."""
 
     def __init__(self, out: str, partition: int):
         name = f"part-{partition:05d}.parquet"
-        self.frames = _Writer(os.path.join(out, "frames", name), FRAMES, FRAMES_WRITTEN)
-        self.messages = _Writer(os.path.join(out, "messages", name), MESSAGES, MESSAGES_WRITTEN)
+        self.writers = [(_Writer(os.path.join(out, table, name), schema, options), schema)
+                        for table, schema, options in TASK_TABLES]
 
     def write(self, columns) -> None:
         """Columns as the core gives them (``AnalysedDissector.take_columns``): a row group of each table."""
-        (frame_rows, frames), (message_rows, messages) = columns
-        self.frames.write(_table(FRAMES, frame_rows, frames))
-        self.messages.write(_table(MESSAGES, message_rows, messages))
+        for (writer, schema), (rows, buffers) in zip(self.writers, columns):
+            writer.write(_table(schema, rows, buffers))
 
     def close(self) -> None:
-        self.frames.close()
-        self.messages.close()
+        for writer, _ in self.writers:
+            writer.close()
 
 
 def write_empty(out: str) -> None:
-    """An empty file of each table, so that a run without frames still has tables to read."""
-    for name, schema in (("frames", FRAMES), ("messages", MESSAGES)):
-        os.makedirs(os.path.join(out, name), exist_ok=True)
+    """The tables the tasks write, emptied, each with an empty file, so that a run without frames still has
+    tables to read."""
+    import shutil
+
+    for name, schema, _ in TASK_TABLES:
+        shutil.rmtree(os.path.join(out, name), ignore_errors=True)
+        os.makedirs(os.path.join(out, name))
         pq.write_table(schema.empty_table(), os.path.join(out, name, "part-empty.parquet"))

@@ -1,8 +1,9 @@
 """The pipeline's tables and the summary computed from them, in Spark SQL. ``frames`` and ``messages`` are
 written by the decoding tasks (``rows.py``: one row per frame, the contract's keys as columns and ``json`` the
-whole record; one row per application message); the others are made here from them:
+whole record; one row per application message), and so are the frames' findings in ``problems``; the rest is
+made here:
 - ``exchanges``: one row per response that answers a request, with both frames and the latency.
-- ``problems``: every finding of a frame, every event with a severity, every note of reading a file.
+- ``problems``: besides the frames' findings, every event with a severity, every note of reading a file.
 - ``files``: the input files, in the order they were read as one capture.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ def write(spark, events, files, notes, missing: list[str], out: str) -> dict:
     """Write the tables under ``out`` and ``out``/summary.json; returns the summary."""
     from pyspark.sql import functions as F
 
-    # the decoding tasks wrote these two (rows.py)
+    # the decoding tasks wrote frames, messages and the frames' findings (rows.py)
     frames = spark.read.parquet(os.path.join(out, "frames"))
 
     request = frames.select(F.col("index").alias("request_frame"),
@@ -36,13 +37,6 @@ def write(spark, events, files, notes, missing: list[str], out: str) -> dict:
                          "latency_ms", "topic"))
     exchanges.write.mode("overwrite").parquet(os.path.join(out, "exchanges"))
 
-    expert = F.from_json("expert", "array<struct<id: string, severity: string, message: string>>")
-    found = (frames.filter("expert is not null")
-             .select("protocol", F.col("index").alias("frame"), "conn", "time", "packet", "type",
-                     F.explode(expert).alias("e"))
-             .select(F.col("e.id").alias("id"), F.col("e.severity").alias("severity"), F.col("e.message").alias("message"),
-                     "protocol", "frame", "conn", "time", "packet", F.col("type").alias("frame_type"),
-                     F.lit(None).cast("string").alias("file")))
     events = (events.select(F.from_json("json", EVENT_SCHEMA).alias("e"))
               .filter("e.severity is not null and e.severity != 'note'")
               .select(F.col("e.type").alias("id"), "e.severity", "e.message", F.lit(None).cast("string").alias("protocol"),
@@ -58,8 +52,9 @@ def write(spark, events, files, notes, missing: list[str], out: str) -> dict:
         [("capture.unreadable", "error", f"{item}: no such file, directory or match", item) for item in missing],
         "id string, severity string, message string, file string").select(
             "id", "severity", "message", *_nulls(F), "file")
-    problems = found.unionByName(events).unionByName(file_problems).unionByName(note_problems).unionByName(missing_problems)
-    problems.write.mode("overwrite").parquet(os.path.join(out, "problems"))
+    # the frames' findings are there already (the decoding tasks wrote them: rows.py)
+    problems = events.unionByName(file_problems).unionByName(note_problems).unionByName(missing_problems)
+    problems.write.mode("append").parquet(os.path.join(out, "problems"))
 
     files.select("order", "path", "packets", "first_time", "size", "offset", "ended_id", "ended") \
         .write.mode("overwrite").parquet(os.path.join(out, "files"))
@@ -95,25 +90,25 @@ def summarize(spark, out: str) -> dict:
         return [row.asDict(recursive=True) for row in frame.collect()]
 
     frames, messages, exchanges, problems, files = (table(name) for name in TABLES)
-    # frames: per (protocol, type), and the whole (grouping set ()), in one pass
-    frames.createOrReplaceTempView("summary_frames")
-    by_type = rows(spark.sql(
-        "SELECT protocol, type, count(1) AS n, min(time) AS first_time, max(time) AS last_time, "
-        "count(DISTINCT conn) AS connections, grouping_id() AS whole FROM summary_frames "
-        "GROUP BY GROUPING SETS ((protocol, type), ())"))
-    overall = next((r for r in by_type if r["whole"]), {"n": 0, "first_time": None, "last_time": None, "connections": 0})
+    # frames: one pass, per (protocol, type, connection); the summary's figures from those groups (few: kept)
+    per_conn = (frames.groupBy("protocol", "type", "conn")
+                .agg(F.count(F.lit(1)).alias("n"), F.min("time").alias("first_time"), F.max("time").alias("last_time"))
+                .persist())
+    overall = per_conn.agg(F.coalesce(F.sum("n"), F.lit(0)).alias("n"), F.min("first_time").alias("first_time"),
+                           F.max("last_time").alias("last_time"), F.countDistinct("conn").alias("connections")).first()
     protocols, types = {}, {}
-    for r in by_type:
-        if not r["whole"]:
-            protocols[r["protocol"]] = protocols.get(r["protocol"], 0) + r["n"]
-            types[r["type"]] = types.get(r["type"], 0) + r["n"]
+    for r in rows(per_conn.groupBy("protocol", "type").agg(F.sum("n").alias("n"))):
+        protocols[r["protocol"]] = protocols.get(r["protocol"], 0) + r["n"]
+        types[r["type"]] = types.get(r["type"], 0) + r["n"]
+    per_conn.unpersist()
 
     # messages: per (protocol, topic, type, connection, producer, consumer); a frame's messages share all of
-    # these, so the frames counted in each group add up
+    # these, and a frame's first message is at position 0 (the core writes every message as an object), so
+    # the frames of each group are its rows at position 0 and add up across groups
     groups = rows(messages.groupBy("protocol", "topic", "type", "conn", "producer_id", "producer_name", "consumer_id",
                                    "subscription")
                   .agg(F.count(F.lit(1)).alias("n"), F.sum("payload_size").alias("payload"),
-                       F.countDistinct("frame").alias("frames")))
+                       F.count(F.when(F.col("position") == 0, 1)).alias("frames")))
     topics, producers, consumers = {}, {}, {}
     for g in groups:
         sent, received = g["type"] in SENT, g["type"] in RECEIVED

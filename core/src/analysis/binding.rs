@@ -951,9 +951,9 @@ impl AnalysedDissector {
         self.analysis.records.as_ref().map_or((0, 0), |r| (r.made.frames, r.made.problems))
     }
 
-    /// The frames and messages columns made so far (with records="columns"), emptied: see `columns.rs`.
-    #[allow(clippy::type_complexity)]
-    fn take_columns<'py>(&mut self, py: Python<'py>) -> ((usize, Buffers<'py>), (usize, Buffers<'py>)) {
+    /// The frames, messages and problems columns made so far (with records="columns"), emptied: see
+    /// `columns.rs`.
+    fn take_columns<'py>(&mut self, py: Python<'py>) -> [(usize, Buffers<'py>); 3] {
         match self.analysis.records.as_mut().map(|r| &mut r.made.target) {
             Some(Target::Columns(columns)) => columns.take(py),
             _ => TableColumns::new().take(py),
