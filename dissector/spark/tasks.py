@@ -184,7 +184,8 @@ def count_numbers(batches, options: Options):
                 continue
         packets, frames, opened = _int64s(packets), _int64s(frames), _int64s(opened)
         conn = before
-        for p, n in zip(packets.to_pylist(), opened.to_pylist()):
+        opening = pc.greater(opened, 0)  # the few packets that open connections, not every one counted
+        for p, n in zip(packets.filter(opening).to_pylist(), opened.filter(opening).to_pylist()):
             for _ in range(n):
                 first_packet[conn] = p
                 conn += 1

@@ -179,6 +179,14 @@ pub struct Selection {
     pub offset: i64,
 }
 
+/// A packet's TCP segment (None: not TCP), the packet numbered `offset` + its number in the file.
+fn packet_segment<'r>(reader: &'r Reader, packet: &super::Packet, offset: i64) -> Option<Segment<'r>> {
+    let linktype = u32::try_from(packet.linktype).unwrap_or(u32::MAX); // -1: a short interface block, no link type
+    let orig_len = usize::try_from(packet.orig_len).unwrap_or(usize::MAX);
+    let index = i64::try_from(packet.index).unwrap_or(i64::MAX).saturating_add(offset);
+    tcp_segment(index, packet.timestamp, linktype, reader.data(packet), orig_len)
+}
+
 /// Calls `each` with the TCP segments of the selection's connections in `reader`, numbered in the whole
 /// input, until `each` says to stop (false) or the file ends; returns whether it ended. Nothing else of the
 /// file is told (its notes, how it ended: the `pipeline` reads those once, `flow_index`).
@@ -195,10 +203,7 @@ pub fn selected_segments(reader: &Bound<'_, PyAny>, selection: &Selection,
                 return Err(python_error(raised.0));
             }
         };
-        let linktype = u32::try_from(packet.linktype).unwrap_or(u32::MAX);
-        let orig_len = usize::try_from(packet.orig_len).unwrap_or(usize::MAX);
-        let index = i64::try_from(packet.index).unwrap_or(i64::MAX).saturating_add(selection.offset);
-        let Some(segment) = tcp_segment(index, packet.timestamp, linktype, reader.reader.data(&packet), orig_len) else { continue };
+        let Some(segment) = packet_segment(&reader.reader, &packet, selection.offset) else { continue };
         if selection.flows.contains(&crate::transport::net::flow_key(&segment)) && !each(&segment)? {
             return Ok(false);
         }
@@ -294,14 +299,12 @@ impl PyCaptureReader {
             };
             read += 1;
             first_time.get_or_insert(packet.timestamp);
-            let linktype = u32::try_from(packet.linktype).unwrap_or(u32::MAX);
-            let orig_len = usize::try_from(packet.orig_len).unwrap_or(usize::MAX);
-            let data = self.reader.data(&packet);
-            let Some(segment) = tcp_segment(packet.index as i64, packet.timestamp, linktype, data, orig_len) else { continue };
+            let Some(segment) = packet_segment(&self.reader, &packet, 0) else { continue };
+            let data_len = self.reader.data(&packet).len();
             if ports.as_ref().is_some_and(|p| !p.contains(&segment.src_port) && !p.contains(&segment.dst_port)) {
                 continue;
             }
-            flows.add(crate::transport::net::flow_key(&segment), data.len());
+            flows.add(crate::transport::net::flow_key(&segment), data_len);
         }
         let buffers = (PyBytes::new(py, &int64_buffer(&flows.keys)), PyBytes::new(py, &int64_buffer(&flows.packets)),
                        PyBytes::new(py, &int64_buffer(&flows.bytes)));
@@ -457,12 +460,8 @@ fn fill_batch<S: FileStage>(py: Python<'_>, stage: &mut S, reader: &mut PyCaptur
                 return Err(python_error(raised.0));
             }
         };
-        let linktype = u32::try_from(packet.linktype).unwrap_or(u32::MAX); // -1: a short interface block, no link type
-        let orig_len = usize::try_from(packet.orig_len).unwrap_or(usize::MAX);
-        let index = i64::try_from(packet.index).unwrap_or(i64::MAX);
-        let data = reader.reader.data(&packet);
-        read += data.len();
-        if let Some(segment) = tcp_segment(index, packet.timestamp, linktype, data, orig_len) {
+        read += reader.reader.data(&packet).len();
+        if let Some(segment) = packet_segment(&reader.reader, &packet, 0) {
             stage.feed_held(py, &segment)?;
         }
         if stage.held() > 0 {
