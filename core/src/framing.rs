@@ -346,3 +346,44 @@ impl Framing for PulsarFraming {
         "TLS handshake (is this a pulsar+ssl:// connection on a plaintext port?)"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A SEND whose CommandSend is `n` bytes of small fields (a plausible prefix) and whose frame is never whole.
+    fn waiting_candidate(n: usize) -> (Vec<u8>, usize) {
+        let sub_len = n + 1000;
+        let mut cmd = vec![0x08, 0x06, 0x32];
+        let mut v = sub_len;
+        while v >= 0x80 {
+            cmd.push((v as u8 & 0x7F) | 0x80);
+            v >>= 7;
+        }
+        cmd.push(v as u8);
+        let sub_start = 8 + cmd.len();
+        cmd.extend(std::iter::repeat_n([0x08u8, 0x01], n / 2).flatten());
+        let cmd_size = (cmd.len() + 1000) as u32;
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&(cmd_size + 4).to_be_bytes());
+        buf.extend_from_slice(&cmd_size.to_be_bytes());
+        buf.extend_from_slice(&cmd);
+        (buf, sub_start + sub_len)
+    }
+
+    #[test]
+    fn a_waiting_candidate_says_how_many_bytes_can_decide_it() {
+        let framing = PulsarFraming::new(crate::schema());
+        let max = 5 << 20;
+        // a short prefix: asked again once it doubled, never beyond the sub-command's end
+        let (buf, sub_end) = waiting_candidate(1000);
+        let (found, at, wait) = framing.resync_until(&buf, max);
+        assert!(!found && at == 0 && wait > buf.len() && wait <= sub_end, "{wait} {} {sub_end}", buf.len());
+        // beyond PREFIX_WINDOW: only the whole sub-command decides
+        let (buf, sub_end) = waiting_candidate(2 * PREFIX_WINDOW);
+        assert_eq!(framing.resync_until(&buf, max), (false, 0, sub_end));
+        // a whole frame is found at once
+        let ping = [0, 0, 0, 9, 0, 0, 0, 5, 0x08, 0x12, 0x92, 0x01, 0x00];
+        assert_eq!(framing.resync_until(&ping, max), (true, 0, 0));
+    }
+}
