@@ -72,6 +72,9 @@ def _options(port, detect, max_frame_size, max_decompressed, settings=()) -> Opt
         except ValueError:
             typer.echo(f"pulsar-dissect: -o {name}: {value!r} is not a number", err=True)
             raise typer.Exit(EXIT_UNREADABLE)
+        if values[name] < 0:  # every cap and limit is a size, a count or a duration
+            typer.echo(f"pulsar-dissect: -o {name}: {value!r} is negative", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
     return Options(ports=frozenset(_ports(port)), detect=detect, max_frame_size=max_frame_size,
                    max_decompressed=max_decompressed, **values)
 

@@ -37,6 +37,8 @@ class Options:
     # TCP reassembly (GAP reason "buffer limit" / "missing segment"; STATE_DROPPED for connections).
     max_connections: int = 65_536  # connections tracked at once; the oldest is forgotten beyond
     max_buffered_per_direction: int = 8 * MiB  # out-of-order bytes held per direction
+    # the same over every connection (STATE_DROPPED, GAP "total buffer limit": the longest holder gives up)
+    max_buffered_total: int = 64 * MiB
     ooo_wait_packets: int = 1000  # a hole is declared lost after this many later segments ...
     hole_timeout: float = 10.0  # ... or this many seconds
     close_wait_packets: int = 1000

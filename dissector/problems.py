@@ -134,6 +134,14 @@ register("OVERDUE", NOTE, lambda p: f"{p['request_type']} (frame {p['request']})
          f"{p['timeout_s']:g} s: past the clients' operation timeout",
          "a request still waiting when the clock passes the operation timeout (the verdict follows: response.slow "
          "or UNANSWERED)")
+register("RETRANSMISSION_CONFLICT", WARNING, "{length} bytes sent again at offset {offset} differ from their "
+         "first copy (the first copy is decoded)",
+         "a retransmission or overlapping segment whose bytes differ from the bytes first seen for the same sequence "
+         "range: a broken middlebox, a capture artefact or an injection; the first copy is kept")
+register("DATA_ON_RST", WARNING, "{length} bytes carried by a RST segment, ignored",
+         "payload on a RST segment: never part of the stream (the receiver discards it)")
+register("DATA_AFTER_FIN", WARNING, "{length} bytes after the FIN at offset {offset}, ignored",
+         "bytes beyond the sequence number of the direction's FIN: never part of the stream")
 register("CAPTURE_TRUNCATED", WARNING, "{what}", "the capture file ends inside a record")
 register("CAPTURE_NOTE", NOTE, lambda p: message(p["note"], p),
          "something odd but harmless about the capture file (details.note: a capture.* id)")

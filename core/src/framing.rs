@@ -12,6 +12,8 @@ use crate::value::entry;
 
 /// bytes after the command that the head of an oversized frame may hold (its metadata)
 const HEAD_LIMIT: usize = 64 * 1024;
+/// bytes of a candidate's sub-command checked for plausibility while the rest of it is still to come
+const PREFIX_WINDOW: usize = 64 * 1024;
 const MAGIC_CRC32C: u16 = 0x0E01;
 const MAGIC_BEM: u16 = 0x0E02;
 
@@ -116,17 +118,23 @@ impl PulsarFraming {
 
     /// Whether a frame starts at ``start``: Some(true/false), or None when more bytes (up to ``end``) are needed.
     pub fn looks_like_frame(&self, buf: &[u8], start: usize, total: u32, cmd_size: u32, end: usize) -> Option<bool> {
+        self.candidate(buf, start, total, cmd_size, end).ok()
+    }
+
+    /// ``looks_like_frame``, with Err(until) when undecided: the end of ``buf`` that can decide it (or, while
+    /// the sub-command's bytes come in, where its prefix is worth checking again: twice as many bytes of it).
+    fn candidate(&self, buf: &[u8], start: usize, total: u32, cmd_size: u32, end: usize) -> Result<bool, usize> {
         let end = end.min(buf.len());
         if end < start + 10 {
-            return None;
+            return Err(start + 10);
         }
         let type_num = buf[start + 9];
         if type_num & 0x80 != 0 || !self.known_type(type_num) {
-            return Some(false);
+            return Ok(false);
         }
         let payload = self.payload_type(type_num);
         if !payload && total as u64 != cmd_size as u64 + 4 {
-            return Some(false);
+            return Ok(false);
         }
         // Encoders write BaseCommand as [type][sub-command N]: check that shape on the bytes at hand first, so
         // that a chance 0x08 in the middle of a payload with a large CMD_SIZE is rejected now instead of making
@@ -134,36 +142,42 @@ impl PulsarFraming {
         let cmd_end = start + 8 + cmd_size as usize;
         let limit = end.min(cmd_end);
         let key = match read_varint(buf, start + 10, limit) {
-            Varint::Truncated => return if end < cmd_end { None } else { Some(false) },
-            Varint::Bad => return Some(false),
+            Varint::Truncated => return if end < cmd_end { Err(end + 1) } else { Ok(false) },
+            Varint::Bad => return Ok(false),
             Varint::Value(v, p) => (v, p),
         };
         let (length, sub_start) = match read_varint(buf, key.1, limit) {
-            Varint::Truncated => return if end < cmd_end { None } else { Some(false) },
-            Varint::Bad => return Some(false),
+            Varint::Truncated => return if end < cmd_end { Err(end + 1) } else { Ok(false) },
+            Varint::Bad => return Ok(false),
             Varint::Value(v, p) => (v, p),
         };
         if key.0 != ((type_num as u128) << 3 | 2) {
-            return Some(false);
+            return Ok(false);
         }
         let sub_end = sub_start as u128 + length;
         if sub_end > cmd_end as u128 {
-            return Some(false);
+            return Ok(false);
         }
         let sub_end = sub_end as usize;
         if sub_end <= end {
             if !self.command_complete(type_num as u32, &buf[sub_start..sub_end], false) {
-                return Some(false);
+                return Ok(false);
             }
-        } else if !self.prefix_plausible(type_num as u32, &buf[sub_start..end]) {
-            return Some(false);
+        } else {
+            // the prefix at hand, up to PREFIX_WINDOW bytes of it: beyond, only the whole sub-command decides
+            let seen = end - sub_start;
+            if !self.prefix_plausible(type_num as u32, &buf[sub_start..sub_start + seen.min(PREFIX_WINDOW)]) {
+                return Ok(false);
+            }
+            let next = if seen >= PREFIX_WINDOW { sub_end } else { sub_end.min(end + seen.max(64)) };
+            return Err(next);
         }
         let need = start + 8 + cmd_size as usize + if payload { 6 } else { 0 };
         if need > end {
-            return None;
+            return Err(need);
         }
         if !self.command_complete(type_num as u32, &buf[start + 8..cmd_end], true) {
-            return Some(false);
+            return Ok(false);
         }
         if payload {
             let p = cmd_end;
@@ -171,11 +185,11 @@ impl PulsarFraming {
             if magic != MAGIC_CRC32C && magic != MAGIC_BEM {
                 let msize = u32_at(buf, p) as u64;
                 if msize + 4 > total as u64 - 4 - cmd_size as u64 {
-                    return Some(false);
+                    return Ok(false);
                 }
             }
         }
-        Some(true)
+        Ok(true)
     }
 
     /// Bytes of the head from the start of ``buf`` (the command was checked), or None for NEED_MORE.
@@ -262,20 +276,25 @@ impl Framing for PulsarFraming {
 
     /// Scan for the BaseCommand's first tag (0x08) after two plausible size fields, and validate.
     fn resync(&self, buf: &[u8], max_size: usize) -> (bool, usize) {
+        let (found, offset, _) = self.resync_until(buf, max_size);
+        (found, offset)
+    }
+
+    fn resync_until(&self, buf: &[u8], max_size: usize) -> (bool, usize, usize) {
         let end = buf.len();
         let mut i = 0usize;
         loop {
             // BaseCommand starts with tag 0x08 (field 1, varint) right after the two size fields.
             let from = i + 8;
             let j = if from < end { buf[from..].iter().position(|&b| b == 0x08).map(|k| from + k) } else { None };
-            let Some(j) = j else { return (false, end.saturating_sub(8)) };
+            let Some(j) = j else { return (false, end.saturating_sub(8), 0) };
             i = j - 8;
             let (total, cmd) = (u32_at(buf, i), u32_at(buf, i + 4));
             if 2 <= cmd && cmd as u64 + 4 <= total as u64 && total as usize <= max_size {
-                match self.looks_like_frame(buf, i, total, cmd, end) {
-                    None => return (false, i),
-                    Some(true) => return (true, i),
-                    Some(false) => {}
+                match self.candidate(buf, i, total, cmd, end) {
+                    Err(until) => return (false, i, until - i),
+                    Ok(true) => return (true, i, 0),
+                    Ok(false) => {}
                 }
             }
             i += 1;
@@ -325,5 +344,46 @@ impl Framing for PulsarFraming {
 
     fn tls_name(&self) -> &str {
         "TLS handshake (is this a pulsar+ssl:// connection on a plaintext port?)"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A SEND whose CommandSend is `n` bytes of small fields (a plausible prefix) and whose frame is never whole.
+    fn waiting_candidate(n: usize) -> (Vec<u8>, usize) {
+        let sub_len = n + 1000;
+        let mut cmd = vec![0x08, 0x06, 0x32];
+        let mut v = sub_len;
+        while v >= 0x80 {
+            cmd.push((v as u8 & 0x7F) | 0x80);
+            v >>= 7;
+        }
+        cmd.push(v as u8);
+        let sub_start = 8 + cmd.len();
+        cmd.extend(std::iter::repeat_n([0x08u8, 0x01], n / 2).flatten());
+        let cmd_size = (cmd.len() + 1000) as u32;
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&(cmd_size + 4).to_be_bytes());
+        buf.extend_from_slice(&cmd_size.to_be_bytes());
+        buf.extend_from_slice(&cmd);
+        (buf, sub_start + sub_len)
+    }
+
+    #[test]
+    fn a_waiting_candidate_says_how_many_bytes_can_decide_it() {
+        let framing = PulsarFraming::new(crate::schema());
+        let max = 5 << 20;
+        // a short prefix: asked again once it doubled, never beyond the sub-command's end
+        let (buf, sub_end) = waiting_candidate(1000);
+        let (found, at, wait) = framing.resync_until(&buf, max);
+        assert!(!found && at == 0 && wait > buf.len() && wait <= sub_end, "{wait} {} {sub_end}", buf.len());
+        // beyond PREFIX_WINDOW: only the whole sub-command decides
+        let (buf, sub_end) = waiting_candidate(2 * PREFIX_WINDOW);
+        assert_eq!(framing.resync_until(&buf, max), (false, 0, sub_end));
+        // a whole frame is found at once
+        let ping = [0, 0, 0, 9, 0, 0, 0, 5, 0x08, 0x12, 0x92, 0x01, 0x00];
+        assert_eq!(framing.resync_until(&ping, max), (true, 0, 0));
     }
 }

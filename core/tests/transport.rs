@@ -2,7 +2,7 @@
 //! retransmitted and lost segments, and splitting with a toy framing (2-byte length prefix): no protocol's
 //! knowledge in the generic layers, no panic on any input.
 
-use pulsar_dissect_core::transport::net::{tcp_segment, Ip, Segment, ACK, FIN, SYN};
+use pulsar_dissect_core::transport::net::{tcp_segment, Ip, Segment, ACK, FIN, RST, SYN};
 use pulsar_dissect_core::transport::reassembly::{Config, Reassembler, StreamEvent};
 use pulsar_dissect_core::name;
 use pulsar_dissect_core::transport::splitter::{BadLength, Framing, PduLength, Split, Splitter};
@@ -106,6 +106,55 @@ fn out_of_order_bytes_are_capped() {
     }
     assert!(r.stats().max_buffered_bytes <= 1200);
     assert!(out.iter().any(|e| matches!(e, StreamEvent::Gap { reason: "buffer limit", length: 400, .. })));
+}
+
+/// Out-of-order bytes held over every connection are capped: the connection holding bytes the longest gives up
+/// its holes (a BufferDropped, then its gap and its bytes), the others keep theirs.
+#[test]
+fn the_total_of_out_of_order_bytes_is_capped() {
+    let mut r = Reassembler::new(Config { max_buffered_total: 1000, ..Config::default() });
+    let mut out = Vec::new();
+    let chunk = [7u8; 400];
+    for port in 0..3u16 {
+        let mut s = seg(1, true, 99, SYN, b"");
+        s.src_port = 40000 + port;
+        r.feed(&s, &mut out);
+        let mut s = seg(2, true, 500, ACK, &chunk); // bytes 100..500 never come
+        s.src_port = 40000 + port;
+        r.feed(&s, &mut out);
+    }
+    let dropped: Vec<u64> = out.iter().filter_map(|e| match e { StreamEvent::BufferDropped { conn, .. } => Some(*conn), _ => None }).collect();
+    assert_eq!(dropped, vec![1]); // 1200 bytes held > 1000: the first holder gives up
+    assert!(out.iter().any(|e| matches!(e, StreamEvent::Gap { conn: 1, reason: "total buffer limit", length: 400, .. })));
+    assert!(out.iter().any(|e| matches!(e, StreamEvent::Data { conn: 1, offset: 400, .. })));
+    assert_eq!(r.stats().max_buffered_total_bytes, 800);
+}
+
+/// Bytes on the wire the stream does not carry are said: other bytes sent again, a RST's payload, bytes after
+/// the FIN.
+#[test]
+fn ignored_bytes_are_events() {
+    let kinds = |out: &[StreamEvent]| -> Vec<(&'static str, i64, i64)> {
+        out.iter().filter_map(|e| match e { StreamEvent::Ignored { kind, offset, length, .. } => Some((*kind, *offset, *length)), _ => None }).collect()
+    };
+    let mut r = Reassembler::new(Config::default());
+    let mut out = Vec::new();
+    r.feed(&seg(1, true, 99, SYN, b""), &mut out);
+    r.feed(&seg(2, true, 100, ACK, b"abcd"), &mut out);
+    r.feed(&seg(3, true, 100, ACK, b"abXd"), &mut out);
+    r.feed(&seg(4, true, 102, ACK, b"cdef"), &mut out); // the same "cd": no conflict
+    r.feed(&seg(5, true, 106, ACK | FIN, b"gh"), &mut out);
+    r.feed(&seg(6, true, 109, ACK, b"zz"), &mut out);
+    assert_eq!(kinds(&out), vec![("RETRANSMISSION_CONFLICT", 0, 4), ("DATA_AFTER_FIN", 9, 2)]);
+    assert_eq!(stream(&out, 0).0, b"abcdefgh");
+
+    let mut r = Reassembler::new(Config::default());
+    let mut out = Vec::new();
+    r.feed(&seg(1, true, 99, SYN, b""), &mut out);
+    r.feed(&seg(2, true, 100, ACK, b"abcd"), &mut out);
+    r.feed(&seg(3, true, 104, RST, b"xyz"), &mut out);
+    assert_eq!(kinds(&out), vec![("DATA_ON_RST", 4, 3)]);
+    assert_eq!(stream(&out, 0).0, b"abcd");
 }
 
 /// ``[LENGTH u16][body]``: LENGTH counts what follows it; 0 is a bad size.

@@ -209,6 +209,10 @@ class TcpReassembler:
     Parameters (the core's caps and timers):
         max_buffered_bytes_per_direction: cap of out-of-order bytes held per direction; beyond it the first
             hole is declared lost.
+        max_buffered_total: the same over every connection; beyond it the connection holding bytes the longest
+            gives up its holes (gaps of reason "total buffer limit"). The pipeline also reports conflicting
+            retransmissions, a RST's payload and bytes after a FIN as events; this binding only counts them
+            (``stats``).
         ooo_wait_packets: a hole is declared lost after this many later segments of the same connection.
         hole_timeout: ... or after this many seconds of capture time (checked every ``sweep_every`` packets
             and by :meth:`expire`, which a live capture should call periodically).

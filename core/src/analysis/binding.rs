@@ -995,6 +995,10 @@ impl FileStage for AnalysedDissector {
         self.pipeline.finish(py, &mut self.held)
     }
 
+    fn finish_some_held(&mut self, py: Python<'_>, most: usize) -> PyResult<bool> {
+        self.pipeline.finish_some(py, &mut self.held, most)
+    }
+
     fn held(&self) -> usize {
         self.held.len()
     }

@@ -143,6 +143,7 @@ pub struct PyCaptureReader {
     notes_told: usize,
     /// `read_batch` gave what comes after the last packet.
     ended: bool,
+    finishing: bool, // every packet read: the pipeline's end is being told, a few connections per batch
 }
 
 /// The connections of a capture file (`PyCaptureReader::flow_index`), in the order first seen: key, packets,
@@ -239,7 +240,7 @@ pub fn read_selected<'py, S: FileStage>(py: Python<'py>, stage: &mut S, reader: 
 impl PyCaptureReader {
     fn started(py: Python<'_>, source: Box<dyn Source>, name: &str, packet_class: Py<PyAny>) -> PyResult<Self> {
         let reader = Reader::start(source, name, error_text).map_err(|e| start_error(py, name, e))?;
-        Ok(PyCaptureReader { reader, packet_class, notes_told: 0, ended: false })
+        Ok(PyCaptureReader { reader, packet_class, notes_told: 0, ended: false, finishing: false })
     }
 }
 
@@ -387,11 +388,19 @@ fn params_dict<'py>(py: Python<'py>, params: &[(&'static str, NoteValue)]) -> Py
 // ------------------------------------------------------------------------------------------ read_batch
 /// A pipeline stage a capture file is read into (the core's ``Dissector`` and ``AnalysedDissector``): what a
 /// packet completes is held, so that the reader's notes can go before it.
+/// Connections closed at a time at the end of a capture (`fill_batch`).
+const FINISH_STEP: usize = 64;
+
 pub trait FileStage {
     /// One packet's TCP segment through the pipeline, what it completes held.
     fn feed_held(&mut self, py: Python<'_>, segment: &Segment) -> PyResult<()>;
     /// The end of the capture for the pipeline, what it leaves held.
     fn finish_held(&mut self, py: Python<'_>) -> PyResult<()>;
+    /// The same for at most `most` connections: true once it is all done.
+    fn finish_some_held(&mut self, py: Python<'_>, most: usize) -> PyResult<bool> {
+        let _ = most;
+        self.finish_held(py).map(|_| true)
+    }
     fn held(&self) -> usize;
     /// The held items, made into their outputs, onto `out`.
     fn release_into(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()>;
@@ -448,7 +457,7 @@ pub fn read_batch<'py, S: FileStage>(py: Python<'py>, stage: &mut S, reader: &Bo
 fn fill_batch<S: FileStage>(py: Python<'_>, stage: &mut S, reader: &mut PyCaptureReader, (at_least, max_bytes): (usize, usize),
                             out: &Bound<'_, PyList>) -> PyResult<()> {
     let mut read = 0;
-    loop {
+    while !reader.finishing {
         if out.len() >= at_least || read >= max_bytes {
             return Ok(());
         }
@@ -469,13 +478,23 @@ fn fill_batch<S: FileStage>(py: Python<'_>, stage: &mut S, reader: &mut PyCaptur
             stage.release_into(py, out)?;
         }
     }
-    // the end of the capture
-    reader.ended = true;
-    stage.finish_held(py)?;
-    if stage.held() > 0 {
-        tell_notes(py, stage, reader, out)?;
-        stage.release_into(py, out)?;
+    // the end of the capture: the connections still open closed a few at a time, each batch about as large as
+    // one of packets (tens of thousands open at the end would otherwise make all their records at once)
+    reader.finishing = true;
+    loop {
+        let done = stage.finish_some_held(py, FINISH_STEP).inspect_err(|_| reader.ended = true)?;
+        if stage.held() > 0 {
+            tell_notes(py, stage, reader, out)?;
+            stage.release_into(py, out)?;
+        }
+        if done {
+            break;
+        }
+        if out.len() >= at_least {
+            return Ok(());
+        }
     }
+    reader.ended = true;
     tell_notes(py, stage, reader, out)?;
     if let Some(what) = reader.reader.truncated.clone() {
         let params = PyDict::new(py);

@@ -30,6 +30,7 @@ fn ip(text: &str) -> PyResult<Ip> {
 fn reassembly_config(options: &Bound<'_, PyAny>) -> PyResult<Config> {
     Ok(Config {
         max_buffered: options.getattr("max_buffered_per_direction")?.extract()?,
+        max_buffered_total: options.getattr("max_buffered_total")?.extract()?,
         ooo_wait_packets: options.getattr("ooo_wait_packets")?.extract()?,
         hole_timeout: options.getattr("hole_timeout")?.extract()?,
         close_wait_packets: options.getattr("close_wait_packets")?.extract()?,
@@ -262,6 +263,10 @@ impl FileStage for Dissector {
         self.inner.finish(py, &mut self.held)
     }
 
+    fn finish_some_held(&mut self, py: Python<'_>, most: usize) -> PyResult<bool> {
+        self.inner.finish_some(py, &mut self.held, most)
+    }
+
     fn held(&self) -> usize {
         self.held.len()
     }
@@ -334,6 +339,8 @@ fn events_to_py<'py>(py: Python<'py>, events: Vec<StreamEvent>) -> PyResult<Boun
             StreamEvent::Closed { conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn } => (
                 "closed", conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn,
             ).into_pyobject(py)?.into_any(),
+            // counted in the stats; the pipeline reports them as events
+            StreamEvent::Ignored { .. } | StreamEvent::BufferDropped { .. } => continue,
         };
         out.append(t)?;
     }
@@ -345,13 +352,14 @@ impl TcpReassembler {
     #[new]
     #[pyo3(signature = (*, max_buffered_bytes_per_direction=8 * 1024 * 1024, ooo_wait_packets=1000, hole_timeout=10.0,
                         close_wait_packets=1000, sweep_every=512, tombstone_seconds=240.0, max_tombstones=65536,
-                        max_connections=65536))]
+                        max_connections=65536, max_buffered_total=64 * 1024 * 1024))]
     #[allow(clippy::too_many_arguments)]
     fn new(max_buffered_bytes_per_direction: i64, ooo_wait_packets: i64, hole_timeout: f64, close_wait_packets: i64,
-           sweep_every: u64, tombstone_seconds: f64, max_tombstones: usize, max_connections: usize) -> TcpReassembler {
+           sweep_every: u64, tombstone_seconds: f64, max_tombstones: usize, max_connections: usize,
+           max_buffered_total: i64) -> TcpReassembler {
         TcpReassembler { inner: Reassembler::new(Config {
-            max_buffered: max_buffered_bytes_per_direction, ooo_wait_packets, hole_timeout, close_wait_packets, sweep_every,
-            tombstone_seconds, max_tombstones, max_connections,
+            max_buffered: max_buffered_bytes_per_direction, max_buffered_total, ooo_wait_packets, hole_timeout,
+            close_wait_packets, sweep_every, tombstone_seconds, max_tombstones, max_connections,
         }) }
     }
 

@@ -123,7 +123,7 @@ pub struct Classes {
 /// One protocol's view of a connection: its splitters, one per direction.
 struct Candidate {
     protocol: usize,
-    splitters: [Option<Splitter>; 2],
+    splitters: [Option<Box<Splitter>>; 2], // boxed: most connections of a flood carry no byte
     order: Vec<usize>, // the sides in the order their splitters were made (the order their ends are told)
 }
 
@@ -209,7 +209,7 @@ pub struct Pipeline {
     protocols: Vec<Protocol>,
     ports: HashMap<u16, (usize, String)>, // server port → (protocol, role of the server there)
     reassembler: Reassembler,
-    conns: FastMap<u64, ConnState>,
+    conns: FastMap<u64, Box<ConnState>>, // boxed: taken out and put back for each event, and the table's slack
     pub other: OtherTraffic,
     frame_index: u64,
     /// Frames are only counted, not decoded, once their connection is known (`pipeline`'s first pass).
@@ -306,9 +306,18 @@ impl Pipeline {
     }
 
     pub fn finish(&mut self, py: Python<'_>, out: &mut Vec<Made>) -> PyResult<()> {
+        while !self.finish_some(py, out, usize::MAX)? {}
+        Ok(())
+    }
+
+    /// ``finish`` for at most ``most`` connections: true once the end of the capture is all told.
+    pub fn finish_some(&mut self, py: Python<'_>, out: &mut Vec<Made>, most: usize) -> PyResult<bool> {
         let mut events = Vec::new();
-        self.reassembler.finish(&mut events);
+        let done = self.reassembler.finish_some(most, &mut events);
         self.handle_all(py, &mut events, out)?;
+        if !done {
+            return Ok(false);
+        }
         let mut ids: Vec<u64> = self.conns.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
@@ -317,7 +326,7 @@ impl Pipeline {
                 self.close_splitters(py, &mut state, out, self.last_time, self.last_packet, ("end_of_capture", None))?;
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn handle_all(&mut self, py: Python<'_>, events: &mut Vec<StreamEvent>, out: &mut Vec<Made>) -> PyResult<()> {
@@ -354,6 +363,28 @@ impl Pipeline {
                 self.conns.insert(conn, state);
                 result
             }
+            StreamEvent::Ignored { conn, side, kind, offset, length, time, packet } => {
+                let Some(state) = self.conns.get(&conn) else { return Ok(()) };
+                if state.confirmed && !state.abandoned {
+                    let ev = self.event(py, kind, time, packet, Some(conn), Some(side), Some((state, offset, length)),
+                        PyDict::new(py), PyDict::new(py))?;
+                    out.push(Made::Event(ev.unbind()));
+                }
+                Ok(())
+            }
+            StreamEvent::BufferDropped { conn, time, packet, limit, dropped } => {
+                let Some(state) = self.conns.get(&conn) else { return Ok(()) };
+                if state.confirmed && !state.abandoned {
+                    let details = PyDict::new(py);
+                    details.set_item("option", "max_buffered_total")?;
+                    details.set_item("what", "out-of-order bytes held")?;
+                    details.set_item("limit", limit)?;
+                    details.set_item("dropped", dropped)?;
+                    let ev = self.event(py, "STATE_DROPPED", time, packet, Some(conn), None, None, details, PyDict::new(py))?;
+                    out.push(Made::Event(ev.unbind()));
+                }
+                Ok(())
+            }
             StreamEvent::Opened { conn, time, packet, .. } => {
                 let on_port = self.ports.get(&conn.b.port).or_else(|| self.ports.get(&conn.a.port)).cloned();
                 let text = [
@@ -363,7 +394,7 @@ impl Pipeline {
                 let id = conn.id;
                 let unknown = PyString::intern(py, UNKNOWN_DIRECTION).unbind();
                 let directions = [unknown.clone_ref(py), unknown];
-                let mut state = match on_port {
+                let mut state = Box::new(match on_port {
                     Some((protocol, role)) => {
                         let server = if self.ports.contains_key(&conn.b.port) { 1 } else { 0 };
                         ConnState {
@@ -378,7 +409,7 @@ impl Pipeline {
                         live: (0..self.protocols.len()).collect(), directions, confirmed: false, abandoned: false,
                         bytes_seen: 0,
                     },
-                };
+                });
                 state.set_directions(py);
                 if state.confirmed {
                     out.push(Made::Event(self.opened_event(py, &state, time, packet)?.unbind()));
@@ -448,7 +479,7 @@ impl Pipeline {
                 candidate.order.push(side);
             }
             let splitter = candidate.splitters[side].get_or_insert_with(|| {
-                Splitter::new(saw_syn && offset == 0, max_frame_size, offset)
+                Box::new(Splitter::new(saw_syn && offset == 0, max_frame_size, offset))
             });
             let framing = &self.protocols[protocol].framing;
             match data {

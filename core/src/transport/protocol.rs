@@ -286,6 +286,16 @@ impl Framing for SpecFraming {
         }
     }
 
+    fn resync_until(&self, buf: &[u8], max_size: usize) -> (bool, usize, usize) {
+        match (&self.resync, &self.core) {
+            (None, Some(core)) => core.resync_until(buf, max_size),
+            _ => {
+                let (found, offset) = self.resync(buf, max_size);
+                (found, offset, 0)
+            }
+        }
+    }
+
     fn reads_oversized_heads(&self) -> bool {
         self.oversized_head.is_some() || self.core.as_ref().map(|c| c.reads_oversized_heads()).unwrap_or(false)
     }

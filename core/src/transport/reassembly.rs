@@ -11,7 +11,9 @@
 //!
 //! Loss / out-of-order policy: segments beyond the next expected offset are buffered (non-overlapping
 //! pieces, first copy wins) until the hole before them fills. A hole is declared permanent (a ``Gap``) when
-//! the out-of-order bytes buffered for that direction exceed ``max_buffered`` ("buffer limit"); when it has
+//! the out-of-order bytes buffered for that direction exceed ``max_buffered`` ("buffer limit"), or those of
+//! every connection together exceed ``max_buffered_total`` (then the connection holding bytes the longest gives
+//! up all its holes: "total buffer limit", and a ``BufferDropped`` event says so); when it has
 //! waited for more than ``ooo_wait_packets`` later segments of the same connection, or more than
 //! ``hole_timeout`` seconds of capture time ("missing segment"); when the connection is closing (RST, or FIN
 //! both ways) and the missing bytes did not show up within ``close_wait_packets`` further packets of the
@@ -22,7 +24,9 @@
 //!
 //! Retransmissions, overlaps, keep-alives (seq = next - 1 with 0/1 byte) and zero-window probes deliver
 //! nothing twice; overlapping bytes are compared where the first copy is still at hand (buffered pieces, the
-//! last delivered payload) and differences counted in ``inconsistent_overlaps``.
+//! last delivered payload) and differences counted in ``inconsistent_overlaps`` and reported (``Ignored``
+//! RETRANSMISSION_CONFLICT, the first copy kept). A RST's payload and bytes beyond the FIN are ignored and
+//! reported the same way (DATA_ON_RST, DATA_AFTER_FIN).
 //!
 //! Connections: a 4-tuple plus a generation. A SYN (without ACK) that is not a retransmission of the known
 //! ISN, on a 4-tuple whose connection already carried data, FIN or RST, closes that connection ("reused")
@@ -66,6 +70,13 @@ pub enum StreamEvent {
     Data { conn: u64, side: usize, saw_syn: bool, data: Rc<[u8]>, offset: i64, time: f64, packet: i64 },
     Gap { conn: u64, side: usize, saw_syn: bool, offset: i64, length: i64, time: f64, packet: i64, reason: &'static str },
     Closed { conn: u64, time: f64, packet: i64, how: &'static str, bytes: [i64; 2], isn: [Option<u32>; 2], first_fin_from: Option<usize>, rst_from: Option<usize>, saw_syn: bool },
+    /// Bytes the stream does not carry but that were on the wire, at [offset, offset + length) of one side:
+    /// ``kind`` is ``RETRANSMISSION_CONFLICT`` (bytes sent again differ from the first copy, which is kept),
+    /// ``DATA_ON_RST`` (a RST's payload, ignored) or ``DATA_AFTER_FIN`` (bytes beyond the FIN, ignored).
+    Ignored { conn: u64, side: usize, kind: &'static str, offset: i64, length: i64, time: f64, packet: i64 },
+    /// The out-of-order bytes held over all connections went above ``max_buffered_total``: the holes of the
+    /// connection holding bytes the longest were declared lost (``dropped``: how often so far).
+    BufferDropped { conn: u64, time: f64, packet: i64, limit: i64, dropped: u64 },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -86,12 +97,14 @@ pub struct Stats {
     pub gap_bytes: i64,
     pub snaplen_gaps: u64,
     pub buffer_limit_gaps: u64,
+    pub total_buffer_limit_gaps: u64, // holes given up for max_buffered_total
     pub bytes_before_start: i64,    // mid-stream: bytes just before the first byte seen, ignored
     pub bytes_after_fin: i64,       // data beyond the FIN, ignored
     pub rst_payload_bytes: u64,     // payload carried by RST segments, ignored
     pub segments_after_close: u64,  // segments of a forgotten connection (final ACKs, retransmissions)
     pub ignored_segments: u64,      // pure ACKs of unknown connections (they open nothing)
     pub max_buffered_bytes: i64,    // high-water mark of one direction's out-of-order buffer
+    pub max_buffered_total_bytes: i64, // high-water mark of the out-of-order bytes of every connection
 }
 
 impl Stats {
@@ -114,12 +127,14 @@ impl Stats {
             ("gap_bytes", self.gap_bytes),
             ("snaplen_gaps", self.snaplen_gaps as i64),
             ("buffer_limit_gaps", self.buffer_limit_gaps as i64),
+            ("total_buffer_limit_gaps", self.total_buffer_limit_gaps as i64),
             ("bytes_before_start", self.bytes_before_start),
             ("bytes_after_fin", self.bytes_after_fin),
             ("rst_payload_bytes", self.rst_payload_bytes as i64),
             ("segments_after_close", self.segments_after_close as i64),
             ("ignored_segments", self.ignored_segments as i64),
             ("max_buffered_bytes", self.max_buffered_bytes),
+            ("max_buffered_total_bytes", self.max_buffered_total_bytes),
         ]
     }
 }
@@ -128,6 +143,7 @@ impl Stats {
 #[derive(Clone, Debug)]
 pub struct Config {
     pub max_buffered: i64,
+    pub max_buffered_total: i64,
     pub ooo_wait_packets: i64,
     pub hole_timeout: f64,
     pub close_wait_packets: i64,
@@ -141,6 +157,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             max_buffered: 8 << 20,
+            max_buffered_total: 64 << 20,
             ooo_wait_packets: 1000,
             hole_timeout: 10.0,
             close_wait_packets: 1000,
@@ -385,7 +402,7 @@ impl Conn {
     }
 
     /// Compare retransmitted bytes with the last delivered payload, where they overlap it.
-    fn compare_delivered(&self, side: usize, off: i64, data: &[u8], st: &mut Stats) {
+    fn compare_delivered(&self, side: usize, off: i64, data: &[u8], ts: f64, idx: i64, cx: &mut Ctx) {
         let h = &self.h[side];
         let Some(last) = &h.last_data else { return };
         let lo = off.max(h.last_off);
@@ -393,15 +410,30 @@ impl Conn {
         if hi <= lo {
             return;
         }
-        st.overlap_bytes += hi - lo;
+        cx.st.overlap_bytes += hi - lo;
         if data[(lo - off) as usize..(hi - off) as usize] != last[(lo - h.last_off) as usize..(hi - h.last_off) as usize] {
-            st.inconsistent_overlaps += 1;
+            cx.st.inconsistent_overlaps += 1;
+            self.ignored(side, "RETRANSMISSION_CONFLICT", lo, hi - lo, ts, idx, cx);
         }
+    }
+
+    /// Bytes seen on the wire that the stream does not carry: said, not only counted.
+    #[allow(clippy::too_many_arguments)]
+    fn ignored(&self, side: usize, kind: &'static str, offset: i64, length: i64, ts: f64, idx: i64, cx: &mut Ctx) {
+        if length > 0 {
+            cx.out.push(StreamEvent::Ignored { conn: self.id, side, kind, offset, length, time: ts, packet: idx });
+        }
+    }
+
+    fn buffered(&self) -> i64 {
+        self.h[0].buf_bytes + self.h[1].buf_bytes
     }
 
     /// Insert [off, end) into the buffer, keeping only the parts not already buffered (first copy wins).
     #[allow(clippy::too_many_arguments)]
-    fn insert(&mut self, side: usize, off: i64, end: i64, data: Option<&[u8]>, ts: f64, arrival: i64, reason: Option<&'static str>, st: &mut Stats) {
+    fn insert(&mut self, side: usize, off: i64, end: i64, data: Option<&[u8]>, ts: f64, arrival: i64, reason: Option<&'static str>, idx: i64, cx: &mut Ctx) {
+        let id = self.id;
+        let st = &mut *cx.st;
         let h = &mut self.h[side];
         let buf = &mut h.buf;
         let make = |lo: i64, hi: i64| Piece {
@@ -436,6 +468,7 @@ impl Conn {
                     st.overlap_bytes += hi - lo;
                     if d[(lo - off) as usize..(hi - off) as usize] != pd[(lo - p.off) as usize..(hi - p.off) as usize] {
                         st.inconsistent_overlaps += 1;
+                        cx.out.push(StreamEvent::Ignored { conn: id, side, kind: "RETRANSMISSION_CONFLICT", offset: lo, length: hi - lo, time: ts, packet: idx });
                     }
                 }
                 st.retransmitted_bytes += hi - lo;
@@ -455,16 +488,20 @@ impl Conn {
         }
     }
 
-    fn trim_buffer_after(&mut self, side: usize, limit: i64, cx: &mut Ctx) {
+    fn trim_buffer_after(&mut self, side: usize, limit: i64, ts: f64, idx: i64, cx: &mut Ctx) {
         let h = &mut self.h[side];
+        let (mut after, mut first) = (0, i64::MAX);
         while let Some(p) = h.buf.last_mut() {
             if p.end <= limit {
                 break;
             }
+            if p.data.is_some() {
+                first = first.min(p.off.max(limit));
+            }
             if p.off >= limit {
                 if p.data.is_some() {
                     h.buf_bytes -= p.end - p.off;
-                    cx.st.bytes_after_fin += p.end - p.off;
+                    after += p.end - p.off;
                 }
                 h.buf.pop();
             } else {
@@ -472,11 +509,13 @@ impl Conn {
                 if let Some(d) = &p.data {
                     p.data = Some(Rc::from(&d[..(limit - p.off) as usize]));
                     h.buf_bytes -= cut;
-                    cx.st.bytes_after_fin += cut;
+                    after += cut;
                 }
                 p.end = limit;
             }
         }
+        cx.st.bytes_after_fin += after;
+        self.ignored(side, "DATA_AFTER_FIN", first, after, ts, idx, cx);
         if self.h[side].buf.is_empty() {
             self.buffer_emptied(side, cx);
         }
@@ -499,13 +538,14 @@ impl Conn {
             }
             // anything buffered beyond the FIN can never be part of the stream
             if self.h[side].buf.last().map(|p| p.end > end).unwrap_or(false) {
-                self.trim_buffer_after(side, end, cx);
+                self.trim_buffer_after(side, end, ts, idx, cx);
             }
         } // a second FIN at another position: keep the first one
         if let Some(fin_off) = self.h[side].fin_off {
             if end > fin_off {
                 let cut = end - off.max(fin_off);
                 cx.st.bytes_after_fin += cut;
+                self.ignored(side, "DATA_AFTER_FIN", off.max(fin_off), cut, ts, idx, cx);
                 if off >= fin_off {
                     total = 0;
                 } else {
@@ -554,7 +594,7 @@ impl Conn {
                 cx.st.retransmitted_segments += 1;
             }
             if n > 0 {
-                self.compare_delivered(side, off, payload, cx.st);
+                self.compare_delivered(side, off, payload, ts, idx, cx);
             }
             self.fin_marker(side, ts, cx);
             self.h[side].check_fin_reached();
@@ -573,7 +613,7 @@ impl Conn {
             }
             if n > 0 {
                 let upto = (k.min(n)) as usize;
-                self.compare_delivered(side, off, &payload[..upto], cx.st);
+                self.compare_delivered(side, off, &payload[..upto], ts, idx, cx);
             }
             if k < n {
                 payload = &payload[k as usize..];
@@ -609,10 +649,10 @@ impl Conn {
         let was_empty = self.h[side].buf.is_empty();
         let arrival = self.segments;
         if n > 0 {
-            self.insert(side, off, off + n, Some(payload), ts, arrival, None, cx.st);
+            self.insert(side, off, off + n, Some(payload), ts, arrival, None, idx, cx);
         }
         if missing > 0 {
-            self.insert(side, off + n, end, None, ts, arrival, Some("snaplen"), cx.st);
+            self.insert(side, off + n, end, None, ts, arrival, Some("snaplen"), idx, cx);
         }
         if was_empty && !self.h[side].buf.is_empty() {
             self.buffering += 1;
@@ -706,9 +746,13 @@ pub struct Reassembler {
     st: Stats,
     delivered: u64,
     halves: FastMap<Key, (u64, usize)>,
-    conns: BTreeMap<u64, Conn>, // open connections by id (id order = insertion order)
+    conns: BTreeMap<u64, Box<Conn>>, // open connections by id (id order = insertion order); boxed: B-tree nodes hold
+    // eleven slots, half empty when keys only grow
     pending: OrderedMap<u64, ()>, // open connections with holes or closing
     tombs: OrderedMap<Key, (Option<u32>, Option<u32>, f64)>, // (end_seq, isn, time)
+    buffered_total: i64,             // out-of-order data bytes held over every connection
+    holders: OrderedMap<u64, ()>,    // connections holding some, the longest holder first
+    total_drops: u64,
     next_id: u64,
     npackets: i64,
     next_sweep: i64,
@@ -722,7 +766,8 @@ impl Reassembler {
         let next_sweep = cfg.sweep_every as i64;
         Reassembler {
             cfg, st: Stats::default(), delivered: 0, halves: FastMap::default(), conns: BTreeMap::new(),
-            pending: OrderedMap::new(), tombs: OrderedMap::new(), next_id: 1, npackets: 0, next_sweep, now: 0.0,
+            pending: OrderedMap::new(), tombs: OrderedMap::new(), buffered_total: 0, holders: OrderedMap::new(),
+            total_drops: 0, next_id: 1, npackets: 0, next_sweep, now: 0.0,
         }
     }
 
@@ -782,6 +827,10 @@ impl Reassembler {
             }
         }
         self.slow_path(seg, key, found, out);
+        if self.buffered_total > self.cfg.max_buffered_total {
+            self.enforce_total(out);
+        }
+        self.st.max_buffered_total_bytes = self.st.max_buffered_total_bytes.max(self.buffered_total);
         if self.npackets >= self.next_sweep {
             self.sweep(out);
         }
@@ -799,7 +848,13 @@ impl Reassembler {
 
     /// End of capture: declare remaining holes lost, deliver buffered data, close every connection.
     pub fn finish(&mut self, out: &mut Vec<StreamEvent>) {
-        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        while !self.finish_some(usize::MAX, out) {}
+    }
+
+    /// ``finish`` for at most ``most`` connections, the oldest first: true once every connection is closed.
+    /// (What tens of thousands of connections open at the end make is then not all held at once.)
+    pub fn finish_some(&mut self, most: usize, out: &mut Vec<StreamEvent>) -> bool {
+        let ids: Vec<u64> = self.conns.keys().take(most).copied().collect();
         for cid in ids {
             let Some(conn) = self.conns.get(&cid) else { continue };
             let how = if conn.rst {
@@ -812,7 +867,11 @@ impl Reassembler {
             let (ts, idx) = (conn.last_time, conn.last_packet);
             self.close(cid, how, ts, idx, "capture ended", out);
         }
+        if !self.conns.is_empty() {
+            return false;
+        }
         self.tombs.clear();
+        true
     }
 
     fn ctx<'a>(st: &'a mut Stats, out: &'a mut Vec<StreamEvent>, pending: &'a mut OrderedMap<u64, ()>, cfg: &'a Config, delivered: &'a mut u64, npackets: i64) -> Ctx<'a> {
@@ -884,6 +943,7 @@ impl Reassembler {
 
         let npackets = self.npackets;
         let Some(conn) = self.conns.get_mut(&cid) else { return };
+        let held = conn.buffered();
         let mut cx = Self::ctx(&mut self.st, out, &mut self.pending, &self.cfg, &mut self.delivered, npackets);
         conn.segments += 1;
         conn.last_time = ts;
@@ -894,6 +954,11 @@ impl Reassembler {
         let close = 'segment: {
             if flags & RST != 0 {
                 cx.st.rst_payload_bytes += payload.len() as u64;
+                if !payload.is_empty() {
+                    let h = &conn.h[side];
+                    let at = if h.started { h.next_off + sdiff(seq, h.next_seq) } else { 0 };
+                    conn.ignored(side, "DATA_ON_RST", at, payload.len() as i64, ts, idx, &mut cx);
+                }
                 if !conn.rst {
                     conn.rst = true;
                     conn.rst_info = Some((side, seq, if is_ack { Some(seg.ack) } else { None }));
@@ -937,9 +1002,47 @@ impl Reassembler {
             }
             conn.after_segment(&mut cx)
         };
+        let (now_held, ts, idx) = (conn.buffered(), conn.last_time, conn.last_packet);
+        self.account(cid, held, now_held);
         if let Some(how) = close {
-            let (ts, idx) = (conn.last_time, conn.last_packet);
             self.close(cid, how, ts, idx, "connection closed", out);
+        }
+    }
+
+    /// A connection's out-of-order bytes went from ``before`` to ``after``.
+    fn account(&mut self, cid: u64, before: i64, after: i64) {
+        self.buffered_total += after - before;
+        if after > 0 {
+            self.holders.insert(cid, ()); // keeps its place when already there
+        } else if before > 0 || self.holders.contains_key(&cid) {
+            self.holders.remove(&cid);
+        }
+    }
+
+    /// Over ``max_buffered_total``: the connections holding bytes the longest give up their holes (their
+    /// buffered bytes are delivered after a gap), until the total is under the cap again. O(1) a connection.
+    fn enforce_total(&mut self, out: &mut Vec<StreamEvent>) {
+        let npackets = self.npackets;
+        while self.buffered_total > self.cfg.max_buffered_total {
+            let Some((cid, ())) = self.holders.pop_oldest() else { break };
+            let Some(conn) = self.conns.get_mut(&cid) else { continue };
+            let held = conn.buffered();
+            let (ts, idx) = (conn.last_time, conn.last_packet);
+            self.total_drops += 1;
+            self.st.total_buffer_limit_gaps += 1;
+            out.push(StreamEvent::BufferDropped { conn: cid, time: ts, packet: idx, limit: self.cfg.max_buffered_total, dropped: self.total_drops });
+            let close = {
+                let mut cx = Self::ctx(&mut self.st, out, &mut self.pending, &self.cfg, &mut self.delivered, npackets);
+                for side in 0..2 {
+                    conn.flush_holes_while(side, "total buffer limit", ts, idx, &mut cx, &|_, _| true);
+                }
+                conn.after_segment(&mut cx)
+            };
+            let now_held = conn.buffered();
+            self.account(cid, held, now_held);
+            if let Some(how) = close {
+                self.close(cid, how, ts, idx, "connection closed", out);
+            }
         }
     }
 
@@ -973,7 +1076,7 @@ impl Reassembler {
             self.st.connections_mid_stream += 1;
         }
         out.push(StreamEvent::Opened { conn: conn.info(), time: seg.timestamp, packet: seg.packet_index, mid_stream: !syn });
-        self.conns.insert(id, conn);
+        self.conns.insert(id, Box::new(conn));
         (id, if ka == key { 0 } else { 1 })
     }
 
@@ -981,6 +1084,8 @@ impl Reassembler {
     fn close(&mut self, cid: u64, how: &'static str, ts: f64, idx: i64, reason: &'static str, out: &mut Vec<StreamEvent>) {
         let npackets = self.npackets;
         let Some(mut conn) = self.conns.remove(&cid) else { return };
+        self.buffered_total -= conn.buffered();
+        self.holders.remove(&cid);
         {
             let mut cx = Self::ctx(&mut self.st, out, &mut self.pending, &self.cfg, &mut self.delivered, npackets);
             conn.flush(reason, ts, idx, &mut cx);
@@ -1034,6 +1139,7 @@ impl Reassembler {
             };
             let (ts, idx) = (conn.last_time, conn.last_packet);
             let timeout = self.cfg.hole_timeout;
+            let held = conn.buffered();
             let close = {
                 let mut cx = Self::ctx(&mut self.st, out, &mut self.pending, &self.cfg, &mut self.delivered, npackets);
                 for side in 0..2 {
@@ -1047,8 +1153,9 @@ impl Reassembler {
                     conn.after_segment(&mut cx)
                 }
             };
+            let (now_held, ts, idx) = (conn.buffered(), conn.last_time, conn.last_packet);
+            self.account(cid, held, now_held);
             if let Some(how) = close {
-                let (ts, idx) = (conn.last_time, conn.last_packet);
                 self.close(cid, how, ts, idx, "connection closed", out);
             }
         }

@@ -43,6 +43,13 @@ pub trait Framing {
         let _ = max_size;
         (false, buf.len()) // a protocol without a way to find a PDU start: skip what is there
     }
+    /// ``resync`` with, when nothing was found, how many bytes from the offset on must be there before
+    /// the answer can change (0: ask again with any new byte). A candidate PDU start waiting for its bytes is
+    /// then not read again at every segment: resynchronisation stays linear in the bytes it waits for.
+    fn resync_until(&self, buf: &[u8], max_size: usize) -> (bool, usize, usize) {
+        let (found, offset) = self.resync(buf, max_size);
+        (found, offset, 0)
+    }
     /// Whether ``oversized_head`` can read the head of an oversized PDU.
     fn reads_oversized_heads(&self) -> bool {
         false
@@ -163,6 +170,7 @@ pub struct Splitter {
     foreign_bytes: i64,
     skipped_run: i64,
     skipped_run_start: i64,
+    resync_wait: usize, // unsynced: bytes buf must hold before resync is asked again (Framing::resync_until)
 }
 
 impl Splitter {
@@ -170,7 +178,7 @@ impl Splitter {
         Splitter {
             awaiting_head: false, synced, max_frame_size, buf: Vec::new(), buf_offset: start_offset, buf_packet: 0,
             buf_time: 0.0, at_stream_start: synced && start_offset == 0, skip: 0, foreign: None, foreign_bytes: 0,
-            skipped_run: 0, skipped_run_start: 0,
+            skipped_run: 0, skipped_run_start: 0, resync_wait: 0,
         }
     }
 
@@ -262,6 +270,7 @@ impl Splitter {
         self.buf_offset += length;
         self.synced = false;
         self.at_stream_start = false;
+        self.resync_wait = 0;
     }
 
     /// End of stream: report what could not be framed.
@@ -305,8 +314,12 @@ impl Splitter {
         self.awaiting_head = false;
         loop {
             if !self.synced {
-                let (found, rel) = fr.resync(&self.buf[pos..end], max_frame);
+                if pos == 0 && end < self.resync_wait {
+                    break; // the candidate at the buffer's start still lacks the bytes that can decide it
+                }
+                let (found, rel, wait) = fr.resync_until(&self.buf[pos..end], max_frame);
                 let at = pos + rel.min(end - pos);
+                self.resync_wait = if found { 0 } else { wait }; // the buffer starts at `at` once drained
                 self.count_skipped(pos, at);
                 pos = at;
                 if !found {
