@@ -62,6 +62,9 @@ class Options:
     # every producer and consumer (each gets an equal share, at most 20,000): the global budget
     stats_memory_total: int = 100_000
     plot_samples: int = 50_000  # responses drawn in a latency plot at most
+    # connections `stats` lists; beyond, the oldest closed one (else the oldest) is forgotten, counted in
+    # connections_dropped (a SYN flood kept a few KB for every connection ever seen)
+    max_stats_connections: int = 10_000
 
     @property
     def port_numbers(self) -> set[int]:

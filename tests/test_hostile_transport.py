@@ -370,3 +370,39 @@ def test_snaplen_cut_packets_decode_what_is_there_and_say_so(tmp_path):
     assert ping_rec["type"] == "PING"
     rc, _, _, _, _ = run(path, "--json", "--strict")
     assert rc == 1  # the warnings count with --strict
+
+
+# ------------------------------------------------------------------------------------ stats under a flood
+def test_stats_under_a_syn_flood_lists_a_bounded_number_of_connections(tmp_path):
+    """`stats` kept a few KB for every connection ever seen (100,000 SYNs: 459 MiB). It lists at most
+    ``max_stats_connections`` and counts the rest."""
+    path = write(tmp_path / "syn.pcap", syn_flood(100_000))
+    rc, out, err, rss, _ = run(path, "--json", "-o", "max_stats_connections=1000", command="stats")
+    assert rc == 0 and "Traceback" not in err, err[-2000:]
+    data = json.loads(out)
+    assert len(data["connections"]) == 1000
+    assert data["connections_dropped"] == 100_000 - 1000
+    assert rss < RSS_BOUND_MIB, rss
+
+
+def test_stats_forgets_closed_connections_first(tmp_path):
+    """Connection 0 closes early; 1 and 2 stay open: with room for two, 0 goes, although it is the oldest
+    of the three either way, and 1 stays although older than 2. Without a cap all three are listed."""
+    packets = handshake(0) + [pkt(0, 1000, PING, ack=500), pkt(0, 1000 + len(PING), b"", FIN | ACK, ack=500),
+                              pkt(0, 500, b"", FIN | ACK, to_broker=False, ack=1001 + len(PING))]
+    packets += handshake(1) + [pkt(1, 1000, PING, ack=500)] + handshake(2) + [pkt(2, 1000, PING, ack=500)]
+    packets += [pkt(1, 500, PONG, to_broker=False, ack=1000 + len(PING))]  # 1 busy again after 2 came
+    path = write(tmp_path / "three.pcap", packets)
+    rc, out, err, _, _ = run(path, "--json", command="stats")
+    assert rc == 0 and "Traceback" not in err
+    everything = json.loads(out)
+    assert len(everything["connections"]) == 3 and "connections_dropped" not in everything
+    closed = [c["conn"] for c in everything["connections"] if c.get("closed") == "fin"]
+    assert len(closed) == 1
+    rc, out, err, _, _ = run(path, "--json", "-o", "max_stats_connections=2", command="stats")
+    capped = json.loads(out)
+    assert capped["connections_dropped"] == 1
+    assert sorted(c["conn"] for c in capped["connections"]) == sorted(
+        c["conn"] for c in everything["connections"] if c["conn"] not in closed)
+    rc, out, err, _, _ = run(path, "-o", "max_stats_connections=2", command="stats")
+    assert rc == 0 and "Traceback" not in err and "3 connection(s)" in out

@@ -115,7 +115,8 @@ def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> 
         print_table(console, title, columns, rows, plain=plain)
 
     conns = data["connections"]
-    say(Text(f"{data['frames']:,} frames on {len(conns)} connection(s) over {data['duration_s']:.3f} s", style="bold"))
+    seen = len(conns) + data.get("connections_dropped", 0)
+    say(Text(f"{data['frames']:,} frames on {seen:,} connection(s) over {data['duration_s']:.3f} s", style="bold"))
     console.print()
     table("Connections", ["conn", "client", "broker", "frames →/←", "bytes →/←", "closed", "problems"],
           [[c["conn"], c["client"], c["broker"],
@@ -123,6 +124,9 @@ def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> 
             f"{c['bytes_to_broker']:,}/{c['bytes_to_client']:,}",
             (c.get("closed") or "open") + (f"/{c['closed_by']}" if c.get("closed_by") else ""),
             c["problems"]] for c in conns])
+    if data.get("connections_dropped"):
+        say(Text(f"  {data['connections_dropped']:,} more connections not listed (the oldest closed first; "
+                 "-o max_stats_connections=)", style="dim"))
     versions = {(c.get("client_version"), c.get("server_version"), c.get("protocol_version")) for c in conns}
     if any(client or server for client, server, _ in versions):
         console.print()

@@ -64,7 +64,8 @@ class StatsCollector:
     def __init__(self, options: Options | None = None) -> None:
         options = options or Options()
         self.core = _core.StatsCore(options.latency_samples, options.plot_samples, ACTOR_MEMORY, CHUNK_MEMORY,
-                                    options.actor_latency_samples, options.stats_memory_total)
+                                    options.actor_latency_samples, options.stats_memory_total,
+                                    options.max_stats_connections)
         self.add = self.core.add
 
     @property
@@ -99,6 +100,8 @@ class StatsCollector:
             "last_time": s["last_time"],
             "types": dict(Counter(s["types"]).most_common()),
             "connections": [_conn_out(c) for c in s["connections"]],
+            # connections forgotten beyond Options.max_stats_connections (closed ones first)
+            **({"connections_dropped": s["connections_dropped"]} if s["connections_dropped"] else {}),
             "topics": s["topics"],
             "producers": [_actor_out(a, producer=True) for a in s["producers"]],
             "consumers": [_actor_out(a, producer=False) for a in s["consumers"]],

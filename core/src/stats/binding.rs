@@ -112,12 +112,13 @@ pub struct StatsCore {
 impl StatsCore {
     #[new]
     #[pyo3(signature = (latency_samples, plot_samples, actor_memory, chunk_memory, actor_latency_samples=None,
-                        memory_total=None))]
+                        memory_total=None, max_connections=None))]
     fn new(latency_samples: usize, plot_samples: usize, actor_memory: usize, chunk_memory: usize,
-           actor_latency_samples: Option<usize>, memory_total: Option<usize>) -> StatsCore {
+           actor_latency_samples: Option<usize>, memory_total: Option<usize>, max_connections: Option<usize>) -> StatsCore {
         let mut stats = Stats::new(latency_samples, plot_samples, actor_memory, chunk_memory);
         stats.actor_latency_samples = actor_latency_samples.unwrap_or(latency_samples);
         stats.memory_total = memory_total.unwrap_or(usize::MAX);
+        stats.max_connections = max_connections.unwrap_or(usize::MAX);
         StatsCore { stats }
     }
 
@@ -136,7 +137,7 @@ impl StatsCore {
         out.set_item("last_time", s.last_time)?;
         out.set_item("types", counts_to_py(py, &s.types)?)?;
         let conns = PyList::empty(py);
-        for c in &s.conns {
+        for c in s.conns.values() {
             let d = PyDict::new(py);
             d.set_item("conn", c.conn)?;
             d.set_item("client", c.client.to_py(py)?)?;
@@ -173,6 +174,7 @@ impl StatsCore {
         }
         out.set_item("clients", clients)?;
         out.set_item("clients_dropped", s.clients_dropped)?;
+        out.set_item("connections_dropped", s.connections_dropped)?;
         out.set_item("connections", conns)?;
         let topics = PyDict::new(py);
         for (name, t) in &s.topics {

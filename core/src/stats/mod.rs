@@ -348,8 +348,14 @@ pub struct Stats {
     /// the first record's time: time 0 of the timeline and the plots
     pub origin: Option<f64>,
     pub types: Counts<String>,
-    pub conns: Vec<Conn>,
-    conn_index: FastMap<i64, usize>,
+    /// the connections, in the order first seen: at most `max_connections`; beyond, the oldest closed one (or,
+    /// when none has closed, the oldest) is forgotten and counted in `connections_dropped` (a SYN flood
+    /// would otherwise keep a few KB for every connection ever seen)
+    pub conns: OrderedMap<i64, Conn>,
+    pub max_connections: usize,
+    pub connections_dropped: i64,
+    /// connections closed, oldest first (some may be forgotten already): the first to forget
+    closed: std::collections::VecDeque<i64>,
     pub topics: std::collections::BTreeMap<String, Topic>,
     pub producers: OrderedMap<(i64, i64), Actor>,
     pub consumers: OrderedMap<(i64, i64), Actor>,
@@ -382,8 +388,10 @@ impl Stats {
             last_time: None,
             origin: None,
             types: Counts::default(),
-            conns: Vec::new(),
-            conn_index: FastMap::default(),
+            conns: OrderedMap::new(),
+            max_connections: usize::MAX,
+            connections_dropped: 0,
+            closed: Default::default(),
             topics: Default::default(),
             producers: OrderedMap::new(),
             consumers: OrderedMap::new(),
@@ -440,8 +448,11 @@ impl Stats {
     }
 
     fn conn(&mut self, id: i64, time: f64) -> &mut Conn {
-        let i = *self.conn_index.entry(id).or_insert_with(|| {
-            self.conns.push(Conn {
+        if !self.conns.contains_key(&id) {
+            if self.conns.len() >= self.max_connections.max(1) {
+                self.forget_a_connection();
+            }
+            self.conns.insert(id, Conn {
                 conn: id,
                 client: Value::Null,
                 broker: Value::Null,
@@ -454,9 +465,29 @@ impl Stats {
                 events: Counts::default(),
                 latency: LatencyTable::default(),
             });
-            self.conns.len() - 1
-        });
-        &mut self.conns[i]
+        }
+        self.conns.get_mut(&id).expect("inserted above")
+    }
+
+    /// Room for one more connection: the oldest closed one goes, else the oldest.
+    fn forget_a_connection(&mut self) {
+        while let Some(id) = self.closed.pop_front() {
+            if self.conns.remove(&id).is_some() {
+                self.connections_dropped += 1;
+                return;
+            }
+        }
+        if self.conns.pop_oldest().is_some() {
+            self.connections_dropped += 1;
+        }
+    }
+
+    fn connection_closed(&mut self, id: i64) {
+        self.closed.push_back(id);
+        if self.closed.len() > 2 * self.conns.len().max(1024) {
+            let conns = &self.conns;
+            self.closed.retain(|id| conns.contains_key(id)); // ids already forgotten: amortized, bounded
+        }
     }
 
     fn event(&mut self, rec: &Map, time: f64) {
@@ -466,6 +497,9 @@ impl Stats {
         let id = int(Some(id));
         let empty = Map::new();
         let details = get_map(rec, "details").unwrap_or(&empty);
+        if kind != "CONNECTION_OPENED" && !self.conns.contains_key(&id) && self.connections_dropped > 0 {
+            return; // about a connection forgotten at the cap: not brought back to be forgotten again
+        }
         let conn = self.conn(id, time);
         match kind {
             "CONNECTION_OPENED" => {
@@ -483,6 +517,7 @@ impl Stats {
                 if let Some((_, by)) = details.iter().find(|(k, _)| k.as_str() == "closed_by") {
                     conn.set(crate::name!("closed_by"), by.clone());
                 }
+                self.connection_closed(id);
             }
             _ => conn.events.add_str(kind, 1),
         }
