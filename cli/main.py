@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
+import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, NoReturn, Optional
 
 import typer
 from rich.console import Console
 
 from dissector.capture.files import CaptureError
-from dissector.options import Options
+from dissector.options import MAX_SETTING, OptionError, Options
 from dissector.output.expr import ExprError, needs_full_records
 from dissector.output.filters import FrameFilter
 from dissector.output.jsonl import json_writer
@@ -29,14 +31,55 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNREADABLE = 0, 1, 2
 
 
+def _silence_stdout() -> None:
+    """Standard output's reader is gone: what is still buffered, and anything written later, goes to /dev/null,
+    so that no later write or the flush at exit fails again (Python would say so on stderr and exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # not a file descriptor (a test's captured output): nothing to redirect
+        pass
+
+
+def _closed_pipe() -> NoReturn:
+    """The reader of standard output went away (``| head -1``): that is not a failure. Exit 0, silently."""
+    _silence_stdout()
+    raise typer.Exit(EXIT_OK)
+
+
+class _Console(Console):
+    """rich's Console, whose closed pipe is the tool's: rich's own exits 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def _pipe_safe(command: Callable) -> Callable:
+    """A command whose output may go to a reader that stops early: a closed pipe ends it with exit 0, never a
+    traceback or Click's exit 1, whichever renderer was writing (tables, JSON, evidence, the timeline)."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except BrokenPipeError:
+            _closed_pipe()
+    return run
+
+
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version
 
         try:
-            typer.echo(f"pulsar-dissect {version('pulsar-dissect')}")
+            text = f"pulsar-dissect {version('pulsar-dissect')}"
         except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
-            typer.echo("pulsar-dissect (not installed)")
+            text = "pulsar-dissect (not installed)"
+        try:
+            typer.echo(text)
+        except BrokenPipeError:
+            _closed_pipe()
         raise typer.Exit(EXIT_OK)
 
 
@@ -72,11 +115,16 @@ def _options(port, detect, max_frame_size, max_decompressed, settings=()) -> Opt
         except ValueError:
             typer.echo(f"pulsar-dissect: -o {name}: {value!r} is not a number", err=True)
             raise typer.Exit(EXIT_UNREADABLE)
-        if values[name] < 0:  # every cap and limit is a size, a count or a duration
-            typer.echo(f"pulsar-dissect: -o {name}: {value!r} is negative", err=True)
-            raise typer.Exit(EXIT_UNREADABLE)
-    return Options(ports=frozenset(_ports(port)), detect=detect, max_frame_size=max_frame_size,
-                   max_decompressed=max_decompressed, **values)
+    try:
+        return Options(ports=frozenset(_ports(port)), detect=detect, max_frame_size=max_frame_size,
+                       max_decompressed=max_decompressed, **values)
+    except OptionError as exc:  # negative, NaN, infinite or beyond 64 bits: no bound at all
+        flag = _FLAGS.get(exc.name, f"-o {exc.name}")
+        typer.echo(f"pulsar-dissect: {flag} takes a number from 0 to {MAX_SETTING}, not {exc.value!r}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+
+
+_FLAGS = {"max_frame_size": "--max-frame-size", "max_decompressed": "--max-decompressed"}
 
 
 class TimelineOutput:
@@ -89,7 +137,7 @@ class TimelineOutput:
         self.max_frames = max_frames
         self.hex_dump = hex_dump and not json_out  # -x: the bytes of each frame shown, under its line
         self.renderer = None
-        self.console = Console(file=self.out, no_color=no_color or plain, highlight=False,
+        self.console = _Console(file=self.out, no_color=no_color or plain, highlight=False,
                                force_terminal=False if (no_color or plain) else None)
         if not json_out:
             self.renderer = TimelineRenderer(self.console, plain=plain or no_color, absolute_time=absolute_time,
@@ -191,8 +239,7 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
                 sink(rec)
         output.out.flush()
     except BrokenPipeError:
-        sys.stderr.close()
-        raise typer.Exit(EXIT_OK)
+        _closed_pipe()
     return seen
 
 
@@ -245,8 +292,7 @@ def _write_core_lines(items, output: TimelineOutput, seen: "Seen", counted_by: s
         typer.echo(f"pulsar-dissect: {exc}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     except BrokenPipeError:
-        sys.stderr.close()
-        raise typer.Exit(EXIT_OK)
+        _closed_pipe()
     return seen
 
 
@@ -385,6 +431,20 @@ def _tell(seen: Seen, options: Options, flt: FrameFilter, output: "TimelineOutpu
     if message:
         typer.echo(f"pulsar-dissect: {message}", err=True)
         output.problems += 1
+    _tell_times(output)
+
+
+def _tell_times(output: "TimelineOutput") -> None:
+    """--absolute-time: the times no UTC date holds were shown as numbers; say so once, with the id."""
+    from dissector.problems import message
+
+    renderer = output.renderer
+    if renderer is None or not renderer.absolute_time:
+        return
+    count, first = renderer.format.not_dates
+    if count:
+        typer.echo(f"pulsar-dissect: time.not_a_date: {message('time.not_a_date', {'count': count, 'first': first})}",
+                   err=True)
 
 
 def _conn_ids(values: list[str]) -> list[int]:
@@ -503,6 +563,7 @@ SET_OPT = typer.Option(None, "-o", "--option", help="set a limit: NAME=VALUE (e.
 
 
 @app.command("dissect")
+@_pipe_safe
 def dissect_cmd(
     capture: Optional[Path] = CAPTURE_ARG,
     read: Optional[Path] = READ_OPT,
@@ -607,6 +668,7 @@ class _PacketSet:
 
 
 @app.command("follow")
+@_pipe_safe
 def follow_cmd(
     capture: Optional[Path] = CAPTURE_ARG,
     read: Optional[Path] = READ_OPT,
@@ -647,6 +709,7 @@ def follow_cmd(
 
 
 @app.command("stats")
+@_pipe_safe
 def stats_cmd(
     capture: Optional[Path] = CAPTURE_ARG,
     read: Optional[Path] = READ_OPT,
@@ -687,7 +750,7 @@ def stats_cmd(
     elif data["frames"] or not message:  # no empty tables under the message that says why
         # plain (--plain, or not a terminal): one line per row, never a value split, wider than the terminal
         # if it must be
-        render_stats(data, Console(no_color=no_color or plain, highlight=False,
+        render_stats(data, _Console(no_color=no_color or plain, highlight=False,
                                    force_terminal=False if (no_color or plain) else None), plain=plain or None)
     if plot is not None:
         _require("stats: --plot needs matplotlib", "plot", "matplotlib")
@@ -702,13 +765,14 @@ def stats_cmd(
 
 
 @app.command("live")
+@_pipe_safe
 def live_cmd(
     interface: Optional[str] = typer.Option(None, "-i", "--interface", help="interface to sniff (default: all)"),
     port: Optional[List[str]] = PORT_OPT,
     bpf: Optional[str] = typer.Option(None, "-f", help="capture filter (BPF); default: TCP on the broker ports"),
     write: Optional[Path] = typer.Option(None, "-w", help="also save the packets to this pcap file"),
-    duration: Optional[float] = typer.Option(None, "--duration", help="stop after this many seconds"),
-    count: Optional[int] = typer.Option(None, "-c", help="stop after this many packets"),
+    duration: Optional[float] = typer.Option(None, "--duration", min=0, help="stop after this many seconds"),
+    count: Optional[int] = typer.Option(None, "-c", min=1, help="stop after this many packets"),
     expr: Optional[str] = FILTER_OPT,
     engine: str = typer.Option("socket", "--engine", help="socket (AF_PACKET, needs CAP_NET_RAW) or dumpcap"),
     json_out: bool = JSON_OPT,
@@ -763,9 +827,13 @@ def live_cmd(
             if packet is not None:
                 received += 1
                 if write is not None:
-                    if not writer:
-                        writer.append(PcapWriter(write, packet.linktype))
-                    writer[0].write(packet)
+                    try:
+                        if not writer:
+                            writer.append(PcapWriter(write, packet.linktype))
+                        writer[0].write(packet)
+                    except OSError as exc:
+                        typer.echo(f"pulsar-dissect live: cannot write {write}: {exc.strerror or exc}", err=True)
+                        raise typer.Exit(EXIT_UNREADABLE)
                 if count is not None and received >= count:
                     stop.set()
             elif writer:
@@ -785,13 +853,15 @@ def live_cmd(
             if time.time() - last_flush > 0.1:
                 _flush(output)
                 last_flush = time.time()
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (| head): stop capturing, say what was seen on stderr
         stop.set()
+        _silence_stdout()
     finally:
         source.close()
         if writer:
             writer[0].close()
         _flush(output)
+    _tell_times(output)
     stats = source.poll_stats()
     typer.echo(f"pulsar-dissect live: {stats.received} packets received, {stats.kernel_dropped} dropped by the "
                f"kernel" + (f", {stats.duplicates} loopback copies left out" if stats.duplicates else "")
@@ -830,6 +900,7 @@ _CAPTURE_ENDINGS = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
 
 
 @app.command("pipeline")
+@_pipe_safe
 def pipeline_cmd(
     inputs: List[str] = typer.Argument(..., help="capture files, directories and globs: rotated sets, pcap or "
                                                  "pcapng, gzipped or not, read as one capture in time order"),
@@ -888,6 +959,7 @@ def pipeline_cmd(
 
 
 @app.command("check")
+@_pipe_safe
 def check_cmd(
     captures: List[str] = typer.Argument(..., help="capture files, directories or glob patterns"),
     rules_files: Optional[List[Path]] = typer.Option(None, "--rules", help="a YAML rule file (see the README)"),
@@ -935,7 +1007,8 @@ def check_cmd(
     write = json_writer(sys.stdout)
     for path in paths:
         try:
-            result = run_check(path, fresh_rules(), options)
+            source = sys.stdin.buffer if str(path) == "-" else path  # - is standard input, as elsewhere
+            result = run_check(source, fresh_rules(), options, name=str(path))
         except CaptureError as exc:
             typer.echo(f"pulsar-dissect check: {exc}", err=True)
             unreadable += 1
@@ -947,7 +1020,11 @@ def check_cmd(
         else:
             typer.echo(as_text(result))
     if junit is not None:
-        junit.write_bytes(as_junit(results))
+        try:
+            junit.write_bytes(as_junit(results))
+        except OSError as exc:
+            typer.echo(f"pulsar-dissect check: cannot write {junit}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
     if unreadable:
         raise typer.Exit(EXIT_UNREADABLE)
     raise typer.Exit(EXIT_OK if all(r.passed for r in results) else EXIT_PROBLEMS)
@@ -988,7 +1065,38 @@ def main(argv: list[str] | None = None) -> None:
     # `pulsar-dissect FILE` is the main job: route it to the dissect command.
     if args and args[0] not in SUBCOMMANDS and args[0] not in ("--help", "-h", "--version", "-v"):
         args.insert(0, "dissect")
-    app(args=args, prog_name="pulsar-dissect")
+    sys.exit(_invoke(args))
+
+
+def _invoke(args: list[str]) -> int:
+    """Run the command line; the exit code. A usage error (an unknown option, a bad value, a value out of its
+    range) is one line on stderr naming the command, and exit 2, as every other error of the tool."""
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+
+    stdout = sys.stdout
+    try:
+        code = app(args=args, prog_name="pulsar-dissect", standalone_mode=False)
+    except NoArgsIsHelpError as exc:  # `pulsar-dissect` alone: the help, as asked
+        exc.show()
+        return exc.exit_code
+    except ClickException as exc:
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "pulsar-dissect"
+        hint = f" (see {command} -h)" if ctx is not None else ""
+        message = " ".join(exc.format_message().split())  # one line, whatever Click's text held
+        typer.echo(f"{command}: {message}{hint}", err=True)
+        return exc.exit_code
+    except typer.Abort:
+        typer.echo("Aborted!", err=True)
+        return EXIT_PROBLEMS
+    except SystemExit as exc:
+        # Click's own output (the help) to a reader that went away: Click swaps standard output for a wrapper
+        # and exits 1. A closed pipe is not a failure.
+        if exc.code == 1 and sys.stdout is not stdout:
+            _silence_stdout()
+            return EXIT_OK
+        raise
+    return code if isinstance(code, int) else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -6,9 +6,11 @@ Each cap bounds memory on hostile or one-sided input; when a cap makes the pipel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 
 MiB = 1024 * 1024
+MAX_SETTING = 2**63 - 1  # the largest number a setting may have (the core keeps them in 64 bits)
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,27 @@ class Options:
     # connections_dropped (a SYN flood kept a few KB for every connection ever seen)
     max_stats_connections: int = 10_000
 
+    def __post_init__(self) -> None:
+        # Every number here is a size, a count or a time: a negative one (or NaN, or infinity) means no bound
+        # at all to the code that reads it, and an int beyond 64 bits does not fit the core's. Refused where
+        # it is made.
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if not (0 <= value <= MAX_SETTING and math.isfinite(value)):
+                raise OptionError(field.name, value)
+
     @property
     def port_numbers(self) -> set[int]:
         """The extra ports' numbers, whichever protocol each is for."""
         return {p if isinstance(p, int) else p[2] for p in self.ports}
+
+
+class OptionError(ValueError):
+    """A setting of ``Options`` that is no bound: negative, NaN or infinite."""
+
+    def __init__(self, name: str, value) -> None:
+        super().__init__(f"{name} must be a number from 0 to {MAX_SETTING}, not {value!r}")
+        self.name = name
+        self.value = value

@@ -155,6 +155,14 @@ register("response.unmatched", WARNING, lambda p: f"{p['type']} answers {_key(p[
 register("response.slow", WARNING, lambda p: f"{p['type']} came {p['latency_s']:.1f} s after its {p['request_type']} "
          f"(frame {p['request']}): past the clients' {p['timeout_s']:.0f} s operation timeout",
          "a response later than the clients' operation timeout (--request-timeout)")
+register("response.before_request", WARNING, lambda p: f"{p['type']} is timestamped {-p['latency_ms']:.3f} ms before "
+         f"its {p['request_type']} (frame {p['request']}): the capture's clock went backwards",
+         "a response whose capture time is earlier than its request's (the clock was stepped back, or captures "
+         "were merged out of order): its latency_ms is negative and cannot be right")
+register("time.not_a_date", NOTE, lambda p: f"{p['count']:,} time(s) no UTC date can hold (a year outside 1 to 9999; "
+         f"the first: {p['first']!r} s since the epoch), shown as seconds since the epoch",
+         "--absolute-time: the capture's timestamp of a record is no date (a pcapng timestamp far in the future "
+         "or before year 1); the number is shown as it is instead")
 register("request.duplicate_id", WARNING, lambda p: f"{_key(p['key'])} reused while an earlier {p['type']} with it "
          "is still unanswered", "a request id reused while the first request is still pending")
 

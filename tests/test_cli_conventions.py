@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -132,3 +133,146 @@ def test_read_filter_write_keeps_the_packets_of_the_frames_shown(tmp_path):
     with open(cap, "rb") as fh:
         stdin = subprocess.run(CLI + ["-", "-w", str(tmp_path / "x.pcap")], stdin=fh, capture_output=True, text=True)
     assert stdin.returncode == 2 and "standard input" in stdin.stderr
+
+
+# ------------------------------------------------------------------ inputs that are not capture files
+COMMANDS = {  # every command that reads captures, as its arguments around the input
+    "dissect": lambda cap: [cap],
+    "stats": lambda cap: ["stats", cap],
+    "follow": lambda cap: ["follow", cap, "--topic", "x"],
+    "check": lambda cap: ["check", cap, "--rule", "no-errors"],
+}
+
+
+def _one_line_error(res: subprocess.CompletedProcess, code: int = 2) -> None:
+    """The tool's way to refuse: exit 2, one line on stderr that says why, no traceback, nothing on stdout."""
+    assert res.returncode == code, res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert res.stderr.startswith("pulsar-dissect")
+
+
+@pytest.fixture(scope="module")
+def small_capture(tmp_path_factory) -> Path:
+    import framebuild as fb
+
+    path = tmp_path_factory.mktemp("small") / "small.pcap"
+    fb.tcp_pcap(path, [("c", fb.simple_frame("PRODUCER", topic="persistent://t/n/x", producer_id=1, request_id=1,
+                                             producer_name="p")),
+                       ("b", fb.simple_frame("PRODUCER_SUCCESS", request_id=1, producer_name="p"))])
+    return path
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("what", ["directory", "missing", "dev-zero"])
+def test_inputs_that_are_no_capture_are_one_line_and_exit_2(tmp_path, command, what):
+    path = {"directory": tmp_path, "missing": tmp_path / "nope.pcap", "dev-zero": Path("/dev/zero")}[what]
+    if what == "directory":
+        (tmp_path / "notes.txt").write_text("not a capture")  # check lists a directory's captures: none here
+    import resource
+    import time
+
+    start = time.monotonic()
+    res = run(*COMMANDS[command](str(path)))
+    _one_line_error(res)
+    # /dev/zero never ends: it must be refused from its first bytes, not read on
+    assert time.monotonic() - start < 30
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 300 * 1024
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_fifo_is_read_as_a_stream(tmp_path, small_capture, command):
+    import os
+    import threading
+
+    fifo = tmp_path / "capture.fifo"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "wb") as out:  # blocks until the tool opens it
+            out.write(small_capture.read_bytes())
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    res = run(*COMMANDS[command](str(fifo)) + (["--json"] if command != "follow" else []))
+    writer.join(timeout=10)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    if command == "dissect":
+        assert [json.loads(x)["type"] for x in res.stdout.splitlines() if '"index"' in x] == \
+            ["PRODUCER", "PRODUCER_SUCCESS"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_standard_input_is_read_by_every_command(small_capture, command):
+    with open(small_capture, "rb") as fh:
+        res = subprocess.run(CLI + COMMANDS[command]("-"), stdin=fh, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    if command == "check":
+        assert res.stdout.startswith("-: PASS")
+
+
+def _without_file_permissions():
+    """For a child process: drop the capabilities that let root read any file (CAP_DAC_OVERRIDE,
+    CAP_DAC_READ_SEARCH) from its bounding set, so that a chmod 000 file is unreadable to it too."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            os._exit(99)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_unreadable_file_is_one_line_and_exit_2(tmp_path, small_capture, command):
+    """The tests run as root, who reads a chmod 000 file anyway: the child runs without the capabilities that
+    allow it (skipped where they cannot be dropped: not Linux, or no CAP_SETPCAP)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("prctl(PR_CAPBSET_DROP) is Linux's")
+    locked = tmp_path / "locked.pcap"
+    locked.write_bytes(small_capture.read_bytes())
+    locked.chmod(0)
+    res = subprocess.run(CLI + COMMANDS[command](str(locked)), capture_output=True, text=True, timeout=120,
+                         preexec_fn=_without_file_permissions)
+    if res.returncode == 99 and not res.stderr:
+        pytest.skip("cannot drop CAP_DAC_OVERRIDE here: root would read the file anyway")
+    _one_line_error(res)
+    assert "locked.pcap" in res.stderr
+
+
+# --------------------------------------------------------------------------------- bad arguments
+BAD_ARGUMENTS = {
+    "unknown-flag": ["--no-such-flag"],
+    "bad-value": ["--max-decompressed", "lots"],
+    "negative-decompressed": ["--max-decompressed", "-1"],
+    "negative-frame-size": ["--max-frame-size", "-5"],
+    "frame-size-beyond-64-bits": ["--max-frame-size", str(2**64)],
+    "negative-setting": ["-o", "max_connections=-1"],
+    "nan-setting": ["-o", "request_timeout=nan"],
+    "unknown-setting": ["-o", "no_such_limit=3"],
+    "bad-port": ["--port", "70000"],
+}
+ALL_COMMANDS = {**COMMANDS,
+                "live": lambda cap: ["live", "--engine", "dumpcap"],
+                "pipeline": lambda cap: ["pipeline", cap, "--out", "/nonexistent/out"]}
+
+
+@pytest.mark.parametrize("bad", BAD_ARGUMENTS)
+@pytest.mark.parametrize("command", ALL_COMMANDS)
+def test_bad_arguments_are_one_line_and_exit_2_in_every_command(small_capture, command, bad):
+    """Refused before anything is read or started (no capture, no Spark, no capture device)."""
+    res = run(*ALL_COMMANDS[command](str(small_capture)), *BAD_ARGUMENTS[bad])
+    _one_line_error(res)
+
+
+@pytest.mark.parametrize("args", [["-c", "0"], ["--max-frames", "-1"], ["--max-frames", "x"], ["-c"],
+                                  ["--type", "NOPE"], ["--conn", "x1"], ["-x", "--json"]])
+def test_bad_values_of_the_timeline_are_one_line_and_exit_2(small_capture, args):
+    _one_line_error(run(str(small_capture), *args))
+
+
+@pytest.mark.parametrize("args", [["live", "-c", "-5"], ["live", "--duration", "-1"],
+                                  ["check", "{cap}", "--rule", "no such rule"], ["check", "{cap}"],
+                                  ["check", "{cap}", "--rule", "no-errors", "--junit", "/nonexistent/dir/x.xml"],
+                                  ["stats", "{cap}", "--plot", "x.txt"], ["follow", "{cap}"],
+                                  ["pipeline", "{cap}"], ["pipeline", "{cap}", "--out", "o", "--partitions", "0"]])
+def test_bad_values_of_the_other_commands_are_one_line_and_exit_2(small_capture, args):
+    _one_line_error(run(*[a.format(cap=small_capture) for a in args]))

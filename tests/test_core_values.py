@@ -72,6 +72,8 @@ def test_floats_where_writers_differ():
 def test_strings_and_integers_where_writers_differ():
     every_code_point_below_0x800 = "".join(chr(c) for c in range(0x800))
     _same(every_code_point_below_0x800)
+    _same("".join(chr(c) for c in range(0x2000, 0x2100)))  # U+2028/2029 and the bidi controls among their neighbours
+    _same(["\u2028", "x\u2029", "\u202e\u2066\u2069\x7f", "\u202f\u2065\u206a\u2027"])
     _same({"k\x00\x1f\"\\\x7f\x80\x9f\xa0": ["\u2028\u2029", "\U0001f600", "\xc2\x85", "Â\x85", "\ud7ff\ue000"]})
     _same(b"bytes \xff\xfe \xc2\x85 \xe2\x82 ok")  # as the fallback writes bytes: \xNN for what is not UTF-8
     _same([0, -1, 2**63 - 1, -(2**63), 2**63, 2**64 - 1, True, False, None, [], {}, [[{}]]])

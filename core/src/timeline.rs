@@ -400,6 +400,9 @@ pub struct Format {
     previews: bool,
     /// Time 0 of relative times: set by the first line made, unless given before.
     pub origin: Option<f64>,
+    /// `--absolute-time`: the times no UTC date holds (a year outside 1..=9999), shown as seconds since the
+    /// epoch: how many, and the first (the CLI says so once, as `time.not_a_date`).
+    pub not_dates: (u64, Option<f64>),
 }
 
 /// Pads `out` from `start` with spaces to `width` characters, on the left (`>`) or the right (`<`).
@@ -518,7 +521,9 @@ impl Format {
         };
         if self.absolute_time {
             if !text::push_utc_time(t, out) {
-                time.push(out); // no date holds it
+                time.push(out); // no date holds it: the number as it is, and counted
+                self.not_dates.0 += 1;
+                self.not_dates.1.get_or_insert(t);
             }
             return;
         }
@@ -764,6 +769,7 @@ impl TimelineFormat {
                 absolute_time,
                 previews,
                 origin: None,
+                not_dates: (0, None),
             },
             plan_of,
             line: Line::default(),
@@ -784,6 +790,12 @@ impl TimelineFormat {
     #[setter]
     fn set_origin(&mut self, origin: Option<f64>) {
         self.format.origin = origin;
+    }
+
+    /// `--absolute-time`: (how many times no UTC date holds were shown as numbers, the first of them).
+    #[getter]
+    fn not_dates(&self) -> (u64, Option<f64>) {
+        self.format.not_dates
     }
 
     /// The line of a record as [(text, role number)].

@@ -520,7 +520,10 @@ pub fn write_json_array<T>(items: &[T], out: &mut Vec<u8>, write: impl Fn(&T, &m
 }
 
 /// What each byte of a string becomes in JSON: 0 itself, `u` `\u00xx`, [`C1_LEAD`] `\u00xx` of the next
-/// byte when that makes a C1 control (U+0080..U+009F, which a terminal would obey), else `\` and the letter.
+/// byte when that makes a C1 control (U+0080..U+009F, which a terminal would obey), [`E2_LEAD`] `\u20xx`
+/// when the three bytes are a line or paragraph separator or a bidi control (U+2028..U+202E,
+/// U+2066..U+2069: JSON allows them raw, but they end lines for `str.splitlines` and JavaScript, and
+/// reorder what a terminal shows), else `\` and the letter. DEL (0x7f) is `\u007f`.
 const ESCAPE: [u8; 256] = {
     let mut table = [0u8; 256];
     let mut b = 0;
@@ -535,10 +538,13 @@ const ESCAPE: [u8; 256] = {
     table[0x0d] = b'r';
     table[b'"' as usize] = b'"';
     table[b'\\' as usize] = b'\\';
+    table[0x7f] = b'u';
     table[0xc2] = C1_LEAD;
+    table[0xe2] = E2_LEAD;
     table
 };
 const C1_LEAD: u8 = 0xc2;
+const E2_LEAD: u8 = 0xe2;
 
 const fn json_plain(bytes: &[u8]) -> bool {
     let mut i = 0;
@@ -551,7 +557,21 @@ const fn json_plain(bytes: &[u8]) -> bool {
     true
 }
 
-/// A string as JSON: orjson's escapes (the short ones, else `\u00xx`), and C1 controls as `\u0080`..`\u009f`.
+/// How many bytes from `i` (a lead byte in [`ESCAPE`]) make one character to escape: 2 for a C1 control,
+/// 3 for U+2028..U+202E or U+2066..U+2069, else 0 (the character is written as it is).
+fn escaped_run(code: u8, bytes: &[u8], i: usize) -> usize {
+    match code {
+        C1_LEAD => usize::from(matches!(bytes.get(i + 1), Some(0x80..=0x9f))) * 2,
+        E2_LEAD => match (bytes.get(i + 1), bytes.get(i + 2)) {
+            (Some(0x80), Some(0xa8..=0xae)) | (Some(0x81), Some(0xa6..=0xa9)) => 3,
+            _ => 0,
+        },
+        _ => 1,
+    }
+}
+
+/// A string as JSON: orjson's escapes (the short ones, else `\u00xx`), and C1 controls, DEL, U+2028/U+2029 and
+/// bidi controls as `\uXXXX` (as `dissector/output/jsonl.py` writes them).
 pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let u00 = |control: u8| [b'\\', b'u', b'0', b'0', HEX[(control >> 4) as usize], HEX[(control & 15) as usize]];
@@ -561,18 +581,27 @@ pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
     let (mut done, mut i) = (0, 0);
     while i < bytes.len() {
         let code = ESCAPE[bytes[i] as usize];
-        let c1 = code == C1_LEAD && matches!(bytes.get(i + 1), Some(0x80..=0x9f));
-        if code == 0 || (code == C1_LEAD && !c1) {
+        if code == 0 {
+            i += 1;
+            continue;
+        }
+        let run = escaped_run(code, bytes, i);
+        if run == 0 {
             i += 1;
             continue;
         }
         out.extend_from_slice(&bytes[done..i]);
         match code {
             C1_LEAD => out.extend_from_slice(&u00(bytes[i + 1])),
+            // U+2028..U+202E: E2 80 A8..AE; U+2066..U+2069: E2 81 A6..A9 (the low byte is 0x28.. / 0x66..)
+            E2_LEAD => {
+                let low = if bytes[i + 1] == 0x80 { bytes[i + 2] - 0x80 } else { bytes[i + 2] - 0x40 };
+                out.extend_from_slice(&[b'\\', b'u', b'2', b'0', HEX[(low >> 4) as usize], HEX[(low & 15) as usize]]);
+            }
             b'u' => out.extend_from_slice(&u00(bytes[i])),
             letter => out.extend_from_slice(&[b'\\', letter]),
         }
-        i += if c1 { 2 } else { 1 };
+        i += run;
         done = i;
     }
     out.extend_from_slice(&bytes[done..]);
@@ -639,10 +668,18 @@ mod tests {
         let s = "a\u{0}\u{1}\u{8}\t\n\u{b}\u{c}\r\u{1f}\u{7f}\"\\/ é\u{80}\u{85}\u{9f}\u{a0}\u{2028}";
         assert_eq!(
             json(&Value::from(s.to_string())),
-            "\"a\\u0000\\u0001\\b\\t\\n\\u000b\\f\\r\\u001f\u{7f}\\\"\\\\/ é\\u0080\\u0085\\u009f\u{a0}\u{2028}\""
+            "\"a\\u0000\\u0001\\b\\t\\n\\u000b\\f\\r\\u001f\\u007f\\\"\\\\/ é\\u0080\\u0085\\u009f\u{a0}\\u2028\""
         );
         assert_eq!(json(&Value::from("Â".to_string())), "\"Â\""); // U+00C2 is 0xC3 0x82: no escape
         assert_eq!(json(&Value::from("\u{c2}x".to_string())), "\"\u{c2}x\"");
+    }
+
+    #[test]
+    fn separators_and_bidi_controls_escaped() {
+        let s = "\u{2027}\u{2028}\u{2029}\u{202a}\u{202e}\u{202f}\u{2065}\u{2066}\u{2069}\u{206a}→…";
+        assert_eq!(json(&Value::from(s.to_string())),
+                   "\"\u{2027}\\u2028\\u2029\\u202a\\u202e\u{202f}\u{2065}\\u2066\\u2069\u{206a}→…\"");
+        assert_eq!(json(&Value::from("\u{2028}".to_string())), "\"\\u2028\""); // at the very end
     }
 
     #[test]

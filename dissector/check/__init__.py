@@ -29,8 +29,9 @@ class CaptureResult:
         return all(v.passed for _, v in self.verdicts)
 
 
-def run_check(capture: str | Path, rules: list[Rule], options: Options | None = None) -> CaptureResult:
-    """Every rule over one capture; raises capture.files.CaptureError when it cannot be read."""
+def run_check(capture, rules: list[Rule], options: Options | None = None, name: str | None = None) -> CaptureResult:
+    """Every rule over one capture (a path, or a binary file object such as standard input, then named by
+    ``name``); raises capture.files.CaptureError when it cannot be read."""
     first_time = None
     summary = not any(rule.needs_full for rule in rules)
     for rec in analysed_records(capture, options, summary=summary):
@@ -38,4 +39,4 @@ def run_check(capture: str | Path, rules: list[Rule], options: Options | None = 
             first_time = rec["time"]
         for rule in rules:
             rule.add(rec)
-    return CaptureResult(str(capture), [(rule, rule.verdict()) for rule in rules], first_time)
+    return CaptureResult(name or str(capture), [(rule, rule.verdict()) for rule in rules], first_time)

@@ -6,6 +6,14 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+from .text import safe
+
+
+def _label(text: str, limit: int = 120) -> str:
+    """Text for a plot: escaped as everywhere (``safe``), and every ``$`` literal (matplotlib reads a text
+    between two ``$`` as TeX math, and raises on what it cannot parse: a capture named ``$\\x$.pcap``)."""
+    return safe(text, limit).replace("$", r"\$")
+
 
 def plot_latency(samples: list[tuple[float, str, float, bool]], path: str | Path, title: str = "", *,
                  origin: float | None = None, throughput: dict[int, list[int]] | None = None,
@@ -30,7 +38,7 @@ def plot_latency(samples: list[tuple[float, str, float, bool]], path: str | Path
     colors = {kind: palette[i % len(palette)] for i, kind in enumerate(kinds)}  # same colour in every panel
     for kind in kinds:
         xs, ys = zip(*by_type[kind])
-        ax_time.scatter(xs, ys, s=6, label=f"{kind} ({len(xs)})", alpha=0.7, color=colors[kind])
+        ax_time.scatter(xs, ys, s=6, label=_label(f"{kind} ({len(xs)})"), alpha=0.7, color=colors[kind])
     if errors:
         xs, ys = zip(*errors)
         ax_time.scatter(xs, ys, s=40, marker="x", color="red", label=f"answered by ERROR / SEND_ERROR ({len(xs)})")
@@ -39,7 +47,7 @@ def plot_latency(samples: list[tuple[float, str, float, bool]], path: str | Path
     positive = [s[2] for s in samples if s[2] > 0]
     if positive:
         ax_time.set_yscale("log")
-    ax_time.set_title(title or "Request latency over time")
+    ax_time.set_title(_label(title or "Request latency over time", 200))
     if samples:
         ax_time.legend(fontsize="small", markerscale=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
@@ -51,7 +59,7 @@ def plot_latency(samples: list[tuple[float, str, float, bool]], path: str | Path
             high = low * 10
         bins = [low * (high / low) ** (i / 40) for i in range(41)]
         values = [[ms for _, ms in by_type[kind] if ms > 0] for kind in kinds]
-        ax_hist.hist(values, bins=bins, stacked=True, label=kinds, color=[colors[k] for k in kinds])
+        ax_hist.hist(values, bins=bins, stacked=True, label=[_label(k) for k in kinds], color=[colors[k] for k in kinds])
         ax_hist.set_xscale("log")
         ax_hist.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax_hist.set_xlabel("latency (ms, log scale)")

@@ -63,7 +63,7 @@ def print_table(console: Console, title: str | None, columns: list[str], rows: l
         # A column is never narrower than its widest value (or word, for _WRAP): only headers and names wrap.
         table.add_column(col, width=width, no_wrap=plain, overflow="fold", justify="right" if numeric else "left")
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*map(Text, row))  # Text, never a str: a str cell is parsed as rich markup ("[/x]" raises)
     total = sum(widths) + _GAP * (len(widths) - 1)
     if title:
         console.print(Text(title, style="bold"), soft_wrap=True)

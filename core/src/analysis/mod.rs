@@ -3,9 +3,9 @@
 //! Runs after decoding, one item at a time, in capture order. Pairing is generic and driven by the protocol's
 //! command table (`CommandSpec::opens` / `answers`): a request waits under a key (a space and some command
 //! fields) until a response looks under the same key; the pair gives `answers`, `latency_ms` and
-//! `request_type`, and the findings `response.slow`, `response.unmatched` and `request.duplicate_id`. A
-//! request still waiting when its connection closes is `UNANSWERED`. Then the protocol's [`Session`] adds what
-//! only it knows.
+//! `request_type`, and the findings `response.slow`, `response.before_request`, `response.unmatched` and
+//! `request.duplicate_id`. A request still waiting when its connection closes is `UNANSWERED`. Then the
+//! protocol's [`Session`] adds what only it knows.
 //!
 //! Nothing here edits the decoded frame: each frame comes out as its notes and findings. What is kept per
 //! waiting request is a [`Waiting`] (a few ids), never the frame or its payload, and at most
@@ -534,7 +534,7 @@ fn key_param(conn: &Connection, key: &Key, frame: &Frame) -> Value {
 }
 
 /// A response: the request it answers (forgotten unless the answer is interim), with `answers`,
-/// `latency_ms`, `request_type` and `response.slow`; or `response.unmatched`.
+/// `latency_ms`, `request_type`, `response.slow` and `response.before_request`; or `response.unmatched`.
 fn answer(options: &PairingOptions, table: &CommandTable, conn: &mut Connection, frame: &Frame, spec: &CommandSpec,
           notes: &mut Map, findings: &mut Vec<Finding>) -> Option<Waiting> {
     let mut first_key = None;
@@ -554,6 +554,13 @@ fn answer(options: &PairingOptions, table: &CommandTable, conn: &mut Connection,
             findings.push(finding!("response.slow", "type" => spec.name, "latency_s" => Value::Float(latency),
                                    "request_type" => request.type_name, "request" => request.index,
                                    "timeout_s" => options.request_timeout_value.clone()));
+        }
+        if latency < 0.0 {
+            // the capture's clock went backwards between the two (merged captures, a clock stepped back):
+            // the latency is kept as measured, but says it cannot be right
+            findings.push(finding!("response.before_request", "type" => spec.name,
+                                   "latency_ms" => Value::Float(round3(latency * 1000.0)),
+                                   "request_type" => request.type_name, "request" => request.index));
         }
         let interim = spec.interim.as_ref().is_some_and(|(field, value)| {
             frame.pdu.command.as_ref().and_then(|c| c.get(field)) == Some(value)
