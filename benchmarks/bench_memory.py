@@ -3,6 +3,7 @@
 
 usage: python benchmarks/bench_memory.py [CAPTURE] [--half HALF.pcap] [--repeat N] [--quick] [--no-tshark]
        python benchmarks/bench_memory.py [CAPTURE] --one-direction [--broker-port 6650]
+       python benchmarks/bench_memory.py [CAPTURE] --sweep 1 2 4 6
 
 The half-size file is, unless --half is given, the first packets of CAPTURE up to half its bytes
 (benchmarks/out/<name>.half.pcap, made here from the classic pcap; streams are cut mid-way, which a dissector
@@ -13,6 +14,11 @@ tshark_reasm is shown for reference (tshark keeps per-frame state, so its RSS gr
 --one-direction first writes benchmarks/out/<name>.to_broker.pcap, a copy of CAPTURE with only the packets sent
 to TCP port --broker-port (client to broker, what an asymmetric SPAN port shows: no response ever arrives),
 then measures the CLI alone on that file and on its first half.
+
+--sweep K... measures the CLI (--json and the timeline) on the half file and on K copies of CAPTURE's traffic
+for each K (benchmarks/out/<name>.xK.pcap, made once by benchmarks/gen/fleet.py: each copy between its own
+addresses, merged in time order, as rotated captures joined would be), so one table shows peak RSS from a
+few hundred MB to several GB; flat = the largest RSS over the half file's <= 1.25.
 
 Exit status: 0 when our memory is flat, 1 when it grows (ratio > 1.25 for any of our measurements), 2 when
 nothing of ours could be measured.  Results go to benchmarks/out/memory.json (memory_one_direction.json).
@@ -80,6 +86,48 @@ def derived(big, suffix):
     return path, not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(big)
 
 
+def sweep(big, copies, repeat, timeout, cli_template):
+    """Peak RSS of the CLI on the half file and on K copies of ``big`` for each K: one row per size."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gen"))
+    from fleet import write_fleet  # noqa: E402
+
+    half, stale = derived(big, ".half.pcap")
+    if stale:
+        copy_or_exit(big, half, max_bytes=os.path.getsize(big) // 2)
+    files = [("half", half)]
+    for k in sorted(set(copies)):
+        path, stale = derived(big, f".x{k}.pcap")
+        if stale:
+            pieces = os.path.join(bd.OUT, f"sweep_pieces_x{k}")
+            write_fleet(big, pieces, k, piece_bytes=1 << 62, merged=path)  # one piece: only the merged file is kept
+            for piece in os.listdir(pieces):
+                os.remove(os.path.join(pieces, piece))
+            os.rmdir(pieces)
+        files.append((f"x{k}", path))
+    skip = [n for n in ALL_BUT_CLI if n != "ours_timeline"]
+    rows = []
+    for label, path in files:
+        print(f"== {label}")
+        rep = bd.run_benchmark(path, max(1, repeat), skip=skip, timeout=timeout, count_frames=False,
+                               cli_template=cli_template)
+        rows.append({"file": label, "path": path, "bytes": rep["bytes"],
+                     **{name: r.get("rss_mib_median") if r.get("ok") else None for name, r in rep["results"].items()},
+                     "wall_s": {name: r.get("wall_s_median") for name, r in rep["results"].items()}})
+    names = [n for n in ("ours_cli", "ours_timeline") if any(row.get(n) for row in rows)]
+    print(f"\n{'file':6s} {'MB':>8s} " + " ".join(f"{n + ' MiB':>18s}" for n in names))
+    for row in rows:
+        print(f"{row['file']:6s} {row['bytes'] / 1e6:8.1f} " + " ".join(f"{bd.fmt(row.get(n), '18.0f')}" for n in names))
+    ratios = {n: max(row[n] for row in rows if row.get(n)) / rows[0][n] for n in names if rows[0].get(n)}
+    flat = bool(ratios) and all(r <= FLAT for r in ratios.values())
+    print(f"largest RSS / the half file's: " + ", ".join(f"{n} {r:.2f}" for n, r in ratios.items())
+          + f" -> {'flat' if flat else 'GROWS'} (flat <= {FLAT})")
+    out = os.path.join(bd.OUT, "memory_sweep.json")
+    with open(out, "w") as f:
+        json.dump({"rows": rows, "ratios": ratios, "verdict": "flat" if flat else "grows"}, f, indent=1)
+    print(f"wrote {out}")
+    sys.exit(0 if flat else 1 if ratios else 2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("capture", nargs="?")
@@ -94,12 +142,16 @@ def main():
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--cli-args", metavar="TEMPLATE", help="as in bench_dissect.py")
     ap.add_argument("--json-out")
+    ap.add_argument("--sweep", type=int, nargs="+", metavar="K",
+                    help="peak RSS on the half file and on K copies of CAPTURE for each K (e.g. 1 2 4 6)")
     a = ap.parse_args()
     if a.one_direction and a.half:
         ap.error("--half does not go with --one-direction (the half is cut from the one-direction copy)")
     big = a.capture or (bd.DEFAULT_QUICK if a.quick else bd.DEFAULT_BIG)
     if not bd.ensure_capture(big, a.quick, not a.no_generate):
         sys.exit(2)
+    if a.sweep:
+        sweep(big, a.sweep, a.repeat, a.timeout, a.cli_args)
     if a.one_direction:
         one, stale = derived(big, ".to_broker.pcap")
         if stale:

@@ -1,0 +1,92 @@
+"""The core writes a large batch's message records on several threads (core/src/records.rs, JsonSink::messages)
+and joins the pieces in order: the JSON lines must be the same bytes whatever the number of threads, and
+each message's record must say what the test put on the wire (its body's SHA-256, its place, its fields).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import framebuild as fb
+
+HOSTILE = ['quote " and \\ backslash', "line\u2028sep", "c1 \x85 del \x7f", "bidi \u202e", "esc \x1b[31m", "é€"]
+
+
+def _entries(count: int, seed: int) -> list[tuple[dict, bytes]]:
+    """Batch entries with every kind of field a message record shows, bodies all different."""
+    out = []
+    for i in range(count):
+        fields: dict = {"sequence_id": seed * 10_000 + i}
+        if i % 3 == 0:
+            fields["properties"] = [{"key": f"k{i}", "value": HOSTILE[i % len(HOSTILE)]}]
+        if i % 5 == 0:
+            fields["partition_key"] = HOSTILE[(i // 5) % len(HOSTILE)]
+        if i % 7 == 0:
+            fields["ordering_key"] = bytes([0xFF, i % 256, 0x00])  # not UTF-8: written as base64
+        if i % 11 == 0:
+            fields["event_time"] = 1_700_000_000_000 + i
+        out.append((fields, f"body {seed}/{i} ".encode() * (1 + i % 4)))
+    return out
+
+
+# batch sizes around the threshold (128 messages), and large ones
+SIZES = [1, 127, 128, 129, 300, 1000]
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory):
+    path = tmp_path_factory.mktemp("parallel") / "batches.pcap"
+    items, batches = [], []
+    for seed, size in enumerate(SIZES):
+        entries = _entries(size, seed)
+        batches.append(entries)
+        md = fb.metadata(sequence_id=seed * 10_000, num_messages_in_batch=size)
+        items.append(fb.send_frame(fb.batch_payload(entries), sequence_id=seed * 10_000, md=md))
+    entries = _entries(400, 99)
+    batches.append(entries)
+    md = fb.metadata(num_messages_in_batch=400)
+    items.append(("b", fb.message_frame(fb.batch_payload(entries), md=md, ack_set=[0x5555_5555_5555_5555] * 7)))
+    fb.tcp_pcap(path, items, segment_size=9000)
+    return path, batches
+
+
+def _json(path, threads: int, *extra: str) -> bytes:
+    env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
+    res = subprocess.run([sys.executable, "-m", "dissector.cli.main", str(path), "--json", *extra],
+                         capture_output=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr.decode()
+    return res.stdout
+
+
+@pytest.mark.parametrize("extra", [(), ("--payload",)], ids=["json", "payload"])
+def test_threads_write_the_same_bytes(capture, extra):
+    path, _ = capture
+    one = _json(path, 1, *extra)
+    assert one == _json(path, 2, *extra)
+    assert one == _json(path, 5, *extra)
+
+
+def test_each_message_record_says_what_was_sent(capture):
+    path, batches = capture
+    frames = [r for r in map(json.loads, _json(path, 2).splitlines()) if r.get("type") in ("SEND", "MESSAGE")]
+    assert len(frames) == len(batches)
+    for record, entries in zip(frames, batches):
+        messages = record["messages"]
+        assert len(messages) == len(entries)
+        for i, (message, (fields, body)) in enumerate(zip(messages, entries)):
+            assert message["payload_size"] == len(body)
+            assert message["payload_sha256"] == hashlib.sha256(body).hexdigest()
+            assert message["sequence_id"] == fields["sequence_id"]
+            index = message["message_id"]["batch_index"] if record["type"] == "MESSAGE" else message["batch_index"]
+            assert index == i
+            assert message.get("partition_key") == fields.get("partition_key")
+            assert message.get("event_time") == fields.get("event_time")
+            if "ordering_key" in fields:
+                assert "ordering_key" not in message and message["ordering_key_b64"]
+            props = {p["key"]: p["value"] for p in fields.get("properties", [])}
+            assert message["properties"] == props
