@@ -126,7 +126,7 @@ pub fn decode_section(
         sec.messages.push(Value::Map(msg));
         return sec;
     }
-    decode_messages(core, &mut sec, &md, payload, ack_set, max_decompressed);
+    decode_messages(core, &mut sec, &md, payload, ack_set, max_decompressed, !brief);
     sec
 }
 
@@ -182,6 +182,7 @@ fn decode_messages(
     payload: &[u8],
     ack_set: Option<&[u64]>,
     max_decompressed: u64,
+    keep_payloads: bool,
 ) {
     let schema = core.schema;
     let f = &core.m;
@@ -253,11 +254,11 @@ fn decode_messages(
         decode_marker(core, sec, get_i32(md, core, f.marker_type), &data);
     }
     if md.has(schema, f.num_messages_in_batch) {
-        split_batch(core, &data, get_i32(md, core, f.num_messages_in_batch) as i64, sec, ack_set);
+        split_batch(core, &data, get_i32(md, core, f.num_messages_in_batch) as i64, sec, ack_set, keep_payloads);
         return;
     }
     let size = data.len();
-    sec.messages.push(Value::Map(single_message(core, md, Some(data.into_owned()), size)));
+    sec.messages.push(Value::Map(single_message(core, md, keep_payloads.then(|| data.into_owned()), size)));
 }
 
 pub fn decompression_finding(problem: &Problem) -> Finding {
@@ -351,7 +352,10 @@ fn batch_problem(entry_index: usize, case: &'static Name, more: Map) -> Finding 
 }
 
 /// Split a batch payload into its entries; keep every readable entry even when the batch is damaged.
-fn split_batch(core: &Core, payload: &[u8], expected: i64, sec: &mut PayloadSection, ack_set: Option<&[u64]>) {
+/// A batch's entries; `keep_payloads` false (a brief decode, for one-line views and statistics, which read sizes
+/// only) leaves each entry's payload out instead of copying it.
+fn split_batch(core: &Core, payload: &[u8], expected: i64, sec: &mut PayloadSection, ack_set: Option<&[u64]>,
+               keep_payloads: bool) {
     let schema = core.schema;
     let end = payload.len();
     let mut pos = 0usize;
@@ -404,7 +408,9 @@ fn split_batch(core: &Core, payload: &[u8], expected: i64, sec: &mut PayloadSect
         }
         let size = size as usize;
         msg[0].1 = Value::from(size);
-        msg[1].1 = Value::Bytes(payload[pos..pos + size].to_vec());
+        if keep_payloads {
+            msg[1].1 = Value::Bytes(payload[pos..pos + size].to_vec());
+        }
         pos += size;
         if let Some(words) = ack_set {
             if !words.is_empty() && !bit(words, index) {
