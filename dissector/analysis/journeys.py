@@ -130,7 +130,9 @@ class Journey:
 
 
 def _covers(ack: dict, batch: int | None) -> bool:
-    return batch is None or ack["batches"] is None or batch in ack["batches"]
+    """Whether an ACK acknowledges the message: the whole entry (``batch`` None: a cumulative ack, or one
+    without ack_set), or that entry of the batch."""
+    return ack["batches"] is None or (batch is not None and batch in ack["batches"])
 
 
 def _ms(seconds: float) -> float:
@@ -266,7 +268,8 @@ class JourneyTracker:
 def follow_message(records: Iterator[dict], ref: MessageRef, topics: set[str] | None = None) -> list[Journey]:
     """The journeys of one message id (one per topic that has it, unless ``topics`` narrows them), with their
     records in capture order; for ``ref.batch``, the ACKs that do not cover that entry of the batch are left
-    out. ``records`` is consumed."""
+    out (for a whole entry every ACK that touches it is shown; its summary counts the acks of the whole
+    entry). ``records`` is consumed."""
     found: list[Journey] = []
 
     def wanted(topic, ledger, entry) -> bool:
@@ -277,8 +280,9 @@ def follow_message(records: Iterator[dict], ref: MessageRef, topics: set[str] | 
         tracker.add(rec)
     tracker.finish()
     for journey in found:
-        covering = {a["index"] for a in journey.acks if _covers(a, ref.batch)}
-        journey.frames = [r for r in journey.frames if r["type"] != "ACK" or r["index"] in covering]
+        if ref.batch is not None:  # the acks of other entries of the batch are not this message's
+            covering = {a["index"] for a in journey.acks if _covers(a, ref.batch)}
+            journey.frames = [r for r in journey.frames if r["type"] != "ACK" or r["index"] in covering]
         journey.frames.sort(key=lambda r: r["index"])
     return sorted(found, key=lambda j: (j.frames[0]["index"] if j.frames else 0))
 
