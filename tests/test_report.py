@@ -409,7 +409,10 @@ def test_hostile_strings_render_as_text(browser, hostile_capture, tmp_path):
     try:
         assert view.page.eval_on_selector_all("img", "els => els.length") == 0
         assert view.page.eval_on_selector_all("script", "els => els.length") == 3
-        assert HTML_TOPIC.replace("\u2028", "") in view.page.inner_text("#tab-summary").replace("\u2028", "")
+        # markup as text; the line separator (and the terminal escapes of _items) shown as escapes
+        assert HTML_TOPIC.replace("\u2028", "\\u2028") in view.page.inner_text("#tab-summary")
+        assert "\\x1b[31mRED" in view.page.inner_text("#tab-summary")
+        assert not any(c in view.page.inner_text("body") for c in "\x1b\x07\x85\u202e\u2066\u2028")
         view.tab("timeline")
         view.page.fill("#f-text", "onerror")
         view.wait_until(lambda: view.page.get_attribute("#table-count", "data-shown")

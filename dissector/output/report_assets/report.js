@@ -10,17 +10,27 @@
   const S = DATA.summary;
 
   // ------------------------------------------------------------------ helpers
+  // Wire strings are shown, never interpreted: controls (C0, DEL, C1), bidi overrides and isolates and the
+  // line separators become visible escapes (as the terminal's `safe` writes them), so a topic cannot hide or
+  // reorder what is shown. Every text node and canvas label goes through it.
+  const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]/g;
+  function shown(text) {
+    return String(text).replace(INVISIBLE, (c) => {
+      const code = c.charCodeAt(0);
+      return code < 0x100 ? "\\x" + code.toString(16).padStart(2, "0") : "\\u" + code.toString(16).padStart(4, "0");
+    });
+  }
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
       if (k === "class") node.className = v;
       else if (k.startsWith("data-")) node.setAttribute(k, v);
-      else if (k === "title") node.title = v;
+      else if (k === "title") node.title = shown(v);
       else node[k] = v;
     }
     for (const c of children) {
       if (c === null || c === undefined) continue;
-      node.appendChild(typeof c === "object" ? c : document.createTextNode(String(c)));
+      node.appendChild(typeof c === "object" ? c : document.createTextNode(shown(c)));
     }
     return node;
   }
@@ -54,14 +64,16 @@
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, w, h);
     ctx.font = "12px system-ui, sans-serif";
+    const fillText = ctx.fillText.bind(ctx);
+    ctx.fillText = (text, x, y) => fillText(shown(text), x, y);
     return { ctx, w, h };
   }
   const PALETTE = ["#2f6fd6", "#e07b16", "#2a9d55", "#8e44ad", "#c0392b", "#16a2b8", "#7f8c8d", "#b8860b", "#d63384", "#4b5563"];
   const isError = (r) => r[COL.severity] === "error" || /ERROR/.test(r[COL.type]);
 
   // ------------------------------------------------------------------ header and tabs
-  document.getElementById("capture-name").textContent = DATA.capture;
-  document.title = "pulsar-dissect report: " + DATA.capture;
+  document.getElementById("capture-name").textContent = shown(DATA.capture);
+  document.title = "pulsar-dissect report: " + shown(DATA.capture);
   const notes = document.getElementById("header-notes");
   notes.appendChild(el("div", { class: "muted" }, `generated ${DATA.generated_utc}; ${count(S.frames)} frames over ${fmt(S.duration_s, 3)} s` +
     (DATA.filter ? "; records selected at build time with -Y " : ""), DATA.filter ? el("span", { class: "mono" }, DATA.filter) : null));
@@ -105,7 +117,7 @@
     const rec = DETAILS[rowPos];
     const body = document.getElementById("detail-body");
     body.textContent = "";
-    document.getElementById("detail-title").textContent = (r[COL.index] !== null ? `frame ${r[COL.index]}: ` : "event: ") + r[COL.type];
+    document.getElementById("detail-title").textContent = shown((r[COL.index] !== null ? `frame ${r[COL.index]}: ` : "event: ") + r[COL.type]);
     body.appendChild(el("div", { class: "muted" }, `+${fmt(r[COL.time], 6)} s, connection c${r[COL.conn] ?? "?"}`));
     if (rec && rec.messages_not_shown) body.appendChild(el("div", { class: "notice" }, `${rec.messages_not_shown} more batch entries not shown`));
     const ul = el("ul");
@@ -331,10 +343,6 @@
     const info = S.connections.find((c) => c.conn === seq.conn) || {};
     ctx.strokeStyle = "#98a2b3"; ctx.lineWidth = 1;
     for (const x of [xc, xb]) { ctx.beginPath(); ctx.moveTo(x, 0); ctx.lineTo(x, h); ctx.stroke(); }
-    ctx.fillStyle = "#f6f7f9"; ctx.fillRect(0, 0, w, 18);
-    ctx.fillStyle = "#1d2330"; ctx.textAlign = "center";
-    ctx.fillText("client " + (info.client || "") + (info.client_version ? " · " + info.client_version : ""), xc, 13);
-    ctx.fillText("broker " + (info.broker || "") + (info.server_version ? " · " + info.server_version : ""), xb, 13);
     for (let k = first; k < last; k++) {
       const it = seq.items[k], r = ROWS[it.pos];
       const y = k * SEQ_H - top + 20 + SEQ_H / 2;
@@ -371,6 +379,12 @@
         ctx.fillText(`${fmt(r[COL.latency_ms])} ms ${r[COL.request_type] || ""}`, off + 28, y + 4);
       }
     }
+    // the lifelines' heads, over the rows scrolled under them
+    ctx.fillStyle = "#f6f7f9"; ctx.fillRect(0, 0, w, 20);
+    ctx.fillStyle = "#1d2330"; ctx.textAlign = "center"; ctx.font = "600 12px system-ui, sans-serif";
+    ctx.fillText("client " + (info.client || "") + (info.client_version ? " · " + info.client_version : ""), xc, 14);
+    ctx.fillText("broker " + (info.broker || "") + (info.server_version ? " · " + info.server_version : ""), xb, 14);
+    ctx.font = "12px system-ui, sans-serif";
   }
   // the overview strip: frames of the connection over its time; drag to zoom
   function drawOverview() {
@@ -424,10 +438,16 @@
       for (let i = 0; i <= 4; i++) { const v = ymin + (ymax - ymin) * i / 4; const y = Y(v); ctx.fillText(Number(v.toPrecision(3)).toLocaleString("en-US"), pad.l - 4, y + 4); ctx.strokeStyle = "#eef0f3"; ctx.beginPath(); ctx.moveTo(pad.l + 1, y); ctx.lineTo(w - pad.r, y); ctx.stroke(); }
     }
     ctx.textAlign = "center";
-    for (let i = 0; i <= 5; i++) { const v = xmin + (xmax - xmin) * i / 5; ctx.fillText(Number(v.toPrecision(4)).toString(), X(v), h - pad.b + 14); }
+    const step = niceStep((xmax - xmin) / 6);
+    for (let v = Math.ceil(xmin / step) * step; v <= xmax + step * 1e-9; v += step) ctx.fillText(Number(v.toFixed(9)).toString(), X(v), h - pad.b + 14);
     ctx.fillText(xlabel, (pad.l + w - pad.r) / 2, h - 4);
     ctx.save(); ctx.translate(12, (pad.t + h - pad.b) / 2); ctx.rotate(-Math.PI / 2); ctx.fillText(ylabel, 0, 0); ctx.restore();
     return { X, Y };
+  }
+  function niceStep(raw) {
+    const p = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1e-12))));
+    for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
+    return 10 * p;
   }
   const latencyTypes = Object.keys(DATA.latency.histograms);
   const colorOf = (t) => PALETTE[Math.max(0, latencyTypes.indexOf(t)) % PALETTE.length];
@@ -453,7 +473,7 @@
     let xmax = 0, ymin = Infinity, ymax = 0;
     for (const [t, , ms] of samples) { xmax = Math.max(xmax, t); if (ms > 0) { ymin = Math.min(ymin, ms); ymax = Math.max(ymax, ms); } }
     ymin = Math.pow(10, Math.floor(Math.log10(ymin === Infinity ? 0.001 : ymin))); ymax = Math.pow(10, Math.ceil(Math.log10(Math.max(ymax, ymin * 10))));
-    const { X, Y } = axes(ctx, w, h, { l: 56, r: 12, t: 10, b: 34 }, 0, Math.max(xmax, 1e-6), ymin, ymax, true, "time from the capture's start (s)", "latency (ms)");
+    const { X, Y } = axes(ctx, w, h, { l: 56, r: 24, t: 10, b: 34 }, 0, Math.max(xmax, 1e-6), ymin, ymax, true, "time from the capture's start (s)", "latency (ms)");
     for (const [t, type, ms, err] of samples) {
       const x = X(t), y = Y(Math.max(ms, ymin));
       ctx.fillStyle = ctx.strokeStyle = err ? "#c5221f" : colorOf(type);
@@ -491,9 +511,9 @@
     if (!tp.buckets.length) return;
     let xmax = 0, ymax = 0;
     for (const b of tp.buckets) { xmax = Math.max(xmax, b[0] + width); ymax = Math.max(ymax, b[1] / width, b[3] / width); }
-    const { X, Y } = axes(ctx, w, h, { l: 64, r: 12, t: 10, b: 34 }, Math.min(0, tp.buckets[0][0]), xmax, 0, Math.max(ymax, 1), false, "time from the capture's start (s)", "messages / s");
+    const { X, Y } = axes(ctx, w, h, { l: 64, r: 24, t: 10, b: 34 }, 0, xmax, 0, Math.max(ymax, 1), false, "time from the capture's start (s)", "messages / s");
     for (const b of tp.buckets) {
-      const x0 = X(b[0]), x1 = X(b[0] + width), half = Math.max(1, (x1 - x0) / 2 - 0.5);
+      const x0 = X(Math.max(0, b[0])), x1 = X(b[0] + width), half = Math.max(1, (x1 - x0) / 2 - 0.5);
       ctx.fillStyle = "#2f6fd6"; ctx.fillRect(x0, Y(b[1] / width), half, Y(0) - Y(b[1] / width));
       ctx.fillStyle = "#e07b16"; ctx.fillRect(x0 + half, Y(b[3] / width), half, Y(0) - Y(b[3] / width));
     }
