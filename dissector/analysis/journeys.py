@@ -79,7 +79,7 @@ def acked_batch_indexes(ack_set: Any, size: int | None) -> set[int] | None:
     return {i for i in range(width) if not bits >> i & 1}
 
 
-@dataclass
+@dataclass(slots=True)
 class Journey:
     """One entry (a message, or a batch of them) from its SEND to its last ACK."""
 

@@ -50,7 +50,9 @@ class ReportBuilder:
         self.max_journeys = max_journeys
         self.detail_budget = detail_budget
         self.rows: list[list] = []
-        self.details: list[bytes] = []  # JSON of the kept rows' records, b"null" past the budget
+        # the JSON of the kept rows' records (null past the budget), each followed by a comma, in one buffer:
+        # thousands of small bytes objects left among the freed records would pin the allocator's arenas
+        self.details = bytearray()
         self.detail_bytes = 0
         self.details_dropped = 0
         self.records = 0
@@ -103,11 +105,12 @@ class ReportBuilder:
         shown = _for_detail(rec)
         data = orjson.dumps(shown, default=str)
         if self.detail_bytes + len(data) > self.detail_budget:
-            self.details.append(b"null")
+            self.details += b"null,"
             self.details_dropped += 1
             return
         self.detail_bytes += len(data)
-        self.details.append(data)
+        self.details += data
+        self.details += b","
 
     # ------------------------------------------------------------------ journeys
 
@@ -244,8 +247,9 @@ def _asset(name: str) -> str:
     return resources.files("dissector.output").joinpath("report_assets", name).read_text(encoding="utf-8")
 
 
-def render_html(document: dict, details: list[bytes]) -> bytes:
-    """The report page: the template with its style, script, the document and the detail records inlined."""
+def render_html(document: dict, details: bytes | bytearray) -> bytes:
+    """The report page: the template with its style, script, the document and the detail records inlined
+    (``details``: the rows' records as JSON, each followed by a comma, as ``ReportBuilder.details``)."""
     page = _asset("report.html")
     style, script = _asset("report.css"), _asset("report.js")
     # the assets must not end their element early, nor hold the places where the data goes
@@ -257,4 +261,4 @@ def render_html(document: dict, details: list[bytes]) -> bytes:
     before = before.replace("/*@STYLE@*/", style)
     after = after.replace("/*@SCRIPT@*/", script)
     return b"".join([before.encode(), embedded_json(document), middle.encode(),
-                     embedded_json(b"[" + b",".join(details) + b"]"), after.encode()])
+                     embedded_json(b"[" + bytes(details).rstrip(b",") + b"]"), after.encode()])
