@@ -678,6 +678,8 @@ def follow_cmd(
     message: Optional[str] = typer.Option(None, "--message", help="a message id LEDGER:ENTRY[:BATCH]: its journey "
                                           "(SEND, receipt, every delivery, acks) across connections; --topic "
                                           "narrows it to one topic"),
+    sequence: Optional[int] = typer.Option(None, "--sequence", min=0, help="with --producer: the journey of "
+                                           "that producer's message with this sequence id, as --message shows it"),
     expr: Optional[str] = FILTER_OPT,
     json_out: bool = typer.Option(False, "--json", help="JSON Lines instead of the timeline"),
     port: Optional[List[str]] = PORT_OPT,
@@ -694,6 +696,10 @@ def follow_cmd(
 ) -> None:
     """One actor's story: every frame of a producer, a consumer or a topic, how its connections and requests
     ended, then its summary; or one message's journey (--message)."""
+    if sequence is not None and (message is not None or not producer or consumer):
+        typer.echo("pulsar-dissect follow: --sequence N follows a message of one --producer (not with --message "
+                   "or --consumer)", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
     if message is not None:
         ref = _message_ref(message)
         if producer or consumer:
@@ -706,10 +712,20 @@ def follow_cmd(
     capture = _capture(capture, read)
     _check_hex(hex_dump, json_out)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
-    if message is not None:
-        _follow_message(capture, options, ref, set(topic or ()), _filter(expression=expr),
-                        TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload,
-                                       details=details, hex_dump=hex_dump))
+    if message is not None or sequence is not None:
+        from dissector.analysis.journeys import follow_message, follow_sequence
+
+        if message is not None:
+            def find(records):
+                return [(journey, ref.batch) for journey in follow_message(records, ref, set(topic or ()))]
+            what = f"message {ref}"
+        else:
+            def find(records):
+                return follow_sequence(records, set(_split_csv(producer)), sequence, set(topic or ()))
+            what = f"sequence id {sequence} of {_listing(_split_csv(producer))}"
+        _follow_journeys(capture, options, find, what, _filter(expression=expr),
+                         TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload,
+                                        details=details, hex_dump=hex_dump))
         return
     flt = _filter([], [], topic or [], producer or [], consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload, details=details,
@@ -732,10 +748,10 @@ def _message_ref(text: str):
         raise typer.Exit(EXIT_UNREADABLE)
 
 
-def _follow_message(capture: Path, options: Options, ref, topics: set[str], flt: FrameFilter,
-                    output: TimelineOutput) -> None:
-    """follow --message: the journey's frames through the timeline renderer (or JSON), then its summary."""
-    from dissector.analysis.journeys import follow_message
+def _follow_journeys(capture: Path, options: Options, find, what: str, flt: FrameFilter,
+                     output: TimelineOutput) -> None:
+    """follow --message / --sequence: each journey's frames through the timeline renderer (or JSON), then its
+    summary line. ``find(records)``: the journeys, with the batch index of the message followed."""
     from dissector.output.text import safe
 
     options = output.hex_options(options)
@@ -747,21 +763,20 @@ def _follow_message(capture: Path, options: Options, ref, topics: set[str], flt:
                 first.append(rec["time"])
             yield rec
 
-    journeys = follow_message(records(), ref, topics)
+    journeys = find(records())
     if output.renderer is not None and first:
         output.renderer.origin = first[0]  # times from the capture's start, as every timeline
     if not journeys:
-        where = f" on {_listing(sorted(topics))}" if topics else ""
-        typer.echo(f"pulsar-dissect follow: no frame carries message {ref}{where} in this capture", err=True)
+        typer.echo(f"pulsar-dissect follow: no frame carries {what} in this capture", err=True)
         return
     try:
-        for journey in journeys:
-            summary = journey.summary(ref.batch)
+        for journey, batch in journeys:
+            summary = journey.summary(batch)
             frames = [rec for rec in journey.frames if flt.accepts(rec)]
             if output.renderer is None:
                 json_writer(output.out)({"journey": summary, "frames": frames})
                 continue
-            output.console.file.write(f"journey of {ref} on {safe(journey.topic or '?', 200)}\n")
+            output.console.file.write(f"journey of {summary['message_id']} on {safe(journey.topic or '?', 200)}\n")
             for rec in frames:
                 output.emit(rec)
             output.console.file.write(_journey_line(summary, journey.frames_dropped) + "\n")

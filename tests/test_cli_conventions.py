@@ -277,7 +277,8 @@ def test_bad_values_of_the_timeline_are_one_line_and_exit_2(small_capture, args)
                                   ["check", "{cap}", "--rule", "no such rule"], ["check", "{cap}"],
                                   ["check", "{cap}", "--rule", "no-errors", "--junit", "/nonexistent/dir/x.xml"],
                                   ["stats", "{cap}", "--plot", "x.txt"], ["follow", "{cap}"],
-                                  ["follow", "{cap}", "--message", "1"], ["report", "{cap}"],
+                                  ["follow", "{cap}", "--message", "1"], ["follow", "{cap}", "--sequence", "1"],
+                                  ["follow", "{cap}", "--producer", "p", "--sequence", "-1"], ["report", "{cap}"],
                                   ["report", "{cap}", "-o", "-", "--max-frames", "0"],
                                   ["report", "{cap}", "-o", "/nonexistent/dir/r.html"],
                                   ["pipeline", "{cap}"], ["pipeline", "{cap}", "--out", "o", "--partitions", "0"]])

@@ -204,6 +204,22 @@ def test_follow_message_shows_the_journey_through_the_timeline():
     assert lines[-1].lstrip().startswith("journey:")
 
 
+@pytest.mark.parametrize("stem, producer, key", [("01_basic_nonbatched", "basic-producer", "seq"),
+                                                  ("05b_batch_index_ack", "bidx-producer", "i")])
+def test_a_producers_sequence_id_follows_the_message_the_client_was_given(stem, producer, key):
+    """--producer P --sequence N is the journey of the message id send() returned for that message."""
+    cap = str(capture_path(stem + ".pcap"))
+    for sent in manifest(stem)["sent"][::7]:
+        mid = sent["message_id"]
+        batch = mid.get("batch_index", -1)
+        ref = f"{mid['ledger_id']}:{mid['entry_id']}" + (f":{batch}" if batch >= 0 else "")
+        by_sequence = run("follow", cap, "--producer", producer, "--sequence", str(sent[key]), "--json")
+        by_id = run("follow", cap, "--message", ref, "--json")
+        assert by_sequence.returncode == 0 and by_sequence.stdout == by_id.stdout != ""
+        [journey] = [json.loads(line) for line in by_sequence.stdout.splitlines()]
+        assert journey["journey"]["message_id"] == ref
+
+
 @pytest.mark.parametrize("bad", ["x1", "1", "1:2:3:4", "a:b", "1:-2", ""])
 def test_a_bad_message_id_is_one_line_and_exit_2(bad):
     res = run("follow", str(capture_path("01_basic_nonbatched.pcap")), "--message", bad)

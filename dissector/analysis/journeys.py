@@ -17,15 +17,19 @@ from __future__ import annotations
 import math
 import re
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-MAX_OPEN_JOURNEYS = 100_000  # journeys still followed; beyond it the oldest is finished (its later frames lost)
+MAX_OPEN_JOURNEYS = 300_000  # journeys still followed; beyond it the oldest is finished (its later frames lost)
 MAX_PENDING_SENDS = 100_000  # SENDs waiting for their receipt
 MAX_DELIVERY_MEMORY = 200_000  # MESSAGE frames an ACK can still be matched to
 MAX_FRAMES_PER_JOURNEY = 10_000  # frames kept for one followed message (a redelivery storm stays bounded)
 
 _MESSAGE_ID = re.compile(r"(\d+):(\d+)(?::(-?\d+))?")
+
+
+SEND_FIELDS = ("index", "time", "conn", "producer", "producer_id", "sequence_id", "messages", "topic")
+RECEIPT_FIELDS = ("index", "time", "conn")
 
 
 class MessageIdError(ValueError):
@@ -86,31 +90,38 @@ class Journey:
     topic: str | None
     ledger: int
     entry: int
-    send: dict | None = None  # index, time, conn, producer, sequence_id, messages
-    receipt: dict | None = None  # index, time, conn
-    deliveries: list = field(default_factory=list)  # index, time, conn, consumer, subscription, redelivery_count
-    acks: list = field(default_factory=list)  # index, time, conn, ack_type, delivery (frame index), batches
-    frames: list = field(default_factory=list)  # the records, for a followed message only
+    # compact while open (a capture holds hundreds of thousands): tuples, and lists made on first use
+    send: tuple | None = None  # SEND_FIELDS
+    receipt: tuple | None = None  # RECEIPT_FIELDS
+    deliveries: list | None = None  # dicts: index, time, conn, consumer, subscription, redelivery_count
+    acks: list | None = None  # dicts: index, time, conn, ack_type, delivery (frame index), batches
+    frames: list | None = None  # the records, for a followed message only
     frames_dropped: int = 0
 
     @property
     def key(self) -> tuple:
         return (self.topic, self.ledger, self.entry)
 
+    @property
+    def send_info(self) -> dict | None:
+        return dict(zip(SEND_FIELDS, self.send)) if self.send is not None else None
+
     def summary(self, batch: int | None = None) -> dict:
         """Plain data: the journey's milestones and latencies (ms; None where a milestone was not seen). With
         ``batch``, an ACK counts only when it covers that entry of the batch."""
-        send_time = self.send["time"] if self.send else None
-        publish = _ms(self.receipt["time"] - send_time) if self.receipt and send_time is not None else None
+        send = self.send_info
+        receipt = dict(zip(RECEIPT_FIELDS, self.receipt)) if self.receipt is not None else None
+        send_time = send["time"] if send else None
+        publish = _ms(receipt["time"] - send_time) if receipt and send_time is not None else None
         deliveries = []
         seen_subscriptions: set = set()
         redeliveries = 0
-        for d in self.deliveries:
+        for d in self.deliveries or ():
             sub = (d.get("topic"), d.get("subscription"))
             repeat = sub in seen_subscriptions or (d.get("redelivery_count") or 0) > 0
             redeliveries += repeat
             seen_subscriptions.add(sub)
-            ack = next((a for a in self.acks if a["delivery"] == d["index"] and _covers(a, batch)), None)
+            ack = next((a for a in self.acks or () if a["delivery"] == d["index"] and _covers(a, batch)), None)
             deliveries.append({
                 **d, "redelivery": repeat,
                 "delay_ms": _ms(d["time"] - send_time) if send_time is not None else None,
@@ -123,7 +134,7 @@ class Journey:
             "topic": self.topic, "message_id": f"{self.ledger}:{self.entry}" + (f":{batch}" if batch is not None
                                                                                  else ""),
             "ledger": self.ledger, "entry": self.entry, "batch": batch,
-            "send": self.send, "receipt": self.receipt, "publish_latency_ms": publish,
+            "send": send, "receipt": receipt, "publish_latency_ms": publish,
             "deliveries": deliveries, "subscriptions": len(seen_subscriptions), "redeliveries": redeliveries,
             "acked": sum(1 for d in deliveries if d["ack_index"] is not None),
         }
@@ -142,10 +153,11 @@ def _ms(seconds: float) -> float:
 class JourneyTracker:
     """Follows every message of a stream of records (``add`` each, in capture order; ``finish`` at the end).
 
-    ``wanted(topic, ledger, entry)``: journeys whose records are kept (``follow --message``); None keeps none.
+    ``wanted(journey)``: journeys whose records are kept (``follow --message``; asked when a frame joins the
+    journey, so a SEND is known from its receipt on); None keeps none.
     ``on_finish(journey)``: called once per journey when it is closed (at the end, or when memory is full)."""
 
-    def __init__(self, *, wanted: Callable[[str | None, int, int], bool] | None = None,
+    def __init__(self, *, wanted: Callable[["Journey"], bool] | None = None,
                  on_finish: Callable[[Journey], None] | None = None, max_open: int = MAX_OPEN_JOURNEYS) -> None:
         self.wanted = wanted
         self.on_finish = on_finish
@@ -176,9 +188,8 @@ class JourneyTracker:
 
     def _send(self, rec: dict) -> None:
         cmd, producer = rec.get("command") or {}, rec.get("producer") or {}
-        info = {"index": rec["index"], "time": rec["time"], "conn": rec["conn"], "producer": producer.get("name"),
-                "producer_id": cmd.get("producer_id"), "sequence_id": cmd.get("sequence_id"),
-                "messages": cmd.get("num_messages") or 1, "topic": producer.get("topic")}
+        info = (rec["index"], rec["time"], rec["conn"], producer.get("name"), cmd.get("producer_id"),
+                cmd.get("sequence_id"), cmd.get("num_messages") or 1, producer.get("topic"))
         self.pending_sends[rec["index"]] = (info, rec if self.wanted is not None else None)
         if len(self.pending_sends) > MAX_PENDING_SENDS:
             self.pending_sends.popitem(last=False)
@@ -189,12 +200,12 @@ class JourneyTracker:
         if ids is None:
             return
         producer = rec.get("producer") or {}
-        topic = producer.get("topic") or (pending[0]["topic"] if pending else None)
+        topic = producer.get("topic") or (pending[0][SEND_FIELDS.index("topic")] if pending else None)
         journey = self._journey(topic, *ids)
         if pending is not None and journey.send is None:
             journey.send = pending[0]
             self._keep(journey, pending[1])
-        journey.receipt = {"index": rec["index"], "time": rec["time"], "conn": rec["conn"]}
+        journey.receipt = (rec["index"], rec["time"], rec["conn"])
         self._keep(journey, rec)
 
     def _message(self, rec: dict) -> None:
@@ -206,6 +217,8 @@ class JourneyTracker:
         journey = self._journey(topic, *ids)
         cmd = rec["command"]
         size = (rec.get("metadata") or {}).get("num_messages_in_batch")
+        if journey.deliveries is None:
+            journey.deliveries = []
         journey.deliveries.append({
             "index": rec["index"], "time": rec["time"], "conn": rec["conn"], "topic": topic,
             "consumer": consumer.get("name"), "consumer_id": cmd.get("consumer_id"),
@@ -234,6 +247,8 @@ class JourneyTracker:
             batches = None
             if ack_type != "Cumulative" and (key[1], key[2]) in ack_sets:
                 batches = acked_batch_indexes(ack_sets[(key[1], key[2])], size)
+            if journey.acks is None:
+                journey.acks = []
             journey.acks.append({"index": rec["index"], "time": rec["time"], "conn": rec["conn"],
                                  "ack_type": ack_type, "delivery": delivery, "batches": batches})
             self._keep(journey, rec)
@@ -251,8 +266,10 @@ class JourneyTracker:
         return journey
 
     def _keep(self, journey: Journey, rec: dict | None) -> None:
-        if rec is None or self.wanted is None or not self.wanted(*journey.key):
+        if rec is None or self.wanted is None or not self.wanted(journey):
             return
+        if journey.frames is None:
+            journey.frames = []
         if journey.frames and journey.frames[-1] is rec:  # an ACK covering several deliveries of one journey
             return
         if len(journey.frames) < MAX_FRAMES_PER_JOURNEY:
@@ -270,20 +287,47 @@ def follow_message(records: Iterator[dict], ref: MessageRef, topics: set[str] | 
     records in capture order; for ``ref.batch``, the ACKs that do not cover that entry of the batch are left
     out (for a whole entry every ACK that touches it is shown; its summary counts the acks of the whole
     entry). ``records`` is consumed."""
+    def wanted(journey: Journey) -> bool:
+        return journey.ledger == ref.ledger and journey.entry == ref.entry and \
+            (not topics or _topic_in(journey.topic, topics))
+
+    return _followed(records, wanted, lambda journey: ref.batch)
+
+
+def follow_sequence(records: Iterator[dict], producers: set[str], sequence_id: int,
+                    topics: set[str] | None = None) -> list[tuple[Journey, int | None]]:
+    """The journeys of a producer's message by its sequence id (the producer by name, id or id@cN as
+    ``--producer`` takes it), with the batch index of that message when its SEND was a batch."""
+    def wanted(journey: Journey) -> bool:
+        send = journey.send_info
+        if send is None or (topics and not _topic_in(journey.topic, topics)):
+            return False
+        named = send["producer"] in producers or str(send["producer_id"]) in producers or \
+            f"{send['producer_id']}@c{send['conn']}" in producers
+        first = send["sequence_id"]
+        return named and isinstance(first, int) and first <= sequence_id < first + max(1, send["messages"])
+
+    def batch(journey: Journey) -> int | None:
+        send = journey.send_info
+        return sequence_id - send["sequence_id"] if send["messages"] > 1 else None
+
+    journeys = _followed(records, wanted, batch)
+    return [(journey, batch(journey)) for journey in journeys]
+
+
+def _followed(records: Iterator[dict], wanted: Callable[[Journey], bool],
+              batch_of: Callable[[Journey], int | None]) -> list[Journey]:
     found: list[Journey] = []
-
-    def wanted(topic, ledger, entry) -> bool:
-        return ledger == ref.ledger and entry == ref.entry and (not topics or _topic_in(topic, topics))
-
-    tracker = JourneyTracker(wanted=wanted, on_finish=lambda j: found.append(j) if wanted(*j.key) else None)
+    tracker = JourneyTracker(wanted=wanted, on_finish=lambda j: found.append(j) if wanted(j) else None)
     for rec in records:
         tracker.add(rec)
     tracker.finish()
     for journey in found:
-        if ref.batch is not None:  # the acks of other entries of the batch are not this message's
-            covering = {a["index"] for a in journey.acks if _covers(a, ref.batch)}
+        batch = batch_of(journey)
+        if batch is not None:  # the acks of other entries of the batch are not this message's
+            covering = {a["index"] for a in journey.acks or () if _covers(a, batch)}
             journey.frames = [r for r in journey.frames if r["type"] != "ACK" or r["index"] in covering]
-        journey.frames.sort(key=lambda r: r["index"])
+        journey.frames = sorted(journey.frames or (), key=lambda r: r["index"])
     return sorted(found, key=lambda j: (j.frames[0]["index"] if j.frames else 0))
 
 
