@@ -30,6 +30,8 @@ _MESSAGE_ID = re.compile(r"(\d+):(\d+)(?::(-?\d+))?")
 
 SEND_FIELDS = ("index", "time", "conn", "producer", "producer_id", "sequence_id", "messages", "topic")
 RECEIPT_FIELDS = ("index", "time", "conn")
+DELIVERY_FIELDS = ("index", "time", "conn", "topic", "consumer", "consumer_id", "subscription", "redelivery_count")
+ACK_FIELDS = ("index", "time", "conn", "ack_type", "delivery", "batches")
 
 
 class MessageIdError(ValueError):
@@ -93,8 +95,8 @@ class Journey:
     # compact while open (a capture holds hundreds of thousands): tuples, and lists made on first use
     send: tuple | None = None  # SEND_FIELDS
     receipt: tuple | None = None  # RECEIPT_FIELDS
-    deliveries: list | None = None  # dicts: index, time, conn, consumer, subscription, redelivery_count
-    acks: list | None = None  # dicts: index, time, conn, ack_type, delivery (frame index), batches
+    deliveries: list | None = None  # tuples: DELIVERY_FIELDS
+    acks: list | None = None  # tuples: ACK_FIELDS (delivery: the MESSAGE frame acknowledged)
     frames: list | None = None  # the records, for a followed message only
     frames_dropped: int = 0
 
@@ -116,12 +118,14 @@ class Journey:
         deliveries = []
         seen_subscriptions: set = set()
         redeliveries = 0
+        acks = [dict(zip(ACK_FIELDS, a)) for a in self.acks or ()]
         for d in self.deliveries or ():
+            d = dict(zip(DELIVERY_FIELDS, d))
             sub = (d.get("topic"), d.get("subscription"))
             repeat = sub in seen_subscriptions or (d.get("redelivery_count") or 0) > 0
             redeliveries += repeat
             seen_subscriptions.add(sub)
-            ack = next((a for a in self.acks or () if a["delivery"] == d["index"] and _covers(a, batch)), None)
+            ack = next((a for a in acks if a["delivery"] == d["index"] and _covers(a, batch)), None)
             deliveries.append({
                 **d, "redelivery": repeat,
                 "delay_ms": _ms(d["time"] - send_time) if send_time is not None else None,
@@ -219,10 +223,9 @@ class JourneyTracker:
         size = (rec.get("metadata") or {}).get("num_messages_in_batch")
         if journey.deliveries is None:
             journey.deliveries = []
-        journey.deliveries.append({
-            "index": rec["index"], "time": rec["time"], "conn": rec["conn"], "topic": topic,
-            "consumer": consumer.get("name"), "consumer_id": cmd.get("consumer_id"),
-            "subscription": consumer.get("subscription"), "redelivery_count": cmd.get("redelivery_count") or 0})
+        journey.deliveries.append((rec["index"], rec["time"], rec["conn"], topic, consumer.get("name"),
+                                   cmd.get("consumer_id"), consumer.get("subscription"),
+                                   cmd.get("redelivery_count") or 0))
         self.deliveries[rec["index"]] = (journey.key, size)
         if len(self.deliveries) > MAX_DELIVERY_MEMORY:
             self.deliveries.popitem(last=False)
@@ -249,8 +252,8 @@ class JourneyTracker:
                 batches = acked_batch_indexes(ack_sets[(key[1], key[2])], size)
             if journey.acks is None:
                 journey.acks = []
-            journey.acks.append({"index": rec["index"], "time": rec["time"], "conn": rec["conn"],
-                                 "ack_type": ack_type, "delivery": delivery, "batches": batches})
+            journey.acks.append((rec["index"], rec["time"], rec["conn"], ack_type, delivery,
+                                 frozenset(batches) if batches is not None else None))
             self._keep(journey, rec)
 
     # ------------------------------------------------------------------ bookkeeping
@@ -325,7 +328,7 @@ def _followed(records: Iterator[dict], wanted: Callable[[Journey], bool],
     for journey in found:
         batch = batch_of(journey)
         if batch is not None:  # the acks of other entries of the batch are not this message's
-            covering = {a["index"] for a in journey.acks or () if _covers(a, batch)}
+            covering = {a[0] for a in journey.acks or () if _covers(dict(zip(ACK_FIELDS, a)), batch)}
             journey.frames = [r for r in journey.frames if r["type"] != "ACK" or r["index"] in covering]
         journey.frames = sorted(journey.frames or (), key=lambda r: r["index"])
     return sorted(found, key=lambda j: (j.frames[0]["index"] if j.frames else 0))

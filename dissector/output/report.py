@@ -215,7 +215,7 @@ def _for_detail(rec: dict) -> dict:
 def _journey_row(summary: dict, journey: Journey) -> dict:
     send = summary["send"] or {}
     frames = sorted({i for i in [send.get("index"), (summary["receipt"] or {}).get("index")] if i is not None}
-                    | {d["index"] for d in summary["deliveries"]} | {a["index"] for a in journey.acks or ()})
+                    | {d["index"] for d in summary["deliveries"]} | {a[0] for a in journey.acks or ()})
     return {
         "topic": summary["topic"], "id": summary["message_id"], "producer": send.get("producer"),
         "sequence_id": send.get("sequence_id"), "entries": send.get("messages"),
