@@ -828,7 +828,7 @@ def report_cmd(
 ) -> None:
     """One self-contained HTML file to share: summary, sequence diagrams, the timeline as a filterable table,
     latency and throughput charts, message journeys (opens offline in any browser)."""
-    from dissector.output.report import ReportBuilder, render_html
+    from dissector.output.report import ReportBuilder, page_chunks
 
     capture = _capture(capture, read)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
@@ -846,22 +846,26 @@ def report_cmd(
     message = seen.explain(options, flt, builder.frames)
     if message:
         typer.echo(f"pulsar-dissect: {message}", err=True)
-    page = render_html(builder.document(capture=capture.name if str(capture) != "-" else "-", expression=expr),
-                       builder.details)
+    chunks = page_chunks(builder.document(capture=capture.name if str(capture) != "-" else "-", expression=expr),
+                         builder.details)
     if str(output) == "-":
-        sys.stdout.buffer.write(page)
+        for chunk in chunks:
+            sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
         return
-    temporary = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    temporary = output.with_name(f".{output.name}.{os.getpid()}.tmp")  # a reader never sees half a page
+    size = 0
     try:
-        temporary.write_bytes(page)
+        with open(temporary, "wb") as out:
+            for chunk in chunks:
+                size += out.write(chunk)
         os.replace(temporary, output)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
         typer.echo(f"pulsar-dissect report: cannot write {output}: {exc.strerror or exc}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     kept = len(builder.rows)
-    typer.echo(f"pulsar-dissect report: {output} written ({_size(len(page))}): {builder.frames} frames, {kept} "
+    typer.echo(f"pulsar-dissect report: {output} written ({_size(size)}): {builder.frames} frames, {kept} "
                f"records in the table" + (f" ({builder.records - kept} left out: --max-frames)"
                                           if builder.records > kept else "")
                + f", {builder.journeys_total} message journeys", err=True)

@@ -346,6 +346,7 @@ def test_the_page_loads_and_shows_the_stats_numbers(browser, reports, tmp_path, 
         assert {k[6:]: v for k, v in shown.items() if k.startswith("types.")} == stats["types"]
         assert {k[7:]: v for k, v in shown.items() if k.startswith("expert.")} == \
             {f"{e['id']}.{e['severity']}": e["count"] for e in stats["expert"]}
+        assert {k[6:]: v for k, v in shown.items() if k.startswith("event.")} == stats["events"]
         assert {k: v for k, v in shown.items() if k.startswith("latency.")} == \
             {f"latency.{t}.count": v["count"] for t, v in stats["latency_ms"].items()}
         for p in stats["producers"]:

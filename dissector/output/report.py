@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import datetime as _dt
 from importlib import resources
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 import pulsar_dissect_core as _core
 
 from ..analysis.journeys import BIN_EDGES_MS, Distribution, Journey, JourneyTracker
 from ..options import Options
+from ..problems import severity
 from .stats import StatsCollector
 from .timeline import timeline_format
 
@@ -102,8 +103,7 @@ class ReportBuilder:
                 [rec["type"]]]
 
     def _keep_detail(self, rec: dict) -> None:
-        shown = _for_detail(rec)
-        data = orjson.dumps(shown, default=str)
+        data = embedded_json(_for_detail(rec))  # escaped one record at a time: no copies of the whole at the end
         if self.detail_bytes + len(data) > self.detail_budget:
             self.details += b"null,"
             self.details_dropped += 1
@@ -145,6 +145,8 @@ class ReportBuilder:
             "filter": expression,
             "origin": origin,
             "summary": stats,
+            # the severity of each kind of event the summary counts (stats --json counts them by kind)
+            "event_severity": {kind: severity(kind) for kind in stats["events"]},
             "table": {"columns": list(ROW_COLUMNS), "rows": self.rows, "records": self.records,
                       "frames": self.frames, "kept": len(self.rows), "omitted": self.records - len(self.rows),
                       "max_frames": self.max_frames, "details_dropped": self.details_dropped,
@@ -247,9 +249,10 @@ def _asset(name: str) -> str:
     return resources.files("dissector.output").joinpath("report_assets", name).read_text(encoding="utf-8")
 
 
-def render_html(document: dict, details: bytes | bytearray) -> bytes:
-    """The report page: the template with its style, script, the document and the detail records inlined
-    (``details``: the rows' records as JSON, each followed by a comma, as ``ReportBuilder.details``)."""
+def page_chunks(document: dict, details: bytes | bytearray) -> Iterator[bytes | memoryview]:
+    """The report page, in pieces to write one after the other: the template with its style and script, the
+    document and the detail records inlined (``details``: the rows' records as embedded JSON, each followed by
+    a comma, as ``ReportBuilder.details``; written as they are, not copied)."""
     page = _asset("report.html")
     style, script = _asset("report.css"), _asset("report.js")
     # the assets must not end their element early, nor hold the places where the data goes
@@ -258,7 +261,13 @@ def render_html(document: dict, details: bytes | bytearray) -> bytes:
             raise RuntimeError("a report asset holds an end tag or a data placeholder")
     before, _, rest = page.partition("@DATA@")
     middle, _, after = rest.partition("@DETAILS@")
-    before = before.replace("/*@STYLE@*/", style)
-    after = after.replace("/*@SCRIPT@*/", script)
-    return b"".join([before.encode(), embedded_json(document), middle.encode(),
-                     embedded_json(b"[" + bytes(details).rstrip(b",") + b"]"), after.encode()])
+    yield before.replace("/*@STYLE@*/", style).encode()
+    yield embedded_json(document)
+    yield middle.encode() + b"["
+    yield memoryview(details)[:-1] if details.endswith(b",") else memoryview(details)
+    yield b"]" + after.replace("/*@SCRIPT@*/", script).encode()
+
+
+def render_html(document: dict, details: bytes | bytearray) -> bytes:
+    """The whole page as one bytes object (``page_chunks`` joined)."""
+    return b"".join(bytes(chunk) for chunk in page_chunks(document, details))

@@ -172,7 +172,10 @@
 
     root.appendChild(el("h2", {}, "Problems by id and severity"));
     const problems = (S.expert || []).map((e) => [el("span", { class: "mono" }, e.id), el("span", { class: "sev-" + e.severity }, e.severity), stat(`expert.${e.id}.${e.severity}`, e.count)]);
-    for (const [kind, n] of Object.entries(S.events || {})) problems.push([el("span", { class: "mono" }, kind), "event", stat(`event.${kind}`, n)]);
+    for (const [kind, n] of Object.entries(S.events || {})) {
+      const sev = (DATA.event_severity || {})[kind] || "note";
+      problems.push([el("span", { class: "mono" }, kind), el("span", { class: "sev-" + sev }, sev + " (event)"), stat(`event.${kind}`, n)]);
+    }
     root.appendChild(problems.length ? table(["id", "severity", "count"], problems, [0, 0, 1]) : el("p", { class: "muted" }, "none"));
     if (Object.keys(S.server_errors || {}).length) {
       root.appendChild(el("h2", {}, "Errors the broker answered"));
