@@ -52,14 +52,15 @@ def stats_json(capture: Path, *extra: str) -> dict:
 
 
 CORPUS = ["01_basic_nonbatched.pcap", "02_batching_props_keys.pcap", "05_cumulative_ack.pcap",
-          "05b_batch_index_ack.pcap", "09_shared.pcap", "11_errors.pcap", "11b_send_error_too_big.pcap"]
+          "05b_batch_index_ack.pcap", "09_shared.pcap", "11_errors.pcap", "11b_send_error_too_big.pcap",
+          "tubemq/tubemq_consumer_broker.pcap"]
 
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory) -> dict:
     """capture name -> (page, document), each built once."""
     out = tmp_path_factory.mktemp("reports")
-    return {name: build_report(capture_path(name), out / (name + ".html")) for name in CORPUS}
+    return {name: build_report(capture_path(name), out / (Path(name).name + ".html")) for name in CORPUS}
 
 
 # ------------------------------------------------------------------------------------ the data in the page
@@ -330,7 +331,8 @@ class Page:
 TABS = ["summary", "sequence", "timeline", "latency", "throughput", "journeys"]
 
 
-@pytest.mark.parametrize("name", ["02_batching_props_keys.pcap", "11_errors.pcap", "09_shared.pcap"])
+@pytest.mark.parametrize("name", ["02_batching_props_keys.pcap", "11_errors.pcap", "09_shared.pcap",
+                                  "tubemq/tubemq_consumer_broker.pcap"])
 def test_the_page_loads_and_shows_the_stats_numbers(browser, reports, tmp_path, name):
     page_text, doc = reports[name]
     path = tmp_path / "r.html"
@@ -353,6 +355,8 @@ def test_the_page_loads_and_shows_the_stats_numbers(browser, reports, tmp_path, 
             assert shown[f"producer.{p['id']}@c{p['conn']}.messages"] == p["messages"]
         for c in stats["connections"]:
             assert shown[f"conn.{c['conn']}.frames_to_broker"] == c["frames_to_broker"]
+        for c in stats.get("clients", ()):
+            assert shown[f"client.{c['client_id']}.frames"] == c["frames"]
         for tab in TABS:
             view.tab(tab)
             view.page.wait_for_timeout(200)

@@ -170,6 +170,15 @@
         stat(`consumer.${c.id}@c${c.conn}.messages`, c.messages), count(c.messages_distinct), count(c.messages_duplicate), count(c.messages_acked),
         count(c.messages_unacked), count(c.redelivered_frames), count(c.permits_granted)]), [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]));
 
+    if (S.clients && S.clients.length) { // TubeMQ's clients, by client id
+      root.appendChild(el("h2", {}, "TubeMQ clients"));
+      root.appendChild(table(["client id", "group", "frames", "messages sent", "messages received", "topics", "errors"],
+        S.clients.map((c) => [el("span", { class: "mono" }, c.client_id), c.group ?? "–", stat(`client.${c.client_id}.frames`, c.frames),
+          count(c.messages_sent), count(c.messages_received), (c.topics || []).join(", "),
+          Object.entries(c.errors || {}).map(([k, v]) => `${k} ×${v}`).join(", ") || "none"]), [0, 0, 1, 1, 1, 0, 0]));
+      if (S.clients_dropped) root.appendChild(el("p", { class: "notice" }, `${count(S.clients_dropped)} more clients not listed.`));
+    }
+
     root.appendChild(el("h2", {}, "Problems by id and severity"));
     const problems = (S.expert || []).map((e) => [el("span", { class: "mono" }, e.id), el("span", { class: "sev-" + e.severity }, e.severity), stat(`expert.${e.id}.${e.severity}`, e.count)]);
     for (const [kind, n] of Object.entries(S.events || {})) {
