@@ -828,16 +828,12 @@ def report_cmd(
 ) -> None:
     """One self-contained HTML file to share: summary, sequence diagrams, the timeline as a filterable table,
     latency and throughput charts, message journeys (opens offline in any browser)."""
-    from dissector.output.report import ReportBuilder, page_chunks
+    from dissector.output.report import ReportBuilder
 
     capture = _capture(capture, read)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(expression=expr)
-    if str(output) != "-":
-        parent = output.resolve().parent
-        if not parent.is_dir() or not os.access(parent, os.W_OK):  # refused before the capture is read
-            typer.echo(f"pulsar-dissect report: cannot write {output}: no writable directory {parent}", err=True)
-            raise typer.Exit(EXIT_UNREADABLE)
+    _writable(output, "report")
     builder = ReportBuilder(options, max_frames=max_frames, max_journeys=max_journeys)
     seen = Seen(flt)
     for rec in _records(capture, options, seen=seen):
@@ -846,14 +842,30 @@ def report_cmd(
     message = seen.explain(options, flt, builder.frames)
     if message:
         typer.echo(f"pulsar-dissect: {message}", err=True)
-    chunks = page_chunks(builder.document(capture=capture.name if str(capture) != "-" else "-", expression=expr),
-                         builder.details)
+    _write_report(builder, output, capture.name if str(capture) != "-" else "-", expr, "report")
+
+
+def _writable(output: Path, command: str) -> None:
+    """Refuse an output file that cannot be written before any capture is read (``-``: standard output)."""
+    if str(output) == "-":
+        return
+    parent = output.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        typer.echo(f"pulsar-dissect {command}: cannot write {output}: no writable directory {parent}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+
+
+def _write_report(builder, output: Path, capture_name: str, expr: Optional[str], command: str) -> None:
+    """Write the page (atomically: a reader never sees half of it) and say what it holds on stderr."""
+    from dissector.output.report import page_chunks
+
+    chunks = page_chunks(builder.document(capture=capture_name, expression=expr), builder.details)
     if str(output) == "-":
         for chunk in chunks:
             sys.stdout.buffer.write(chunk)
         sys.stdout.flush()
         return
-    temporary = output.with_name(f".{output.name}.{os.getpid()}.tmp")  # a reader never sees half a page
+    temporary = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     size = 0
     try:
         with open(temporary, "wb") as out:
@@ -862,10 +874,10 @@ def report_cmd(
         os.replace(temporary, output)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
-        typer.echo(f"pulsar-dissect report: cannot write {output}: {exc.strerror or exc}", err=True)
+        typer.echo(f"pulsar-dissect {command}: cannot write {output}: {exc.strerror or exc}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     kept = len(builder.rows)
-    typer.echo(f"pulsar-dissect report: {output} written ({_size(size)}): {builder.frames} frames, {kept} "
+    typer.echo(f"pulsar-dissect {command}: {output} written ({_size(size)}): {builder.frames} frames, {kept} "
                f"records in the table" + (f" ({builder.records - kept} left out: --max-frames)"
                                           if builder.records > kept else "")
                + f", {builder.journeys_total} message journeys", err=True)
@@ -1075,6 +1087,10 @@ def pipeline_cmd(
                                              help="partitions the connections are spread over (default: twice "
                                                   "the cores Spark has)"),
     json_out: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),
+    report: Optional[Path] = typer.Option(None, "--report", help="also write the HTML report (as `report -o`) "
+                                          "of the whole input, from the tables"),
+    max_frames: int = typer.Option(100_000, "--max-frames", min=1, help="with --report: records kept in its "
+                                   "table and sequence diagrams"),
     strict: bool = typer.Option(False, "--strict", help="exit 1 when a problem of severity error or warning "
                                                         "was found"),
     port: Optional[List[str]] = PORT_OPT,
@@ -1099,6 +1115,8 @@ def pipeline_cmd(
     if not files:
         typer.echo(f"pulsar-dissect pipeline: no capture file in {_listing(inputs)}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
+    if report is not None:
+        _writable(report, "pipeline")
     _require("pipeline: needs PySpark (and a Java runtime)", "spark", "pyspark", "pyarrow")
     from dissector.spark import job, summary_lines
 
@@ -1107,10 +1125,23 @@ def pipeline_cmd(
     except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
         typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
+    builder = None
+    if report is not None:
+        from dissector.output.report import ReportBuilder
+
+        builder = ReportBuilder(options, max_frames=max_frames)
+
+        def build(records) -> None:
+            for rec in records:
+                builder.add(rec)
     try:
-        summary = job.run(spark, inputs, str(out), options=options, partitions=partitions)
+        summary = job.run(spark, inputs, str(out), options=options, partitions=partitions,
+                          records=build if builder is not None else None)
     finally:
         spark.stop()
+    if builder is not None:
+        name = Path(files[0]).name if len(files) == 1 else f"{Path(files[0]).name} and {len(files) - 1} more"
+        _write_report(builder, report, name, None, "pipeline")
     if json_out:
         json_writer(sys.stdout)(summary)
     else:

@@ -281,6 +281,7 @@ def test_bad_values_of_the_timeline_are_one_line_and_exit_2(small_capture, args)
                                   ["follow", "{cap}", "--producer", "p", "--sequence", "-1"], ["report", "{cap}"],
                                   ["report", "{cap}", "-o", "-", "--max-frames", "0"],
                                   ["report", "{cap}", "-o", "/nonexistent/dir/r.html"],
+                                  ["pipeline", "{cap}", "--out", "o", "--report", "/nonexistent/dir/r.html"],
                                   ["pipeline", "{cap}"], ["pipeline", "{cap}", "--out", "o", "--partitions", "0"]])
 def test_bad_values_of_the_other_commands_are_one_line_and_exit_2(small_capture, args):
     _one_line_error(run(*[a.format(cap=small_capture) for a in args]))

@@ -508,3 +508,23 @@ def test_a_report_of_100000_frames_loads_and_draws(browser, many_frames, tmp_pat
         view.clean()
     finally:
         view.close()
+
+
+# ------------------------------------------------------------------------------------ pipeline --report
+def test_pipeline_report_is_the_report_of_the_same_capture(reports, tmp_path):
+    """The Spark pipeline's tables, merged back into capture order, give the report `report` gives: the same
+    summary (so `stats --json`), rows, journeys and distributions."""
+    pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark (pip install 'pulsar-dissect[spark]')")
+    java = subprocess.run(["bash", "-c", "java -version 2>&1"], capture_output=True, text=True)
+    if not re.search(r'version "(1[7-9]|[2-9][0-9])', java.stdout):
+        pytest.skip(ORACLE_MISSING + "a Java runtime 17 or newer (apt-get install default-jre-headless)")
+    name = "11_errors.pcap"
+    out = tmp_path / "report.html"
+    done = run("pipeline", str(capture_path(name)), "--out", str(tmp_path / "tables"), "--master", "local[2]",
+               "--conf", "spark.sql.shuffle.partitions=2", "--report", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = embedded(out.read_text(encoding="utf-8"), "report-data")
+    _, expected = reports[name]
+    assert doc["summary"] == stats_json(capture_path(name))
+    for key in ("table", "latency", "throughput", "journeys", "event_severity"):
+        assert doc[key] == expected[key], key
