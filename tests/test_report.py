@@ -528,3 +528,45 @@ def test_pipeline_report_is_the_report_of_the_same_capture(reports, tmp_path):
     assert doc["summary"] == stats_json(capture_path(name))
     for key in ("table", "latency", "throughput", "journeys", "event_severity"):
         assert doc[key] == expected[key], key
+
+
+EXPRESSIONS = {
+    "11_errors.pcap": ['type == "SUBSCRIBE"', 'latency_ms > 0.05 and request_type in {"SUBSCRIBE", "PRODUCER", "LOOKUP"}',
+                       '"server.error" in expert.id', 'topic matches "err-[0-9]+$" and not type == "LOOKUP"',
+                       'severity == "warning" || problems', 'conn >= 10 && !(direction == "to_broker")',
+                       "command.message contains 'no messages'", "answers", 'consumer.name and size < 90', 'consumer.name != null'],
+    "05b_batch_index_ack.pcap": ['messages.properties.i == "13"', 'command.ack_type contains "Cumul"',
+                                 'metadata.num_messages_in_batch >= 10 and type == "MESSAGE"',
+                                 'command.message_id.ack_set', 'messages.batch_index > 8.5'],
+}
+
+
+@pytest.mark.parametrize("name", EXPRESSIONS)
+def test_the_pages_expression_filter_selects_what_the_cli_selects(browser, reports, tmp_path, name):
+    """The expression language typed in the page keeps the records `-Y` keeps (its own evaluator, in JS)."""
+    page_text, doc = reports[name]
+    path = tmp_path / "r.html"
+    path.write_text(page_text, encoding="utf-8")
+    view = Page(browser, path)
+    try:
+        view.tab("timeline")
+        shown = lambda: int(view.page.get_attribute("#table-count", "data-shown"))  # noqa: E731
+        for expression in EXPRESSIONS[name]:
+            cli = run(str(capture_path(name)), "-Y", expression, "--json")
+            assert cli.returncode == 0, cli.stderr
+            expected = len(cli.stdout.splitlines())
+            view.page.fill("#f-expr", expression)
+            view.page.click("#f-expr-apply")
+            assert view.page.text_content("#f-expr-error") == ""
+            assert shown() == expected, expression
+            # the expression does select (a string is never equal, nor unequal, to null: none, in both)
+            assert expected < len(doc["table"]["rows"]) and (expected > 0) != ("!= null" in expression)
+        view.page.fill("#f-expr", "no_such_field == 1")
+        view.page.click("#f-expr-apply")
+        assert "no_such_field" in view.page.text_content("#f-expr-error")
+        view.page.fill("#f-expr", "")
+        view.page.click("#f-expr-apply")
+        assert shown() == len(doc["table"]["rows"])
+        view.clean()
+    finally:
+        view.close()

@@ -24,6 +24,7 @@ import pulsar_dissect_core as _core
 from ..analysis.journeys import BIN_EDGES_MS, Distribution, Journey, JourneyTracker
 from ..options import Options
 from ..problems import severity
+from .expr import KNOWN_FIELDS
 from .stats import StatsCollector
 from .timeline import timeline_format
 
@@ -143,6 +144,8 @@ class ReportBuilder:
             "capture": capture,
             "generated_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "filter": expression,
+            # the names an expression typed in the page may start with (the -Y language's)
+            "expression_fields": sorted(KNOWN_FIELDS),
             "origin": origin,
             "summary": stats,
             # the severity of each kind of event the summary counts (stats --json counts them by kind)

@@ -199,6 +199,126 @@
       Object.entries(S.latency_ms).map(([t, l]) => [t, stat(`latency.${t}.count`, l.count), fmt(l.p50), fmt(l.p90), fmt(l.p99), fmt(l.max), fmt(l.mean)]), [0, 1, 1, 1, 1, 1, 1]));
   }
 
+  // ------------------------------------------------------------------ the expression language (-Y), in the page
+  // The grammar and semantics of dissector/output/expr.py, over the records kept for the detail pane: a path
+  // through a list collects every element's values and a comparison holds when any matches; a field a record
+  // lacks makes a comparison false; strings compare with strings, numbers with numbers, booleans with booleans.
+  const KNOWN_FIELDS = new Set(DATA.expression_fields || []);
+  class ExprError extends Error { constructor(message, column) { super(message + (column ? ` at column ${column}` : "")); } }
+  function tokenize(text) {
+    const tokens = [];
+    const spec = [["ws", /^\s+/], ["string", /^"(?:[^"\\]|\\.)*"/], ["squote", /^'[^']*'/],
+      ["number", /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?/], ["op", /^(?:==|!=|<=|>=|<|>|&&|\|\||!|~|\(|\)|\{|\}|,|\.)/],
+      ["name", /^[A-Za-z_][A-Za-z0-9_]*/]];
+    let pos = 0;
+    while (pos < text.length) {
+      const rest = text.slice(pos);
+      const hit = spec.find(([, re]) => re.test(rest));
+      if (!hit) throw new ExprError(`syntax error: unexpected character '${rest[0]}'`, pos + 1);
+      const value = rest.match(hit[1])[0];
+      if (hit[0] !== "ws") tokens.push({ kind: hit[0], value, column: pos + 1 });
+      pos += value.length;
+    }
+    tokens.push({ kind: "end", value: "", column: text.length + 1 });
+    return tokens;
+  }
+  const KEYWORDS = new Set(["and", "or", "not", "in", "matches", "contains", "true", "false", "null"]);
+  function compileExpr(text) {
+    const tokens = tokenize(text);
+    let i = 0;
+    const peek = () => tokens[i];
+    const isWord = (w) => tokens[i].kind === "name" && tokens[i].value === w;
+    const isOp = (o) => tokens[i].kind === "op" && tokens[i].value === o;
+    const fail = () => { const t = tokens[i]; throw new ExprError(t.kind === "end" ? "syntax error: the expression ends too soon" : `syntax error: unexpected '${t.value}'`, t.column); };
+    function orExpr() { let parts = [andExpr()]; while (isWord("or") || isOp("||")) { i++; parts.push(andExpr()); } return parts.length === 1 ? parts[0] : (r) => parts.some((p) => p(r)); }
+    function andExpr() { let parts = [notExpr()]; while (isWord("and") || isOp("&&")) { i++; parts.push(notExpr()); } return parts.length === 1 ? parts[0] : (r) => parts.every((p) => p(r)); }
+    function notExpr() { if (isWord("not") || isOp("!")) { i++; const inner = notExpr(); return (r) => !inner(r); } return atom(); }
+    function literal() {
+      const t = peek();
+      if (t.kind === "string") { i++; try { return { literal: JSON.parse(t.value), column: t.column }; } catch (e) { throw new ExprError(`bad string ${t.value}`, t.column); } }
+      if (t.kind === "squote") { i++; return { literal: t.value.slice(1, -1), column: t.column }; }
+      if (t.kind === "number") { i++; return { literal: Number(t.value) }; }
+      if (isWord("true")) { i++; return { literal: true }; }
+      if (isWord("false")) { i++; return { literal: false }; }
+      if (isWord("null")) { i++; return { literal: null }; }
+      return null;
+    }
+    function field() {
+      const t = peek();
+      if (t.kind !== "name" || KEYWORDS.has(t.value)) return null;
+      if (!KNOWN_FIELDS.has(t.value)) throw new ExprError(`unknown field '${t.value}'`, t.column);
+      const path = [t.value]; i++;
+      while (isOp(".")) { i++; const n = peek(); if (n.kind !== "name" || KEYWORDS.has(n.value)) fail(); path.push(n.value); i++; }
+      return { path };
+    }
+    function operand() { const v = field() || literal(); if (!v) fail(); return v; }
+    function atom() {
+      if (isOp("(")) { i++; const inner = orExpr(); if (!isOp(")")) fail(); i++; return inner; }
+      const left = operand();
+      const t = peek();
+      if (t.kind === "op" && ["==", "!=", "<", "<=", ">", ">="].includes(t.value)) {
+        i++; const right = operand(); const op = t.value;
+        const ok = op === "==" || op === "!=" ? comparable : orderable;
+        return (r) => values(left, r).some((a) => values(right, r).some((b) => ok(a, b) && OPS[op](a, b)));
+      }
+      if (isWord("in")) {
+        i++;
+        if (isOp("{")) {
+          i++; const items = [];
+          if (!isOp("}")) { for (;;) { const l = literal(); if (!l) fail(); items.push(l.literal); if (isOp(",")) { i++; continue; } break; } }
+          if (!isOp("}")) fail(); i++;
+          return (r) => values(left, r).some((a) => items.some((b) => comparable(a, b) && same(a, b)));
+        }
+        const right = field(); if (!right) fail();
+        return (r) => { const c = values(right, r); return values(left, r).some((a) => c.some((b) => comparable(a, b) && same(a, b))); };
+      }
+      if (isWord("matches") || isOp("~")) {
+        i++; const p = literal(); if (!p || typeof p.literal !== "string") fail();
+        let re; try { re = new RegExp(p.literal); } catch (e) { throw new ExprError(`bad regular expression '${p.literal}'`, p.column); }
+        return (r) => values(left, r).some((a) => typeof a === "string" && re.test(a));
+      }
+      if (isWord("contains")) {
+        i++; const right = operand();
+        return (r) => values(left, r).some((a) => values(right, r).some((b) => (typeof a === "string" && typeof b === "string" && a.includes(b)) || (comparable(a, b) && same(a, b))));
+      }
+      if (!left.path) fail();
+      return (r) => values(left, r).some((v) => !(v === null || v === false || v === 0 || v === "" || (Array.isArray(v) && !v.length) || (isObject(v) && !Object.keys(v).length)));
+    }
+    const predicate = orExpr();
+    if (peek().kind !== "end") fail();
+    return predicate;
+  }
+  const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+  const kind = (v) => (v === null ? "null" : Array.isArray(v) ? "list" : typeof v);
+  const comparable = (a, b) => kind(a) === kind(b);
+  const orderable = (a, b) => (typeof a === "number" && typeof b === "number") || (typeof a === "string" && typeof b === "string");
+  const same = (a, b) => (typeof a === "object" && a !== null ? JSON.stringify(a) === JSON.stringify(b) : a === b);
+  const OPS = { "==": same, "!=": (a, b) => !same(a, b), "<": (a, b) => a < b, "<=": (a, b) => a <= b, ">": (a, b) => a > b, ">=": (a, b) => a >= b };
+  function topicOf(rec) {
+    if (isObject(rec.command) && "topic" in rec.command) return rec.command.topic;
+    for (const key of ["producer", "consumer"]) if (isObject(rec[key]) && rec[key].topic !== null && rec[key].topic !== undefined) return rec[key].topic;
+    return null;
+  }
+  function values(operand, rec) {
+    if (!operand.path) return [operand.literal];
+    let path = operand.path, found;
+    if (path[0] === "topic" && !("topic" in rec)) {
+      const t = topicOf(rec); found = t === null ? [] : [t]; path = path.slice(1);
+      if (!path.length) return found;
+    } else found = [rec];
+    for (const part of path) {
+      const next = [];
+      for (const v of found) {
+        if (!isObject(v) || !(part in v)) continue;
+        const item = v[part];
+        if (Array.isArray(item)) next.push(...item); else next.push(item);
+      }
+      found = next;
+      if (!found.length) break;
+    }
+    return found;
+  }
+
   // ------------------------------------------------------------------ timeline table (virtual scrolling)
   const ROW_H = 22;
   let visible = ROWS.map((_, i) => i);
@@ -206,7 +326,7 @@
   const tableScroll = document.getElementById("table-scroll");
   const tableRows = document.getElementById("table-rows");
   const tableSpacer = document.getElementById("table-spacer");
-  const filters = { type: "", topic: "", actor: "", problems: false, text: "" };
+  const filters = { type: "", topic: "", actor: "", problems: false, text: "", expr: null };
 
   function renderTimeline() {
     const types = new Map(), topics = new Map(), actors = new Map();
@@ -230,6 +350,18 @@
     document.getElementById("f-problems").addEventListener("change", (e) => { filters.problems = e.target.checked; applyFilters(); });
     let timer = null;
     document.getElementById("f-text").addEventListener("input", (e) => { clearTimeout(timer); timer = setTimeout(() => { filters.text = e.target.value.toLowerCase(); applyFilters(); }, 150); });
+    const exprInput = document.getElementById("f-expr");
+    const exprError = document.getElementById("f-expr-error");
+    const applyExpr = () => {
+      exprError.textContent = "";
+      const text = exprInput.value.trim();
+      if (!text) { filters.expr = null; applyFilters(); return; }
+      try { filters.expr = compileExpr(text); } catch (e) { exprError.textContent = e.message; return; }
+      if (DETAILS === null) DETAILS = JSON.parse(document.getElementById("report-details").textContent);
+      applyFilters();
+    };
+    exprInput.addEventListener("keydown", (e) => { if (e.key === "Enter") applyExpr(); });
+    document.getElementById("f-expr-apply").addEventListener("click", applyExpr);
     tableScroll.addEventListener("scroll", drawTable);
     window.addEventListener("resize", drawTable);
     applyFilters();
@@ -237,8 +369,14 @@
   function applyFilters() {
     const f = filters;
     visible = [];
+    let unevaluated = 0;
     for (let i = 0; i < ROWS.length; i++) {
       const r = ROWS[i];
+      if (f.expr) {
+        const rec = DETAILS[i];
+        if (!rec) { unevaluated++; continue; } // its fields were not kept (size budget)
+        if (!f.expr(rec)) continue;
+      }
       if (f.type && r[COL.type] !== f.type) continue;
       if (f.topic && r[COL.topic] !== f.topic) continue;
       if (f.actor && r[COL.actor] !== f.actor) continue;
@@ -251,7 +389,7 @@
     }
     document.querySelectorAll("#f-quick button").forEach((b) => b.classList.toggle("on", b.dataset.type === f.type));
     const counter = document.getElementById("table-count");
-    counter.textContent = `${count(visible.length)} of ${count(ROWS.length)} rows`;
+    counter.textContent = `${count(visible.length)} of ${count(ROWS.length)} rows` + (unevaluated ? ` (${count(unevaluated)} rows without their fields not tested by the expression)` : "");
     counter.dataset.shown = String(visible.length);
     tableSpacer.style.height = visible.length * ROW_H + "px";
     tableScroll.scrollTop = 0;
