@@ -134,6 +134,7 @@ class ReportBuilder:
     # ------------------------------------------------------------------ the document
 
     def document(self, *, capture: str, expression: str | None = None) -> dict[str, Any]:
+        """The report's data (call once, after the last record: it finishes the journeys still open)."""
         self.tracker.finish()
         stats = self.stats.result()
         origin = self.format.origin
