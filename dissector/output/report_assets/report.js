@@ -636,7 +636,7 @@
     const edges = DATA.latency.edges_ms;
     if (!hist || !hist.count) { ctx.fillStyle = "#667085"; ctx.fillText("no values", 10, 20); return; }
     let lo = hist.bins.findIndex((n) => n > 0), hi = hist.bins.length - 1 - [...hist.bins].reverse().findIndex((n) => n > 0);
-    lo = Math.max(1, lo - 1); hi = Math.min(edges.length - 1, hi + 1);
+    lo = Math.max(1, lo - 5); hi = Math.min(edges.length - 1, hi + 5); // at least a decade around the values
     const most = Math.max(...hist.bins);
     const { X, Y } = axes(ctx, w, h, { l: 48, r: 28, t: 8, b: 34 }, Math.log10(edges[lo - 1]), Math.log10(edges[hi]), 0, most, false, xlabel, "count");
     ctx.fillStyle = color;
