@@ -570,3 +570,48 @@ def test_the_pages_expression_filter_selects_what_the_cli_selects(browser, repor
         view.clean()
     finally:
         view.close()
+
+
+# ------------------------------------------------------------------------------------ the pieces, alone
+def test_embedded_json_escapes_what_could_end_the_element_and_reads_back_the_same():
+    from dissector.output.report import embedded_json
+
+    value = {"t": "</script><!--<script>&\u2028\u2029'\"", "n": [1, 2.5, None]}
+    data = embedded_json(value)
+    assert not any(c in data for c in (b"<", b">", b"&", "\u2028".encode(), "\u2029".encode()))
+    assert json.loads(data) == value
+
+
+def test_the_detail_budget_keeps_rows_and_drops_only_their_fields():
+    from dissector.options import Options
+    from dissector.output.report import ReportBuilder
+    from dissector.run import analysed_records
+
+    builder = ReportBuilder(Options(), detail_budget=20_000)
+    for rec in analysed_records(capture_path("02_batching_props_keys.pcap")):
+        builder.add(rec)
+    doc = builder.document(capture="x")
+    details = json.loads(b"[" + bytes(builder.details).rstrip(b",") + b"]")
+    assert len(details) == len(doc["table"]["rows"]) == doc["table"]["records"]
+    dropped = [i for i, d in enumerate(details) if d is None]
+    assert dropped and doc["table"]["details_dropped"] == len(dropped)
+    kept = [d for d in details if d is not None]
+    assert len(b"".join(json.dumps(d).encode() for d in kept)) <= 20_000 * 1.1  # the budget, as JSON
+
+
+@pytest.mark.parametrize("ack_set, size, acked", [([1022], 10, {0}), ([1018], 10, {0, 2}), ([0], 3, {0, 1, 2}),
+                                                  ([], 10, None), (None, 10, None), ([2**64 - 1, 0], 66, {64, 65})])
+def test_an_ack_set_acknowledges_the_entries_whose_bits_are_cleared(ack_set, size, acked):
+    from dissector.analysis.journeys import acked_batch_indexes
+
+    assert acked_batch_indexes(ack_set, size) == acked
+
+
+def test_latency_bins_are_log_spaced_and_every_value_falls_in_its_bin():
+    from dissector.analysis.journeys import BIN_EDGES_MS, bin_of
+
+    for ms in (0.0009, 0.001, 0.0011, 0.5, 1.0, 3.3, 999.9, 10 ** 6 - 1, 10 ** 7):
+        b = bin_of(ms)
+        low = BIN_EDGES_MS[b - 1] if b > 0 else 0.0
+        high = BIN_EDGES_MS[b] if b < len(BIN_EDGES_MS) else float("inf")
+        assert low <= ms < high or (b == len(BIN_EDGES_MS) and ms >= BIN_EDGES_MS[-1]), ms
