@@ -459,22 +459,26 @@
     document.getElementById("seq-from").value = String(from);
     document.getElementById("seq-to").value = String(to);
     const collapse = document.getElementById("seq-collapse").checked;
-    const answered = new Set();
-    for (const pos of list) { const a = ROWS[pos][COL.answers]; if (a !== null) answered.add(a); }
+    // a run of the same command the same way, without problems, is one arrow (requests and responses too:
+    // a run of responses shows the range of its latencies; a single response is joined to its request)
     const items = [];
+    seq.rowOf = new Map();
     for (const pos of list) {
       const r = ROWS[pos], t = r[COL.time];
       if (t < from || t > to) continue;
       const prev = items[items.length - 1];
-      const plain = r[COL.answers] === null && !answered.has(r[COL.index]) && !(r[COL.problems] > 0) && !isError(r);
+      const plain = !(r[COL.problems] > 0) && !isError(r);
+      const lat = r[COL.latency_ms];
       if (collapse && plain && prev && prev.plain && prev.type === r[COL.type] && prev.dir === r[COL.direction]) {
-        prev.count += 1; prev.entries += r[COL.entries] || 1; prev.last = pos; continue;
+        prev.count += 1; prev.entries += r[COL.entries] || 1; prev.last = pos;
+        if (lat !== null) { prev.latMin = Math.min(prev.latMin ?? lat, lat); prev.latMax = Math.max(prev.latMax ?? lat, lat); }
+        seq.rowOf.set(r[COL.index], items.length - 1);
+        continue;
       }
-      items.push({ pos, last: pos, type: r[COL.type], dir: r[COL.direction], plain, count: 1, entries: r[COL.entries] || 1 });
+      items.push({ pos, last: pos, type: r[COL.type], dir: r[COL.direction], plain, count: 1, entries: r[COL.entries] || 1, latMin: lat, latMax: lat });
+      seq.rowOf.set(r[COL.index], items.length - 1);
     }
     seq.items = items;
-    seq.rowOf = new Map();
-    items.forEach((it, k) => seq.rowOf.set(ROWS[it.pos][COL.index], k));
     // the canvas stays at the top of the scrolled box (sticky); the spacer gives the box its full height
     seqSpacer.style.height = Math.max(0, items.length * SEQ_H + 40 - (seqScroll.clientHeight || 500)) + "px";
     const counter = document.getElementById("seq-count");
@@ -518,8 +522,12 @@
         ctx.fillText(text, Math.min(x0, x1) + 12, y + 10); ctx.restore();
       }
       ctx.font = "12px system-ui, sans-serif";
-      // a response: join it to its request with the latency
-      const req = r[COL.answers] !== null ? seq.rowOf.get(r[COL.answers]) : undefined;
+      // a response: join it to its request with the latency (a run of responses: the range of latencies)
+      const req = r[COL.answers] !== null && it.count === 1 ? seq.rowOf.get(r[COL.answers]) : undefined;
+      if (it.count > 1 && it.latMin !== null && it.latMin !== undefined) {
+        ctx.fillStyle = "#1d2330"; ctx.textAlign = "left";
+        ctx.fillText(`${fmt(it.latMin)}–${fmt(it.latMax)} ms ${r[COL.request_type] || ""}`, xl + 34, y + 4);
+      }
       if (req !== undefined) {
         const y0 = req * SEQ_H - top + 20 + SEQ_H / 2;
         const off = xl + 6 + (k % 4) * 6;
@@ -702,8 +710,11 @@
     for (let i = 0; i < J.rows.length; i++) {
       const j = J.rows[i];
       if (q) {
-        const hay = `${j.id} ${j.topic || ""} ${j.producer || ""} seq ${j.sequence_id ?? ""} ${j.sequence_id ?? ""}`.toLowerCase();
-        if (!(hay.includes(q) || j.id === q || j.id.startsWith(q + ":"))) continue;
+        // a number: the producer's sequence id, also inside a batch (its entries have the ids that follow)
+        const seq = /^\d+$/.test(q) ? Number(q) : null;
+        const inBatch = seq !== null && typeof j.sequence_id === "number" && j.sequence_id <= seq && seq < j.sequence_id + (j.entries || 1);
+        const hay = `${j.id} ${j.topic || ""} ${j.producer || ""}`.toLowerCase();
+        if (!(inBatch || hay.includes(q) || j.id === q || j.id.startsWith(q + ":"))) continue;
       }
       journeyShown.push(i);
       if (journeyShown.length >= 500) break;
