@@ -675,6 +675,11 @@ def follow_cmd(
     producer: Optional[List[str]] = typer.Option(None, "--producer", help="the producer to follow (name or id)"),
     consumer: Optional[List[str]] = typer.Option(None, "--consumer", help="the consumer to follow (name or id)"),
     topic: Optional[List[str]] = typer.Option(None, "--topic", help="the topic to follow"),
+    message: Optional[str] = typer.Option(None, "--message", help="a message id LEDGER:ENTRY[:BATCH]: its journey "
+                                          "(SEND, receipt, every delivery, acks) across connections; --topic "
+                                          "narrows it to one topic"),
+    sequence: Optional[int] = typer.Option(None, "--sequence", min=0, help="with --producer: the journey of "
+                                           "that producer's message with this sequence id, as --message shows it"),
     expr: Optional[str] = FILTER_OPT,
     json_out: bool = typer.Option(False, "--json", help="JSON Lines instead of the timeline"),
     port: Optional[List[str]] = PORT_OPT,
@@ -690,13 +695,38 @@ def follow_cmd(
     settings: Optional[List[str]] = SET_OPT,
 ) -> None:
     """One actor's story: every frame of a producer, a consumer or a topic, how its connections and requests
-    ended, then its summary."""
-    if not (producer or consumer or topic):
-        typer.echo("pulsar-dissect follow: name a --producer, --consumer or --topic", err=True)
+    ended, then its summary; or one message's journey (--message)."""
+    if sequence is not None and (message is not None or not producer or consumer):
+        typer.echo("pulsar-dissect follow: --sequence N follows a message of one --producer (not with --message "
+                   "or --consumer)", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    if message is not None:
+        ref = _message_ref(message)
+        if producer or consumer:
+            typer.echo("pulsar-dissect follow: --message follows one message; --producer and --consumer do not "
+                       "apply (--topic narrows it)", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+    if not (producer or consumer or topic or message is not None):
+        typer.echo("pulsar-dissect follow: name a --producer, --consumer, --topic or --message", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     capture = _capture(capture, read)
     _check_hex(hex_dump, json_out)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
+    if message is not None or sequence is not None:
+        from dissector.analysis.journeys import follow_message, follow_sequence
+
+        if message is not None:
+            def find(records):
+                return [(journey, ref.batch) for journey in follow_message(records, ref, set(topic or ()))]
+            what = f"message {ref}"
+        else:
+            def find(records):
+                return follow_sequence(records, set(_split_csv(producer)), sequence, set(topic or ()))
+            what = f"sequence id {sequence} of {_listing(_split_csv(producer))}"
+        _follow_journeys(capture, options, find, what, _filter(expression=expr),
+                         TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload,
+                                        details=details, hex_dump=hex_dump))
+        return
     flt = _filter([], [], topic or [], producer or [], consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload, details=details,
                             hex_dump=hex_dump)
@@ -706,6 +736,151 @@ def follow_cmd(
     if output.renderer is not None and output.shown:
         render_stats(stats.result(), output.console, plain=output.renderer.plain)
     _strict_exit(strict, output)
+
+
+def _message_ref(text: str):
+    from dissector.analysis.journeys import MessageIdError, MessageRef
+
+    try:
+        return MessageRef.parse(text)
+    except MessageIdError as exc:
+        typer.echo(f"pulsar-dissect follow: {exc}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+
+
+def _follow_journeys(capture: Path, options: Options, find, what: str, flt: FrameFilter,
+                     output: TimelineOutput) -> None:
+    """follow --message / --sequence: each journey's frames through the timeline renderer (or JSON), then its
+    summary line. ``find(records)``: the journeys, with the batch index of the message followed."""
+    from dissector.output.text import safe
+
+    options = output.hex_options(options)
+    first: list[float] = []
+
+    def records():
+        for rec in _records(capture, options, payload_bytes=output.payload_bytes):
+            if not first:
+                first.append(rec["time"])
+            yield rec
+
+    journeys = find(records())
+    if output.renderer is not None and first:
+        output.renderer.origin = first[0]  # times from the capture's start, as every timeline
+    if not journeys:
+        typer.echo(f"pulsar-dissect follow: no frame carries {what} in this capture", err=True)
+        return
+    try:
+        for journey, batch in journeys:
+            summary = journey.summary(batch)
+            frames = [rec for rec in journey.frames if flt.accepts(rec)]
+            if output.renderer is None:
+                json_writer(output.out)({"journey": summary, "frames": frames})
+                continue
+            output.console.file.write(f"journey of {summary['message_id']} on {safe(journey.topic or '?', 200)}\n")
+            for rec in frames:
+                output.emit(rec)
+            output.console.file.write(_journey_line(summary, journey.frames_dropped) + "\n")
+        output.out.flush()
+    except BrokenPipeError:
+        _closed_pipe()
+
+
+def _journey_line(summary: dict, dropped: int) -> str:
+    """One line: publish latency, each delivery's delay and ack latency, redeliveries."""
+    from dissector.output.text import safe
+
+    def ms(value) -> str:
+        return "?" if value is None else f"{value:.3f} ms"
+
+    parts = [f"publish {ms(summary['publish_latency_ms'])}" if summary["send"] else "no SEND in the capture"]
+    deliveries = summary["deliveries"]
+    for d in deliveries:
+        ack = (f"acked by #{d['ack_index']} after {ms(d['ack_latency_ms'])}" if d["ack_index"] is not None
+               else "never acked")
+        parts.append(f"#{d['index']} to {safe(d['consumer'] or '?')} ({safe(d['subscription'] or '?')}) "
+                     f"{ms(d['delay_ms'])} after the SEND, {ack}")
+    if not deliveries:
+        parts.append("never delivered in the capture")
+    parts.append(f"{summary['redeliveries']} redelivered")
+    if dropped:
+        parts.append(f"{dropped} more frames not shown")
+    return "  journey: " + "; ".join(parts)
+
+
+@app.command("report")
+@_pipe_safe
+def report_cmd(
+    capture: Optional[Path] = CAPTURE_ARG,
+    read: Optional[Path] = READ_OPT,
+    output: Path = typer.Option(..., "-o", "--output", help="the HTML file to write (- for standard output)"),
+    max_frames: int = typer.Option(100_000, "--max-frames", min=1,
+                                   help="records kept in the table and the sequence diagram (the summary, charts "
+                                        "and journeys cover the whole capture)"),
+    max_journeys: int = typer.Option(20_000, "--max-journeys", min=0,
+                                     help="message journeys listed (the distributions cover them all)"),
+    expr: Optional[str] = FILTER_OPT,
+    port: Optional[List[str]] = PORT_OPT,
+    detect: bool = DETECT_OPT,
+    max_frame_size: Optional[int] = MAX_FRAME_OPT,
+    max_decompressed: int = MAX_DECOMPRESSED_OPT,
+    settings: Optional[List[str]] = typer.Option(None, "--option", help="set a limit: NAME=VALUE (e.g. "
+                                                 "max_pending_requests=50000); -o is the output file here"),
+) -> None:
+    """One self-contained HTML file to share: summary, sequence diagrams, the timeline as a filterable table,
+    latency and throughput charts, message journeys (opens offline in any browser)."""
+    from dissector.output.report import ReportBuilder
+
+    capture = _capture(capture, read)
+    options = _options(port, detect, max_frame_size, max_decompressed, settings)
+    flt = _filter(expression=expr)
+    _writable(output, "report")
+    builder = ReportBuilder(options, max_frames=max_frames, max_journeys=max_journeys)
+    seen = Seen(flt)
+    for rec in _records(capture, options, seen=seen):
+        if flt.accepts(rec):
+            builder.add(rec)
+    message = seen.explain(options, flt, builder.frames)
+    if message:
+        typer.echo(f"pulsar-dissect: {message}", err=True)
+    _write_report(builder, output, capture.name if str(capture) != "-" else "-", expr, "report")
+
+
+def _writable(output: Path, command: str) -> None:
+    """Refuse an output file that cannot be written before any capture is read (``-``: standard output)."""
+    if str(output) == "-":
+        return
+    parent = output.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        typer.echo(f"pulsar-dissect {command}: cannot write {output}: no writable directory {parent}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+
+
+def _write_report(builder, output: Path, capture_name: str, expr: Optional[str], command: str) -> None:
+    """Write the page (atomically: a reader never sees half of it) and say what it holds on stderr."""
+    from dissector.output.report import page_chunks
+
+    chunks = page_chunks(builder.document(capture=capture_name, expression=expr), builder.details)
+    if str(output) == "-":
+        for chunk in chunks:
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.flush()
+        return
+    temporary = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    size = 0
+    try:
+        with open(temporary, "wb") as out:
+            for chunk in chunks:
+                size += out.write(chunk)
+        os.replace(temporary, output)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        typer.echo(f"pulsar-dissect {command}: cannot write {output}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    kept = len(builder.rows)
+    typer.echo(f"pulsar-dissect {command}: {output} written ({_size(size)}): {builder.frames} frames, {kept} "
+               f"records in the table" + (f" ({builder.records - kept} left out: --max-frames)"
+                                          if builder.records > kept else "")
+               + f", {builder.journeys_total} message journeys", err=True)
 
 
 @app.command("stats")
@@ -912,6 +1087,10 @@ def pipeline_cmd(
                                              help="partitions the connections are spread over (default: twice "
                                                   "the cores Spark has)"),
     json_out: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),
+    report: Optional[Path] = typer.Option(None, "--report", help="also write the HTML report (as `report -o`) "
+                                          "of the whole input, from the tables"),
+    max_frames: int = typer.Option(100_000, "--max-frames", min=1, help="with --report: records kept in its "
+                                   "table and sequence diagrams"),
     strict: bool = typer.Option(False, "--strict", help="exit 1 when a problem of severity error or warning "
                                                         "was found"),
     port: Optional[List[str]] = PORT_OPT,
@@ -936,6 +1115,8 @@ def pipeline_cmd(
     if not files:
         typer.echo(f"pulsar-dissect pipeline: no capture file in {_listing(inputs)}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
+    if report is not None:
+        _writable(report, "pipeline")
     _require("pipeline: needs PySpark (and a Java runtime)", "spark", "pyspark", "pyarrow")
     from dissector.spark import job, summary_lines
 
@@ -944,10 +1125,23 @@ def pipeline_cmd(
     except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
         typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
+    builder = None
+    if report is not None:
+        from dissector.output.report import ReportBuilder
+
+        builder = ReportBuilder(options, max_frames=max_frames)
+
+        def build(records) -> None:
+            for rec in records:
+                builder.add(rec)
     try:
-        summary = job.run(spark, inputs, str(out), options=options, partitions=partitions)
+        summary = job.run(spark, inputs, str(out), options=options, partitions=partitions,
+                          records=build if builder is not None else None)
     finally:
         spark.stop()
+    if builder is not None:
+        name = Path(files[0]).name if len(files) == 1 else f"{Path(files[0]).name} and {len(files) - 1} more"
+        _write_report(builder, report, name, None, "pipeline")
     if json_out:
         json_writer(sys.stdout)(summary)
     else:
@@ -1037,7 +1231,7 @@ def _readable(path: Path) -> bool:
     return True
 
 
-SUBCOMMANDS = {"dissect", "follow", "stats", "check", "live", "pipeline"}
+SUBCOMMANDS = {"dissect", "follow", "stats", "report", "check", "live", "pipeline"}
 
 
 def _widen_stdout_pipe() -> None:

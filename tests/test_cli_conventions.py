@@ -141,6 +141,7 @@ COMMANDS = {  # every command that reads captures, as its arguments around the i
     "stats": lambda cap: ["stats", cap],
     "follow": lambda cap: ["follow", cap, "--topic", "x"],
     "check": lambda cap: ["check", cap, "--rule", "no-errors"],
+    "report": lambda cap: ["report", cap, "-o", "-"],  # the page on standard output
 }
 
 
@@ -193,7 +194,7 @@ def test_a_fifo_is_read_as_a_stream(tmp_path, small_capture, command):
 
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
-    res = run(*COMMANDS[command](str(fifo)) + (["--json"] if command != "follow" else []))
+    res = run(*COMMANDS[command](str(fifo)) + (["--json"] if command not in ("follow", "report") else []))
     writer.join(timeout=10)
     assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
     if command == "dissect":
@@ -259,7 +260,10 @@ ALL_COMMANDS = {**COMMANDS,
 @pytest.mark.parametrize("command", ALL_COMMANDS)
 def test_bad_arguments_are_one_line_and_exit_2_in_every_command(small_capture, command, bad):
     """Refused before anything is read or started (no capture, no Spark, no capture device)."""
-    res = run(*ALL_COMMANDS[command](str(small_capture)), *BAD_ARGUMENTS[bad])
+    bad_arguments = BAD_ARGUMENTS[bad]
+    if command == "report":  # report's -o is its output file (the issue's contract): its limits are --option
+        bad_arguments = ["--option" if a == "-o" else a for a in bad_arguments]
+    res = run(*ALL_COMMANDS[command](str(small_capture)), *bad_arguments)
     _one_line_error(res)
 
 
@@ -273,6 +277,11 @@ def test_bad_values_of_the_timeline_are_one_line_and_exit_2(small_capture, args)
                                   ["check", "{cap}", "--rule", "no such rule"], ["check", "{cap}"],
                                   ["check", "{cap}", "--rule", "no-errors", "--junit", "/nonexistent/dir/x.xml"],
                                   ["stats", "{cap}", "--plot", "x.txt"], ["follow", "{cap}"],
+                                  ["follow", "{cap}", "--message", "1"], ["follow", "{cap}", "--sequence", "1"],
+                                  ["follow", "{cap}", "--producer", "p", "--sequence", "-1"], ["report", "{cap}"],
+                                  ["report", "{cap}", "-o", "-", "--max-frames", "0"],
+                                  ["report", "{cap}", "-o", "/nonexistent/dir/r.html"],
+                                  ["pipeline", "{cap}", "--out", "o", "--report", "/nonexistent/dir/r.html"],
                                   ["pipeline", "{cap}"], ["pipeline", "{cap}", "--out", "o", "--partitions", "0"]])
 def test_bad_values_of_the_other_commands_are_one_line_and_exit_2(small_capture, args):
     _one_line_error(run(*[a.format(cap=small_capture) for a in args]))

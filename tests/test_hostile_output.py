@@ -118,6 +118,8 @@ TEXT_RUNS = [
     ("stats-terminal", ["stats", "{cap}"], 0, True),
     ("follow-producer-plain", ["follow", "{cap}", "--producer", "1@c1", "-V", "--plain"], 0, False),
     ("follow-consumer-terminal", ["follow", "{cap}", "--consumer", "2@c1"], 0, True),
+    ("follow-message-plain", ["follow", "{cap}", "--message", "1:0", "--plain"], 0, False),
+    ("follow-message-terminal", ["follow", "{cap}", "--message", "1:0"], 0, True),
     ("check-text", ["check", "{cap}", "--rule", "no-errors", "--rule", 'forbid type == "SEND"'], 1, False),
 ]
 
@@ -148,6 +150,7 @@ JSON_RUNS = [
     ("dissect-json", ["{cap}", "--json", "--payload"], 0),
     ("dissect-json-filtered", ["{cap}", "--json", "-Y", 'type != "PING"'], 0),
     ("follow-json", ["follow", "{cap}", "--producer", "1@c1", "--json"], 0),
+    ("follow-message-json", ["follow", "{cap}", "--message", "1:0", "--json"], 0),
     ("stats-json", ["stats", "{cap}", "--json"], 0),
     ("check-json", ["check", "{cap}", "--rule", 'forbid type == "SEND"', "--json"], 1),
 ]

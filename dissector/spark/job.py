@@ -64,9 +64,11 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     return spark
 
 
-def run(spark, inputs: list[str], out: str, *, options: Options | None = None, partitions: int | None = None) -> dict:
+def run(spark, inputs: list[str], out: str, *, options: Options | None = None, partitions: int | None = None,
+        records=None) -> dict:
     """Dissect the captures ``inputs`` names into Parquet tables under ``out`` (frames, messages, exchanges,
-    problems, files) and ``out``/summary.json; returns the summary."""
+    problems, files) and ``out``/summary.json; returns the summary. ``records`` (``pipeline --report``): called
+    with every record in capture order (``spark.report.records_in_capture_order``) once the tables are written."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -155,6 +157,10 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     # 5. the tables and the summary
     notes = index.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
     summary = tables.write(spark, events, files_df, notes, missing, out)
+    if records is not None:
+        from dissector.spark.report import records_in_capture_order
+
+        records(records_in_capture_order(spark, out, events))
     for frame in (events, counted, work, files_df, index):
         frame.unpersist()
     return summary

@@ -1,0 +1,34 @@
+"""`pipeline --report`: the pipeline's records in capture order, for the HTML report (output/report.py).
+
+The frames come from the frames table (its ``json`` column is each frame's record as ``--json`` writes it), in
+frame number order; the events from the decoding tasks' event rows (their record and packet). They are merged
+as the CLI makes them: by packet, a connection's opening before the frames of its packet, the other events
+after them. Both are read through Spark's local iterator, a partition at a time, so the driver holds neither
+table whole.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from typing import Iterator
+
+import orjson
+
+
+def records_in_capture_order(spark, out: str, events) -> Iterator[dict]:
+    """Every record of the pipeline's output under ``out`` (frames) and of ``events`` (a DataFrame of the
+    decoding's event rows: p, json), in the order ``pulsar-dissect --json`` writes them."""
+    frames = spark.read.parquet(os.path.join(out, "frames")).select("index", "packet", "json").orderBy("index")
+
+    def frame_items():
+        for row in frames.toLocalIterator():
+            yield (row["packet"], 1, row["index"]), row["json"]
+
+    def event_items():
+        for n, row in enumerate(events.select("p", "json").orderBy("p").toLocalIterator()):
+            rank = 0 if '"type":"CONNECTION_OPENED"' in row["json"] else 2
+            yield (row["p"], rank, n), row["json"]
+
+    for _, text in heapq.merge(frame_items(), event_items(), key=lambda item: item[0]):
+        yield orjson.loads(text)
