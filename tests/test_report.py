@@ -615,3 +615,29 @@ def test_latency_bins_are_log_spaced_and_every_value_falls_in_its_bin():
         low = BIN_EDGES_MS[b - 1] if b > 0 else 0.0
         high = BIN_EDGES_MS[b] if b < len(BIN_EDGES_MS) else float("inf")
         assert low <= ms < high or (b == len(BIN_EDGES_MS) and ms >= BIN_EDGES_MS[-1]), ms
+
+
+def test_a_redelivery_storm_keeps_a_journey_bounded():
+    """One entry delivered and acked far more often than a journey keeps: the milestones beyond the cap are
+    counted, not kept (the report's memory must not grow with a storm of redeliveries)."""
+    from dissector.analysis import journeys
+
+    cap = journeys.MAX_MILESTONES_PER_JOURNEY
+    storm = cap * 2 + 7
+    finished = []
+    tracker = journeys.JourneyTracker(on_finish=finished.append)
+    consumer = {"name": "c", "topic": "t", "subscription": "s"}
+    for i in range(storm):
+        tracker.add({"index": 2 * i, "time": float(i), "conn": 1, "type": "MESSAGE", "protocol": "pulsar",
+                     "command": {"consumer_id": 0, "message_id": {"ledgerId": 5, "entryId": 9},
+                                 "redelivery_count": i},
+                     "consumer": consumer})
+        tracker.add({"index": 2 * i + 1, "time": i + 0.5, "conn": 1, "type": "ACK", "protocol": "pulsar",
+                     "command": {"ack_type": "Individual", "message_id": [{"ledgerId": 5, "entryId": 9}]},
+                     "acks": [2 * i]})
+    tracker.finish()
+    (journey,) = finished
+    assert len(journey.deliveries) == cap and journey.deliveries_dropped == storm - cap
+    assert len(journey.acks) == cap and journey.acks_dropped == storm - cap
+    summary = journey.summary()
+    assert summary["deliveries_dropped"] == storm - cap and len(summary["deliveries"]) == cap

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 MAX_OPEN_JOURNEYS = 300_000  # journeys still followed; beyond it the oldest is finished (its later frames lost)
 MAX_PENDING_SENDS = 100_000  # SENDs waiting for their receipt
 MAX_DELIVERY_MEMORY = 200_000  # MESSAGE frames an ACK can still be matched to
+MAX_MILESTONES_PER_JOURNEY = 1_000  # deliveries, and acks, kept for one entry (a redelivery storm stays bounded)
 MAX_FRAMES_PER_JOURNEY = 10_000  # frames kept for one followed message (a redelivery storm stays bounded)
 
 _MESSAGE_ID = re.compile(r"(\d+):(\d+)(?::(-?\d+))?")
@@ -99,6 +100,8 @@ class Journey:
     acks: list | None = None  # tuples: ACK_FIELDS (delivery: the MESSAGE frame acknowledged)
     frames: list | None = None  # the records, for a followed message only
     frames_dropped: int = 0
+    deliveries_dropped: int = 0  # beyond MAX_MILESTONES_PER_JOURNEY: counted, not kept
+    acks_dropped: int = 0
 
     @property
     def key(self) -> tuple:
@@ -141,6 +144,7 @@ class Journey:
             "send": send, "receipt": receipt, "publish_latency_ms": publish,
             "deliveries": deliveries, "subscriptions": len(seen_subscriptions), "redeliveries": redeliveries,
             "acked": sum(1 for d in deliveries if d["ack_index"] is not None),
+            "deliveries_dropped": self.deliveries_dropped, "acks_dropped": self.acks_dropped,
         }
 
 
@@ -223,9 +227,12 @@ class JourneyTracker:
         size = (rec.get("metadata") or {}).get("num_messages_in_batch")
         if journey.deliveries is None:
             journey.deliveries = []
-        journey.deliveries.append((rec["index"], rec["time"], rec["conn"], topic, consumer.get("name"),
-                                   cmd.get("consumer_id"), consumer.get("subscription"),
-                                   cmd.get("redelivery_count") or 0))
+        if len(journey.deliveries) < MAX_MILESTONES_PER_JOURNEY:
+            journey.deliveries.append((rec["index"], rec["time"], rec["conn"], topic, consumer.get("name"),
+                                       cmd.get("consumer_id"), consumer.get("subscription"),
+                                       cmd.get("redelivery_count") or 0))
+        else:
+            journey.deliveries_dropped += 1
         self.deliveries[rec["index"]] = (journey.key, size)
         if len(self.deliveries) > MAX_DELIVERY_MEMORY:
             self.deliveries.popitem(last=False)
@@ -252,8 +259,11 @@ class JourneyTracker:
                 batches = acked_batch_indexes(ack_sets[(key[1], key[2])], size)
             if journey.acks is None:
                 journey.acks = []
-            journey.acks.append((rec["index"], rec["time"], rec["conn"], ack_type, delivery,
-                                 frozenset(batches) if batches is not None else None))
+            if len(journey.acks) < MAX_MILESTONES_PER_JOURNEY:
+                journey.acks.append((rec["index"], rec["time"], rec["conn"], ack_type, delivery,
+                                     frozenset(batches) if batches is not None else None))
+            else:
+                journey.acks_dropped += 1
             self._keep(journey, rec)
 
     # ------------------------------------------------------------------ bookkeeping
