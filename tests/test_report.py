@@ -641,3 +641,24 @@ def test_a_redelivery_storm_keeps_a_journey_bounded():
     assert len(journey.acks) == cap and journey.acks_dropped == storm - cap
     summary = journey.summary()
     assert summary["deliveries_dropped"] == storm - cap and len(summary["deliveries"]) == cap
+
+
+def test_the_journeys_share_one_budget_of_milestones():
+    """Many open journeys each delivered a few times: past the tracker's budget of deliveries and acks kept,
+    the rest are counted (milestones_dropped) and the budget is given back as journeys close."""
+    from dissector.analysis import journeys
+
+    finished = []
+    tracker = journeys.JourneyTracker(on_finish=finished.append, max_milestones=50)
+    consumer = {"name": "c", "topic": "t", "subscription": "s"}
+    index = 0
+    for entry in range(40):
+        for _ in range(2):
+            tracker.add({"index": index, "time": float(index), "conn": 1, "type": "MESSAGE", "protocol": "pulsar",
+                         "command": {"consumer_id": 0, "message_id": {"ledgerId": 1, "entryId": entry}},
+                         "consumer": consumer})
+            index += 1
+    assert tracker.milestones == 50
+    tracker.finish()
+    kept = sum(len(j.deliveries or ()) for j in finished)
+    assert kept == 50 and tracker.milestones_dropped == 80 - 50 and tracker.milestones == 0

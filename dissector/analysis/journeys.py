@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 MAX_OPEN_JOURNEYS = 300_000  # journeys still followed; beyond it the oldest is finished (its later frames lost)
 MAX_PENDING_SENDS = 100_000  # SENDs waiting for their receipt
 MAX_DELIVERY_MEMORY = 200_000  # MESSAGE frames an ACK can still be matched to
+MAX_MILESTONES_TOTAL = 1_000_000  # deliveries and acks kept over all open journeys (beyond: counted, not kept)
 MAX_MILESTONES_PER_JOURNEY = 1_000  # deliveries, and acks, kept for one entry (a redelivery storm stays bounded)
 MAX_FRAMES_PER_JOURNEY = 10_000  # frames kept for one followed message (a redelivery storm stays bounded)
 
@@ -166,7 +167,8 @@ class JourneyTracker:
     ``on_finish(journey)``: called once per journey when it is closed (at the end, or when memory is full)."""
 
     def __init__(self, *, wanted: Callable[["Journey"], bool] | None = None,
-                 on_finish: Callable[[Journey], None] | None = None, max_open: int = MAX_OPEN_JOURNEYS) -> None:
+                 on_finish: Callable[[Journey], None] | None = None, max_open: int = MAX_OPEN_JOURNEYS,
+                 max_milestones: int = MAX_MILESTONES_TOTAL) -> None:
         self.wanted = wanted
         self.on_finish = on_finish
         self.max_open = max_open
@@ -174,6 +176,9 @@ class JourneyTracker:
         self.pending_sends: OrderedDict[int, tuple[dict, dict | None]] = OrderedDict()  # SEND index -> info, rec
         self.deliveries: OrderedDict[int, tuple[tuple, int | None]] = OrderedDict()  # MESSAGE index -> key, size
         self.closed_early = 0  # journeys closed because too many were open
+        self.max_milestones = max_milestones
+        self.milestones = 0  # deliveries and acks kept by the open journeys
+        self._dropped = 0  # deliveries and acks of closed journeys counted, not kept
 
     def add(self, rec: dict) -> None:
         if "index" not in rec or rec.get("protocol", "pulsar") != "pulsar":
@@ -227,7 +232,7 @@ class JourneyTracker:
         size = (rec.get("metadata") or {}).get("num_messages_in_batch")
         if journey.deliveries is None:
             journey.deliveries = []
-        if len(journey.deliveries) < MAX_MILESTONES_PER_JOURNEY:
+        if self._room(journey.deliveries):
             journey.deliveries.append((rec["index"], rec["time"], rec["conn"], topic, consumer.get("name"),
                                        cmd.get("consumer_id"), consumer.get("subscription"),
                                        cmd.get("redelivery_count") or 0))
@@ -259,7 +264,7 @@ class JourneyTracker:
                 batches = acked_batch_indexes(ack_sets[(key[1], key[2])], size)
             if journey.acks is None:
                 journey.acks = []
-            if len(journey.acks) < MAX_MILESTONES_PER_JOURNEY:
+            if self._room(journey.acks):
                 journey.acks.append((rec["index"], rec["time"], rec["conn"], ack_type, delivery,
                                      frozenset(batches) if batches is not None else None))
             else:
@@ -290,7 +295,20 @@ class JourneyTracker:
         else:
             journey.frames_dropped += 1
 
+    def _room(self, milestones: list) -> bool:
+        """Whether one more delivery or ack can be kept in ``milestones`` (taking its place when it can)."""
+        if len(milestones) >= MAX_MILESTONES_PER_JOURNEY or self.milestones >= self.max_milestones:
+            return False
+        self.milestones += 1
+        return True
+
+    @property
+    def milestones_dropped(self) -> int:
+        return self._dropped
+
     def _close(self, journey: Journey) -> None:
+        self.milestones -= len(journey.deliveries or ()) + len(journey.acks or ())
+        self._dropped += journey.deliveries_dropped + journey.acks_dropped
         if self.on_finish is not None:
             self.on_finish(journey)
 

@@ -166,6 +166,7 @@ class ReportBuilder:
                                        for slot, values in sorted(throughput.items())]},
             "journeys": {"rows": self.journey_rows, "total": self.journeys_total, "kept": len(self.journey_rows),
                          "closed_early": self.tracker.closed_early,
+                         "milestones_dropped": self.tracker.milestones_dropped,
                          "end_to_end": {topic: {k: d.result() for k, d in dists.items()}
                                         for topic, dists in sorted(self.end_to_end.items())}},
         }

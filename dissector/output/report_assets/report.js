@@ -682,7 +682,10 @@
   let journeyShown = [];
   function renderJourneys() {
     document.getElementById("jr-note").textContent = `Each row is one entry (a message, or a batch) by topic and ledger:entry: SEND → SEND_RECEIPT (publish latency) → each MESSAGE delivery (delay from the SEND, redeliveries) → its ACK (ack latency). ` +
-      `${count(J.total)} journeys in the capture` + (J.kept < J.total ? `, the first ${count(J.kept)} listed` : "") + ". `pulsar-dissect follow CAPTURE --message LEDGER:ENTRY[:BATCH]` tells one in the terminal.";
+      `${count(J.total)} journeys in the capture` + (J.kept < J.total ? `, the first ${count(J.kept)} listed` : "") +
+      (J.closed_early ? `; ${count(J.closed_early)} closed early (too many open at once)` : "") +
+      (J.milestones_dropped ? `; ${count(J.milestones_dropped)} deliveries and acks counted but not kept (memory budget)` : "") +
+      ". `pulsar-dissect follow CAPTURE --message LEDGER:ENTRY[:BATCH]` tells one in the terminal.";
     const search = document.getElementById("jr-search");
     let timer = null;
     search.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(listJourneys, 150); });
