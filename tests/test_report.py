@@ -305,6 +305,13 @@ class Page:
         self.page.goto(path.as_uri())
         self.page.wait_for_selector("body[data-ready='1']", timeout=120_000)
 
+    @classmethod
+    def of(cls, browser, page_text: str, directory: Path) -> "Page":
+        """The page of a report's text, written to a file in ``directory`` and opened."""
+        path = directory / "r.html"
+        path.write_text(page_text, encoding="utf-8")
+        return cls(browser, path)
+
     def wait_until(self, condition, timeout: float = 30.0) -> None:
         """Poll from Python: the page's CSP forbids the string evaluation Playwright's wait_for_function uses."""
         import time
@@ -335,9 +342,7 @@ TABS = ["summary", "sequence", "timeline", "latency", "throughput", "journeys"]
                                   "tubemq/tubemq_consumer_broker.pcap"])
 def test_the_page_loads_and_shows_the_stats_numbers(browser, reports, tmp_path, name):
     page_text, doc = reports[name]
-    path = tmp_path / "r.html"
-    path.write_text(page_text, encoding="utf-8")
-    view = Page(browser, path)
+    view = Page.of(browser, page_text, tmp_path)
     try:
         shown = view.page.eval_on_selector_all("[data-stat]", "els => els.map(e => [e.dataset.stat, e.textContent])")
         shown = {k: int(v.replace(",", "")) for k, v in shown}
@@ -368,9 +373,7 @@ def test_the_page_loads_and_shows_the_stats_numbers(browser, reports, tmp_path, 
 
 def test_a_filter_click_narrows_the_table(browser, reports, tmp_path):
     page_text, doc = reports["11_errors.pcap"]
-    path = tmp_path / "r.html"
-    path.write_text(page_text, encoding="utf-8")
-    view = Page(browser, path)
+    view = Page.of(browser, page_text, tmp_path)
     try:
         view.tab("timeline")
         count = lambda: int(view.page.get_attribute("#table-count", "data-shown"))  # noqa: E731
@@ -402,9 +405,7 @@ def test_a_journey_shows_its_frames(browser, reports, tmp_path):
     m = manifest("01_basic_nonbatched")
     mid = m["received"][4]["message_id"]
     page_text, _ = reports["01_basic_nonbatched.pcap"]
-    path = tmp_path / "r.html"
-    path.write_text(page_text, encoding="utf-8")
-    view = Page(browser, path)
+    view = Page.of(browser, page_text, tmp_path)
     try:
         view.tab("journeys")
         view.page.fill("#jr-search", f"{mid['ledger_id']}:{mid['entry_id']}")
@@ -545,9 +546,7 @@ EXPRESSIONS = {
 def test_the_pages_expression_filter_selects_what_the_cli_selects(browser, reports, tmp_path, name):
     """The expression language typed in the page keeps the records `-Y` keeps (its own evaluator, in JS)."""
     page_text, doc = reports[name]
-    path = tmp_path / "r.html"
-    path.write_text(page_text, encoding="utf-8")
-    view = Page(browser, path)
+    view = Page.of(browser, page_text, tmp_path)
     try:
         view.tab("timeline")
         shown = lambda: int(view.page.get_attribute("#table-count", "data-shown"))  # noqa: E731
