@@ -4,12 +4,14 @@ The target runs fastest on small inputs (-max_len=8192 in run_core.sh), and a wh
 to its first 8 KiB: so besides the captures themselves, every classic pcap is also written as windows of 12
 packets (every 6 packets, at most 8 KiB each). A window starts mid-stream, as a capture started late
 does, and every frame type of the corpus (compressed batches, chunks, TubeMQ blocks) begins some window.
+Every fifth window is also written gzipped, so that the reader's gzip path has whole small members.
 
 usage: python tools/fuzz/core_seeds.py OUT_DIR
 """
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import struct
 import sys
@@ -49,8 +51,12 @@ def main(out_dir: str) -> None:
             while window and 24 + sum(map(len, window)) > MAX_BYTES:
                 window = window[:-1]
             if window:
-                (out / f"{path.stem}.w{start:04d}.pcap").write_bytes(data[:24] + b"".join(window))
+                pcap = data[:24] + b"".join(window)
+                (out / f"{path.stem}.w{start:04d}.pcap").write_bytes(pcap)
                 written += 1
+                if start % (5 * STEP) == 0:
+                    (out / f"{path.stem}.w{start:04d}.pcap.gz").write_bytes(gzip.compress(pcap, mtime=0))
+                    written += 1
     print(f"{written} seeds in {out}")
 
 

@@ -34,6 +34,13 @@ fi
 mkdir -p core/fuzz/corpus/pipeline core/fuzz/artifacts/pipeline
 cd core
 CARGO_TARGET_DIR=fuzz/${TARGET_DIR#core/fuzz/} cargo fuzz build "${FLAGS[@]}" pipeline
-exec "fuzz/${TARGET_DIR#core/fuzz/}/$(rustc -vV | sed -n 's/^host: //p')/release/pipeline" \
+TARGET="fuzz/${TARGET_DIR#core/fuzz/}/$(rustc -vV | sed -n 's/^host: //p')/release/pipeline"
+# first every input that ever broke something (each run once): a finding fixed stays fixed in the core too
+if ! replayed=$("$TARGET" -timeout=5 -rss_limit_mb=2048 ../tests/fuzz_regressions/*.pcap* 2>&1); then
+  echo "$replayed" >&2
+  echo "run_core.sh: an input of tests/fuzz_regressions/ fails again" >&2
+  exit 1
+fi
+exec "$TARGET" \
   -max_total_time="$SECONDS_TO_RUN" -max_len=8192 -timeout=5 -rss_limit_mb=2048 -print_final_stats=1 \
   -artifact_prefix=fuzz/artifacts/pipeline/ "$@" fuzz/corpus/pipeline fuzz/corpus/seeds

@@ -513,12 +513,46 @@ pub fn check_line(line: &[u8], what: &str) -> Result<(), Broken> {
     let text = std::str::from_utf8(line).map_err(|e| Broken(format!("{what} is not UTF-8: {e}")))?;
     if may_hold_forbidden(line) {
         if let Some((at, c)) = text.char_indices().find(|&(_, c)| forbidden(c)) {
-            let from = text.floor_char_boundary(at.saturating_sub(80));
-            let to = text.ceil_char_boundary((at + 80).min(text.len()));
-            return Err(Broken(format!("{what} holds raw U+{:04X}: {:?}", c as u32, &text[from..to])));
+            let shown: String = text[at..].chars().take(80).collect();
+            return Err(Broken(format!("{what} holds raw U+{:04X} at byte {at}: {shown:?}", c as u32)));
         }
     }
     serde_json::from_str::<serde::de::IgnoredAny>(text)
-        .map_err(|e| Broken(format!("{what} is not valid JSON ({e}): {:?}", &text[..text.floor_char_boundary(300)])))?;
+        .map_err(|e| Broken(format!("{what} is not valid JSON ({e}): {:?}", text.chars().take(300).collect::<String>())))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &str) -> Vec<std::path::PathBuf> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(dir);
+        let mut found: Vec<_> = std::fs::read_dir(&dir).expect("a folder of captures").map(|e| e.expect("an entry").path())
+            .filter(|p| p.to_string_lossy().contains(".pcap")).collect();
+        found.sort();
+        found
+    }
+
+    /// The shipped captures and every kept regression input pass the checks, and make lines (frames get
+    /// through the whole pipeline, so the fuzzer is not checking nothing).
+    #[test]
+    fn shipped_captures_and_regressions_pass() {
+        let pipeline = Pipeline::new();
+        for path in files("captures").into_iter().chain(files("captures/tubemq")).chain(files("tests/fuzz_regressions")) {
+            let data = std::fs::read(&path).expect("readable");
+            let lines = pipeline.run(&data).unwrap_or_else(|b| panic!("{}: {}", path.display(), b.0));
+            assert!(lines > 0, "{}: no line", path.display());
+        }
+    }
+
+    #[test]
+    fn the_checks_catch_raw_controls_and_bad_json() {
+        assert!(check_line(br#"{"topic":"a\u007fb\u202e\u2028"}"#, "a line").is_ok());
+        for raw in ["\x7f", "\x1b[31m", "\u{202e}", "\u{2028}", "\u{85}", "\x07"] {
+            assert!(check_line(format!(r#"{{"topic":"a{raw}b"}}"#).as_bytes(), "a line").is_err(), "{raw:?}");
+        }
+        assert!(check_line(br#"{"topic":"#, "a line").is_err());
+        assert!(check_line(b"{\"a\":\"\xff\"}", "a line").is_err());
+    }
 }
