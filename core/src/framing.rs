@@ -56,6 +56,14 @@ fn read_varint(buf: &[u8], mut pos: usize, limit: usize) -> Varint {
     Varint::Truncated
 }
 
+/// Pulsar's framing on the embedded schema, for Rust callers outside the crate (the fuzz target, core/fuzz/),
+/// which cannot name the schema.
+impl Default for PulsarFraming {
+    fn default() -> PulsarFraming {
+        PulsarFraming::new(crate::schema())
+    }
+}
+
 impl PulsarFraming {
     pub fn new(schema: &'static Schema) -> PulsarFraming {
         let command_types = schema.enum_type("pulsar.proto.BaseCommand.Type");
