@@ -352,8 +352,8 @@ fn batch_problem(entry_index: usize, case: &'static Name, more: Map) -> Finding 
 }
 
 /// Split a batch payload into its entries; keep every readable entry even when the batch is damaged.
-/// A batch's entries; `keep_payloads` false (a brief decode, for one-line views and statistics, which read sizes
-/// only) leaves each entry's payload out instead of copying it.
+/// `keep_payloads` false (a brief decode, for one-line views and statistics, which read sizes only) leaves each
+/// entry's payload out instead of copying it.
 fn split_batch(core: &Core, payload: &[u8], expected: i64, sec: &mut PayloadSection, ack_set: Option<&[u64]>,
                keep_payloads: bool) {
     let schema = core.schema;

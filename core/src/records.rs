@@ -165,8 +165,8 @@ impl<'py> RecordSink<'py> for JsonSink<'_> {
     }
 }
 
-/// Messages in a frame from which the JSON sink writes their records on several threads (a piece is half of
-/// it): below, one thread is quicker than handing out the work.
+/// Messages in a frame from which the JSON sink writes their records on several threads, in pieces of half
+/// this many: below, one thread is quicker than handing out the work.
 const PARALLEL_MESSAGES: usize = 128;
 
 /// The dicts of the producers and consumers notes name, by content: most frames name one, and one dict
