@@ -31,8 +31,10 @@ or the build fails, the script says why and prints every other row.
 Frames found: the tshark row counts the Pulsar frames (PDUs) in its own output (one frame_size value per
 frame, several per packet); pulsar-dissect --json: lines that are frames ('{"index":...'; event lines are not
 counted); the timeline: lines that start with a frame number; stats: its first line ('N frames on ...');
-dpkt: packets (and TCP segments with payload); cat: bytes. The counting reads each tool's stdout through a
-pipe in this process (the timed run itself, no extra run).
+dpkt: packets (and TCP segments with payload); cat: bytes. The timed runs write to /dev/null: reading 1.3 GB of
+JSON through a pipe in this process took a core's worth of time from the tools that use two (a multi-threaded
+--json ran 4.6 s counted, 3.5 s to /dev/null, in one session). The counts come from one more, untimed run per
+row after the timed ones, whose stdout this process reads through a pipe.
 Ratios: this row's median seconds / the reference row's (tshark + plugin, dpkt): < 1 = faster than it.
 Results also go to benchmarks/out/peers.json (--json-out).
 """
@@ -445,8 +447,7 @@ def main():
         for key, r in rows.items():
             if r["unavailable"]:
                 continue
-            res = run_counted(r["argv"], r["counter"]() if r["counter"] else None, env=r["env"], cwd=ROOT,
-                              timeout=a.timeout)
+            res = run_counted(r["argv"], None, env=r["env"], cwd=ROOT, timeout=a.timeout)
             if key == "cat":
                 res["count"], res["found"] = size, f"{size:,} bytes"
             r["runs"].append(res)
@@ -455,6 +456,15 @@ def main():
                 f"  {res.get('found', '')}{bad}")
             if res["rc"] != 0:
                 r["unavailable"] = f"failed (rc={res['rc']}): " + " | ".join(res["stderr_tail"][-3:])
+    # what each tool found: one more run, untimed, its stdout read here
+    for key, r in rows.items():
+        if r["unavailable"] or not r["counter"]:
+            continue
+        res = run_counted(r["argv"], r["counter"](), env=r["env"], cwd=ROOT, timeout=a.timeout)
+        log(f"  [count] {key:15s} {res.get('found', '')}")
+        if res["rc"] == 0:
+            for run in r["runs"]:
+                run["count"], run["found"] = res.get("count"), res.get("found", "")
     # summary
     for r in rows.values():
         ok = [x for x in r["runs"] if x["rc"] == 0]

@@ -1,6 +1,8 @@
-"""The core writes a large batch's message records on several threads (core/src/records.rs, JsonSink::messages)
-and joins the pieces in order: the JSON lines must be the same bytes whatever the number of threads, and
-each message's record must say what the test put on the wire (its body's SHA-256, its place, its fields).
+"""The core writes --json's records on a thread pool while the next packets are decoded (core/src/analysis/
+pooled.rs), a batch kept whole by the decoder and split there; in place (pool_bytes=0) a large batch's message
+records are written on several threads (core/src/records.rs, JsonSink::messages). Every way must give the same
+bytes whatever the number of threads, and each message's record must say what the test put on the wire (its
+body's SHA-256, its place, its fields), damaged batches' problems included.
 """
 from __future__ import annotations
 
@@ -51,11 +53,19 @@ def capture(tmp_path_factory):
     batches.append(entries)
     md = fb.metadata(num_messages_in_batch=400)
     items.append(("b", fb.message_frame(fb.batch_payload(entries), md=md, ack_set=[0x5555_5555_5555_5555] * 7)))
+    # damaged batches, whose problems the decoder finds before the pool splits them: more entries declared
+    # than sent (batch.count_mismatch), and a batch cut inside its last entry (batch.malformed)
+    entries = _entries(50, 7)
+    md = fb.metadata(sequence_id=7, num_messages_in_batch=51)
+    items.append(fb.send_frame(fb.batch_payload(entries), sequence_id=7, md=md))
+    md = fb.metadata(sequence_id=8, num_messages_in_batch=50)
+    items.append(fb.send_frame(fb.batch_payload(entries)[:-5], sequence_id=8, md=md))
     fb.tcp_pcap(path, items, segment_size=9000)
     return path, batches
 
 
 def _json(path, threads: int, *extra: str) -> bytes:
+    """--json's bytes with `threads` in the pool."""
     env = {**os.environ, "RAYON_NUM_THREADS": str(threads)}
     res = subprocess.run([sys.executable, "-m", "dissector.cli.main", str(path), "--json", *extra],
                          capture_output=True, env=env, timeout=120)
@@ -66,15 +76,32 @@ def _json(path, threads: int, *extra: str) -> bytes:
 @pytest.mark.parametrize("extra", [(), ("--payload",)], ids=["json", "payload"])
 def test_threads_write_the_same_bytes(capture, extra):
     path, _ = capture
-    one = _json(path, 1, *extra)
-    assert one == _json(path, 2, *extra)
-    assert one == _json(path, 5, *extra)
+    in_place = _json(path, 2, *extra, "-o", "pool_bytes=0")  # every record written where its frame is analysed
+    assert in_place == _json(path, 1, *extra, "-o", "pool_bytes=0")
+    assert in_place == _json(path, 1, *extra)
+    assert in_place == _json(path, 2, *extra)
+    assert in_place == _json(path, 5, *extra)
+    # a budget of one byte: every frame its own batch, one batch out at a time
+    assert in_place == _json(path, 2, *extra, "-o", "pool_bytes=1")
+
+
+def test_damaged_batches_keep_their_problems_on_the_pool(capture):
+    path, _ = capture
+    records = [json.loads(line) for line in _json(path, 2).splitlines()]
+    sends = [r for r in records if r.get("type") == "SEND"]
+    short, cut = sends[-2], sends[-1]
+    # (send.unknown_producer: the test's capture has no PRODUCER command)
+    assert [e["id"] for e in short["expert"] if e["id"].startswith("batch.")] == ["batch.count_mismatch"]
+    assert len(short["messages"]) == 50
+    assert [e["id"] for e in cut["expert"] if e["id"].startswith("batch.")] == ["batch.malformed", "batch.count_mismatch"]
+    assert len(cut["messages"]) == 49  # the entries before the cut one
+    assert [m["batch_index"] for m in cut["messages"]] == list(range(49))
 
 
 def test_each_message_record_says_what_was_sent(capture):
     path, batches = capture
     frames = [r for r in map(json.loads, _json(path, 2).splitlines()) if r.get("type") in ("SEND", "MESSAGE")]
-    assert len(frames) == len(batches)
+    frames = frames[:len(batches)]  # (the damaged batches last)
     for record, entries in zip(frames, batches):
         messages = record["messages"]
         assert len(messages) == len(entries)

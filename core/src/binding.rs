@@ -75,7 +75,7 @@ impl Classes {
     /// The section, and its findings' objects (which the frame's findings list holds too).
     fn section<'py>(&self, py: Python<'py>, s: &PayloadSection) -> PyResult<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> {
         let findings = self.findings(py, &s.findings)?;
-        let messages = list_to_py(py, &s.messages)?;
+        let messages = list_to_py(py, &s.messages_split())?;
         // positional, in PayloadSection's field order (checked by `bind`): no keyword dict per frame
         let args = [
             s.checksum.name().to_py(py).to_owned().into_any(),
@@ -147,8 +147,8 @@ fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAn
 const RELEASE_GIL_FROM: usize = 4096;
 
 /// Decode one frame in Rust, the GIL released when that is worth it.
-pub(crate) fn decode_detached(py: Python<'_>, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> Decoded {
-    let decode = || crate::decode(frame, missing, max_decompressed, brief);
+pub(crate) fn decode_detached(py: Python<'_>, frame: &[u8], missing: usize, max_decompressed: u64, depth: payload::Depth) -> Decoded {
+    let decode = || crate::decode_to(frame, missing, max_decompressed, depth);
     if frame.len() < RELEASE_GIL_FROM { decode() } else { py.detach(decode) }
 }
 
@@ -162,7 +162,7 @@ pub(crate) fn decoded_to_py<'py>(py: Python<'py>, decoded: &Decoded) -> PyResult
 #[pyo3(signature = (frame, missing=0, max_decompressed=64 * 1024 * 1024, brief=false))]
 fn decode_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> PyResult<Bound<'py, PyAny>> {
     let classes = classes(py)?;
-    classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, brief))
+    classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, payload::Depth::brief(brief)))
 }
 
 type BytesAndProblem<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>);

@@ -52,7 +52,7 @@ fn peek_command_type(buf: &[u8]) -> Option<u64> {
     None
 }
 
-pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> Decoded {
+pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, depth: payload::Depth) -> Decoded {
     let size = frame.len() + missing;
     let mut findings = Vec::new();
     let malformed = |findings| Decoded { type_name: Text::Name(name!("MALFORMED")), command: None, size, findings, body: None };
@@ -136,7 +136,7 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
     if type_num == Some(core.send) || type_num == Some(core.message) {
         let is_message = type_num == Some(core.message);
         let ack_set = if is_message { command.map(|c| c.varints(schema, core.message_ack_set)) } else { None };
-        let section = payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, brief);
+        let section = payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, depth);
         findings.extend(section.findings.iter().cloned());
         body = Some(crate::model::Body::Payload(section));
     } else if cmd_end < frame.len() {

@@ -19,7 +19,7 @@ pub mod columns;
 mod frame;
 pub mod framing;
 pub mod model;
-mod payload;
+pub mod payload;
 pub mod pb;
 mod printable;
 pub mod pulsar;
@@ -166,7 +166,12 @@ impl Core {
 /// decompressed payloads may not exceed `max_decompressed` bytes. `summary` keeps only the metadata fields
 /// one-line views show and makes no message records. Pure Rust: no Python involved.
 pub fn decode(frame: &[u8], missing: usize, max_decompressed: u64, summary: bool) -> model::Decoded {
-    frame::decode(core(), frame, missing, max_decompressed, summary)
+    frame::decode(core(), frame, missing, max_decompressed, payload::Depth::brief(summary))
+}
+
+/// [`decode`] to a [`payload::Depth`].
+pub fn decode_to(frame: &[u8], missing: usize, max_decompressed: u64, depth: payload::Depth) -> model::Decoded {
+    frame::decode(core(), frame, missing, max_decompressed, depth)
 }
 
 /// The core allocates and frees many small values per frame (commands, messages, records): mimalloc's

@@ -114,9 +114,26 @@ pub struct PayloadSection {
     pub encrypted: bool,
     /// The application messages (maps: `payload_size`, `payload` as bytes, then the fields present).
     pub messages: Vec<Value>,
+    /// A batch not split yet (a `Depth::BatchesLater` decode): its messages are `messages_split`'s.
+    pub batch_later: Option<Box<crate::payload::BatchLater>>,
     /// The decoded PulsarMarkers message.
     pub marker: Option<Value>,
     pub findings: Vec<Finding>,
+}
+
+impl PayloadSection {
+    /// The messages, a batch kept whole split now.
+    pub fn messages_split(&self) -> std::borrow::Cow<'_, [Value]> {
+        match &self.batch_later {
+            Some(batch) => std::borrow::Cow::Owned(batch.messages()),
+            None => std::borrow::Cow::Borrowed(&self.messages),
+        }
+    }
+
+    /// How many messages the section holds (also those of a batch not split yet).
+    pub fn message_count(&self) -> usize {
+        self.batch_later.as_ref().map_or(self.messages.len(), |batch| batch.entries)
+    }
 }
 
 impl Finding {

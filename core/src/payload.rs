@@ -36,6 +36,25 @@ fn parse_error(core: &Core, msg: usize) -> String {
 }
 
 /// The payload section starting at ``pos`` (after the command); ``damaged`` when the frame lost bytes.
+/// How much of a payload section to decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// Everything, each message with its payload.
+    Full,
+    /// For one-line views and statistics, which read sizes only: the metadata's `BRIEF_METADATA` fields, and no
+    /// message's payload copied.
+    Brief,
+    /// As `Full`, but a batch is only checked (its findings, its entries) and kept whole (`BatchLater`): it is
+    /// split into its messages where its record is written, on the thread pool (`analysis/pooled.rs`).
+    BatchesLater,
+}
+
+impl Depth {
+    pub fn brief(brief: bool) -> Depth {
+        if brief { Depth::Brief } else { Depth::Full }
+    }
+}
+
 pub fn decode_section(
     core: &Core,
     frame: &[u8],
@@ -43,8 +62,9 @@ pub fn decode_section(
     damaged: bool,
     ack_set: Option<&[u64]>,
     max_decompressed: u64,
-    brief: bool,
+    depth: Depth,
 ) -> PayloadSection {
+    let brief = depth == Depth::Brief;
     let mut sec = PayloadSection::default();
     let end = frame.len();
     let schema = core.schema;
@@ -126,7 +146,7 @@ pub fn decode_section(
         sec.messages.push(Value::Map(msg));
         return sec;
     }
-    decode_messages(core, &mut sec, &md, payload, ack_set, max_decompressed, !brief);
+    decode_messages(core, &mut sec, &md, payload, ack_set, max_decompressed, depth);
     sec
 }
 
@@ -182,8 +202,9 @@ fn decode_messages(
     payload: &[u8],
     ack_set: Option<&[u64]>,
     max_decompressed: u64,
-    keep_payloads: bool,
+    depth: Depth,
 ) {
+    let keep_payloads = depth != Depth::Brief;
     let schema = core.schema;
     let f = &core.m;
     let mut compression = md.varint(schema, f.compression).map(|v| v as i32 as i64).unwrap_or(0);
@@ -254,7 +275,16 @@ fn decode_messages(
         decode_marker(core, sec, get_i32(md, core, f.marker_type), &data);
     }
     if md.has(schema, f.num_messages_in_batch) {
-        split_batch(core, &data, get_i32(md, core, f.num_messages_in_batch) as i64, sec, ack_set, keep_payloads);
+        let expected = get_i32(md, core, f.num_messages_in_batch) as i64;
+        if depth == Depth::BatchesLater {
+            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, |_| {});
+            let ack_set = ack_set.map(<[u64]>::to_vec);
+            sec.batch_later = Some(Box::new(BatchLater { data: data.into_owned(), expected, ack_set, entries }));
+        } else {
+            let messages = &mut sec.messages;
+            split_batch(core, &data, expected, &mut sec.findings, ack_set,
+                        |e| messages.push(Value::Map(batch_message(core, e, keep_payloads))));
+        }
         return;
     }
     let size = data.len();
@@ -351,78 +381,130 @@ fn batch_problem(entry_index: usize, case: &'static Name, more: Map) -> Finding 
     Finding { id: name!("batch.malformed"), params }
 }
 
-/// Split a batch payload into its entries; keep every readable entry even when the batch is damaged.
-/// `keep_payloads` false (a brief decode, for one-line views and statistics, which read sizes only) leaves each
-/// entry's payload out instead of copying it.
-fn split_batch(core: &Core, payload: &[u8], expected: i64, sec: &mut PayloadSection, ack_set: Option<&[u64]>,
-               keep_payloads: bool) {
+/// A batch kept whole by a `Depth::BatchesLater` decode, checked: its (decompressed) payload and what
+/// splitting it needs.
+#[derive(Debug)]
+pub struct BatchLater {
+    data: Vec<u8>,
+    expected: i64,
+    ack_set: Option<Vec<u64>>,
+    /// The entries the check read (the messages the split will make).
+    pub entries: usize,
+}
+
+impl BatchLater {
+    /// The batch's messages, as a `Full` decode makes them (its findings were the check's).
+    pub fn messages(&self) -> Vec<Value> {
+        let core = crate::core();
+        let mut messages = Vec::with_capacity(self.entries);
+        self.entries(|e| messages.push(Value::Map(batch_message(core, e, true))));
+        messages
+    }
+
+    /// Each entry of the batch, in order (its findings were the check's).
+    pub fn entries(&self, each: impl FnMut(&BatchEntry<'_>)) {
+        split_batch(crate::core(), &self.data, self.expected, &mut Vec::new(), self.ack_set.as_deref(), each);
+    }
+}
+
+/// One entry of a batch as `split_batch` reads it: its SingleMessageMetadata, index and payload, and whether
+/// the MESSAGE's ack set marks it acknowledged.
+pub struct BatchEntry<'a> {
+    pub smm: &'a Parsed<'a>,
+    pub index: usize,
+    pub payload: &'a [u8],
+    pub acked: bool,
+}
+
+/// Split a batch payload into its entries, `each` called with each; read every readable entry even when the
+/// batch is damaged, its damage in `findings`. Returns the entries read.
+fn split_batch(core: &Core, payload: &[u8], expected: i64, findings: &mut Vec<Finding>, ack_set: Option<&[u64]>,
+               mut each: impl FnMut(&BatchEntry<'_>)) -> usize {
     let schema = core.schema;
     let end = payload.len();
     let mut pos = 0usize;
     let mut index = 0usize;
+    let mut smm = Parsed::empty(); // (one for every entry)
     while pos < end {
         if end - pos < 4 {
-            sec.findings.push(batch_problem(index, name!("stray"), vec![entry(name!("left"), end - pos)]));
+            findings.push(batch_problem(index, name!("stray"), vec![entry(name!("left"), end - pos)]));
             break;
         }
         let smm_size = u32_at(payload, pos) as usize;
         pos += 4;
         if pos + smm_size > end {
-            sec.findings.push(batch_problem(index, name!("metadata_size"), vec![entry(name!("size"), smm_size)]));
+            findings.push(batch_problem(index, name!("metadata_size"), vec![entry(name!("size"), smm_size)]));
             break;
         }
-        let smm = match pb::parse(schema, core.m.single, &payload[pos..pos + smm_size]) {
-            Ok(smm) => smm,
+        match pb::parse_into(schema, core.m.single, &payload[pos..pos + smm_size], &mut smm) {
+            Ok(()) => {}
             Err(_) => {
                 let error = entry(name!("error"), parse_error(core, core.m.single));
-                sec.findings.push(batch_problem(index, name!("unparsable"), vec![error]));
+                findings.push(batch_problem(index, name!("unparsable"), vec![error]));
                 break;
             }
         };
         pos += smm_size;
-        let mut msg = Map::with_capacity(5 + smm.slots.len());
-        msg.push(entry(name!("payload_size"), -1i64));
-        msg.push(entry(name!("payload"), Value::Null));
-        msg.push(entry(name!("batch_index"), index));
-        msg.push(entry(name!("properties"), properties(core, &smm, 1)));
-        // the SingleMessageMetadata fields present, by field number: 2 partition_key, 4 compacted_out,
-        // 5 event_time, 7 ordering_key, 8 sequence_id, 9 null_value, 10 null_partition_key
-        let flag = |number| smm.varint(schema, number).map(|v| v != 0);
-        let fields = [
-            (name!("partition_key"), smm.bytes(schema, 2).map(|key| Value::Str(text(key)))),
-            (name!("compacted_out"), flag(4).map(Value::Bool)),
-            (name!("event_time"), smm.varint(schema, 5).map(Value::from)),
-            (name!("ordering_key"), smm.bytes(schema, 7).map(|key| Value::Bytes(key.to_vec()))),
-            (name!("sequence_id"), smm.varint(schema, 8).map(Value::from)),
-            (name!("null_value"), flag(9).map(Value::Bool)),
-            (name!("null_partition_key"), flag(10).map(Value::Bool)),
-        ];
-        msg.extend(fields.into_iter().filter_map(|(key, value)| Some(entry(key, value?))));
         let Some(size) = smm.varint(schema, 3).map(|v| v as i32 as i64) else {
-            sec.findings.push(batch_problem(index, name!("no_payload_size"), Vec::new()));
+            findings.push(batch_problem(index, name!("no_payload_size"), Vec::new()));
             break;
         };
         if size < 0 || pos + size as usize > end {
-            sec.findings.push(batch_problem(index, name!("payload_size"), vec![entry(name!("size"), size), entry(name!("left"), end - pos)]));
+            findings.push(batch_problem(index, name!("payload_size"), vec![entry(name!("size"), size), entry(name!("left"), end - pos)]));
             break;
         }
         let size = size as usize;
-        msg[0].1 = Value::from(size);
-        if keep_payloads {
-            msg[1].1 = Value::Bytes(payload[pos..pos + size].to_vec());
-        }
+        let acked = ack_set.is_some_and(|words| !words.is_empty() && !bit(words, index));
+        each(&BatchEntry { smm: &smm, index, payload: &payload[pos..pos + size], acked });
         pos += size;
-        if let Some(words) = ack_set {
-            if !words.is_empty() && !bit(words, index) {
-                msg.push(entry(name!("acked"), true));
-            }
-        }
-        sec.messages.push(Value::Map(msg));
         index += 1;
     }
-    if sec.messages.len() as i64 != expected {
-        sec.findings.push(finding!("batch.count_mismatch", "entries" => sec.messages.len(), "expected" => expected));
+    if index as i64 != expected {
+        findings.push(finding!("batch.count_mismatch", "entries" => index, "expected" => expected));
     }
+    index
+}
+
+/// One batch entry's message: its size and payload (`keep_payload`), its index, its properties, then the
+/// SingleMessageMetadata fields present (`entry_fields`), and `acked`.
+fn batch_message(core: &Core, e: &BatchEntry<'_>, keep_payload: bool) -> Map {
+    let mut msg = Map::with_capacity(5 + e.smm.slots.len());
+    fill_batch_message(core, e, keep_payload, &mut msg);
+    msg
+}
+
+/// `batch_message` into `msg` (emptied first): a record writer reuses one map for every entry.
+pub fn fill_batch_message(core: &Core, e: &BatchEntry<'_>, keep_payload: bool, msg: &mut Map) {
+    msg.clear();
+    msg.push(entry(name!("payload_size"), e.payload.len()));
+    msg.push(entry(name!("payload"), keep_payload.then(|| Value::Bytes(e.payload.to_vec()))));
+    msg.push(entry(name!("batch_index"), e.index));
+    msg.push(entry(name!("properties"), entry_properties(core, e)));
+    msg.extend(entry_fields(core, e).into_iter().filter_map(|(key, value)| Some(entry(key, value?))));
+    if e.acked {
+        msg.push(entry(name!("acked"), true));
+    }
+}
+
+/// A batch entry's properties (SingleMessageMetadata field 1).
+pub fn entry_properties(core: &Core, e: &BatchEntry<'_>) -> Value {
+    properties(core, e.smm, 1)
+}
+
+/// The SingleMessageMetadata fields of a batch entry, None when absent, by field number: 2 partition_key,
+/// 4 compacted_out, 5 event_time, 7 ordering_key, 8 sequence_id, 9 null_value, 10 null_partition_key.
+pub fn entry_fields(core: &Core, e: &BatchEntry<'_>) -> [(&'static Name, Option<Value>); 7] {
+    let (schema, smm) = (core.schema, e.smm);
+    let flag = |number| smm.varint(schema, number).map(|v| v != 0);
+    [
+        (name!("partition_key"), smm.bytes(schema, 2).map(|key| Value::Str(text(key)))),
+        (name!("compacted_out"), flag(4).map(Value::Bool)),
+        (name!("event_time"), smm.varint(schema, 5).map(Value::from)),
+        (name!("ordering_key"), smm.bytes(schema, 7).map(|key| Value::Bytes(key.to_vec()))),
+        (name!("sequence_id"), smm.varint(schema, 8).map(Value::from)),
+        (name!("null_value"), flag(9).map(Value::Bool)),
+        (name!("null_partition_key"), flag(10).map(Value::Bool)),
+    ]
 }
 
 /// java.util.BitSet.toLongArray layout: bit i lives in word i / 64 at position i % 64.

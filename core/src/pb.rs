@@ -108,12 +108,34 @@ pub fn parse<'a>(schema: &Schema, msg: usize, buf: &'a [u8]) -> Result<Parsed<'a
     parse_at(schema, msg, buf, 0)
 }
 
+/// [`parse`] into `out`, whose lists keep their capacity: a reader of many small messages (a batch's
+/// entries) allocates once.
+pub fn parse_into<'a>(schema: &Schema, msg: usize, buf: &'a [u8], out: &mut Parsed<'a>) -> Result<(), WireError> {
+    out.msg = msg;
+    out.raw = buf;
+    out.slots.clear();
+    out.unknown.clear();
+    parse_fields(schema, msg, buf, 0, out)
+}
+
+impl Parsed<'_> {
+    /// An empty message, for [`parse_into`].
+    pub fn empty() -> Parsed<'static> {
+        Parsed { msg: 0, raw: &[], slots: Vec::new(), unknown: Vec::new() }
+    }
+}
+
 fn parse_at<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32) -> Result<Parsed<'a>, WireError> {
+    let mut out = Parsed { msg, raw: buf, slots: Vec::new(), unknown: Vec::new() };
+    parse_fields(schema, msg, buf, depth, &mut out)?;
+    Ok(out)
+}
+
+fn parse_fields<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32, out: &mut Parsed<'a>) -> Result<(), WireError> {
     if depth > MAX_DEPTH {
         return Err(WireError);
     }
     let ty = &schema.messages[msg];
-    let mut out = Parsed { msg, raw: buf, slots: Vec::new(), unknown: Vec::new() };
     let mut pos = 0usize;
     while pos < buf.len() {
         let key = read_varint(buf, &mut pos)?;
@@ -179,7 +201,7 @@ fn parse_at<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32) -> Resul
         };
         out.slots.push((fi as u16, slot));
     }
-    Ok(out)
+    Ok(())
 }
 
 // ------------------------------------------------------------------------------------------------ values

@@ -24,6 +24,7 @@ use crate::model::{Body, Checksum, Decoded, Finding, PayloadSection, TubeBody};
 use crate::name;
 use rayon::prelude::*;
 use sha2::Digest;
+use crate::payload::{self, BatchLater};
 use crate::pb::b64;
 use crate::value::{text_lossless, write_json_str, Map, Name, Text, Value};
 
@@ -136,7 +137,9 @@ impl<'py> RecordSink<'py> for JsonSink<'_> {
     /// A large batch's message records (hashing and JSON: most of a batched frame's cost) are written in
     /// pieces on the thread pool and joined in order: the same bytes as one loop, on every core.
     fn messages(&mut self, key: Key<'_>, messages: &[Value], base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
-        if messages.len() < PARALLEL_MESSAGES || rayon::current_num_threads() < 2 {
+        // (on a thread of the pool already, as the records of `analysis/pooled.rs` are: the other threads are
+        // busy with other frames)
+        if messages.len() < PARALLEL_MESSAGES || rayon::current_num_threads() < 2 || rayon::current_thread_index().is_some() {
             return write_messages(self, key, messages, base, payload_bytes);
         }
         self.open(key, true)?;
@@ -405,7 +408,31 @@ impl<'py> RecordSink<'py> for MapSink {
 pub struct Expert<'py> {
     pub id: &'static Name,
     pub severity: &'static Name,
-    pub message: Bound<'py, PyString>,
+    pub message: Message<'py>,
+}
+
+/// A finding's text: Python's string (which a dict record takes as it is), or a copy a record written off
+/// the interpreter's thread reads.
+pub enum Message<'py> {
+    Python(Bound<'py, PyString>),
+    Owned(String),
+}
+
+impl<'py> Message<'py> {
+    fn atom(&self) -> PyResult<Atom<'_, 'py>> {
+        Ok(match self {
+            Message::Python(text) => Atom::Str(text.to_str()?, Some(text)),
+            Message::Owned(text) => Atom::Str(text, None),
+        })
+    }
+
+    /// The text, owned: for a record written on another thread.
+    pub fn to_owned_text(&self) -> PyResult<String> {
+        Ok(match self {
+            Message::Python(text) => text.to_str()?.to_owned(),
+            Message::Owned(text) => text.clone(),
+        })
+    }
 }
 
 const FINDING_TEXTS: usize = 4096; // texts kept at most (then asked for afresh)
@@ -432,7 +459,7 @@ impl FindingTexts {
         let hash = hasher.finish();
         if let Some((known, severity, message)) = self.known.get(&hash) {
             if known == finding {
-                return Ok(Expert { id: finding.id, severity, message: message.bind(py).clone() });
+                return Ok(Expert { id: finding.id, severity, message: Message::Python(message.bind(py).clone()) });
             }
         }
         let params = crate::value::map_to_py(py, &finding.params)?;
@@ -448,7 +475,7 @@ impl FindingTexts {
             self.known.clear();
         }
         self.known.insert(hash, (finding.clone(), severity, message.clone().unbind()));
-        Ok(Expert { id: finding.id, severity, message })
+        Ok(Expert { id: finding.id, severity, message: Message::Python(message) })
     }
 }
 
@@ -469,7 +496,8 @@ pub type RouteObjects<'a, 'py> = [&'a Bound<'py, PyString>; 4];
 /// A frame and what the record adds to it.
 pub struct RecordInput<'a, 'py> {
     pub frame: &'a Frame<'a>,
-    pub route: RouteObjects<'a, 'py>,
+    /// None for a record written off the interpreter's thread (the JSON sink needs no Python string).
+    pub route: Option<RouteObjects<'a, 'py>>,
     /// The packet of the frame's first byte.
     pub first_packet: i64,
     /// The decoder's then the analysis' findings.
@@ -584,12 +612,12 @@ pub fn build_record<'py>(sink: &mut impl RecordSink<'py>, input: &RecordInput<'_
     let mut merged = Merged::new(input.protocol_keys, input.notes);
     sink.open(Key::Item, false)?;
     own!(merged, sink, "index", |key| sink.put(key, Atom::Value(&Value::from(frame.index))));
-    own!(merged, sink, "protocol", |key| sink.put(key, Atom::Str(frame.protocol, Some(input.route[0]))));
+    own!(merged, sink, "protocol", |key| sink.put(key, Atom::Str(frame.protocol, input.route.map(|r| r[0]))));
     own!(merged, sink, "time", |key| sink.put(key, Atom::Value(&Value::Float(frame.time))));
     own!(merged, sink, "conn", |key| sink.put(key, Atom::Value(&Value::from(frame.conn))));
-    own!(merged, sink, "src", |key| sink.put(key, Atom::Str(frame.src, Some(input.route[1]))));
-    own!(merged, sink, "dst", |key| sink.put(key, Atom::Str(frame.dst, Some(input.route[2]))));
-    own!(merged, sink, "direction", |key| sink.put(key, Atom::Str(frame.direction, Some(input.route[3]))));
+    own!(merged, sink, "src", |key| sink.put(key, Atom::Str(frame.src, input.route.map(|r| r[1]))));
+    own!(merged, sink, "dst", |key| sink.put(key, Atom::Str(frame.dst, input.route.map(|r| r[2]))));
+    own!(merged, sink, "direction", |key| sink.put(key, Atom::Str(frame.direction, input.route.map(|r| r[3]))));
     own!(merged, sink, "packet", |key| sink.put(key, Atom::Value(&Value::from(frame.packet))));
     own!(merged, sink, "type", |key| sink.put(key, Atom::Text(&pdu.type_name)));
     own!(merged, sink, "command", |key| match &pdu.command {
@@ -605,7 +633,7 @@ pub fn build_record<'py>(sink: &mut impl RecordSink<'py>, input: &RecordInput<'_
         false => {
             sink.open(Key::Name(name!("problems")), true)?;
             for e in input.expert.iter().filter(|e| e.severity != note) {
-                sink.put(Key::Item, Atom::Str(e.message.to_str()?, Some(&e.message)))?;
+                sink.put(Key::Item, e.message.atom()?)?;
             }
             sink.close()?;
         }
@@ -617,7 +645,7 @@ pub fn build_record<'py>(sink: &mut impl RecordSink<'py>, input: &RecordInput<'_
                 sink.open(Key::Item, false)?;
                 sink.put(Key::Name(name!("id")), Atom::Name(e.id))?;
                 sink.put(Key::Name(name!("severity")), Atom::Name(e.severity))?;
-                sink.put(Key::Name(name!("message")), Atom::Str(e.message.to_str()?, Some(&e.message)))?;
+                sink.put(Key::Name(name!("message")), e.message.atom()?)?;
                 sink.close()?;
             }
             sink.close()
@@ -675,12 +703,15 @@ fn section_keys<'py>(sink: &mut impl RecordSink<'py>, merged: &mut Merged<'_>, p
         own!(merged, sink, "marker", |key| sink.put(key, Atom::Value(marker)));
     }
     if style.summary {
-        own!(merged, sink, "messages_summary", |key| messages_summary(sink, key, &section.messages));
+        own!(merged, sink, "messages_summary", |key| messages_summary(sink, key, &section.messages_split()));
         return Ok(());
     }
     own!(merged, sink, "messages", |key| {
         let base = if pdu.type_name.as_str() == "MESSAGE" { pdu.command.as_ref().and_then(|c| c.get("message_id")) } else { None };
-        sink.messages(key, &section.messages, base, style.payload_bytes)
+        match &section.batch_later {
+            Some(batch) => write_batch_messages(sink, key, batch, base, style.payload_bytes),
+            None => sink.messages(key, &section.messages, base, style.payload_bytes),
+        }
     });
     Ok(())
 }
@@ -766,15 +797,39 @@ pub fn write_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messag
     sink.close()
 }
 
+/// The records of a batch kept whole by the decoder (`payload::BatchLater`), as [`write_messages`] writes
+/// those of the messages it splits into: each entry's message is made in one map, reused, and its payload
+/// read where it lies in the batch (no copy).
+pub fn write_batch_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, batch: &BatchLater, base: Option<&Value>,
+                                 payload_bytes: bool) -> PyResult<()> {
+    let core = crate::core();
+    sink.open(key, true)?;
+    let (mut message, mut result) = (Map::with_capacity(8), Ok(()));
+    batch.entries(|e| {
+        if result.is_ok() {
+            payload::fill_batch_message(core, e, false, &mut message);
+            result = write_message_fields(sink, &message, Some(e.payload), base, payload_bytes);
+        }
+    });
+    result?;
+    sink.close()
+}
+
 /// One message's record (see [`write_messages`]).
 fn write_message<'py>(sink: &mut impl RecordSink<'py>, message: &Value, base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
+    write_message_fields(sink, message.as_map().map_or(&[][..], Vec::as_slice), None, base, payload_bytes)
+}
+
+/// One message's record from its fields (`payload`: its payload, when not among them).
+fn write_message_fields<'py>(sink: &mut impl RecordSink<'py>, fields: &[(Text, Value)], payload: Option<&[u8]>,
+                             base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
     {
-        let (mut payload_size, mut payload) = (&Value::Null, None);
+        let (mut payload_size, mut payload) = (&Value::Null, payload);
         let mut placed: [Option<&(Text, Value)>; 14] = [None; 14];
-        for field in message.as_map().map_or(&[][..], Vec::as_slice) {
+        for field in fields {
             match field.0.as_str() {
                 "payload_size" => payload_size = &field.1,
-                "payload" => payload = field.1.as_bytes(),
+                "payload" => payload = payload.or(field.1.as_bytes()),
                 key => {
                     if let Some(place) = record_place(key) {
                         placed[place] = Some(field);
@@ -964,7 +1019,7 @@ pub fn with_py_frame<'py, R>(frame: &Bound<'py, PyAny>, findings: &[Finding], no
         pdu: &held.pdu,
     };
     Ok(f(&RecordInput {
-        frame: &frame, route: [protocol, src, dst, direction], first_packet: held.first_packet, expert: &expert,
+        frame: &frame, route: Some([protocol, src, dst, direction]), first_packet: held.first_packet, expert: &expert,
         protocol_keys: held.protocol_keys.as_ref(), notes, data: held.data.as_ref(),
     }))
 }
@@ -1011,6 +1066,7 @@ fn section_from_py(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
         uncompressed_size: get("uncompressed_size")?.extract()?,
         encrypted: get("encrypted")?.is_truthy()?,
         messages: list("messages")?,
+        batch_later: None,
         marker: optional("marker")?,
         findings: findings_from_py(&get("findings")?)?,
     })

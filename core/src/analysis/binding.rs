@@ -33,6 +33,8 @@ use crate::timeline::{TimelineFormat, TimelineLines};
 use crate::transport::net::Segment;
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::name;
+use std::sync::Arc;
+use super::pooled::{LinesOut, PooledLines, RecordJob};
 use crate::value::{map_to_py, Map, Text, Value};
 
 /// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
@@ -422,7 +424,7 @@ impl ConversationCore {
     /// Append what one thing the pipeline made becomes, and any events it causes, to `out`.
     fn process_made(&mut self, py: Python<'_>, made: Made, out: &Bound<'_, PyList>) -> PyResult<()> {
         let (place, pdu) = match made {
-            Made::Frame(place, pdu) => (place, pdu),
+            Made::Frame(place, pdu) => (place, Arc::new(pdu)), // (shared with the record written on the pool)
             Made::PyFrame(item) | Made::Event(item) => return self.process(py, item.bind(py), out),
         };
         if let Err(error) = self.native_frame(py, &place, &pdu) {
@@ -472,7 +474,7 @@ impl ConversationCore {
             match output {
                 Output::Annotated { notes, findings } => {
                     if self.records.is_some() {
-                        self.record(py, item, &findings, &notes, out)?;
+                        self.record(py, item, &findings, notes, out)?;
                         continue;
                     }
                     if let (Some(lines), Current::Native(place, pdu)) = (&mut self.timeline, item) {
@@ -521,27 +523,46 @@ impl ConversationCore {
     }
 
     /// With `records` on, the record of the frame being flushed: its JSON line, or its dict appended to `out`.
-    fn record(&mut self, py: Python<'_>, item: &Current<'_, '_>, findings: &[Finding], notes: &Map, out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn record(&mut self, py: Python<'_>, item: &Current<'_, '_>, findings: &[Finding], notes: Map, out: &Bound<'_, PyList>) -> PyResult<()> {
         let Some(records) = &mut self.records else { return Ok(()) };
         match item {
             Current::Native(place, pdu) => {
                 let expert = pdu.findings.iter().chain(findings)
                     .map(|f| records.texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
+                if place.data.is_none() {
+                    if let Some(pooled) = &mut records.pooled {
+                        let job = RecordJob {
+                            index: place.index,
+                            conn: place.conn,
+                            time: place.time,
+                            packet: u64::try_from(place.packet).unwrap_or(0),
+                            first_packet: place.first_packet,
+                            route: records.route_texts.route(py, place)?,
+                            pdu: Arc::clone(pdu),
+                            expert: expert.iter().map(|e| Ok((e.id, e.severity, e.message.to_owned_text()?)))
+                                .collect::<PyResult<_>>()?,
+                            notes,
+                        };
+                        return pooled.push(job, &mut records.made.lines_out());
+                    }
+                }
+                records.write_pooled(false)?;
                 let route = [place.protocol.bind(py), place.src.bind(py), place.dst.bind(py), place.direction.bind(py)];
                 let data = place.data.as_ref().map(|d| d.bind(py));
                 let built = with_analysis_frame(py, place, pdu, |frame| {
                     let input = RecordInput {
-                        frame, route, first_packet: place.first_packet, expert: &expert,
-                        protocol_keys: None, notes, data,
+                        frame, route: Some(route), first_packet: place.first_packet, expert: &expert,
+                        protocol_keys: None, notes: &notes, data,
                     };
                     records.made.build(py, &input, &mut self.actors)
                 })??;
                 self.emit_record(py, built, out)
             }
             Current::Object(frame) => {
+                records.write_pooled(false)?;
                 let (spec, actors) = (self.protocol_spec.bind(py), &mut self.actors);
                 let made = &mut records.made;
-                let built = with_py_frame(frame, findings, notes, spec, &mut records.texts, made.style,
+                let built = with_py_frame(frame, findings, &notes, spec, &mut records.texts, made.style,
                                           |input| made.build(py, input, actors))??;
                 self.emit_record(py, built, out)
             }
@@ -566,13 +587,26 @@ impl ConversationCore {
         out.append(item)
     }
 
-    /// The JSON or timeline lines written so far, as one bytes object appended to `out`.
+    /// The JSON or timeline lines written so far, as one bytes object appended to `out` (every JSON line, once
+    /// the pool has written those handed to it).
     fn release_lines(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        self.release_lines_written(py, out, false)
+    }
+
+    /// `release_lines`, with `written_only`: only the lines the pool has finished, without waiting for it.
+    fn release_lines_written(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, written_only: bool) -> PyResult<()> {
         if let Some(lines) = self.timeline.as_mut().and_then(|lines| lines.take(py)) {
             out.append(lines)?;
         }
-        match self.records.as_mut().map(|r| &mut r.made.target) {
-            Some(Target::Json(lines)) if !lines.is_empty() => {
+        if let Some(records) = &mut self.records {
+            records.write_pooled(written_only)?;
+        }
+        let Some(made) = self.records.as_mut().map(|r| &mut r.made) else { return Ok(()) };
+        for piece in made.pieces.drain(..) {
+            out.append(PyBytes::new(py, &piece))?;
+        }
+        match &mut made.target {
+            Target::Json(lines) if !lines.is_empty() => {
                 out.append(PyBytes::new(py, lines))?;
                 lines.clear();
                 Ok(())
@@ -630,7 +664,7 @@ fn with_analysis_frame<R>(py: Python<'_>, place: &FramePlace, pdu: &Decoded, f: 
 enum Current<'a, 'py> {
     Nothing,
     Object(&'a Bound<'py, PyAny>),
-    Native(&'a FramePlace, &'a Decoded),
+    Native(&'a FramePlace, &'a Arc<Decoded>),
 }
 
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
@@ -638,7 +672,67 @@ enum Current<'a, 'py> {
 struct Records {
     texts: FindingTexts,
     made: RecordsMade,
+    /// With JSON lines: the records written on the thread pool (`pooled.rs`).
+    pooled: Option<PooledLines>,
+    route_texts: RouteTexts,
 }
+
+impl Records {
+    /// The lines the pool wrote, in order, appended to the JSON lines: all of them (waiting for the pool), or
+    /// only those finished.
+    fn write_pooled(&mut self, finished_only: bool) -> PyResult<()> {
+        let Some(pooled) = &mut self.pooled else { return Ok(()) };
+        if pooled.is_idle() {
+            return Ok(());
+        }
+        let mut out = self.made.lines_out();
+        match finished_only {
+            true => pooled.finished(&mut out),
+            false => pooled.finish_all(&mut out),
+        }
+    }
+}
+
+/// The pipeline's route strings (protocol, addresses, direction; one object per connection) as shared Rust
+/// text, for the records written on the pool: each object copied once.
+#[derive(Default)]
+struct RouteTexts {
+    known: FastMap<usize, (Py<PyString>, Arc<str>)>,
+    /// The last frame's route: the objects' addresses (alive in `known`) and their texts.
+    last: Option<([usize; 4], [Arc<str>; 4])>,
+}
+
+impl RouteTexts {
+    /// A frame's protocol, src, dst and direction (most frames have the route of the frame before).
+    fn route(&mut self, py: Python<'_>, place: &FramePlace) -> PyResult<[Arc<str>; 4]> {
+        let objects = [&place.protocol, &place.src, &place.dst, &place.direction];
+        let addresses = objects.map(|text| text.as_ptr() as usize);
+        if let Some((known, texts)) = &self.last {
+            if *known == addresses {
+                return Ok(texts.clone());
+            }
+        }
+        let texts = [self.get(py, objects[0])?, self.get(py, objects[1])?, self.get(py, objects[2])?, self.get(py, objects[3])?];
+        self.last = Some((addresses, texts.clone()));
+        Ok(texts)
+    }
+
+    fn get(&mut self, py: Python<'_>, text: &Py<PyString>) -> PyResult<Arc<str>> {
+        // keyed by the object, which the map keeps alive so that its address names no other string
+        if let Some((_, known)) = self.known.get(&(text.as_ptr() as usize)) {
+            return Ok(Arc::clone(known));
+        }
+        if self.known.len() >= ROUTE_TEXTS {
+            self.known.clear();
+            self.last = None; // (its objects are no longer kept alive)
+        }
+        let copied: Arc<str> = Arc::from(text.bind(py).to_str()?);
+        self.known.insert(text.as_ptr() as usize, (text.clone_ref(py), Arc::clone(&copied)));
+        Ok(copied)
+    }
+}
+
+const ROUTE_TEXTS: usize = 4096; // route strings kept at most (then copied afresh)
 
 /// Where the records go.
 enum Target {
@@ -655,12 +749,23 @@ enum Target {
 struct RecordsMade {
     style: RecordStyle,
     target: Target,
+    /// JSON lines the pool wrote, in order, before those in the target (each released as its own bytes).
+    pieces: Vec<Vec<u8>>,
     /// Records made, and their problems (what --strict counts), so Python need not read the lines.
     frames: u64,
     problems: u64,
 }
 
 impl RecordsMade {
+    /// Where the pool's lines go: the JSON lines (a JSON target only) and the counts.
+    fn lines_out(&mut self) -> LinesOut<'_> {
+        let lines = match &mut self.target {
+            Target::Json(lines) => lines,
+            _ => unreachable!("records are written on the pool for JSON lines only"),
+        };
+        LinesOut { lines, pieces: &mut self.pieces, frames: &mut self.frames, problems: &mut self.problems }
+    }
+
     /// The record of `input`: appended to the lines, or returned as a dict.
     fn build<'py>(&mut self, py: Python<'py>, input: &RecordInput<'_, 'py>, actors: &mut ActorDicts) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (problems, record) = match &mut self.target {
@@ -820,23 +925,27 @@ impl AnalysedDissector {
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
         analysis.records = match records {
             None => None,
-            Some((kind, summary, payload_bytes, texts)) => Some(Records {
-                texts: FindingTexts::new(texts),
-                made: RecordsMade {
-                    style: RecordStyle { summary, payload_bytes },
-                    target: match (stats, kind.extract::<&str>().ok()) {
-                        (Some(stats), _) => Target::Stats(stats),
-                        (None, Some("columns")) => Target::Columns(Box::default()),
-                        (None, _) if kind.is_truthy()? => Target::Json(Vec::with_capacity(1 << 16)),
-                        (None, _) => Target::Dicts,
-                    },
-                    frames: 0,
-                    problems: 0,
-                },
-            }),
+            Some((kind, summary, payload_bytes, texts)) => {
+                let style = RecordStyle { summary, payload_bytes };
+                let target = match (stats, kind.extract::<&str>().ok()) {
+                    (Some(stats), _) => Target::Stats(stats),
+                    (None, Some("columns")) => Target::Columns(Box::default()),
+                    (None, _) if kind.is_truthy()? => Target::Json(Vec::with_capacity(1 << 16)),
+                    (None, _) => Target::Dicts,
+                };
+                let pool_bytes: usize = options.getattr("pool_bytes")?.extract()?;
+                Some(Records {
+                    texts: FindingTexts::new(texts),
+                    pooled: (matches!(target, Target::Json(_)) && pool_bytes > 0).then(|| PooledLines::new(style, pool_bytes)),
+                    made: RecordsMade { style, target, pieces: Vec::new(), frames: 0, problems: 0 },
+                    route_texts: RouteTexts::default(),
+                })
+            }
         };
         analysis.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
-        let pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
+        let mut pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
+        // records written on the pool split their batches there too
+        pipeline.set_batches_later(analysis.records.as_ref().is_some_and(|r| r.pooled.is_some()));
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
     }
 
@@ -1017,8 +1126,10 @@ impl FileStage for AnalysedDissector {
         self.analysis.process(py, &event, out)
     }
 
-    fn end_batch(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        self.analysis.release_lines(py, out)
+    fn end_batch(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, last: bool) -> PyResult<()> {
+        // between two batches of packets, only the lines the pool has finished: it goes on with the rest while
+        // the caller writes these
+        self.analysis.release_lines_written(py, out, !last)
     }
 
     fn last_time(&self) -> f64 {

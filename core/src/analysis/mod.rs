@@ -18,6 +18,7 @@
 
 pub mod binding;
 pub mod bounded;
+pub mod pooled;
 pub mod table;
 
 use std::cmp::{Ordering, Reverse};

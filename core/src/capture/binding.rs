@@ -232,7 +232,7 @@ pub fn read_selected<'py, S: FileStage>(py: Python<'py>, stage: &mut S, reader: 
         }
         Ok(out.len() < at_least && read < max_bytes)
     });
-    let ended = stage.end_batch(py, &out);
+    let ended = stage.end_batch(py, &out, true); // (a pipeline task's end of a file is not known here)
     result.and(ended)?;
     Ok(Some(out))
 }
@@ -407,7 +407,8 @@ pub trait FileStage {
     /// An event from outside the pipeline (a note of the reader) onto `out`.
     fn event_into(&mut self, py: Python<'_>, event: Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()>;
     /// The end of a batch: anything still buffered onto `out`.
-    fn end_batch(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()>;
+    /// The end of a batch of packets (`last`: of the input, or a batch that failed).
+    fn end_batch(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, last: bool) -> PyResult<()>;
     fn last_time(&self) -> f64;
     fn last_packet(&self) -> i64;
     fn event_class(&self) -> &Py<PyAny>;
@@ -449,7 +450,7 @@ pub fn read_batch<'py, S: FileStage>(py: Python<'py>, stage: &mut S, reader: &Bo
     }
     let out = PyList::empty(py);
     let result = fill_batch(py, stage, &mut reader, (at_least, max_bytes), &out);
-    let ended = stage.end_batch(py, &out);
+    let ended = stage.end_batch(py, &out, reader.ended || result.is_err());
     result.and(ended)?;
     Ok(Some(out))
 }

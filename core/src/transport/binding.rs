@@ -66,6 +66,7 @@ pub fn pipeline(py: Python<'_>, options: &Bound<'_, PyAny>, protocols: &Bound<'_
         decode: DecodeOptions {
             max_decompressed: options.getattr("max_decompressed")?.extract()?,
             brief: options.getattr("summary")?.extract()?,
+            batches_later: false,
             options: options.clone().unbind(),
         },
     };
@@ -279,7 +280,7 @@ impl FileStage for Dissector {
         out.append(event)
     }
 
-    fn end_batch(&mut self, _py: Python<'_>, _out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn end_batch(&mut self, _py: Python<'_>, _out: &Bound<'_, PyList>, _last: bool) -> PyResult<()> {
         Ok(())
     }
 

@@ -260,6 +260,11 @@ impl Pipeline {
     /// (frames numbered so far, the id of the next connection). A distributed run (`pulsar-dissect
     /// pipeline`) gives each worker some connections of a capture; with these it numbers frames and
     /// connections as a run over the whole capture does.
+    /// Keep batches whole, to be split where their records are written (`payload::Depth::BatchesLater`).
+    pub fn set_batches_later(&mut self, later: bool) {
+        self.settings.decode.batches_later = later;
+    }
+
     pub fn numbering(&self) -> (u64, u64) {
         (self.frame_index, self.reassembler.next_id())
     }

@@ -24,6 +24,8 @@ pub enum CoreProtocol {
 pub struct DecodeOptions {
     pub max_decompressed: u64,
     pub brief: bool,
+    /// Batches kept whole, split where their records are written (`payload::Depth::BatchesLater`).
+    pub batches_later: bool,
     pub options: Py<PyAny>, // for the decoders of protocols declared in Python
 }
 
@@ -205,7 +207,12 @@ pub fn decode_pdu<'py>(py: Python<'py>, protocol: &Protocol, data: &[u8], missin
     match protocol.core {
         Some(CoreProtocol::Pulsar) => {
             let missing = usize::try_from(missing).unwrap_or(0);
-            Ok(DecodedPdu::Core(crate::binding::decode_detached(py, data, missing, options.max_decompressed, options.brief)))
+            let depth = match (options.brief, options.batches_later) {
+                (true, _) => crate::payload::Depth::Brief,
+                (false, true) => crate::payload::Depth::BatchesLater,
+                (false, false) => crate::payload::Depth::Full,
+            };
+            Ok(DecodedPdu::Core(crate::binding::decode_detached(py, data, missing, options.max_decompressed, depth)))
         }
         Some(CoreProtocol::TubeMq) => {
             let missing = usize::try_from(missing).unwrap_or(0);
