@@ -249,7 +249,7 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
     (the same bytes)."""
     source = sys.stdin.buffer if str(capture) == "-" else capture
     items = analysed_json_lines(source, options, summary=output.summary, payload_bytes=output.payload_bytes,
-                                report=seen.report)
+                                report=seen.report, buffers=True)
     return _write_core_lines(items, output, seen, "json_lines", lambda rec, write: output.emit(rec))
 
 
@@ -275,10 +275,10 @@ def _write_core_lines(items, output: TimelineOutput, seen: "Seen", counted_by: s
     each), the other records (events) through ``other(rec, write)``; the frames and problems of the lines are
     counted by the core (``seen.report[counted_by]``), for the summary and --strict."""
     buffer = getattr(output.out, "buffer", None)
-    write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(data.decode()))
+    write_lines = buffer.write if buffer is not None else (lambda data: output.out.write(bytes(data).decode()))
     try:
         for item in items:
-            if type(item) is bytes:
+            if type(item) is not dict:  # bytes, or the core's JsonLines buffer
                 write_lines(item)
             else:
                 seen.add(item)

@@ -38,7 +38,7 @@ class Options:
     # JSON lines (--json) are written on a thread pool (RAYON_NUM_THREADS threads, default: one per core)
     # while the next packets are read and decoded: about this many bytes of decoded frames may wait for it.
     # 0: every record written on the one thread (the same bytes, slower).
-    pool_bytes: int = 32 * MiB
+    pool_bytes: int = 16 * MiB
 
     # TCP reassembly (GAP reason "buffer limit" / "missing segment"; STATE_DROPPED for connections).
     max_connections: int = 65_536  # connections tracked at once; the oldest is forgotten beyond

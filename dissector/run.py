@@ -6,6 +6,8 @@ import dataclasses
 import time
 from typing import Iterator
 
+import pulsar_dissect_core as _core
+
 from .analysis.conversation import analysed_dissector
 from .options import Options
 from .output.records import event_record, record
@@ -39,16 +41,22 @@ def analysed_records(path, options: Options | None = None, *, payload_bytes: boo
 
 
 def analysed_json_lines(path, options: Options | None = None, *, summary: bool = False,
-                        payload_bytes: bool = False, report: dict | None = None) -> Iterator[bytes | dict]:
+                        payload_bytes: bool = False, report: dict | None = None,
+                        buffers: bool = False) -> Iterator[bytes | dict]:
     """``analysed_records`` for a JSON Lines writer: the frames' records as their JSON lines (bytes, each line
     ending in a newline, several in one object), written by the core, the events' as dicts, in capture order.
-    ``report`` (see dissect_file) also gets ``json_lines``: (frames, problems) of the lines, at the end."""
+    ``report`` (see dissect_file) also gets ``json_lines``: (frames, problems) of the lines, at the end.
+    ``buffers``: the lines as the core's ``JsonLines`` instead of bytes, read-only buffers over its own bytes
+    (a binary file writes them as it writes bytes), without a copy."""
     options = options or Options()
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)
     stage = analysed_dissector(options, records="json", summary=summary, payload_bytes=payload_bytes)
     for item in read_file(path, stage, report, end=stage.finish):
-        yield item if type(item) is bytes else event_record(item)
+        if type(item) is _core.JsonLines:
+            yield item if buffers else bytes(item)
+        else:
+            yield event_record(item)
     if report is not None:
         report["json_lines"] = stage.json_lines
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+import pulsar_dissect_core as _core
 
 import pcapgen
 from corpus import capture_path
@@ -133,10 +134,15 @@ def test_analysed_items_as_the_per_packet_loop(capture, batch, monkeypatch):
     assert "CAPTURE_NOTE" in kinds and kinds.count("CAPTURE_TRUNCATED") <= 1
 
 
+def _lines(item) -> bool:
+    """Whether ``item`` is JSON lines the core wrote (bytes, or its ``JsonLines`` buffer)."""
+    return type(item) in (bytes, _core.JsonLines)
+
+
 def _json_lines(items) -> list[bytes]:
     lines = []
     for item in items:
-        lines.extend(item.splitlines() if type(item) is bytes else [jsonl.dumps(item).rstrip(b"\n")])
+        lines.extend(bytes(item).splitlines() if _lines(item) else [jsonl.dumps(item).rstrip(b"\n")])
     return lines
 
 
@@ -146,7 +152,7 @@ def test_json_lines_as_the_per_packet_loop(capture, batch, summary, monkeypatch)
     monkeypatch.setattr(pipeline, "READ_BATCH", batch)
     options = Options(summary=summary)
     stage = analysed_dissector(options, records="json", summary=summary)
-    expected = _json_lines(x if type(x) is bytes else record(x, summary=summary)
+    expected = _json_lines(x if _lines(x) else record(x, summary=summary)
                            for x in per_packet(capture, stage, stage.event, stage.finish))
     got = _json_lines(analysed_json_lines(capture, options, summary=summary))
     assert got == expected

@@ -86,6 +86,12 @@ impl<'o> JsonSink<'o> {
     }
 
     fn key(&mut self, key: Key<'_>) {
+        if let (Key::Name(name), Some((empty, _))) = (key, self.open.last_mut()) {
+            name.write_json_key(*empty, self.out);
+            *empty = false;
+            self.value_start = self.out.len();
+            return;
+        }
         if let Some((empty, _)) = self.open.last_mut() {
             if !*empty {
                 self.out.push(b',');

@@ -25,17 +25,25 @@ pub struct Name {
     python: AtomicPtr<ffi::PyObject>,
     /// Nothing in it to escape in JSON (true of every name the contract declares): written as it is.
     json_plain: bool,
+    /// `,"text":`, made the first time the name is written as a JSON object's key (a record writes a few keys
+    /// per message: one copy each instead of four pushes).
+    json_key: std::sync::OnceLock<Box<[u8]>>,
 }
 
 impl Name {
     pub const fn new(text: &'static str) -> Name {
-        Name { text: Cow::Borrowed(text), python: AtomicPtr::new(ptr::null_mut()), json_plain: json_plain(text.as_bytes()) }
+        Name {
+            text: Cow::Borrowed(text),
+            python: AtomicPtr::new(ptr::null_mut()),
+            json_plain: json_plain(text.as_bytes()),
+            json_key: std::sync::OnceLock::new(),
+        }
     }
 
     /// A name read at run time (the schema's): it lives as long as the table holding it.
     pub fn owned(text: String) -> Name {
         let json_plain = json_plain(text.as_bytes());
-        Name { text: Cow::Owned(text), python: AtomicPtr::new(ptr::null_mut()), json_plain }
+        Name { text: Cow::Owned(text), python: AtomicPtr::new(ptr::null_mut()), json_plain, json_key: std::sync::OnceLock::new() }
     }
 
     pub fn as_str(&self) -> &str {
@@ -57,6 +65,17 @@ impl Name {
         }
         // SAFETY: a str object this name holds a reference to for ever
         unsafe { Borrowed::from_ptr(py, object).cast_unchecked() }
+    }
+
+    /// The name as an object's key: `"text":`, after a comma unless `first`.
+    pub fn write_json_key(&self, first: bool, out: &mut Vec<u8>) {
+        let key = self.json_key.get_or_init(|| {
+            let mut key = vec![b','];
+            self.write_json(&mut key);
+            key.push(b':');
+            key.into_boxed_slice()
+        });
+        out.extend_from_slice(if first { &key[1..] } else { key });
     }
 
     pub fn write_json(&self, out: &mut Vec<u8>) {

@@ -34,7 +34,7 @@ use crate::transport::net::Segment;
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::name;
 use std::sync::Arc;
-use super::pooled::{LinesOut, PooledLines, RecordJob};
+use super::pooled::{JsonLines, LinesOut, PooledLines, RecordJob};
 use crate::value::{map_to_py, Map, Text, Value};
 
 /// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
@@ -603,14 +603,10 @@ impl ConversationCore {
         }
         let Some(made) = self.records.as_mut().map(|r| &mut r.made) else { return Ok(()) };
         for piece in made.pieces.drain(..) {
-            out.append(PyBytes::new(py, &piece))?;
+            out.append(JsonLines::new(piece))?;
         }
         match &mut made.target {
-            Target::Json(lines) if !lines.is_empty() => {
-                out.append(PyBytes::new(py, lines))?;
-                lines.clear();
-                Ok(())
-            }
+            Target::Json(lines) if !lines.is_empty() => out.append(JsonLines::new(std::mem::take(lines))),
             _ => Ok(()),
         }
     }
@@ -1235,5 +1231,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<AnalysedDissector>()?;
     m.add_class::<PyChunkAssembler>()?;
     m.add_class::<crate::records::FrameRecords>()?;
+    m.add_class::<JsonLines>()?;
     Ok(())
 }
