@@ -466,16 +466,10 @@ fn split_batch(core: &Core, payload: &[u8], expected: i64, findings: &mut Vec<Fi
 }
 
 /// One batch entry's message: its size and payload (`keep_payload`), its index, its properties, then the
-/// SingleMessageMetadata fields present (`entry_fields`), and `acked`.
+/// SingleMessageMetadata fields present (`entry_fields`), and `acked` (`records.rs: write_batch_entry` writes
+/// the same message's record without making this map).
 fn batch_message(core: &Core, e: &BatchEntry<'_>, keep_payload: bool) -> Map {
     let mut msg = Map::with_capacity(5 + e.smm.slots.len());
-    fill_batch_message(core, e, keep_payload, &mut msg);
-    msg
-}
-
-/// `batch_message` into `msg` (emptied first): a record writer reuses one map for every entry.
-pub fn fill_batch_message(core: &Core, e: &BatchEntry<'_>, keep_payload: bool, msg: &mut Map) {
-    msg.clear();
     msg.push(entry(name!("payload_size"), e.payload.len()));
     msg.push(entry(name!("payload"), keep_payload.then(|| Value::Bytes(e.payload.to_vec()))));
     msg.push(entry(name!("batch_index"), e.index));
@@ -484,6 +478,7 @@ pub fn fill_batch_message(core: &Core, e: &BatchEntry<'_>, keep_payload: bool, m
     if e.acked {
         msg.push(entry(name!("acked"), true));
     }
+    msg
 }
 
 /// A batch entry's properties (SingleMessageMetadata field 1).

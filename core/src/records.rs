@@ -804,70 +804,93 @@ pub fn write_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messag
 }
 
 /// The records of a batch kept whole by the decoder (`payload::BatchLater`), as [`write_messages`] writes
-/// those of the messages it splits into: each entry's message is made in one map, reused, and its payload
-/// read where it lies in the batch (no copy).
+/// those of the messages it splits into: each entry's record is written from the entry as read (its fields put
+/// in their places, no message map made), its payload hashed where it lies in the batch.
 pub fn write_batch_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, batch: &BatchLater, base: Option<&Value>,
                                  payload_bytes: bool) -> PyResult<()> {
     let core = crate::core();
     sink.open(key, true)?;
-    let (mut message, mut result) = (Map::with_capacity(8), Ok(()));
+    let mut result = Ok(());
     batch.entries(|e| {
         if result.is_ok() {
-            payload::fill_batch_message(core, e, false, &mut message);
-            result = write_message_fields(sink, &message, Some(e.payload), base, payload_bytes);
+            result = write_batch_entry(sink, core, e, base, payload_bytes);
         }
     });
     result?;
     sink.close()
 }
 
-/// One message's record (see [`write_messages`]).
-fn write_message<'py>(sink: &mut impl RecordSink<'py>, message: &Value, base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
-    write_message_fields(sink, message.as_map().map_or(&[][..], Vec::as_slice), None, base, payload_bytes)
+/// One batch entry's record: what `write_message` writes of `payload::batch_message`'s map.
+fn write_batch_entry<'py>(sink: &mut impl RecordSink<'py>, core: &crate::Core, e: &payload::BatchEntry<'_>,
+                          base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
+    let fields = payload::entry_fields(core, e);
+    let (size, index, properties, acked) =
+        (Value::from(e.payload.len()), Value::from(e.index), payload::entry_properties(core, e), Value::Bool(true));
+    let mut placed: Placed<'_> = [None; PLACES];
+    placed[0] = Some((Key::Name(name!("batch_index")), &index));
+    for (name, value) in &fields {
+        if let (Some(value), Some(place)) = (value, record_place(name.as_str())) {
+            placed[place] = Some((Key::Name(name), value));
+        }
+    }
+    placed[4] = Some((Key::Name(name!("properties")), &properties));
+    if e.acked {
+        placed[9] = Some((Key::Name(name!("acked")), &acked));
+    }
+    write_message_parts(sink, &size, Some(e.payload), &placed, base, payload_bytes)
 }
 
-/// One message's record from its fields (`payload`: its payload, when not among them).
-fn write_message_fields<'py>(sink: &mut impl RecordSink<'py>, fields: &[(Text, Value)], payload: Option<&[u8]>,
-                             base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
-    {
-        let (mut payload_size, mut payload) = (&Value::Null, payload);
-        let mut placed: [Option<&(Text, Value)>; 14] = [None; 14];
-        for field in fields {
-            match field.0.as_str() {
-                "payload_size" => payload_size = &field.1,
-                "payload" => payload = payload.or(field.1.as_bytes()),
-                key => {
-                    if let Some(place) = record_place(key) {
-                        placed[place] = Some(field);
-                    }
+/// One message's record (see [`write_messages`]).
+fn write_message<'py>(sink: &mut impl RecordSink<'py>, message: &Value, base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
+    let (mut payload_size, mut payload) = (&Value::Null, None);
+    let mut placed: Placed<'_> = [None; PLACES];
+    for (key, value) in message.as_map().map_or(&[][..], Vec::as_slice) {
+        match key.as_str() {
+            "payload_size" => payload_size = value,
+            "payload" => payload = value.as_bytes(),
+            name => {
+                if let Some(place) = record_place(name) {
+                    placed[place] = Some((Key::Text(key), value));
                 }
             }
         }
-        sink.open(Key::Item, false)?;
-        put_payload_digest(sink, payload_size, payload)?;
-        if let Some(base) = base {
-            let batch_index = placed[0].map(|(_, v)| v).filter(|v| !v.is_null());
-            sink.open(Key::Name(name!("message_id")), false)?;
-            sink.put(Key::Name(name!("ledger_id")), Atom::Value(base.get("ledgerId").unwrap_or(&Value::Null)))?;
-            sink.put(Key::Name(name!("entry_id")), Atom::Value(base.get("entryId").unwrap_or(&Value::Null)))?;
-            sink.put(Key::Name(name!("partition")), Atom::Value(base.get("partition").unwrap_or(&Value::Int(-1))))?;
-            sink.put(Key::Name(name!("batch_index")), Atom::Value(batch_index.unwrap_or(&Value::Int(-1))))?;
-            sink.close()?;
-        }
-        for (key, value) in placed.into_iter().flatten() {
-            match (key.as_str(), value) {
-                ("ordering_key", Value::Bytes(raw)) => match std::str::from_utf8(raw) {
-                    Ok(text) => sink.put(Key::Name(name!("ordering_key")), Atom::Str(text, None))?,
-                    Err(_) => sink.put(Key::Name(name!("ordering_key_b64")), Atom::Str(&b64(raw), None))?,
-                },
-                _ => sink.put(Key::Text(key), Atom::Value(value))?,
-            }
-        }
-        if let (true, Some(payload)) = (payload_bytes, payload) {
-            put_payload_bytes(sink, payload)?;
-        }
-        sink.close()
     }
+    write_message_parts(sink, payload_size, payload, &placed, base, payload_bytes)
+}
+
+/// Places of a message record's fields after payload_size, payload_sha256 and message_id (`record_place`).
+const PLACES: usize = 14;
+/// A message's fields at their places in its record.
+type Placed<'a> = [Option<(Key<'a>, &'a Value)>; PLACES];
+
+/// A message's record from its size, payload and fields in their places.
+fn write_message_parts<'py>(sink: &mut impl RecordSink<'py>, payload_size: &Value, payload: Option<&[u8]>,
+                            placed: &Placed<'_>, base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
+    sink.open(Key::Item, false)?;
+    put_payload_digest(sink, payload_size, payload)?;
+    if let Some(base) = base {
+        let batch_index = placed[0].map(|(_, v)| v).filter(|v| !v.is_null());
+        sink.open(Key::Name(name!("message_id")), false)?;
+        sink.put(Key::Name(name!("ledger_id")), Atom::Value(base.get("ledgerId").unwrap_or(&Value::Null)))?;
+        sink.put(Key::Name(name!("entry_id")), Atom::Value(base.get("entryId").unwrap_or(&Value::Null)))?;
+        sink.put(Key::Name(name!("partition")), Atom::Value(base.get("partition").unwrap_or(&Value::Int(-1))))?;
+        sink.put(Key::Name(name!("batch_index")), Atom::Value(batch_index.unwrap_or(&Value::Int(-1))))?;
+        sink.close()?;
+    }
+    for (place, (key, value)) in placed.iter().enumerate().filter_map(|(place, field)| Some((place, (*field)?))) {
+        match (place, value) {
+            (3, Value::Bytes(raw)) => match std::str::from_utf8(raw) {
+                // ordering_key: as text when it is UTF-8
+                Ok(text) => sink.put(Key::Name(name!("ordering_key")), Atom::Str(text, None))?,
+                Err(_) => sink.put(Key::Name(name!("ordering_key_b64")), Atom::Str(&b64(raw), None))?,
+            },
+            _ => sink.put(key, Atom::Value(value))?,
+        }
+    }
+    if let (true, Some(payload)) = (payload_bytes, payload) {
+        put_payload_bytes(sink, payload)?;
+    }
+    sink.close()
 }
 
 /// A message record's `payload_size` and `payload_sha256` (null without the payload).

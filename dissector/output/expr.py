@@ -19,6 +19,7 @@ Parsed by lark into an AST and evaluated by this module: nothing is ever passed 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Callable
@@ -74,7 +75,11 @@ SINGLE_QUOTED: /'[^']*'/
 %ignore WS
 """
 
-_PARSER = Lark(_GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+@functools.cache
+def _parser() -> Lark:
+    """The grammar's parser, built at the first expression (building it is most of this module's import
+    time, which every run paid, --json included)."""
+    return Lark(_GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=False)
 
 
 class ExprError(ValueError):
@@ -102,7 +107,7 @@ def compile_expr(expression: str) -> Predicate:
     """A function of a record, true when the record matches ``expression``; ExprError when it does not
     compile (bad syntax, an unknown field, a bad regular expression)."""
     try:
-        tree = _PARSER.parse(expression)
+        tree = _parser().parse(expression)
     except UnexpectedInput as exc:
         got = getattr(exc, "token", None)
         column = getattr(exc, "column", None)
