@@ -458,7 +458,7 @@ impl Run<'_> {
         let broken = |e: PyErr| Broken(format!("the record writer failed: {e}"));
         let expert = frame.pdu.findings.iter().chain(findings)
             .map(|f| self.texts.expert(py, f)).collect::<PyResult<Vec<_>>>().map_err(broken)?;
-        let input = RecordInput { frame, route, first_packet, expert: &expert, protocol_keys: None, notes, data: None };
+        let input = RecordInput { frame, route: Some(route), first_packet, expert: &expert, protocol_keys: None, notes, data: None };
         self.line.clear();
         build_record(&mut JsonSink::new(&mut self.line), &input, RecordStyle { summary: false, payload_bytes: true })
             .map_err(broken)?;
