@@ -35,9 +35,9 @@ class Options:
     # Pulsar's broker default maxMessageSize and frame padding, TubeMQ's largest frame its servers accept)
     max_frame_size: int | None = None
     max_decompressed: int = 64 * MiB
-    # JSON lines (--json) and the statistics' records (stats) are made on a thread pool (RAYON_NUM_THREADS
-    # threads, default: one per core) while the next packets are read and decoded: about this many bytes of
-    # decoded frames may wait for it. 0: every record made on the one thread (the same output, slower).
+    # JSON lines (--json) are written on a thread pool (RAYON_NUM_THREADS threads, default: one per core)
+    # while the next packets are read and decoded: about this many bytes of decoded frames may wait for it.
+    # 0: every record written on the one thread (the same bytes, slower).
     pool_bytes: int = 16 * MiB
 
     # TCP reassembly (GAP reason "buffer limit" / "missing segment"; STATE_DROPPED for connections).

@@ -145,23 +145,3 @@ def test_damaged_batches_split_on_the_pool_as_in_place(tmp_path):
     assert in_place.count(b'"batch.malformed"') > 50  # the damage is seen
     assert in_place == _json(path, 2)
     assert _json(path, 2, "--payload", "-o", "pool_bytes=0") == _json(path, 2, "--payload")
-
-
-def _stats(path, *extra: str) -> dict:
-    res = subprocess.run([sys.executable, "-m", "dissector.cli.main", "stats", str(path), "--json", *extra],
-                         capture_output=True, timeout=120)
-    assert res.returncode == 0, res.stderr.decode()
-    return json.loads(res.stdout)
-
-
-@pytest.mark.parametrize("name", ["02_batching_props_keys.pcap", "01_basic_nonbatched.pcap"])
-def test_stats_made_on_the_pool_as_in_place(capture, name):
-    """`stats` makes its records on the pool too and counts them in order, events between them: the same
-    statistics as made in place, on a shipped capture and on the test's batches."""
-    from corpus import capture_path
-
-    for path in (capture_path(name), capture[0]):
-        in_place = _stats(path, "-o", "pool_bytes=0")
-        assert in_place["frames"] > 0
-        assert in_place == _stats(path)
-        assert in_place == _stats(path, "-o", "pool_bytes=1")

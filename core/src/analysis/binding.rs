@@ -34,7 +34,7 @@ use crate::transport::net::Segment;
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::name;
 use std::sync::Arc;
-use super::pooled::{JsonLines, LinesOut, Made as PoolMade, PooledLines, RecordJob};
+use super::pooled::{JsonLines, LinesOut, PooledLines, RecordJob};
 use crate::value::{map_to_py, Map, Text, Value};
 
 /// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
@@ -495,9 +495,7 @@ impl ConversationCore {
                 Output::Input => match item {
                     Current::Object(input) => {
                         if let Some(stats) = self.stats_target() {
-                            let stats = stats.clone_ref(py);
-                            self.count_pooled(py)?; // (the frames before it first)
-                            stats_python_event(py, &stats, input)?;
+                            stats_python_event(py, stats, input)?;
                         }
                         self.append(py, out, (*input).clone())?
                     }
@@ -505,8 +503,6 @@ impl ConversationCore {
                 },
                 Output::Event(event) => {
                     if let Some(stats) = self.stats_target() {
-                        let stats = stats.clone_ref(py);
-                        self.count_pooled(py)?; // (the frames before it first)
                         let record = event_stats_record(event.kind.as_str(), event.time, event.conn, event.details.clone());
                         stats.borrow_mut(py).stats.add(&record);
                     }
@@ -516,14 +512,6 @@ impl ConversationCore {
             }
         }
         Ok(())
-    }
-
-    /// Every record handed to the pool made and, for the statistics, counted (before an event is).
-    fn count_pooled(&mut self, py: Python<'_>) -> PyResult<()> {
-        match &mut self.records {
-            Some(records) => records.write_pooled(py, false),
-            None => Ok(()),
-        }
     }
 
     /// The statistics the records go into, if they do.
@@ -558,7 +546,7 @@ impl ConversationCore {
                         return pooled.push(job, &mut records.made.lines_out());
                     }
                 }
-                records.write_pooled(py, false)?;
+                records.write_pooled(false)?;
                 let route = [place.protocol.bind(py), place.src.bind(py), place.dst.bind(py), place.direction.bind(py)];
                 let data = place.data.as_ref().map(|d| d.bind(py));
                 let built = with_analysis_frame(py, place, pdu, |frame| {
@@ -571,7 +559,7 @@ impl ConversationCore {
                 self.emit_record(py, built, out)
             }
             Current::Object(frame) => {
-                records.write_pooled(py, false)?;
+                records.write_pooled(false)?;
                 let (spec, actors) = (self.protocol_spec.bind(py), &mut self.actors);
                 let made = &mut records.made;
                 let built = with_py_frame(frame, findings, &notes, spec, &mut records.texts, made.style,
@@ -611,7 +599,7 @@ impl ConversationCore {
             out.append(lines)?;
         }
         if let Some(records) = &mut self.records {
-            records.write_pooled(py, written_only)?;
+            records.write_pooled(written_only)?;
         }
         let Some(made) = self.records.as_mut().map(|r| &mut r.made) else { return Ok(()) };
         for piece in made.pieces.drain(..) {
@@ -680,30 +668,24 @@ enum Current<'a, 'py> {
 struct Records {
     texts: FindingTexts,
     made: RecordsMade,
-    /// With JSON lines or statistics: the records made on the thread pool (`pooled.rs`).
+    /// With JSON lines: the records written on the thread pool (`pooled.rs`).
     pooled: Option<PooledLines>,
     route_texts: RouteTexts,
 }
 
 impl Records {
-    /// What the pool made, in order: lines appended to the JSON lines, records counted in the statistics; all
-    /// of it (waiting for the pool), or only the batches finished.
-    fn write_pooled(&mut self, py: Python<'_>, finished_only: bool) -> PyResult<()> {
+    /// The lines the pool wrote, in order, appended to the JSON lines: all of them (waiting for the pool), or
+    /// only those finished.
+    fn write_pooled(&mut self, finished_only: bool) -> PyResult<()> {
         let Some(pooled) = &mut self.pooled else { return Ok(()) };
-        if !pooled.is_idle() {
-            let mut out = self.made.lines_out();
-            match finished_only {
-                true => pooled.finished(&mut out)?,
-                false => pooled.finish_all(&mut out)?,
-            }
+        if pooled.is_idle() {
+            return Ok(());
         }
-        if let Target::Stats(stats) = &self.made.target {
-            let mut stats = stats.borrow_mut(py);
-            for record in self.made.maps.drain(..) {
-                stats.stats.add(&record);
-            }
+        let mut out = self.made.lines_out();
+        match finished_only {
+            true => pooled.finished(&mut out),
+            false => pooled.finish_all(&mut out),
         }
-        Ok(())
     }
 }
 
@@ -765,23 +747,19 @@ struct RecordsMade {
     target: Target,
     /// JSON lines the pool wrote, in order, before those in the target (each released as its own bytes).
     pieces: Vec<Vec<u8>>,
-    /// Statistics' records the pool made, in order, not yet counted.
-    maps: Vec<Map>,
-    /// (The lines of a target that has none.)
-    no_lines: Vec<u8>,
     /// Records made, and their problems (what --strict counts), so Python need not read the lines.
     frames: u64,
     problems: u64,
 }
 
 impl RecordsMade {
-    /// Where what the pool made goes: the JSON lines, the statistics' records, the counts.
+    /// Where the pool's lines go: the JSON lines (a JSON target only) and the counts.
     fn lines_out(&mut self) -> LinesOut<'_> {
         let lines = match &mut self.target {
             Target::Json(lines) => lines,
-            _ => &mut self.no_lines,
+            _ => unreachable!("records are written on the pool for JSON lines only"),
         };
-        LinesOut { lines, pieces: &mut self.pieces, maps: &mut self.maps, frames: &mut self.frames, problems: &mut self.problems }
+        LinesOut { lines, pieces: &mut self.pieces, frames: &mut self.frames, problems: &mut self.problems }
     }
 
     /// The record of `input`: appended to the lines, or returned as a dict.
@@ -952,15 +930,10 @@ impl AnalysedDissector {
                     (None, _) => Target::Dicts,
                 };
                 let pool_bytes: usize = options.getattr("pool_bytes")?.extract()?;
-                let made = match target {
-                    Target::Json(_) => Some(PoolMade::Line),
-                    Target::Stats(_) => Some(PoolMade::StatsRecord),
-                    _ => None,
-                };
                 Some(Records {
                     texts: FindingTexts::new(texts),
-                    pooled: made.filter(|_| pool_bytes > 0).map(|made| PooledLines::new(made, style, pool_bytes)),
-                    made: RecordsMade { style, target, pieces: Vec::new(), maps: Vec::new(), no_lines: Vec::new(), frames: 0, problems: 0 },
+                    pooled: (matches!(target, Target::Json(_)) && pool_bytes > 0).then(|| PooledLines::new(style, pool_bytes)),
+                    made: RecordsMade { style, target, pieces: Vec::new(), frames: 0, problems: 0 },
                     route_texts: RouteTexts::default(),
                 })
             }
@@ -968,8 +941,7 @@ impl AnalysedDissector {
         analysis.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
         let mut pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         // records written on the pool split their batches there too
-        pipeline.set_batches_later(analysis.records.as_ref()
-            .is_some_and(|r| r.pooled.is_some() && matches!(r.made.target, Target::Json(_))));
+        pipeline.set_batches_later(analysis.records.as_ref().is_some_and(|r| r.pooled.is_some()));
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
     }
 

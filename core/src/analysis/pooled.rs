@@ -1,6 +1,5 @@
-//! The frames' records made on the thread pool while the interpreter's thread reads, reassembles, decodes
-//! and analyses the next packets: --json's lines, or the statistics' records (`stats`), which the
-//! interpreter's thread then counts in order. A record depends only on its frame, its notes and the texts of its
+//! The frames' JSON lines written on the thread pool while the interpreter's thread reads, reassembles,
+//! decodes and analyses the next packets. A record depends only on its frame, its notes and the texts of its
 //! findings, so the frame is handed over owned ([`RecordJob`]), in batches; each batch's lines come back
 //! through its own channel, and the batches are joined in the order they were handed over, so the output is
 //! the same bytes as writing each record in place (a test: `tests/test_parallel_records.py`).
@@ -16,17 +15,8 @@ use pyo3::prelude::*;
 
 use super::Frame;
 use crate::model::Decoded;
-use crate::records::{build_record, Expert, JsonSink, MapSink, Message, RecordInput, RecordStyle};
+use crate::records::{build_record, Expert, JsonSink, Message, RecordInput, RecordStyle};
 use crate::value::{Map, Name};
-
-/// What the pool makes of a record.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Made {
-    /// Its JSON line.
-    Line,
-    /// What the statistics read of it (`stats::READ_KEYS`).
-    StatsRecord,
-}
 
 /// A batch's weight at most, about the bytes its frames hold decoded: large enough that handing a batch over
 /// costs little beside writing it, small enough that the pool starts soon.
@@ -53,8 +43,8 @@ impl RecordJob {
         512 + self.pdu.size + 64 * self.pdu.payload().map_or(0, |section| section.message_count())
     }
 
-    /// Append the record's JSON line to `out`, or its statistics' record to `maps`; returns its problems.
-    fn write(&self, made: Made, out: &mut Vec<u8>, maps: &mut Vec<Map>, style: RecordStyle) -> PyResult<usize> {
+    /// Append the record's JSON line to `out`; returns its problems.
+    fn write(&self, out: &mut Vec<u8>, style: RecordStyle) -> PyResult<usize> {
         let [protocol, src, dst, direction] = &self.route;
         let frame = Frame {
             index: self.index,
@@ -74,12 +64,6 @@ impl RecordJob {
             frame: &frame, route: None, first_packet: self.first_packet, expert: &expert, protocol_keys: None,
             notes: &self.notes, data: None,
         };
-        if made == Made::StatsRecord {
-            let mut sink = MapSink::new(Some(&crate::stats::READ_KEYS));
-            let problems = build_record(&mut sink, &input, style)?;
-            maps.extend(sink.into_record());
-            return Ok(problems);
-        }
         let problems = build_record(&mut JsonSink::new(out), &input, style)?;
         out.push(b'\n');
         Ok(problems)
@@ -89,18 +73,16 @@ impl RecordJob {
 /// A batch's lines, how many records they are and their problems; or the error that stopped it.
 struct Written {
     lines: Vec<u8>,
-    maps: Vec<Map>,
     frames: u64,
     problems: u64,
     error: Option<PyErr>,
 }
 
-fn write_batch(jobs: Vec<RecordJob>, weight: usize, made: Made, style: RecordStyle) -> Written {
+fn write_batch(jobs: Vec<RecordJob>, weight: usize, style: RecordStyle) -> Written {
     // (the lines take about twice the frames' bytes: few reallocations)
-    let lines = Vec::with_capacity(if made == Made::Line { weight * 2 } else { 0 });
-    let mut written = Written { lines, maps: Vec::new(), frames: 0, problems: 0, error: None };
+    let mut written = Written { lines: Vec::with_capacity(weight * 2), frames: 0, problems: 0, error: None };
     for job in &jobs {
-        match job.write(made, &mut written.lines, &mut written.maps, style) {
+        match job.write(&mut written.lines, style) {
             Ok(problems) => {
                 written.frames += 1;
                 written.problems += problems as u64;
@@ -114,20 +96,17 @@ fn write_batch(jobs: Vec<RecordJob>, weight: usize, made: Made, style: RecordSty
     written // (the jobs, and the decoded frames they hold, are freed here on the pool too)
 }
 
-/// Where finished records go: lines after those written in place since the last Python item (`lines`), as
-/// pieces of their own (each handed to Python as it is); statistics' records to `maps`, in order; and the
-/// counts of records and problems.
+/// Where finished lines go: after the lines written in place since the last Python item (`lines`), as
+/// pieces of their own (each becomes one bytes object, copied once), and the counts of records and problems.
 pub struct LinesOut<'a> {
     pub lines: &'a mut Vec<u8>,
     pub pieces: &'a mut Vec<Vec<u8>>,
-    pub maps: &'a mut Vec<Map>,
     pub frames: &'a mut u64,
     pub problems: &'a mut u64,
 }
 
 /// The batches handed to the pool, in order, and the one being filled.
 pub struct PooledLines {
-    made: Made,
     style: RecordStyle,
     batch: Vec<RecordJob>,
     weight: usize,
@@ -142,10 +121,10 @@ pub struct PooledLines {
 
 impl PooledLines {
     /// `budget`: about the bytes of decoded frames handed over and not yet written, at most.
-    pub fn new(made: Made, style: RecordStyle, budget: usize) -> PooledLines {
+    pub fn new(style: RecordStyle, budget: usize) -> PooledLines {
         let batch_weight = (budget / 32).clamp(1, BATCH_WEIGHT);
         let max_running = (budget / batch_weight).max(1);
-        PooledLines { made, style, batch: Vec::new(), weight: 0, batch_weight, running: VecDeque::new(), max_running }
+        PooledLines { style, batch: Vec::new(), weight: 0, batch_weight, running: VecDeque::new(), max_running }
     }
 
     /// Whether any record is still to be written.
@@ -172,10 +151,10 @@ impl PooledLines {
         }
         let jobs = std::mem::take(&mut self.batch);
         let weight = std::mem::take(&mut self.weight);
-        let (made, style) = (self.made, self.style);
+        let style = self.style;
         let (sender, receiver) = mpsc::sync_channel(1);
         rayon::spawn(move || {
-            let _ = sender.send(write_batch(jobs, weight, made, style));
+            let _ = sender.send(write_batch(jobs, weight, style));
         });
         self.running.push_back(receiver);
     }
@@ -188,13 +167,10 @@ impl PooledLines {
     }
 
     fn append(&mut self, written: Written, out: &mut LinesOut<'_>) -> PyResult<()> {
-        if !written.lines.is_empty() {
-            if !out.lines.is_empty() {
-                out.pieces.push(std::mem::take(out.lines));
-            }
-            out.pieces.push(written.lines);
+        if !out.lines.is_empty() {
+            out.pieces.push(std::mem::take(out.lines));
         }
-        out.maps.extend(written.maps);
+        out.pieces.push(written.lines);
         *out.frames += written.frames;
         *out.problems += written.problems;
         match written.error {
