@@ -114,7 +114,7 @@ pub struct PayloadSection {
     pub encrypted: bool,
     /// The application messages (maps: `payload_size`, `payload` as bytes, then the fields present).
     pub messages: Vec<Value>,
-    /// A batch not split yet (a `Depth::BatchesLater` decode): its messages are `messages_split`'s.
+    /// A batch not split yet (a `Depth::BatchesLater` or `Brief` decode): its messages are `messages_split`'s.
     pub batch_later: Option<Box<crate::payload::BatchLater>>,
     /// The decoded PulsarMarkers message.
     pub marker: Option<Value>,
@@ -182,7 +182,7 @@ impl PayloadSection {
         if let Some(base) = messages {
             let mut sink = crate::records::JsonSink::new(object.key(name!("messages")));
             // a JSON sink writes bytes only: it has no error to give
-            let _ = crate::records::write_messages(&mut sink, crate::records::Key::Item, &self.messages, base, false);
+            let _ = crate::records::write_messages(&mut sink, crate::records::Key::Item, &self.messages_split(), base, false);
         }
         object.end();
     }

@@ -41,8 +41,9 @@ fn parse_error(core: &Core, msg: usize) -> String {
 pub enum Depth {
     /// Everything, each message with its payload.
     Full,
-    /// For one-line views and statistics, which read sizes only: the metadata's `BRIEF_METADATA` fields, and no
-    /// message's payload copied.
+    /// For one-line views and statistics, which read sizes only: the metadata's `BRIEF_METADATA` fields, no
+    /// message's payload copied, and a batch kept whole as `BatchesLater` keeps it, with its count and bytes
+    /// (`BatchLater::summary`: what those views show of it), its messages made only if asked for.
     Brief,
     /// As `Full`, but a batch is only checked (its findings, its entries) and kept whole (`BatchLater`): it is
     /// split into its messages where its record is written, on the thread pool (`analysis/pooled.rs`).
@@ -276,10 +277,14 @@ fn decode_messages(
     }
     if md.has(schema, f.num_messages_in_batch) {
         let expected = get_i32(md, core, f.num_messages_in_batch) as i64;
-        if depth == Depth::BatchesLater {
-            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, |_| {});
+        if depth != Depth::Full {
+            let mut bytes = 0i64;
+            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, |e| bytes += e.payload.len() as i64);
             let ack_set = ack_set.map(<[u64]>::to_vec);
-            sec.batch_later = Some(Box::new(BatchLater { data: data.into_owned(), expected, ack_set, entries }));
+            let summary = Value::Map(vec![entry(name!("count"), entries), entry(name!("bytes"), bytes)]);
+            sec.batch_later = Some(Box::new(BatchLater {
+                data: data.into_owned(), expected, ack_set, entries, keep_payloads, summary,
+            }));
         } else {
             let messages = &mut sec.messages;
             split_batch(core, &data, expected, &mut sec.findings, ack_set,
@@ -381,8 +386,8 @@ fn batch_problem(entry_index: usize, case: &'static Name, more: Map) -> Finding 
     Finding { id: name!("batch.malformed"), params }
 }
 
-/// A batch kept whole by a `Depth::BatchesLater` decode, checked: its (decompressed) payload and what
-/// splitting it needs.
+/// A batch kept whole by a `Depth::BatchesLater` or `Brief` decode, checked: its (decompressed) payload and
+/// what splitting it needs.
 #[derive(Debug)]
 pub struct BatchLater {
     data: Vec<u8>,
@@ -390,6 +395,11 @@ pub struct BatchLater {
     ack_set: Option<Vec<u64>>,
     /// The entries the check read (the messages the split will make).
     pub entries: usize,
+    /// Whether its messages hold their payloads (not after a brief decode).
+    pub keep_payloads: bool,
+    /// The record's `messages_summary` of it: count and bytes, as `records.rs: messages_summary` makes them
+    /// of its messages (a batch's entries are no chunk).
+    pub summary: Value,
 }
 
 impl BatchLater {
@@ -397,7 +407,7 @@ impl BatchLater {
     pub fn messages(&self) -> Vec<Value> {
         let core = crate::core();
         let mut messages = Vec::with_capacity(self.entries);
-        self.entries(|e| messages.push(Value::Map(batch_message(core, e, true))));
+        self.entries(|e| messages.push(Value::Map(batch_message(core, e, self.keep_payloads))));
         messages
     }
 

@@ -709,7 +709,10 @@ fn section_keys<'py>(sink: &mut impl RecordSink<'py>, merged: &mut Merged<'_>, p
         own!(merged, sink, "marker", |key| sink.put(key, Atom::Value(marker)));
     }
     if style.summary {
-        own!(merged, sink, "messages_summary", |key| messages_summary(sink, key, &section.messages_split()));
+        own!(merged, sink, "messages_summary", |key| match &section.batch_later {
+            Some(batch) => sink.put(key, Atom::Value(&batch.summary)),
+            None => messages_summary(sink, key, &section.messages),
+        });
         return Ok(());
     }
     own!(merged, sink, "messages", |key| {
@@ -813,7 +816,7 @@ pub fn write_batch_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, 
     let mut result = Ok(());
     batch.entries(|e| {
         if result.is_ok() {
-            result = write_batch_entry(sink, core, e, base, payload_bytes);
+            result = write_batch_entry(sink, core, e, batch.keep_payloads, base, payload_bytes);
         }
     });
     result?;
@@ -822,8 +825,9 @@ pub fn write_batch_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, 
 
 /// One batch entry's record: what `write_message` writes of `payload::batch_message`'s map.
 fn write_batch_entry<'py>(sink: &mut impl RecordSink<'py>, core: &crate::Core, e: &payload::BatchEntry<'_>,
-                          base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
+                          batch_keeps_payloads: bool, base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
     let fields = payload::entry_fields(core, e);
+    let payload = batch_keeps_payloads.then_some(e.payload);
     let (size, index, properties, acked) =
         (Value::from(e.payload.len()), Value::from(e.index), payload::entry_properties(core, e), Value::Bool(true));
     let mut placed: Placed<'_> = [None; PLACES];
@@ -837,7 +841,7 @@ fn write_batch_entry<'py>(sink: &mut impl RecordSink<'py>, core: &crate::Core, e
     if e.acked {
         placed[9] = Some((Key::Name(name!("acked")), &acked));
     }
-    write_message_parts(sink, &size, Some(e.payload), &placed, base, payload_bytes)
+    write_message_parts(sink, &size, payload, &placed, base, payload_bytes)
 }
 
 /// One message's record (see [`write_messages`]).

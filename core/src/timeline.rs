@@ -315,8 +315,9 @@ impl<'a> LineFacts<'a> {
         let text_of = |s: &'a Py<PyString>| s.bind(py).to_str();
         let payload = match pdu.payload() {
             Some(section) => PayloadFacts {
-                messages: Some(&section.messages),
-                summary: None,
+                // (a batch kept whole: its count and bytes)
+                messages: section.batch_later.is_none().then_some(section.messages.as_slice()),
+                summary: section.batch_later.as_ref().map(|batch| &batch.summary),
                 metadata: section.metadata.as_ref(),
                 checksum: Some(section.checksum.name().as_str()),
                 encrypted: section.encrypted,
