@@ -311,6 +311,8 @@ impl<'py> RecordSink<'py> for DictSink<'py, '_> {
 /// `keep`: the top-level keys to keep (the others and what they hold are skipped), or all of them.
 pub struct MapSink {
     keep: Option<&'static [Name]>,
+    /// `key_bit` of every kept key: most skipped keys are told by one test, not a search of `keep`.
+    keep_bits: u64,
     open: Vec<(Option<Text>, Value)>,
     /// Depth inside a skipped top-level value.
     skipping: usize,
@@ -319,7 +321,8 @@ pub struct MapSink {
 
 impl MapSink {
     pub fn new(keep: Option<&'static [Name]>) -> MapSink {
-        MapSink { keep, open: Vec::with_capacity(4), skipping: 0, record: None }
+        let keep_bits = keep.map_or(0, |keep| keep.iter().fold(0, |bits, k| bits | key_bit(k.as_str())));
+        MapSink { keep, keep_bits, open: Vec::with_capacity(4), skipping: 0, record: None }
     }
 
     /// The record, once built.
@@ -349,7 +352,7 @@ impl MapSink {
             Key::Text(text) => text.as_str(),
             Key::Item => return false,
         };
-        !keep.iter().any(|k| k.as_str() == name)
+        self.keep_bits & key_bit(name) == 0 || !keep.iter().any(|k| k.as_str() == name)
     }
 
     fn insert(&mut self, key: Option<Text>, value: Value) -> PyResult<()> {
