@@ -35,7 +35,6 @@ fn parse_error(core: &Core, msg: usize) -> String {
     format!("Error parsing message with type '{}'", core.schema.messages[msg].full_name)
 }
 
-/// The payload section starting at ``pos`` (after the command); ``damaged`` when the frame lost bytes.
 /// How much of a payload section to decode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Depth {
@@ -56,6 +55,7 @@ impl Depth {
     }
 }
 
+/// The payload section starting at ``pos`` (after the command); ``damaged`` when the frame lost bytes.
 pub fn decode_section(
     core: &Core,
     frame: &[u8],
@@ -475,33 +475,25 @@ fn split_batch(core: &Core, payload: &[u8], expected: i64, findings: &mut Vec<Fi
     index
 }
 
-/// One batch entry's message: its size and payload (`keep_payload`), its index, its properties, then the
-/// SingleMessageMetadata fields present (`entry_fields`), and `acked` (`records.rs: write_batch_entry` writes
-/// the same message's record without making this map).
+/// One batch entry's message: its size and payload (`keep_payload`), then `entry_fields`.
 fn batch_message(core: &Core, e: &BatchEntry<'_>, keep_payload: bool) -> Map {
     let mut msg = Map::with_capacity(5 + e.smm.slots.len());
     msg.push(entry(name!("payload_size"), e.payload.len()));
     msg.push(entry(name!("payload"), keep_payload.then(|| Value::Bytes(e.payload.to_vec()))));
-    msg.push(entry(name!("batch_index"), e.index));
-    msg.push(entry(name!("properties"), entry_properties(core, e)));
     msg.extend(entry_fields(core, e).into_iter().filter_map(|(key, value)| Some(entry(key, value?))));
-    if e.acked {
-        msg.push(entry(name!("acked"), true));
-    }
     msg
 }
 
-/// A batch entry's properties (SingleMessageMetadata field 1).
-pub fn entry_properties(core: &Core, e: &BatchEntry<'_>) -> Value {
-    properties(core, e.smm, 1)
-}
-
-/// The SingleMessageMetadata fields of a batch entry, None when absent, by field number: 2 partition_key,
-/// 4 compacted_out, 5 event_time, 7 ordering_key, 8 sequence_id, 9 null_value, 10 null_partition_key.
-pub fn entry_fields(core: &Core, e: &BatchEntry<'_>) -> [(&'static Name, Option<Value>); 7] {
+/// A batch entry's message fields after its size and payload, in the message's order, None when absent:
+/// batch_index, properties, the SingleMessageMetadata fields (by field number: 2 partition_key,
+/// 4 compacted_out, 5 event_time, 7 ordering_key, 8 sequence_id, 9 null_value, 10 null_partition_key), acked.
+/// (`records.rs: write_batch_entry` writes a message's record from them without making its map.)
+pub fn entry_fields(core: &Core, e: &BatchEntry<'_>) -> [(&'static Name, Option<Value>); 10] {
     let (schema, smm) = (core.schema, e.smm);
     let flag = |number| smm.varint(schema, number).map(|v| v != 0);
     [
+        (name!("batch_index"), Some(Value::from(e.index))),
+        (name!("properties"), Some(properties(core, smm, 1))),
         (name!("partition_key"), smm.bytes(schema, 2).map(|key| Value::Str(text(key)))),
         (name!("compacted_out"), flag(4).map(Value::Bool)),
         (name!("event_time"), smm.varint(schema, 5).map(Value::from)),
@@ -509,6 +501,7 @@ pub fn entry_fields(core: &Core, e: &BatchEntry<'_>) -> [(&'static Name, Option<
         (name!("sequence_id"), smm.varint(schema, 8).map(Value::from)),
         (name!("null_value"), flag(9).map(Value::Bool)),
         (name!("null_partition_key"), flag(10).map(Value::Bool)),
+        (name!("acked"), e.acked.then_some(Value::Bool(true))),
     ]
 }
 

@@ -830,21 +830,14 @@ pub fn write_batch_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, 
 fn write_batch_entry<'py>(sink: &mut impl RecordSink<'py>, core: &crate::Core, e: &payload::BatchEntry<'_>,
                           batch_keeps_payloads: bool, base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
     let fields = payload::entry_fields(core, e);
-    let payload = batch_keeps_payloads.then_some(e.payload);
-    let (size, index, properties, acked) =
-        (Value::from(e.payload.len()), Value::from(e.index), payload::entry_properties(core, e), Value::Bool(true));
     let mut placed: Placed<'_> = [None; PLACES];
-    placed[0] = Some((Key::Name(name!("batch_index")), &index));
     for (name, value) in &fields {
         if let (Some(value), Some(place)) = (value, record_place(name.as_str())) {
             placed[place] = Some((Key::Name(name), value));
         }
     }
-    placed[4] = Some((Key::Name(name!("properties")), &properties));
-    if e.acked {
-        placed[9] = Some((Key::Name(name!("acked")), &acked));
-    }
-    write_message_parts(sink, &size, payload, &placed, base, payload_bytes)
+    let payload = batch_keeps_payloads.then_some(e.payload);
+    write_message_parts(sink, &Value::from(e.payload.len()), payload, &placed, base, payload_bytes)
 }
 
 /// One message's record (see [`write_messages`]).

@@ -65,8 +65,7 @@ pub fn pipeline(py: Python<'_>, options: &Bound<'_, PyAny>, protocols: &Bound<'_
         reassembly: reassembly_config(options)?,
         decode: DecodeOptions {
             max_decompressed: options.getattr("max_decompressed")?.extract()?,
-            brief: options.getattr("summary")?.extract()?,
-            batches_later: false,
+            depth: crate::payload::Depth::brief(options.getattr("summary")?.extract()?),
             options: options.clone().unbind(),
         },
     };

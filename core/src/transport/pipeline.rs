@@ -14,6 +14,7 @@ use super::protocol::{confirms, decode_pdu, DecodeOptions, DecodedPdu, Protocol}
 use super::reassembly::{Config, ConnInfo, FastMap, Reassembler, StreamEvent};
 use super::splitter::{Split, Splitter};
 use crate::model::{Decoded, Finding};
+use crate::payload::Depth;
 use crate::value::{entry, map_to_py};
 use crate::{finding, name};
 
@@ -257,14 +258,20 @@ impl Pipeline {
         }
     }
 
+    /// Keep batches whole, to be split where their records are written (`payload::Depth::BatchesLater`); a
+    /// brief decode keeps them so anyway.
+    pub fn set_batches_later(&mut self, later: bool) {
+        let decode = &mut self.settings.decode;
+        decode.depth = match (decode.depth, later) {
+            (Depth::Brief, _) => Depth::Brief,
+            (_, true) => Depth::BatchesLater,
+            (_, false) => Depth::Full,
+        };
+    }
+
     /// (frames numbered so far, the id of the next connection). A distributed run (`pulsar-dissect
     /// pipeline`) gives each worker some connections of a capture; with these it numbers frames and
     /// connections as a run over the whole capture does.
-    /// Keep batches whole, to be split where their records are written (`payload::Depth::BatchesLater`).
-    pub fn set_batches_later(&mut self, later: bool) {
-        self.settings.decode.batches_later = later;
-    }
-
     pub fn numbering(&self) -> (u64, u64) {
         (self.frame_index, self.reassembler.next_id())
     }

@@ -23,9 +23,8 @@ pub enum CoreProtocol {
 /// What the decoder needs of the options.
 pub struct DecodeOptions {
     pub max_decompressed: u64,
-    pub brief: bool,
-    /// Batches kept whole, split where their records are written (`payload::Depth::BatchesLater`).
-    pub batches_later: bool,
+    /// How deep Pulsar's payload sections are decoded (Brief: also TubeMQ's messages).
+    pub depth: crate::payload::Depth,
     pub options: Py<PyAny>, // for the decoders of protocols declared in Python
 }
 
@@ -207,16 +206,11 @@ pub fn decode_pdu<'py>(py: Python<'py>, protocol: &Protocol, data: &[u8], missin
     match protocol.core {
         Some(CoreProtocol::Pulsar) => {
             let missing = usize::try_from(missing).unwrap_or(0);
-            let depth = match (options.brief, options.batches_later) {
-                (true, _) => crate::payload::Depth::Brief,
-                (false, true) => crate::payload::Depth::BatchesLater,
-                (false, false) => crate::payload::Depth::Full,
-            };
-            Ok(DecodedPdu::Core(crate::binding::decode_detached(py, data, missing, options.max_decompressed, depth)))
+            Ok(DecodedPdu::Core(crate::binding::decode_detached(py, data, missing, options.max_decompressed, options.depth)))
         }
         Some(CoreProtocol::TubeMq) => {
             let missing = usize::try_from(missing).unwrap_or(0);
-            Ok(DecodedPdu::Core(crate::tubemq::decode(data, missing, options.brief)))
+            Ok(DecodedPdu::Core(crate::tubemq::decode(data, missing, options.depth == crate::payload::Depth::Brief)))
         }
         None => Err(pyo3::exceptions::PyValueError::new_err("no decoder")),
     }
