@@ -97,7 +97,7 @@ fn write_batch(jobs: Vec<RecordJob>, weight: usize, style: RecordStyle) -> Writt
 }
 
 /// Where finished lines go: after the lines written in place since the last Python item (`lines`), as
-/// pieces of their own (each becomes one bytes object, copied once), and the counts of records and problems.
+/// pieces of their own (each handed to Python as it is, a `JsonLines`), and the counts of records and problems.
 pub struct LinesOut<'a> {
     pub lines: &'a mut Vec<u8>,
     pub pieces: &'a mut Vec<Vec<u8>>,
@@ -161,7 +161,7 @@ impl PooledLines {
 
     fn take_oldest(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
         let Some(receiver) = self.running.pop_front() else { return Ok(()) };
-        // a sender dropped without sending: the batch's task panicked
+        // a sender dropped without sending (rayon aborts on a task's panic: not seen, but not assumed)
         let written = receiver.recv().map_err(|_| PyRuntimeError::new_err("writing JSON lines on the thread pool failed"))?;
         self.append(written, out)
     }
