@@ -308,21 +308,76 @@ impl<'py> RecordSink<'py> for DictSink<'py, '_> {
 }
 
 /// Rust plain data: the record as a [`Map`], for the core's own readers of records (the statistics).
+/// A set of top-level keys a [`MapSink`] keeps, told apart by [`key_bit`]: a key is looked up by one bit test
+/// and, when its bit is set, one comparison with the kept key of that bit (a search only where two share it).
+pub struct KeptKeys {
+    names: &'static [Name],
+    bits: u64,
+    /// The kept key of each bit, if only one has it.
+    only: [Option<&'static str>; 64],
+}
+
+impl KeptKeys {
+    pub fn new(names: &'static [Name]) -> KeptKeys {
+        let mut kept = KeptKeys { names, bits: 0, only: [None; 64] };
+        let mut shared = 0u64;
+        for name in names {
+            let bit = key_bit(name.as_str());
+            let slot = bit.trailing_zeros() as usize;
+            if kept.bits & bit != 0 {
+                shared |= bit;
+            }
+            kept.bits |= bit;
+            kept.only[slot] = Some(name.as_str());
+        }
+        for slot in 0..64 {
+            if shared & (1 << slot) != 0 {
+                kept.only[slot] = None;
+            }
+        }
+        kept
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        let bit = key_bit(key);
+        if self.bits & bit == 0 {
+            return false;
+        }
+        match self.only[bit.trailing_zeros() as usize] {
+            Some(only) => only == key,
+            None => self.names.iter().any(|k| k.as_str() == key),
+        }
+    }
+}
+
 /// `keep`: the top-level keys to keep (the others and what they hold are skipped), or all of them.
 pub struct MapSink {
-    keep: Option<&'static [Name]>,
-    /// `key_bit` of every kept key: most skipped keys are told by one test, not a search of `keep`.
-    keep_bits: u64,
+    keep: Option<&'static KeptKeys>,
     open: Vec<(Option<Text>, Value)>,
     /// Depth inside a skipped top-level value.
     skipping: usize,
+    /// A top-level map of which only these keys are kept (a record's command: most of it is not read).
+    picked: Option<(&'static Name, &'static [Name])>,
     record: Option<Map>,
 }
 
 impl MapSink {
-    pub fn new(keep: Option<&'static [Name]>) -> MapSink {
-        let keep_bits = keep.map_or(0, |keep| keep.iter().fold(0, |bits, k| bits | key_bit(k.as_str())));
-        MapSink { keep, keep_bits, open: Vec::with_capacity(4), skipping: 0, record: None }
+    pub fn new(keep: Option<&'static KeptKeys>) -> MapSink {
+        MapSink { keep, open: Vec::with_capacity(4), skipping: 0, picked: None, record: None }
+    }
+
+    /// Of the map under the top-level `key`, keep only `keys`.
+    pub fn picking(self, key: &'static Name, keys: &'static [Name]) -> MapSink {
+        MapSink { picked: Some((key, keys)), ..self }
+    }
+
+    /// The picked keys of `value` if it is the map under the picked key.
+    fn pick(&self, key: Key<'_>, value: &Value) -> Option<Value> {
+        let (picked, keys) = self.picked?;
+        let (Key::Name(name), Value::Map(map), 1) = (key, value, self.open.len()) else { return None };
+        (name.as_str() == picked.as_str()).then(|| {
+            Value::Map(map.iter().filter(|(k, _)| keys.iter().any(|n| n.as_str() == k.as_str())).cloned().collect())
+        })
     }
 
     /// The record, once built.
@@ -352,7 +407,7 @@ impl MapSink {
             Key::Text(text) => text.as_str(),
             Key::Item => return false,
         };
-        self.keep_bits & key_bit(name) == 0 || !keep.iter().any(|k| k.as_str() == name)
+        !keep.contains(name)
     }
 
     fn insert(&mut self, key: Option<Text>, value: Value) -> PyResult<()> {
@@ -378,7 +433,7 @@ impl<'py> RecordSink<'py> for MapSink {
             return Ok(());
         }
         let value = match atom {
-            Atom::Value(value) => value.clone(),
+            Atom::Value(value) => self.pick(key, value).unwrap_or_else(|| value.clone()),
             Atom::Values(items) => Value::List(items.to_vec()),
             Atom::Text(text) => Value::Str(text.clone()),
             Atom::Name(name) => Value::Str(Text::Name(name)),
@@ -394,7 +449,9 @@ impl<'py> RecordSink<'py> for MapSink {
             self.skipping += 1;
             return Ok(());
         }
-        let empty = if list { Value::List(Vec::new()) } else { Value::Map(Map::new()) };
+        // room for a record's keys, or a few (a reallocation per key would cost more than the room)
+        let room = if self.open.is_empty() { 32 } else { 4 };
+        let empty = if list { Value::List(Vec::with_capacity(room)) } else { Value::Map(Map::with_capacity(room)) };
         self.open.push((Self::key_text(key), empty));
         Ok(())
     }
@@ -451,14 +508,34 @@ const FINDING_TEXTS: usize = 4096; // texts kept at most (then asked for afresh)
 pub struct FindingTexts {
     severity_and_message: Py<PyAny>,
     known: FastMap<u64, (Finding, &'static Name, Py<PyString>)>,
+    /// Set for records only counted (the statistics): the severity alone, asked once per id, and an empty
+    /// text. A finding's text is mostly unique (a message id in it), so asking Python costs a call each.
+    severity_only: Option<FastMap<&'static str, &'static Name>>,
 }
 
 impl FindingTexts {
     pub fn new(severity_and_message: Py<PyAny>) -> FindingTexts {
-        FindingTexts { severity_and_message, known: FastMap::default() }
+        FindingTexts { severity_and_message, known: FastMap::default(), severity_only: None }
+    }
+
+    /// Texts for records that are counted, never shown: each finding's severity, its text left empty.
+    pub fn severity_only(severity_and_message: Py<PyAny>) -> FindingTexts {
+        FindingTexts { severity_only: Some(FastMap::default()), ..FindingTexts::new(severity_and_message) }
     }
 
     pub fn expert<'py>(&mut self, py: Python<'py>, finding: &Finding) -> PyResult<Expert<'py>> {
+        if let Some(severities) = &self.severity_only {
+            if let Some(severity) = severities.get(finding.id.as_str()) {
+                return Ok(Expert { id: finding.id, severity, message: Message::Owned(String::new()) });
+            }
+            let Expert { severity, .. } = self.ask(py, finding)?;
+            self.severity_only.as_mut().expect("checked above").insert(finding.id.as_str(), severity);
+            return Ok(Expert { id: finding.id, severity, message: Message::Owned(String::new()) });
+        }
+        self.ask(py, finding)
+    }
+
+    fn ask<'py>(&mut self, py: Python<'py>, finding: &Finding) -> PyResult<Expert<'py>> {
         let mut hasher = self.known.hasher().build_hasher();
         hasher.write(finding.id.as_str().as_bytes());
         finding.params.iter().for_each(|(key, value)| {

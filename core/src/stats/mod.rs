@@ -23,6 +23,9 @@ pub static READ_KEYS: [Name; 29] = names![
     "latency_ms", "request_type", "payload_size", "metadata", "answers", "messages_summary", "delivery", "acks",
     "reassembled", "uncompressed_size", "details", "protocol", "topic", "client_id", "group", "command", "messages",
 ];
+/// [`READ_KEYS`] as the core's record sink keeps them.
+pub static STATS_KEPT: std::sync::LazyLock<crate::records::KeptKeys> =
+    std::sync::LazyLock::new(|| crate::records::KeptKeys::new(&READ_KEYS));
 pub static COMMAND_KEYS: [Name; 8] = names![
     "client_version", "protocol_version", "server_version", "error", "message_id", "redelivery_count", "messagePermits",
     "errCode",
@@ -809,7 +812,8 @@ fn remember_within<K: std::hash::Hash + Eq + Clone, V>(table: &mut OrderedMap<K,
 fn actor<'a>(table: &'a mut OrderedMap<(i64, i64), Actor>, conn: i64, info: &Map, count: bool) -> &'a mut Actor {
     let key = (conn, get(info, "id").map_or(-1, |v| int(Some(v))));
     match table.get_mut(&key) {
-        Some(actor) => actor.info = info.clone(),
+        Some(actor) if actor.info != *info => actor.info = info.clone(),
+        Some(_) => {} // the same view: most frames (a copy each would be most of this function's time)
         None => table.insert(key, Actor::new(info.clone())),
     }
     let actor = table.get_mut(&key).expect("inserted above");
