@@ -35,7 +35,9 @@ dpkt: packets (and TCP segments with payload); cat: bytes. The timed runs write 
 JSON through a pipe in this process took a core's worth of time from the tools that use two (a multi-threaded
 --json ran 4.6 s counted, 3.5 s to /dev/null, in one session). The counts come from one more, untimed run per
 row after the timed ones, whose stdout this process reads through a pipe.
-Ratios: this row's median seconds / the reference row's (tshark + plugin, dpkt): < 1 = faster than it.
+Ratios: this row's median seconds / the reference row's (tshark + plugin, dpkt): < 1 = faster than it;
+(best): the fastest run's against tshark's fastest; and, with --repeat > 1, each round's ratio to tshark's run
+of the same round, for the machine's speed varies from minute to minute.
 Results also go to benchmarks/out/peers.json (--json-out).
 """
 import argparse
@@ -472,6 +474,7 @@ def main():
         r["wall_s"] = median([x["wall_s"] for x in ok])
         r["rss_mib"] = max([x["rss_kb"] / 1024 for x in ok if x.get("rss_kb")], default=None)
         r["cpu_s"] = median([x["user_s"] + x["sys_s"] for x in ok])
+        r["best_s"] = min([x["wall_s"] for x in ok], default=None)
         counts = sorted({x.get("count") for x in ok} - {None})
         r["count"] = counts[0] if len(counts) == 1 else None
         r["found"] = ok[-1].get("found", "") if ok else ""
@@ -483,8 +486,9 @@ def main():
     print(f"capture {os.path.relpath(path, ROOT) if path.startswith(ROOT) else path}: {size / 1e6:.1f} MB, "
           f"{npk if npk is not None else '?'} packets; median of {a.repeat} run(s); ratio = seconds / the reference's "
           f"seconds (< 1: faster)")
+    ref_best = rows["tshark"]["best_s"] if ref_t else None
     hdr = (f"{'tool':50s} {'seconds':>8s} {'CPU s':>7s} {'peak RSS MiB':>12s} {'vs tshark+plugin':>16s} "
-           f"{'vs dpkt':>8s}  found")
+           f"{'(best)':>7s} {'vs dpkt':>8s}  found")
     print(hdr)
     print("-" * len(hdr) + "-" * 30)
     for key, r in rows.items():
@@ -493,8 +497,21 @@ def main():
             continue
         rt = f"{r['wall_s'] / ref_t:.2f}x" if ref_t else "-"
         rd = f"{r['wall_s'] / ref_d:.2f}x" if ref_d else "-"
+        rb = f"{r['best_s'] / ref_best:.2f}x" if ref_best else "-"
         print(f"{r['label']:50s} {fmt(r['wall_s'], '.2f', 8)} {fmt(r['cpu_s'], '.2f', 7)} {fmt(r['rss_mib'], '.1f', 12)} "
-              f"{rt:>16s} {rd:>8s}  {r['found']}")
+              f"{rt:>16s} {rb:>7s} {rd:>8s}  {r['found']}")
+    # the rows of one round ran minutes apart at most: a ratio within a round pairs the same machine state
+    if ref_t and a.repeat > 1:
+        print()
+        print("vs tshark + plugin, round by round (this machine's speed varies from minute to minute):")
+        for key in ("json", "timeline", "stats"):
+            r = rows.get(key)
+            if not r or not r["ok"]:
+                continue
+            pairs = [x["wall_s"] / t["wall_s"] for x, t in zip(r["runs"], rows["tshark"]["runs"])
+                     if x["rc"] == 0 and t["rc"] == 0]
+            r["round_ratios"] = pairs
+            print(f"  {key:9s} " + "  ".join(f"{v:.2f}x" for v in pairs) + f"   median {median(pairs):.2f}x")
     # do the frame counts agree?
     frames = {k: rows[k]["count"] for k in ("tshark", "json", "timeline", "stats") if rows.get(k, {}).get("ok")}
     exp = census(path)

@@ -23,7 +23,6 @@ use crate::analysis::{intern as intern_name, map_get, Frame};
 use crate::model::{Body, Checksum, Decoded, Finding, PayloadSection, TubeBody};
 use crate::name;
 use rayon::prelude::*;
-use sha2::Digest;
 use crate::payload::{self, BatchLater};
 use crate::pb::b64;
 use crate::value::{text_lossless, write_json_str, Map, Name, Text, Value};
@@ -990,13 +989,13 @@ fn put_payload_bytes<'py>(sink: &mut impl RecordSink<'py>, payload: &[u8]) -> Py
 /// The SHA-256 of `data` in hex, written into `hex` (no allocation per message).
 fn sha256_hex<'h>(data: &[u8], hex: &'h mut [u8; 64]) -> &'h str {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = sha2::Sha256::digest(data);
-    for (pair, b) in hex.chunks_exact_mut(2).zip(digest.iter()) {
+    for (pair, b) in hex.chunks_exact_mut(2).zip(crate::codecs::sha256(data).iter()) {
         pair[0] = HEX[(b >> 4) as usize];
         pair[1] = HEX[(b & 15) as usize];
     }
     std::str::from_utf8(hex).unwrap_or_default() // ASCII digits only
 }
+
 
 /// The metadata fields a one-line view shows.
 fn brief_metadata<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, metadata: &Map) -> PyResult<()> {

@@ -113,3 +113,17 @@ fn codecs_undeclared_size_does_not_cost_a_limit_sized_buffer() {
         assert!(peak < 2 * body.len().max(256 * KIB) + SLACK, "{name}: peak {peak} for {} bytes", body.len());
     }
 }
+
+/// `codecs::sha256` (the compression function, padded by hand) against the `sha2` crate's `Digest`, at every
+/// length around the block and padding boundaries.
+#[test]
+fn sha256_equals_the_digest_api() {
+    use sha2::Digest;
+    let data: Vec<u8> = (0..400u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    for len in 0..data.len() {
+        let ours = pulsar_dissect_core::codecs::sha256(&data[..len]);
+        assert_eq!(ours.as_slice(), sha2::Sha256::digest(&data[..len]).as_slice(), "length {len}");
+    }
+    // FIPS 180-4's "abc"
+    assert_eq!(pulsar_dissect_core::codecs::sha256(b"abc")[..4], [0xba, 0x78, 0x16, 0xbf]);
+}
