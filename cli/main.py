@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import json
 import os
 import sys
 from pathlib import Path
@@ -1074,6 +1075,14 @@ def _captures(paths: list[str]) -> list[Path]:
 _CAPTURE_ENDINGS = (".pcap", ".pcapng", ".cap", ".pcap.gz", ".pcapng.gz")
 
 
+def _write_stages(out: Path, seconds: dict) -> None:
+    """DIR/stages.json: the seconds of each stage of the run, for whoever asks where its time went."""
+    try:
+        (out / "stages.json").write_text(json.dumps(seconds, indent=1) + "\n")
+    except OSError as exc:
+        typer.echo(f"pulsar-dissect pipeline: cannot write {out / 'stages.json'}: {exc.strerror or exc}", err=True)
+
+
 @app.command("pipeline")
 @_pipe_safe
 def pipeline_cmd(
@@ -1120,8 +1129,10 @@ def pipeline_cmd(
     _require("pipeline: needs PySpark (and a Java runtime)", "spark", "pyspark", "pyarrow")
     from dissector.spark import job, summary_lines
 
+    stages = job.Stages()
     try:
         spark = job.session(master, spark_conf)
+        stages.done("spark_start")
     except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
         typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
@@ -1136,9 +1147,11 @@ def pipeline_cmd(
                 builder.add(rec)
     try:
         summary = job.run(spark, inputs, str(out), options=options, partitions=partitions,
-                          records=build if builder is not None else None)
+                          records=build if builder is not None else None, stages=stages)
     finally:
         spark.stop()
+    stages.done("spark_stop")
+    _write_stages(out, stages.seconds)
     if builder is not None:
         name = Path(files[0]).name if len(files) == 1 else f"{Path(files[0]).name} and {len(files) - 1} more"
         _write_report(builder, report, name, None, "pipeline")

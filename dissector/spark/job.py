@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import time
 
 from dissector.options import Options
 from dissector.spark import tasks
@@ -64,11 +65,25 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     return spark
 
 
+class Stages:
+    """Seconds each stage of a run took, in order (``DIR/stages.json``: where a run's time went)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.perf_counter()
+
+    def done(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = round(self.seconds.get(stage, 0.0) + now - self._mark, 3)
+        self._mark = now
+
+
 def run(spark, inputs: list[str], out: str, *, options: Options | None = None, partitions: int | None = None,
-        records=None) -> dict:
+        records=None, stages: Stages | None = None) -> dict:
     """Dissect the captures ``inputs`` names into Parquet tables under ``out`` (frames, messages, exchanges,
     problems, files) and ``out``/summary.json; returns the summary. ``records`` (``pipeline --report``): called
-    with every record in capture order (``spark.report.records_in_capture_order``) once the tables are written."""
+    with every record in capture order (``spark.report.records_in_capture_order``) once the tables are written.
+    ``stages``: the seconds of each stage are added to it."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -78,6 +93,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     from dissector.spark.rows import write_empty
 
     options = options or Options()
+    stages = stages or Stages()
     files, missing = expand(inputs)
     partitions = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
 
@@ -87,6 +103,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     index = listed.mapInArrow(functools.partial(tasks.index_files, options=options), from_arrow_schema(tasks.INDEX))
     index = index.persist(StorageLevel.MEMORY_AND_DISK)
     index.count()  # read once here: the plans below would each start reading it at once
+    stages.done("index")
 
     paths = spark.createDataFrame([(i, path) for i, path in enumerate(files)] or [(-1, "")], "file_no int, path string")
     file_rows = (index.filter("kind = 'file'")
@@ -122,6 +139,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     counted = work.mapInArrow(functools.partial(tasks.count_numbers, options=options), from_arrow_schema(tasks.NUMBERS))
     counted = counted.persist(StorageLevel.MEMORY_AND_DISK)
     counted.count()  # counted once here, likewise
+    stages.done("plan_and_count")
     by_packet = Window.orderBy("p")
     numbered = (counted.filter("kind = 'packet'")
                 .withColumn("frames_before", F.coalesce(F.sum("frames").over(
@@ -153,14 +171,16 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
                                   from_arrow_schema(tasks.EVENTS))
     events = events.persist(StorageLevel.MEMORY_AND_DISK)
     events.count()  # the tasks write the frames and messages now
+    stages.done("number_and_decode")
 
     # 5. the tables and the summary
     notes = index.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
-    summary = tables.write(spark, events, files_df, notes, missing, out)
+    summary = tables.write(spark, events, files_df, notes, missing, out, stages)
     if records is not None:
         from dissector.spark.report import records_in_capture_order
 
         records(records_in_capture_order(spark, out, events))
+        stages.done("report")
     for frame in (events, counted, work, files_df, index):
         frame.unpersist()
     return summary

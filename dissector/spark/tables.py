@@ -20,8 +20,10 @@ FILE_PROBLEMS_LISTED = 100
 TABLES = ("frames", "messages", "exchanges", "problems", "files")
 
 
-def write(spark, events, files, notes, missing: list[str], out: str) -> dict:
-    """Write the tables under ``out`` and ``out``/summary.json; returns the summary."""
+def write(spark, events, files, notes, missing: list[str], out: str, stages=None) -> dict:
+    """Write the tables under ``out`` and ``out``/summary.json; returns the summary. ``stages``
+    (``job.Stages``): told when each is done."""
+    done = stages.done if stages is not None else (lambda stage: None)
     from pyspark.sql import functions as F
 
     # the decoding tasks wrote frames, messages and the frames' findings (rows.py)
@@ -36,6 +38,7 @@ def write(spark, events, files, notes, missing: list[str], out: str) -> dict:
                          F.col("time").alias("response_time"), F.col("packet").alias("response_packet"),
                          "latency_ms", "topic"))
     exchanges.write.mode("overwrite").parquet(os.path.join(out, "exchanges"))
+    done("exchanges")
 
     events = (events.select(F.from_json("json", EVENT_SCHEMA).alias("e"))
               .filter("e.severity is not null and e.severity != 'note'")
@@ -59,10 +62,12 @@ def write(spark, events, files, notes, missing: list[str], out: str) -> dict:
     files.select("order", "path", "packets", "first_time", "size", "offset", "ended_id", "ended") \
         .write.mode("overwrite").parquet(os.path.join(out, "files"))
 
+    done("problems_and_files")
     summary = summarize(spark, out)
     summary["missing_inputs"] = missing
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=False)
+    done("summary")
     return summary
 
 

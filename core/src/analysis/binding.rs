@@ -940,8 +940,10 @@ impl AnalysedDissector {
         };
         analysis.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
         let mut pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
-        // records written on the pool split their batches there too
-        pipeline.set_batches_later(analysis.records.as_ref().is_some_and(|r| r.pooled.is_some()));
+        // records written by a Rust sink split a batch where they write its messages (on the pool, or in place):
+        // no map per message made to be written once and freed
+        pipeline.set_batches_later(analysis.records.as_ref()
+            .is_some_and(|r| matches!(r.made.target, Target::Json(_) | Target::Columns(_))));
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
     }
 
