@@ -47,6 +47,8 @@ pub enum Atom<'a, 'py> {
     /// Text, with its Python string when there is one already (the pipeline's route strings, the texts of
     /// findings): the dict takes that object.
     Str(&'a str, Option<&'a Bound<'py, PyString>>),
+    /// Text made here of characters JSON never escapes (a digest's hex digits): written as it is.
+    Plain(&'a str),
     Bytes(&'a Bound<'py, PyBytes>),
     EmptyMap,
 }
@@ -119,6 +121,13 @@ impl<'py> RecordSink<'py> for JsonSink<'_> {
             Atom::Text(text) => text.write_json(self.out),
             Atom::Name(name) => name.write_json(self.out),
             Atom::Str(text, _) => write_json_str(text, self.out),
+            Atom::Plain(text) => {
+                debug_assert!(text.bytes().all(|b| b.is_ascii_alphanumeric()));
+                self.out.reserve(text.len() + 2);
+                self.out.push(b'"');
+                self.out.extend_from_slice(text.as_bytes());
+                self.out.push(b'"');
+            }
             // as jsonl's fallback writes bytes (never in the contract: frame_bytes is for renderers)
             Atom::Bytes(bytes) => write_json_str(&text_lossless(bytes.as_bytes()), self.out),
             Atom::EmptyMap => self.out.extend_from_slice(b"{}"),
@@ -277,7 +286,7 @@ impl<'py> RecordSink<'py> for DictSink<'py, '_> {
             Atom::Text(text) => text.to_py(py).into_any(),
             Atom::Name(name) => name.to_py(py).to_owned().into_any(),
             Atom::Str(_, Some(object)) => object.clone().into_any(),
-            Atom::Str(text, None) => PyString::new(py, text).into_any(),
+            Atom::Str(text, None) | Atom::Plain(text) => PyString::new(py, text).into_any(),
             Atom::Bytes(bytes) => bytes.clone().into_any(),
             Atom::EmptyMap => PyDict::new(py).into_any(),
         };
@@ -436,7 +445,7 @@ impl<'py> RecordSink<'py> for MapSink {
             Atom::Values(items) => Value::List(items.to_vec()),
             Atom::Text(text) => Value::Str(text.clone()),
             Atom::Name(name) => Value::Str(Text::Name(name)),
-            Atom::Str(text, _) => Value::Str(Text::Owned(text.to_owned())),
+            Atom::Str(text, _) | Atom::Plain(text) => Value::Str(Text::Owned(text.to_owned())),
             Atom::Bytes(bytes) => Value::Bytes(bytes.as_bytes().to_vec()),
             Atom::EmptyMap => Value::Map(Map::new()),
         };
@@ -973,7 +982,7 @@ fn write_message_parts<'py>(sink: &mut impl RecordSink<'py>, payload_size: &Valu
 fn put_payload_digest<'py>(sink: &mut impl RecordSink<'py>, payload_size: &Value, payload: Option<&[u8]>) -> PyResult<()> {
     sink.put(Key::Name(name!("payload_size")), Atom::Value(payload_size))?;
     match payload {
-        Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Str(sha256_hex(payload, &mut [0; 64]), None)),
+        Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Plain(sha256_hex(payload, &mut [0; 64]))),
         None => sink.put(Key::Name(name!("payload_sha256")), Atom::Value(&Value::Null)),
     }
 }
