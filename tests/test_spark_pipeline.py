@@ -202,6 +202,11 @@ def test_the_command_line(tmp_path):
     assert [t["messages_sent"] for t in summary["topics"]] == [sent]
     for name in ("frames", "messages", "exchanges", "problems", "files"):
         assert (out / name).is_dir()
+    # where the run's time went: every stage, in order, and together no more than the whole run
+    stages = json.loads((out / "stages.json").read_text())
+    assert list(stages) == ["spark_start", "index", "plan_and_count", "number_and_decode", "exchanges",
+                            "problems_and_files", "summary", "spark_stop"]
+    assert all(seconds >= 0 for seconds in stages.values()) and stages["number_and_decode"] > 0
     bad = subprocess.run(CLI + ["pipeline", str(tmp_path / "nothing-*.pcap"), "--out", str(out)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1

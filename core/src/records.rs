@@ -163,8 +163,9 @@ impl<'py> RecordSink<'py> for JsonSink<'_> {
                 let mut out = Vec::with_capacity(piece.len() * 200);
                 let mut sink = JsonSink::new(&mut out);
                 sink.open.push((true, true)); // inside the list: items after the first get their comma
+                let base = base.map(MessageIdBase::of);
                 for message in piece {
-                    write_message(&mut sink, message, base, payload_bytes)?;
+                    write_message(&mut sink, message, base.as_ref(), payload_bytes)?;
                 }
                 Ok(out)
             })
@@ -888,10 +889,28 @@ fn record_place(key: &str) -> Option<usize> {
 pub fn write_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, messages: &[Value], base: Option<&Value>,
                            payload_bytes: bool) -> PyResult<()> {
     sink.open(key, true)?;
+    let base = base.map(MessageIdBase::of);
     for message in messages {
-        write_message(sink, message, base, payload_bytes)?;
+        write_message(sink, message, base.as_ref(), payload_bytes)?;
     }
     sink.close()
+}
+
+/// A MESSAGE frame's message_id, the start of each of its messages' ids: read once per frame, not per message.
+struct MessageIdBase<'a> {
+    ledger: &'a Value,
+    entry: &'a Value,
+    partition: &'a Value,
+}
+
+impl<'a> MessageIdBase<'a> {
+    fn of(id: &'a Value) -> MessageIdBase<'a> {
+        MessageIdBase {
+            ledger: id.get("ledgerId").unwrap_or(&Value::Null),
+            entry: id.get("entryId").unwrap_or(&Value::Null),
+            partition: id.get("partition").unwrap_or(&Value::Int(-1)),
+        }
+    }
 }
 
 /// The records of a batch kept whole by the decoder (`payload::BatchLater`), as [`write_messages`] writes
@@ -901,10 +920,11 @@ pub fn write_batch_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, 
                                  payload_bytes: bool) -> PyResult<()> {
     let core = crate::core();
     sink.open(key, true)?;
+    let base = base.map(MessageIdBase::of);
     let mut result = Ok(());
     batch.entries(|e| {
         if result.is_ok() {
-            result = write_batch_entry(sink, core, e, batch.keep_payloads, base, payload_bytes);
+            result = write_batch_entry(sink, core, e, batch.keep_payloads, base.as_ref(), payload_bytes);
         }
     });
     result?;
@@ -913,12 +933,15 @@ pub fn write_batch_messages<'py>(sink: &mut impl RecordSink<'py>, key: Key<'_>, 
 
 /// One batch entry's record: what `write_message` writes of `payload::batch_message`'s map.
 fn write_batch_entry<'py>(sink: &mut impl RecordSink<'py>, core: &crate::Core, e: &payload::BatchEntry<'_>,
-                          batch_keeps_payloads: bool, base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
+                          batch_keeps_payloads: bool, base: Option<&MessageIdBase<'_>>, payload_bytes: bool) -> PyResult<()> {
+    // entry_fields gives the same names in the same order every time: their places are looked up once
+    static PLACES_OF_FIELDS: std::sync::OnceLock<Vec<Option<usize>>> = std::sync::OnceLock::new();
     let fields = payload::entry_fields(core, e);
+    let places = PLACES_OF_FIELDS.get_or_init(|| fields.iter().map(|(name, _)| record_place(name.as_str())).collect());
     let mut placed: Placed<'_> = [None; PLACES];
-    for (name, value) in &fields {
-        if let (Some(value), Some(place)) = (value, record_place(name.as_str())) {
-            placed[place] = Some((Key::Name(name), value));
+    for ((name, value), place) in fields.iter().zip(places) {
+        if let (Some(value), Some(place)) = (value, place) {
+            placed[*place] = Some((Key::Name(name), value));
         }
     }
     let payload = batch_keeps_payloads.then_some(e.payload);
@@ -926,7 +949,7 @@ fn write_batch_entry<'py>(sink: &mut impl RecordSink<'py>, core: &crate::Core, e
 }
 
 /// One message's record (see [`write_messages`]).
-fn write_message<'py>(sink: &mut impl RecordSink<'py>, message: &Value, base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
+fn write_message<'py>(sink: &mut impl RecordSink<'py>, message: &Value, base: Option<&MessageIdBase<'_>>, payload_bytes: bool) -> PyResult<()> {
     let (mut payload_size, mut payload) = (&Value::Null, None);
     let mut placed: Placed<'_> = [None; PLACES];
     for (key, value) in message.as_map().map_or(&[][..], Vec::as_slice) {
@@ -950,15 +973,15 @@ type Placed<'a> = [Option<(Key<'a>, &'a Value)>; PLACES];
 
 /// A message's record from its size, payload and fields in their places.
 fn write_message_parts<'py>(sink: &mut impl RecordSink<'py>, payload_size: &Value, payload: Option<&[u8]>,
-                            placed: &Placed<'_>, base: Option<&Value>, payload_bytes: bool) -> PyResult<()> {
+                            placed: &Placed<'_>, base: Option<&MessageIdBase<'_>>, payload_bytes: bool) -> PyResult<()> {
     sink.open(Key::Item, false)?;
     put_payload_digest(sink, payload_size, payload)?;
     if let Some(base) = base {
         let batch_index = placed[0].map(|(_, v)| v).filter(|v| !v.is_null());
         sink.open(Key::Name(name!("message_id")), false)?;
-        sink.put(Key::Name(name!("ledger_id")), Atom::Value(base.get("ledgerId").unwrap_or(&Value::Null)))?;
-        sink.put(Key::Name(name!("entry_id")), Atom::Value(base.get("entryId").unwrap_or(&Value::Null)))?;
-        sink.put(Key::Name(name!("partition")), Atom::Value(base.get("partition").unwrap_or(&Value::Int(-1))))?;
+        sink.put(Key::Name(name!("ledger_id")), Atom::Value(base.ledger))?;
+        sink.put(Key::Name(name!("entry_id")), Atom::Value(base.entry))?;
+        sink.put(Key::Name(name!("partition")), Atom::Value(base.partition))?;
         sink.put(Key::Name(name!("batch_index")), Atom::Value(batch_index.unwrap_or(&Value::Int(-1))))?;
         sink.close()?;
     }
