@@ -126,8 +126,7 @@ impl Parsed<'_> {
 }
 
 fn parse_at<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32) -> Result<Parsed<'a>, WireError> {
-    // a field takes 2 bytes or more: room for most messages' fields at once (growing from 0 cost more)
-    let mut out = Parsed { msg, raw: buf, slots: Vec::with_capacity((buf.len() / 2).min(16)), unknown: Vec::new() };
+    let mut out = Parsed { msg, raw: buf, slots: Vec::new(), unknown: Vec::new() };
     parse_fields(schema, msg, buf, depth, &mut out)?;
     Ok(out)
 }
