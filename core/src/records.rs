@@ -316,7 +316,6 @@ impl<'py> RecordSink<'py> for DictSink<'py, '_> {
     }
 }
 
-/// Rust plain data: the record as a [`Map`], for the core's own readers of records (the statistics).
 /// A set of top-level keys a [`MapSink`] keeps, told apart by [`key_bit`]: a key is looked up by one bit test
 /// and, when its bit is set, one comparison with the kept key of that bit (a search only where two share it).
 pub struct KeptKeys {
@@ -359,6 +358,7 @@ impl KeptKeys {
     }
 }
 
+/// Rust plain data: the record as a [`Map`], for the core's own readers of records (the statistics).
 /// `keep`: the top-level keys to keep (the others and what they hold are skipped), or all of them.
 pub struct MapSink {
     keep: Option<&'static KeptKeys>,
