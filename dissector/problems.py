@@ -19,6 +19,32 @@ from typing import Any, Callable, NamedTuple
 ERROR, WARNING, NOTE = "error", "warning", "note"
 SEVERITIES = (ERROR, WARNING, NOTE)
 
+class Pieces:
+    """A message template in pieces that Python and the compiled core both render (the core without asking
+    Python, which for a finding made per message, as ``message.redelivered``, was a tenth of ``--json``'s
+    interpreter thread): each piece is a text with ``{name}`` placeholders, kept always (a string) or only
+    when a parameter is present, not None (``("present", key, text)``) or true (``("truthy", key, text)``).
+    A placeholder takes the parameter's ``str()``; the core renders ints, strings and booleans and asks
+    Python for anything else. ``tests/test_problems_pieces.py`` holds the two renderings to each other."""
+
+    __slots__ = ("pieces",)
+    WHEN = ("present", "truthy")
+
+    def __init__(self, *pieces: str | tuple[str, str, str]) -> None:
+        for piece in pieces:
+            if not isinstance(piece, str) and (len(piece) != 3 or piece[0] not in self.WHEN):
+                raise ValueError(f"a piece is a text or (present|truthy, key, text), not {piece!r}")
+        self.pieces = tuple(("always", "", piece) if isinstance(piece, str) else tuple(piece) for piece in pieces)
+
+    def __call__(self, params: dict) -> str:
+        text = []
+        for when, key, piece in self.pieces:
+            value = params.get(key) if when != "always" else None
+            if when == "always" or (when == "present" and value is not None) or (when == "truthy" and value):
+                text.append(piece.format(**params))
+        return "".join(text)
+
+
 Template = str | Callable[[dict], str]
 
 
@@ -87,9 +113,22 @@ def expert_record(f: Finding) -> dict[str, str]:
     return {"id": f.id, "severity": severity(f.id), "message": message(f.id, f.params)}
 
 
-def severity_and_message(pid: str, params: dict) -> tuple[str, str]:
-    """What a record shows of a finding besides its id: for the core's record writer (core/src/records.rs)."""
-    return severity(pid), message(pid, params)
+class _SeverityAndMessage:
+    """What a record shows of a finding besides its id, for the core's record writer (core/src/records.rs):
+    called with (id, params), (severity, text); ``pieces(id)``: (severity, the template's pieces) when it is
+    a ``Pieces`` template, which the core then renders itself, else None."""
+
+    def __call__(self, pid: str, params: dict) -> tuple[str, str]:
+        return severity(pid), message(pid, params)
+
+    @staticmethod
+    def pieces(pid: str) -> tuple[str, tuple[tuple[str, str, str], ...]] | None:
+        entry = REGISTRY.get(pid)
+        return (entry.severity, entry.template.pieces) if entry is not None and isinstance(entry.template, Pieces) \
+            else None
+
+
+severity_and_message = _SeverityAndMessage()
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -270,6 +270,7 @@ fn pulsar_dissect_core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
     m.add_function(wrap_pyfunction!(decompress, m)?)?;
     m.add_function(wrap_pyfunction!(message_records, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::records::finding_text, m)?)?;
     m.add_function(wrap_pyfunction!(command_types, m)?)?;
     m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
     m.add_function(wrap_pyfunction!(tubemq_methods, m)?)?;

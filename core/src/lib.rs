@@ -21,6 +21,7 @@ pub mod framing;
 pub mod model;
 pub mod payload;
 pub mod pb;
+pub mod pieces;
 mod printable;
 pub mod pulsar;
 pub mod records;

@@ -512,6 +512,25 @@ impl<'py> Message<'py> {
 
 const FINDING_TEXTS: usize = 4096; // texts kept at most (then asked for afresh)
 
+fn severity_name(severity: &str) -> &'static Name {
+    match severity {
+        "error" => name!("error"),
+        "warning" => name!("warning"),
+        "note" => name!("note"),
+        other => intern_name(other),
+    }
+}
+
+/// (severity, text) of the finding `pid` with `params` as the core's record writer makes it, for the tests
+/// that hold the core's rendering of templates in pieces to Python's.
+#[pyfunction]
+pub fn finding_text(py: Python<'_>, severity_and_message: Py<PyAny>, pid: &str, params: Bound<'_, pyo3::types::PyDict>)
+                    -> PyResult<(String, String)> {
+    let finding = Finding { id: intern_name(pid), params: crate::value::map_from_py(&params)? };
+    let expert = FindingTexts::new(severity_and_message).expert(py, &finding)?;
+    Ok((expert.severity.as_str().to_owned(), expert.message.to_owned_text()?))
+}
+
 /// The severity and text of findings, from `problems.severity_and_message`; the same finding (id and
 /// parameters) is asked for once.
 pub struct FindingTexts {
@@ -520,11 +539,33 @@ pub struct FindingTexts {
     /// Set for records only counted (the statistics): the severity alone, asked once per id, and an empty
     /// text. A finding's text is mostly unique (a message id in it), so asking Python costs a call each.
     severity_only: Option<FastMap<&'static str, &'static Name>>,
+    /// Per id, its severity and template when the template is in pieces the core renders itself
+    /// (`problems.Pieces`, asked once per id through `severity_and_message.pieces`), else None.
+    pieces: FastMap<&'static str, Option<(&'static Name, crate::pieces::Pieces)>>,
 }
 
 impl FindingTexts {
     pub fn new(severity_and_message: Py<PyAny>) -> FindingTexts {
-        FindingTexts { severity_and_message, known: FastMap::default(), severity_only: None }
+        FindingTexts { severity_and_message, known: FastMap::default(), severity_only: None, pieces: FastMap::default() }
+    }
+
+    /// The finding's severity and text made here from its template's pieces, if it has such a template and
+    /// its parameters are ones the core writes as Python does.
+    fn rendered(&mut self, py: Python<'_>, finding: &Finding) -> PyResult<Option<(&'static Name, String)>> {
+        let id = finding.id.as_str();
+        if !self.pieces.contains_key(id) {
+            let source = self.severity_and_message.bind(py);
+            let declared = match source.getattr(pyo3::intern!(py, "pieces")) {
+                Ok(pieces) => pieces.call1((id,))?.extract::<Option<(String, Vec<(String, String, String)>)>>()?,
+                Err(_) => None, // a plain function (tests, older callers): Python makes every text
+            };
+            let read = declared.and_then(|(severity, pieces)| Some((severity_name(&severity), crate::pieces::Pieces::read(&pieces)?)));
+            self.pieces.insert(finding.id.as_str(), read);
+        }
+        Ok(match &self.pieces[id] {
+            Some((severity, pieces)) => pieces.render(&finding.params).map(|text| (*severity, text)),
+            None => None,
+        })
     }
 
     /// Texts for records that are counted, never shown: each finding's severity, its text left empty.
@@ -545,6 +586,9 @@ impl FindingTexts {
     }
 
     fn ask<'py>(&mut self, py: Python<'py>, finding: &Finding) -> PyResult<Expert<'py>> {
+        if let Some((severity, text)) = self.rendered(py, finding)? {
+            return Ok(Expert { id: finding.id, severity, message: Message::Owned(text) });
+        }
         let mut hasher = self.known.hasher().build_hasher();
         hasher.write(finding.id.as_str().as_bytes());
         finding.params.iter().for_each(|(key, value)| {
@@ -560,12 +604,7 @@ impl FindingTexts {
         let params = crate::value::map_to_py(py, &finding.params)?;
         let texts = self.severity_and_message.bind(py).call1((finding.id.to_py(py), params))?;
         let (severity, message): (Bound<'py, PyString>, Bound<'py, PyString>) = texts.extract()?;
-        let severity = match severity.to_str()? {
-            "error" => name!("error"),
-            "warning" => name!("warning"),
-            "note" => name!("note"),
-            other => intern_name(other),
-        };
+        let severity = severity_name(severity.to_str()?);
         if self.known.len() >= FINDING_TEXTS {
             self.known.clear();
         }

@@ -24,7 +24,7 @@ use crate::analysis::map_get;
 use crate::model::{Decoded, Finding};
 use crate::text::{self, BytesKind, MAX_VALUE};
 use crate::transport::pipeline::FramePlace;
-use crate::value::{map_to_py, Map, Text, Value};
+use crate::value::{Map, Text, Value};
 use crate::FastMap;
 
 macro_rules! roles {
@@ -817,8 +817,9 @@ impl TimelineFormat {
 /// Python frames and records: Python makes only the texts of their findings.
 pub struct TimelineLines {
     format: Py<TimelineFormat>,
-    /// `problems.severity_and_message`: (id, params) → (severity, text) of a finding.
-    texts: Py<PyAny>,
+    /// The texts of findings (`problems.severity_and_message`, each asked once; a template in pieces
+    /// rendered here).
+    texts: crate::records::FindingTexts,
     pub lines: Vec<u8>,
     /// Lines written, and their problems (what --strict counts).
     pub frames: u64,
@@ -829,7 +830,10 @@ pub struct TimelineLines {
 
 impl TimelineLines {
     pub fn new(format: Py<TimelineFormat>, texts: Py<PyAny>) -> Self {
-        TimelineLines { format, texts, lines: Vec::with_capacity(1 << 16), frames: 0, problems: 0, findings: Vec::new(), line: Line::default() }
+        TimelineLines {
+            format, texts: crate::records::FindingTexts::new(texts), lines: Vec::with_capacity(1 << 16), frames: 0,
+            problems: 0, findings: Vec::new(), line: Line::default(),
+        }
     }
 
     /// Write the line of a frame the core decoded; false when it is Python's to make (its bytes are kept, or
@@ -840,9 +844,8 @@ impl TimelineLines {
         }
         self.findings.clear();
         for finding in pdu.findings.iter().chain(findings) {
-            let (severity, message): (String, String) =
-                self.texts.bind(py).call1((finding.id.to_py(py), map_to_py(py, &finding.params)?))?.extract()?;
-            self.findings.push(FindingText { note: severity == "note", message });
+            let expert = self.texts.expert(py, finding)?;
+            self.findings.push(FindingText { note: expert.severity.as_str() == "note", message: expert.message.to_owned_text()? });
         }
         let mut format = self.format.borrow_mut(py);
         format.know_protocol(py, place.protocol.bind(py).to_str()?)?;

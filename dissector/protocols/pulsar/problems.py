@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...problems import ERROR, NOTE, WARNING, register
+from ...problems import ERROR, NOTE, WARNING, Pieces, register
 
 
 def _actor(name: str | None, ident) -> str:
@@ -113,10 +113,9 @@ register("sequence.regression", NOTE, lambda p: f"sequence_id {p['first']} after
          + _actor(p.get("name"), p["producer_id"]))
 register("sequence.gap", NOTE, lambda p: f"sequence_id jumps from {p['previous']} to {p['first']} "
          f"({p['first'] - p['previous'] - 1} not sent on this connection)")
-register("message.redelivered", NOTE, lambda p: f"message {p['ledger']}:{p['entry']} delivered again"
-         + (f" (delivery {p['delivery']}, first in frame {p['first_frame']})" if p.get("first_frame") is not None
-            else "")
-         + (f", redelivery_count {p['redelivery_count']}" if p.get("redelivery_count") else ""))
+register("message.redelivered", NOTE, Pieces("message {ledger}:{entry} delivered again",
+                                             ("present", "first_frame", " (delivery {delivery}, first in frame {first_frame})"),
+                                             ("truthy", "redelivery_count", ", redelivery_count {redelivery_count}")))
 register("REDELIVERED", WARNING, lambda p: f"{p['more_messages']} more message(s) delivered more than once to "
          f"consumer {_actor(p.get('name'), p['consumer_id'])} ({p['count']} deliveries; max_redelivered_reported)"
          if "more_messages" in p else
