@@ -19,6 +19,7 @@ from typing import Any, Callable, NamedTuple
 ERROR, WARNING, NOTE = "error", "warning", "note"
 SEVERITIES = (ERROR, WARNING, NOTE)
 
+
 class Pieces:
     """A message template in pieces that Python and the compiled core both render (the core without asking
     Python, which for a finding made per message, as ``message.redelivered``, was a tenth of ``--json``'s
@@ -116,7 +117,8 @@ def expert_record(f: Finding) -> dict[str, str]:
 class _SeverityAndMessage:
     """What a record shows of a finding besides its id, for the core's record writer (core/src/records.rs):
     called with (id, params), (severity, text); ``pieces(id)``: (severity, the template's pieces) when it is
-    a ``Pieces`` template, which the core then renders itself, else None."""
+    a ``Pieces`` template or a format string (one piece), which the core then renders itself; None for a
+    function."""
 
     def __call__(self, pid: str, params: dict) -> tuple[str, str]:
         return severity(pid), message(pid, params)
@@ -124,8 +126,10 @@ class _SeverityAndMessage:
     @staticmethod
     def pieces(pid: str) -> tuple[str, tuple[tuple[str, str, str], ...]] | None:
         entry = REGISTRY.get(pid)
-        return (entry.severity, entry.template.pieces) if entry is not None and isinstance(entry.template, Pieces) \
-            else None
+        if entry is None or not isinstance(entry.template, (str, Pieces)):
+            return None
+        template = entry.template
+        return entry.severity, template.pieces if isinstance(template, Pieces) else (("always", "", template),)
 
 
 severity_and_message = _SeverityAndMessage()

@@ -1,5 +1,5 @@
-//! Message templates in pieces (`dissector/problems.py: Pieces`), rendered here as Python renders them, so
-//! that a finding made per message gets its text without a call into Python. A piece is a text with
+//! Message templates in pieces (`dissector/problems.py: Pieces`; a format string is one piece), rendered
+//! here as Python renders them, so that a finding made per message gets its text without a call into Python. A piece is a text with
 //! `{name}` placeholders, kept always, when a parameter is present (not None) or when it is true. A
 //! placeholder takes the parameter's `str()`: the core writes ints, strings and booleans, and gives up
 //! (None: Python renders it) on anything else, a missing parameter, or a template it does not read.

@@ -316,18 +316,20 @@ impl<'py> RecordSink<'py> for DictSink<'py, '_> {
     }
 }
 
-/// A set of top-level keys a [`MapSink`] keeps, told apart by [`key_bit`]: a key is looked up by one bit test
-/// and, when its bit is set, one comparison with the kept key of that bit (a search only where two share it).
+/// What a [`MapSink`] keeps of a record: top-level keys, told apart by [`key_bit`] (a key is looked up by one bit
+/// test and, when its bit is set, one comparison with the kept key of that bit; a search only where two share
+/// it), and of one top-level map (a record's command, most of which is not read) only some keys.
 pub struct KeptKeys {
     names: &'static [Name],
     bits: u64,
     /// The kept key of each bit, if only one has it.
     only: [Option<&'static str>; 64],
+    picked: Option<(&'static str, &'static [Name])>,
 }
 
 impl KeptKeys {
     pub fn new(names: &'static [Name]) -> KeptKeys {
-        let mut kept = KeptKeys { names, bits: 0, only: [None; 64] };
+        let mut kept = KeptKeys { names, bits: 0, only: [None; 64], picked: None };
         let mut shared = 0u64;
         for name in names {
             let bit = key_bit(name.as_str());
@@ -344,6 +346,11 @@ impl KeptKeys {
             }
         }
         kept
+    }
+
+    /// Of the map under the top-level `key`, keep only `keys`.
+    pub fn picking(self, key: &'static str, keys: &'static [Name]) -> KeptKeys {
+        KeptKeys { picked: Some((key, keys)), ..self }
     }
 
     fn contains(&self, key: &str) -> bool {
@@ -365,26 +372,19 @@ pub struct MapSink {
     open: Vec<(Option<Text>, Value)>,
     /// Depth inside a skipped top-level value.
     skipping: usize,
-    /// A top-level map of which only these keys are kept (a record's command: most of it is not read).
-    picked: Option<(&'static Name, &'static [Name])>,
     record: Option<Map>,
 }
 
 impl MapSink {
     pub fn new(keep: Option<&'static KeptKeys>) -> MapSink {
-        MapSink { keep, open: Vec::with_capacity(4), skipping: 0, picked: None, record: None }
-    }
-
-    /// Of the map under the top-level `key`, keep only `keys`.
-    pub fn picking(self, key: &'static Name, keys: &'static [Name]) -> MapSink {
-        MapSink { picked: Some((key, keys)), ..self }
+        MapSink { keep, open: Vec::with_capacity(4), skipping: 0, record: None }
     }
 
     /// The picked keys of `value` if it is the map under the picked key.
     fn pick(&self, key: Key<'_>, value: &Value) -> Option<Value> {
-        let (picked, keys) = self.picked?;
+        let (picked, keys) = self.keep?.picked?;
         let (Key::Name(name), Value::Map(map), 1) = (key, value, self.open.len()) else { return None };
-        (name.as_str() == picked.as_str()).then(|| {
+        (name.as_str() == picked).then(|| {
             Value::Map(map.iter().filter(|(k, _)| keys.iter().any(|n| n.as_str() == k.as_str())).cloned().collect())
         })
     }

@@ -21,7 +21,7 @@ use pulsar_dissect_core::framing::PulsarFraming;
 use pulsar_dissect_core::model::{Decoded, Finding};
 use pulsar_dissect_core::pulsar::session::{PulsarOptions, PulsarSessions};
 use pulsar_dissect_core::records::{build_record, FindingTexts, JsonSink, MapSink, RecordInput, RecordStyle};
-use pulsar_dissect_core::stats::{Stats, COMMAND_KEYS, STATS_KEPT};
+use pulsar_dissect_core::stats::{Stats, STATS_KEPT};
 use pulsar_dissect_core::transport::net::{endpoint_text, tcp_segment};
 use pulsar_dissect_core::transport::reassembly::{Config, Reassembler, StreamEvent};
 use pulsar_dissect_core::transport::splitter::{Framing, RawPdu, Split, Splitter};
@@ -469,7 +469,7 @@ impl Run<'_> {
             out.push(b'\n');
         }
         // as `stats` reads them: the summary record into the core's statistics
-        let mut sink = MapSink::new(Some(&STATS_KEPT)).picking(pulsar_dissect_core::name!("command"), &COMMAND_KEYS);
+        let mut sink = MapSink::new(Some(&STATS_KEPT));
         build_record(&mut sink, &input, RecordStyle { summary: true, payload_bytes: false }).map_err(broken)?;
         if let Some(record) = sink.into_record() {
             self.stats.add(&record);

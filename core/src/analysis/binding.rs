@@ -28,7 +28,7 @@ use crate::transport::binding::{feed_packet, other_tcp_rows, pipeline as transpo
 use crate::records::{build_record, with_py_frame, ActorDicts, DictSink, FindingTexts, JsonSink, MapSink, RecordInput, RecordStyle};
 use crate::stats::binding::StatsCore;
 use crate::columns::{Buffers, TableColumns};
-use crate::stats::{COMMAND_KEYS, STATS_KEPT};
+use crate::stats::STATS_KEPT;
 use crate::timeline::{TimelineFormat, TimelineLines};
 use crate::transport::net::Segment;
 use crate::transport::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
@@ -780,7 +780,7 @@ impl RecordsMade {
                 (columns.record(|sink| build_record(sink, input, style))?, None)
             }
             Target::Stats(stats) => {
-                let mut sink = MapSink::new(Some(&STATS_KEPT)).picking(name!("command"), &COMMAND_KEYS);
+                let mut sink = MapSink::new(Some(&STATS_KEPT));
                 let problems = build_record(&mut sink, input, self.style)?;
                 if let Some(record) = sink.into_record() {
                     stats.borrow_mut(py).stats.add(&record);

@@ -23,9 +23,9 @@ pub static READ_KEYS: [Name; 29] = names![
     "latency_ms", "request_type", "payload_size", "metadata", "answers", "messages_summary", "delivery", "acks",
     "reassembled", "uncompressed_size", "details", "protocol", "topic", "client_id", "group", "command", "messages",
 ];
-/// [`READ_KEYS`] as the core's record sink keeps them.
+/// [`READ_KEYS`], and of the command [`COMMAND_KEYS`], as the core's record sink keeps them.
 pub static STATS_KEPT: std::sync::LazyLock<crate::records::KeptKeys> =
-    std::sync::LazyLock::new(|| crate::records::KeptKeys::new(&READ_KEYS));
+    std::sync::LazyLock::new(|| crate::records::KeptKeys::new(&READ_KEYS).picking("command", &COMMAND_KEYS));
 pub static COMMAND_KEYS: [Name; 8] = names![
     "client_version", "protocol_version", "server_version", "error", "message_id", "redelivery_count", "messagePermits",
     "errCode",
