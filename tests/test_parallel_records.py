@@ -145,3 +145,38 @@ def test_damaged_batches_split_on_the_pool_as_in_place(tmp_path):
     assert in_place.count(b'"batch.malformed"') > 50  # the damage is seen
     assert in_place == _json(path, 2)
     assert _json(path, 2, "--payload", "-o", "pool_bytes=0") == _json(path, 2, "--payload")
+
+
+def _stats(path, *extra: str) -> tuple[int, dict]:
+    """`stats --json`'s exit code and figures."""
+    res = subprocess.run([sys.executable, "-m", "dissector.cli.main", "stats", str(path), "--json", *extra],
+                         capture_output=True, timeout=120)
+    assert res.stdout, res.stderr.decode()
+    return res.returncode, json.loads(res.stdout)
+
+
+STATS_CAPTURES = ["01_basic_nonbatched.pcap", "02_batching_props_keys.pcap", "04_chunking.pcap.gz",
+                  "05b_batch_index_ack.pcap", "09_key_shared.pcap", "11_errors.pcap",
+                  "11b_send_error_too_big.pcap.gz", "tubemq/tubemq_consumer_broker.pcap"]
+
+
+@pytest.mark.parametrize("name", STATS_CAPTURES)
+def test_stats_counted_on_their_thread_as_in_place(name):
+    """`stats` counts on a thread of its own while frames are decoded (core/src/stats/feed.rs): the figures,
+    the frames counted (the exit code) and the problems are those of counting in place, with any budget."""
+    path = os.path.join(os.path.dirname(__file__), "..", "captures", name)
+    in_place = _stats(path, "-o", "pool_bytes=0")
+    assert in_place[1]["frames"] > 0
+    assert _stats(path) == in_place
+    # a budget of one byte: every frame its own batch, one batch out at a time
+    assert _stats(path, "-o", "pool_bytes=1") == in_place
+
+
+def test_stats_of_batches_counted_on_their_thread_as_in_place(capture):
+    path, batches = capture
+    in_place = _stats(path, "-o", "pool_bytes=0")
+    # the frames the fixture sent, and the damaged batches' problems, counted
+    assert in_place[1]["types"] == {"SEND": len(SIZES) + 2, "MESSAGE": 1}
+    assert {"batch.count_mismatch", "batch.malformed"} <= {e["id"] for e in in_place[1]["expert"]}
+    assert _stats(path) == in_place
+    assert _stats(path, "-o", "pool_bytes=1") == in_place

@@ -504,7 +504,7 @@ impl ConversationCore {
                 Output::Event(event) => {
                     if let Some(stats) = self.stats_target() {
                         let record = event_stats_record(event.kind.as_str(), event.time, event.conn, event.details.clone());
-                        stats.borrow_mut(py).stats.add(&record);
+                        stats.borrow_mut(py).add_record(record)?;
                     }
                     let event = self.classes.event(py, &event)?;
                     self.append(py, out, event)?;
@@ -530,20 +530,29 @@ impl ConversationCore {
                 let expert = pdu.findings.iter().chain(findings)
                     .map(|f| records.texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
                 if place.data.is_none() {
-                    if let Some(pooled) = &mut records.pooled {
-                        let job = RecordJob {
-                            index: place.index,
-                            conn: place.conn,
-                            time: place.time,
-                            packet: u64::try_from(place.packet).unwrap_or(0),
-                            first_packet: place.first_packet,
-                            route: records.route_texts.route(py, place)?,
-                            pdu: Arc::clone(pdu),
-                            expert: expert.iter().map(|e| Ok((e.id, e.severity, e.message.to_owned_text()?)))
-                                .collect::<PyResult<_>>()?,
-                            notes,
-                        };
+                    let job = |records: &mut Records, notes| Ok::<_, PyErr>(RecordJob {
+                        index: place.index,
+                        conn: place.conn,
+                        time: place.time,
+                        packet: u64::try_from(place.packet).unwrap_or(0),
+                        first_packet: place.first_packet,
+                        route: records.route_texts.route(py, place)?,
+                        pdu: Arc::clone(pdu),
+                        expert: expert.iter().map(|e| Ok((e.id, e.severity, e.message.to_owned_text()?)))
+                            .collect::<PyResult<_>>()?,
+                        notes,
+                    });
+                    if records.pooled.is_some() {
+                        let job = job(records, notes)?;
+                        let pooled = records.pooled.as_mut().expect("checked above");
                         return pooled.push(job, &mut records.made.lines_out());
+                    }
+                    if let Target::Stats(stats) = &records.made.target {
+                        let stats = stats.clone_ref(py);
+                        if stats.borrow(py).feeds() {
+                            let job = job(records, notes)?;
+                            return stats.borrow_mut(py).add_frame(job);
+                        }
                     }
                 }
                 records.write_pooled(false)?;
@@ -634,8 +643,7 @@ fn stats_python_event(py: Python<'_>, stats: &Py<StatsCore>, event: &Bound<'_, P
     let conn: Option<u64> = event.getattr(intern!(py, "conn"))?.extract()?;
     let details = event.getattr(intern!(py, "details"))?;
     let details = if details.is_none() { Map::new() } else { crate::value::map_from_py(&details)? };
-    stats.borrow_mut(py).stats.add(&event_stats_record(&kind, time, conn, details));
-    Ok(())
+    stats.borrow_mut(py).add_record(event_stats_record(&kind, time, conn, details))
 }
 
 /// `f` of the analysis' view of a frame the core decoded (its texts are the pipeline's Python strings).
@@ -783,7 +791,7 @@ impl RecordsMade {
                 let mut sink = MapSink::new(Some(&STATS_KEPT));
                 let problems = build_record(&mut sink, input, self.style)?;
                 if let Some(record) = sink.into_record() {
-                    stats.borrow_mut(py).stats.add(&record);
+                    stats.borrow_mut(py).add_record(record)?;
                 }
                 (problems, None)
             }
@@ -930,6 +938,10 @@ impl AnalysedDissector {
                     (None, _) => Target::Dicts,
                 };
                 let pool_bytes: usize = options.getattr("pool_bytes")?.extract()?;
+                if let (Target::Stats(stats), true) = (&target, pool_bytes > 0) {
+                    // counted on a thread of their own while this one decodes (`stats/feed.rs`)
+                    stats.borrow_mut(py).start_feed(style, pool_bytes);
+                }
                 Some(Records {
                     texts: if matches!(target, Target::Stats(_)) { FindingTexts::severity_only(texts) } else { FindingTexts::new(texts) },
                     pooled: (matches!(target, Target::Json(_)) && pool_bytes > 0).then(|| PooledLines::new(style, pool_bytes)),
@@ -1054,8 +1066,13 @@ impl AnalysedDissector {
 
     /// The frame records made so far, and their problems: (frames, problems).
     #[getter]
-    fn json_lines(&self) -> (u64, u64) {
-        self.analysis.records.as_ref().map_or((0, 0), |r| (r.made.frames, r.made.problems))
+    fn json_lines(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        let Some(records) = &self.analysis.records else { return Ok((0, 0)) };
+        let (fed_frames, fed_problems) = match &records.made.target {
+            Target::Stats(stats) => stats.borrow_mut(py).fed()?,
+            _ => (0, 0),
+        };
+        Ok((records.made.frames + fed_frames, records.made.problems + fed_problems))
     }
 
     /// The frames, messages and problems columns made so far (with records="columns"), emptied: see

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 
 use super::Frame;
 use crate::model::Decoded;
-use crate::records::{build_record, Expert, JsonSink, Message, RecordInput, RecordStyle};
+use crate::records::{build_record, Expert, JsonSink, Message, RecordInput, RecordSink, RecordStyle};
 use crate::value::{Map, Name};
 
 /// A batch's weight at most, about the bytes its frames hold decoded: large enough that handing a batch over
@@ -37,14 +37,29 @@ pub struct RecordJob {
     pub notes: Map,
 }
 
+/// A batch's weight and how many batches may be out at once, for a budget of `budget` bytes of decoded frames
+/// handed over and not yet done with: the budget (`Options.pool_bytes`, 16 MiB) lets a run of small frames
+/// (the interpreter's thread's work) and a run of large batches (the other side's) overlap.
+pub fn batch_shape(budget: usize) -> (usize, usize) {
+    let batch_weight = (budget / 32).clamp(1, BATCH_WEIGHT);
+    (batch_weight, (budget / batch_weight).max(1))
+}
+
 impl RecordJob {
     /// About the bytes the frame holds decoded, and what writing its record costs.
-    fn weight(&self) -> usize {
+    pub fn weight(&self) -> usize {
         512 + self.pdu.size + 64 * self.pdu.payload().map_or(0, |section| section.message_count())
     }
 
     /// Append the record's JSON line to `out`; returns its problems.
     fn write(&self, out: &mut Vec<u8>, style: RecordStyle) -> PyResult<usize> {
+        let problems = self.build(&mut JsonSink::new(out), style)?;
+        out.push(b'\n');
+        Ok(problems)
+    }
+
+    /// The record, into `sink`; returns its problems.
+    pub fn build<'py>(&self, sink: &mut impl RecordSink<'py>, style: RecordStyle) -> PyResult<usize> {
         let [protocol, src, dst, direction] = &self.route;
         let frame = Frame {
             index: self.index,
@@ -64,9 +79,7 @@ impl RecordJob {
             frame: &frame, route: None, first_packet: self.first_packet, expert: &expert, protocol_keys: None,
             notes: &self.notes, data: None,
         };
-        let problems = build_record(&mut JsonSink::new(out), &input, style)?;
-        out.push(b'\n');
-        Ok(problems)
+        build_record(sink, &input, style)
     }
 }
 
@@ -117,17 +130,14 @@ pub struct PooledLines {
     /// A batch's weight.
     batch_weight: usize,
     running: VecDeque<mpsc::Receiver<Written>>,
-    /// Batches out at once at most (written, or waiting for a thread of the pool): the budget
-    /// (`Options.pool_bytes`, 16 MiB) lets a run of small frames (the interpreter's thread's work) and a run of
-    /// large batches (the pool's) overlap.
+    /// Batches out at once at most (written, or waiting for a thread of the pool): see [`batch_shape`].
     max_running: usize,
 }
 
 impl PooledLines {
     /// `budget`: about the bytes of decoded frames handed over and not yet written, at most.
     pub fn new(style: RecordStyle, budget: usize) -> PooledLines {
-        let batch_weight = (budget / 32).clamp(1, BATCH_WEIGHT);
-        let max_running = (budget / batch_weight).max(1);
+        let (batch_weight, max_running) = batch_shape(budget);
         PooledLines { style, batch: Vec::new(), weight: 0, batch_weight, running: VecDeque::new(), max_running }
     }
 

@@ -1,11 +1,17 @@
-//! The statistics for Python: `StatsCore` gathers records (dicts, or the core's own records), `state()`
-//! reads its figures out as plain data; `Latencies` is the same bounded latency sample for other Python code
+//! The statistics for Python: `StatsCore` gathers records (dicts, or the core's own records, counted on a
+//! thread of their own: `feed.rs`), `state()` reads its figures out as plain data; `Latencies` is the same bounded latency sample for other Python code
 //! (`check`'s latency rule).
 
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use super::feed::{lock, Fed, StatsFeed};
 use super::sample;
+use crate::analysis::pooled::RecordJob;
+use crate::records::RecordStyle;
 use super::{Actor, Counts, LatencyTable, Stats, COMMAND_KEYS, MESSAGE_KEYS, READ_KEYS};
 use crate::value::{map_to_py, Map, Name, Text, Value};
 
@@ -103,9 +109,64 @@ fn read_record(dict: &Bound<'_, PyDict>) -> PyResult<Map> {
     Ok(map)
 }
 
+/// The statistics, counted in place, or on their own thread once the analysis started a feed
+/// (`start_feed`): every read waits until everything handed over is counted.
 #[pyclass(unsendable, module = "pulsar_dissect_core")]
 pub struct StatsCore {
-    pub stats: Stats,
+    stats: Arc<Mutex<Stats>>,
+    feed: Option<StatsFeed>,
+}
+
+impl StatsCore {
+    /// Count on a thread of its own from now on (if one can be started), `budget` bytes of frames out at most.
+    pub fn start_feed(&mut self, style: RecordStyle, budget: usize) {
+        if self.feed.is_none() {
+            self.feed = StatsFeed::start(Arc::clone(&self.stats), style, budget);
+        }
+    }
+
+    /// Whether frames may be handed over (`add_frame`).
+    pub fn feeds(&self) -> bool {
+        self.feed.is_some()
+    }
+
+    /// A record (an event's, a frame's), after everything before it.
+    pub fn add_record(&mut self, record: Map) -> PyResult<()> {
+        match &mut self.feed {
+            Some(feed) => feed.push(Fed::Record(record)),
+            None => {
+                lock(&self.stats).add(&record);
+                Ok(())
+            }
+        }
+    }
+
+    /// A frame whose record the counting thread makes (only with a feed: `feeds`).
+    pub fn add_frame(&mut self, job: RecordJob) -> PyResult<()> {
+        match &mut self.feed {
+            Some(feed) => feed.push(Fed::Frame(job)),
+            None => Err(PyRuntimeError::new_err("frames handed over without the statistics' thread")),
+        }
+    }
+
+    /// The statistics, everything handed over counted.
+    fn settled(&mut self) -> PyResult<MutexGuard<'_, Stats>> {
+        if let Some(feed) = &mut self.feed {
+            feed.settle()?;
+        }
+        Ok(lock(&self.stats))
+    }
+
+    /// The frames whose records the thread counted, and their problems (everything handed over counted).
+    pub fn fed(&mut self) -> PyResult<(u64, u64)> {
+        match &mut self.feed {
+            Some(feed) => {
+                feed.settle()?;
+                Ok((feed.frames, feed.problems))
+            }
+            None => Ok((0, 0)),
+        }
+    }
 }
 
 #[pymethods]
@@ -119,18 +180,17 @@ impl StatsCore {
         stats.actor_latency_samples = actor_latency_samples.unwrap_or(latency_samples);
         stats.memory_total = memory_total.unwrap_or(usize::MAX);
         stats.max_connections = max_connections.unwrap_or(usize::MAX);
-        StatsCore { stats }
+        StatsCore { stats: Arc::new(Mutex::new(stats)), feed: None }
     }
 
     /// One record of the JSON contract (a dict).
     fn add(&mut self, record: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.stats.add(&read_record(record.cast::<PyDict>()?)?);
-        Ok(())
+        self.add_record(read_record(record.cast::<PyDict>()?)?)
     }
 
     /// The figures as plain data (see `dissector/output/stats.py: StatsCollector.result`).
-    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = &self.stats;
+    fn state<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &*self.settled()?;
         let out = PyDict::new(py);
         out.set_item("frames", s.frames)?;
         out.set_item("first_time", s.first_time)?;
@@ -211,27 +271,27 @@ impl StatsCore {
 
     /// The first record's time: time 0 of the timeline and the plots.
     #[getter]
-    fn origin(&self) -> Option<f64> {
-        self.stats.origin
+    fn origin(&mut self) -> PyResult<Option<f64>> {
+        Ok(self.settled()?.origin)
     }
 
     /// (time, request type, ms, answered by an error) of the responses kept for plotting, in the sample's order.
-    fn plot_points<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(py, &self.stats.plot.items)
+    fn plot_points<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, &self.settled()?.plot.items)
     }
 
     /// Time bucket -> [messages to broker, bytes to broker, messages to client, bytes to client].
-    fn throughput<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn throughput<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
-        for (slot, counts) in &self.stats.throughput {
+        for (slot, counts) in &self.settled()?.throughput {
             dict.set_item(slot, counts.to_vec())?;
         }
         Ok(dict)
     }
 
     #[getter]
-    fn throughput_width(&self) -> f64 {
-        self.stats.throughput_width
+    fn throughput_width(&mut self) -> PyResult<f64> {
+        Ok(self.settled()?.throughput_width)
     }
 }
 

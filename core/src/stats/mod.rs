@@ -5,6 +5,7 @@
 //! Python turns them into `stats --json` (percentiles, rounding, order) in `dissector/output/stats.py`.
 
 pub mod binding;
+pub mod feed;
 pub mod sample;
 
 use crate::analysis::bounded::OrderedMap;
