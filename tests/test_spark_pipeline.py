@@ -334,3 +334,12 @@ def test_summary_lines_escape_wire_strings_and_fit_80_columns():
     types = [line for line in lines if line.startswith(("types ", "      "))]
     assert len(types) > 3 and all(len(line) <= 80 or " " not in line.strip() for line in types)
     assert sum(line.count("TYPE_") for line in types) == 30
+
+
+def test_workers_start_no_blas_threads(spark):
+    """The Python workers import numpy (through pyarrow); its OpenBLAS would start a spinning thread per core in
+    each of them: the session tells them to start none."""
+    def probe(_):
+        yield os.environ.get("OPENBLAS_NUM_THREADS")
+
+    assert spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect() == ["1"]

@@ -22,6 +22,39 @@ pub enum Kind {
     Text,
 }
 
+/// A value as a column of its kind takes it: a number parsed from its JSON text, a string unescaped; `Null`
+/// when absent, JSON null, or of another type than the column's.
+enum Cell<'a> {
+    Null,
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Text(std::borrow::Cow<'a, str>),
+}
+
+impl<'a> Cell<'a> {
+    fn of(kind: Kind, value: Option<&'a str>) -> Cell<'a> {
+        let Some(text) = value.filter(|t| *t != "null") else { return Cell::Null };
+        match kind {
+            Kind::Int => text.parse::<i64>().map_or(Cell::Null, Cell::Int),
+            Kind::Float => text.parse::<f64>().map_or(Cell::Null, Cell::Float),
+            Kind::Bool => match text {
+                "true" => Cell::Bool(true),
+                "false" => Cell::Bool(false),
+                _ => Cell::Null,
+            },
+            Kind::Text => Cell::Text(match text {
+                t if t.starts_with('"') && t.contains('\\') => match serde_json::from_str::<String>(t) {
+                    Ok(unescaped) => unescaped.into(),
+                    Err(_) => t.into(),
+                },
+                t if t.starts_with('"') && t.len() >= 2 => t[1..t.len() - 1].into(),
+                t => t.into(),
+            }),
+        }
+    }
+}
+
 /// One column: its values (little-endian), a validity bitmap, and for text the offsets (int64).
 struct Column {
     kind: Kind,
@@ -49,45 +82,35 @@ impl Column {
 
     /// A value, as its JSON text (None: absent).
     fn push(&mut self, value: Option<&str>) {
-        let text = value.filter(|t| *t != "null");
-        match self.kind {
-            Kind::Int => {
-                let v = text.and_then(|t| t.parse::<i64>().ok());
-                self.values.extend_from_slice(&v.unwrap_or(0).to_le_bytes());
-                self.mark(v.is_some());
-            }
-            Kind::Float => {
-                let v = text.and_then(|t| t.parse::<f64>().ok());
-                self.values.extend_from_slice(&v.unwrap_or(0.0).to_le_bytes());
-                self.mark(v.is_some());
-            }
-            Kind::Bool => {
-                let v = match text {
-                    Some("true") => Some(true),
-                    Some("false") => Some(false),
-                    _ => None,
-                };
+        self.push_cell(&Cell::of(self.kind, value));
+    }
+
+    /// A value read already as a column of this kind reads it (`Cell::of`).
+    fn push_cell(&mut self, cell: &Cell<'_>) {
+        match (self.kind, cell) {
+            (Kind::Int, Cell::Int(v)) => self.push_fixed(&v.to_le_bytes(), true),
+            (Kind::Float, Cell::Float(v)) => self.push_fixed(&v.to_le_bytes(), true),
+            (Kind::Int | Kind::Float, _) => self.push_fixed(&[0; 8], false),
+            (Kind::Bool, cell) => {
                 if self.rows % 8 == 0 {
                     self.values.push(0);
                 }
-                if v == Some(true) {
+                if matches!(cell, Cell::Bool(true)) {
                     *self.values.last_mut().expect("a byte per eight rows") |= 1 << (self.rows % 8);
                 }
-                self.mark(v.is_some());
+                self.mark(matches!(cell, Cell::Bool(_)));
             }
-            Kind::Text => match text {
-                Some(t) if t.starts_with('"') && t.contains('\\') => match serde_json::from_str::<String>(t) {
-                    Ok(unescaped) => self.push_text(&unescaped),
-                    Err(_) => self.push_text(t),
-                },
-                Some(t) if t.starts_with('"') && t.len() >= 2 => self.push_text(&t[1..t.len() - 1]),
-                Some(t) => self.push_text(t),
-                None => {
-                    self.offsets.extend_from_slice(&(self.values.len() as i64).to_le_bytes());
-                    self.mark(false);
-                }
-            },
+            (Kind::Text, Cell::Text(text)) => self.push_text(text),
+            (Kind::Text, _) => {
+                self.offsets.extend_from_slice(&(self.values.len() as i64).to_le_bytes());
+                self.mark(false);
+            }
         }
+    }
+
+    fn push_fixed(&mut self, bytes: &[u8; 8], valid: bool) {
+        self.values.extend_from_slice(bytes);
+        self.mark(valid);
     }
 
     fn push_text(&mut self, text: &str) {
@@ -448,16 +471,21 @@ impl TableColumns {
         // producer_name, producer_id, consumer_id, subscription
         let shared = [values[1], values[0], values[3], values[2], values[9], values[6], values[TOP_TOPIC], values[28],
                       values[29], values[30], values[31]];
-        let mut number = itoa::Buffer::new();
-        for (position, keys) in &spans.rows[MESSAGES] {
-            let mut row: [Option<&str>; 22] = [None; 22];
-            row[..2].copy_from_slice(&shared[..2]);
-            row[2] = Some(number.format(*position));
-            row[3..12].copy_from_slice(&shared[2..]);
-            for (at, key) in keys.iter().enumerate() {
-                row[12 + at] = text(*key);
+        if !spans.rows[MESSAGES].is_empty() {
+            // read once for all the frame's messages (a batch's hundreds)
+            let columns = [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+            let shared: [Cell<'_>; 11] = std::array::from_fn(|i| Cell::of(MESSAGE_COLUMNS[columns[i]].1, shared[i]));
+            let table = &mut self.messages;
+            for (position, keys) in &spans.rows[MESSAGES] {
+                for (cell, at) in shared.iter().zip(columns) {
+                    table.columns[at].push_cell(cell);
+                }
+                table.columns[2].push_cell(&Cell::Int(*position as i64));
+                for (at, key) in keys.iter().enumerate() {
+                    table.columns[12 + at].push(text(*key));
+                }
+                table.rows += 1;
             }
-            self.messages.push(&row);
         }
         // a finding's row: id, severity, message, then the frame's protocol, index, conn, time, packet, type
         for (_, keys) in &spans.rows[FINDINGS] {

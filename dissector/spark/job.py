@@ -46,7 +46,11 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no lookup of this host's name
     from pyspark.sql import SparkSession
 
+    # the tasks import numpy (through pyarrow), whose OpenBLAS starts a thread per core in every Python worker
+    # that spins for nothing (no task does linear algebra): the workers' cores are the tasks'
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     conf = dict(conf or {})
+    conf.setdefault("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
     conf.setdefault("spark.driver.extraJavaOptions",
                     "-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties"))
     builder = (SparkSession.builder.master(master).appName(app)
