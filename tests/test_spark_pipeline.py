@@ -119,8 +119,11 @@ def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
     ex = _table(tmp_path, "exchanges")
     assert sorted(zip(ex["request_frame"], ex["response_frame"], ex["request_type"], ex["latency_ms"])) == want_pairs
     by_index = {r["index"]: r for r in frames}
-    for request, request_time in zip(ex["request_frame"], ex["request_time"]):
-        assert request_time == by_index[request]["time"]
+    for request, request_time, request_packet in zip(ex["request_frame"], ex["request_time"], ex["request_packet"]):
+        assert (request_time, request_packet) == (by_index[request]["time"], by_index[request]["packet"])
+    for response, response_time, response_packet, conn in zip(ex["response_frame"], ex["response_time"],
+                                                              ex["response_packet"], ex["conn"]):
+        assert (response_time, response_packet, conn) == tuple(by_index[response][k] for k in ("time", "packet", "conn"))
 
     # problems: every finding of every frame, by id and frame
     want_found = sorted((e["id"], r["index"]) for r in frames for e in r.get("expert") or [])
@@ -204,8 +207,8 @@ def test_the_command_line(tmp_path):
         assert (out / name).is_dir()
     # where the run's time went: every stage, in order, and together no more than the whole run
     stages = json.loads((out / "stages.json").read_text())
-    assert list(stages) == ["spark_start", "index", "plan_and_count", "number_and_decode", "exchanges",
-                            "problems_and_files", "summary", "spark_stop"]
+    assert list(stages) == ["spark_start", "index", "plan_and_count", "number_and_decode", "problems_and_files",
+                            "summary", "spark_stop"]
     assert all(seconds >= 0 for seconds in stages.values()) and stages["number_and_decode"] > 0
     bad = subprocess.run(CLI + ["pipeline", str(tmp_path / "nothing-*.pcap"), "--out", str(out)],
                          capture_output=True, text=True, timeout=120)
@@ -280,8 +283,9 @@ def test_a_standalone_master(tmp_path):
 def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
     """The core's columns of records (`core/src/columns.rs`, the sink the decoding tasks' records are built
     into, here fed records as dicts): a key of the wrong type is null in its column, strings are themselves,
-    objects keep their JSON text, messages are expanded (a list item that is no object is no row)."""
-    from dissector.spark.rows import FRAMES, MESSAGES, PROBLEMS, _table
+    objects keep their JSON text, messages are expanded (a list item that is no object is no row), a record
+    that answers a request is an exchange (the request's time and packet unknown to a record made elsewhere)."""
+    from dissector.spark.rows import EXCHANGES, FRAMES, MESSAGES, PROBLEMS, _table
     import pulsar_dissect_core as core
 
     records = [
@@ -294,7 +298,8 @@ def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
         {"index": 2, "time": "soon", "answers": 1, "latency_ms": 0.25, "command": {"topic": "t2"}, "encrypted": "yes",
          "expert": [], "unknown": {"deep": [1, {"a": 2}]}},
     ]
-    (frame_rows, frames), (message_rows, messages), (problem_rows, problems) = core.record_columns(records)
+    (frame_rows, frames), (message_rows, messages), (problem_rows, problems), (exchange_rows, exchanges) = \
+        core.record_columns(records)
     f = _table(FRAMES, frame_rows, frames).to_pydict()
     assert f["index"] == [1, 2] and f["time"] == [1.5, None] and f["size"] == [None, None]
     assert f["src"] == ['a\x07"b', None] and f["conn"] == [2, None]
@@ -312,6 +317,9 @@ def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
     p = _table(PROBLEMS, problem_rows, problems).to_pydict()
     assert (p["id"], p["severity"], p["message"], p["frame"], p["time"], p["frame_type"]) == (
         ["i"], ["error"], ["m"], [1], [1.5], ["SEND"])
+    e = _table(EXCHANGES, exchange_rows, exchanges).to_pydict()
+    assert (e["request_frame"], e["response_frame"], e["latency_ms"], e["topic"]) == ([1], [2], [0.25], ["t2"])
+    assert (e["request_time"], e["request_packet"], e["response_time"]) == ([None], [None], [None])
 
 
 def test_summary_lines_escape_wire_strings_and_fit_80_columns():

@@ -166,6 +166,15 @@ pub const PROBLEM_COLUMNS: [(&str, Kind); 10] = [
     ("file", Kind::Text),
 ];
 
+/// The exchanges table's columns: a frame that answers a request (its `answers`), the request's time and
+/// packet as the analysis paired them (`Output::Annotated::answered`; null for a record made elsewhere).
+pub const EXCHANGE_COLUMNS: [(&str, Kind); 12] = [
+    ("protocol", Kind::Text), ("conn", Kind::Int), ("request_frame", Kind::Int), ("request_type", Kind::Text),
+    ("request_time", Kind::Float), ("request_packet", Kind::Int), ("response_frame", Kind::Int),
+    ("response_type", Kind::Text), ("response_time", Kind::Float), ("response_packet", Kind::Int),
+    ("latency_ms", Kind::Float), ("topic", Kind::Text),
+];
+
 /// The record's own keys the frame columns take (`FRAME_COLUMNS` up to `topic`, then `client_id` and
 /// `group`), by their place in `TOP_KEYS`.
 const TOP_KEYS: [&str; 28] = [
@@ -173,6 +182,7 @@ const TOP_KEYS: [&str; 28] = [
     "problems", "expert", "checksum", "metadata", "broker_entry_metadata", "payload_size", "uncompressed_size",
     "encrypted", "marker", "serial", "answers", "latency_ms", "request_type", "topic", "client_id", "group",
 ];
+const TOP_ANSWERS: usize = 22;
 const TOP_TOPIC: usize = 25;
 const TOP_COMMAND: usize = 10;
 const TOP_EXPERT: usize = 13;
@@ -396,11 +406,12 @@ impl Table {
     }
 }
 
-/// The frames, messages and problems (the frames' findings) of records as columns, until taken.
+/// The frames, messages, problems (the frames' findings) and exchanges of records as columns, until taken.
 pub struct TableColumns {
     frames: Table,
     messages: Table,
     problems: Table,
+    exchanges: Table,
 }
 
 impl Default for TableColumns {
@@ -412,18 +423,20 @@ impl Default for TableColumns {
 impl TableColumns {
     pub fn new() -> TableColumns {
         TableColumns { frames: Table::new(&FRAME_COLUMNS), messages: Table::new(&MESSAGE_COLUMNS),
-                       problems: Table::new(&PROBLEM_COLUMNS) }
+                       problems: Table::new(&PROBLEM_COLUMNS), exchanges: Table::new(&EXCHANGE_COLUMNS) }
     }
 
     /// Bytes the columns hold (what a writer flushes by).
     pub fn size(&self) -> usize {
-        [&self.frames, &self.messages, &self.problems].iter().flat_map(|t| &t.columns)
+        [&self.frames, &self.messages, &self.problems, &self.exchanges].iter().flat_map(|t| &t.columns)
             .map(|c| c.values.len() + c.offsets.len()).sum()
     }
 
     /// A record, written by `build` into a `TableSink`: its line straight into the `json` column (no copy),
-    /// its values into the others. On an error nothing of it is kept.
-    pub fn record(&mut self, build: impl FnOnce(&mut TableSink<'_>) -> PyResult<usize>) -> PyResult<usize> {
+    /// its values into the others. On an error nothing of it is kept. `answered`: the time and packet of the
+    /// request the frame answers, as the analysis paired them.
+    pub fn record(&mut self, answered: Option<(f64, u64)>, build: impl FnOnce(&mut TableSink<'_>) -> PyResult<usize>)
+                  -> PyResult<usize> {
         let json = self.frames.columns.last_mut().expect("a json column");
         let mut out = std::mem::take(&mut json.values);
         let base = out.len();
@@ -432,7 +445,7 @@ impl TableColumns {
         let spans = std::mem::take(&mut sink.spans);
         let kept = match (&built, std::str::from_utf8(&out[base..])) {
             (Ok(_), Ok(line)) => {
-                self.add(line, &spans);
+                self.add(line, &spans, answered);
                 true
             }
             _ => false,
@@ -450,7 +463,7 @@ impl TableColumns {
     }
 
     /// A record's line and where its values lie in it (`TableSink`): every column but the frame's `json`.
-    fn add(&mut self, line: &str, spans: &Spans) {
+    fn add(&mut self, line: &str, spans: &Spans, answered: Option<(f64, u64)>) {
         let text = |span: Span| span.and_then(|(start, end)| line.get(start..end));
         let top = |at: usize| text(spans.top[at]);
         let actor = |actor: usize, at: usize| text(spans.actors[actor][at]);
@@ -493,12 +506,33 @@ impl TableColumns {
                        values[7], values[9], None];
             self.problems.push(&row);
         }
+        if present(values[TOP_ANSWERS]).is_some() {
+            self.exchange(&values, answered);
+        }
     }
 
-    /// The columns as Arrow buffers, emptied: per table (frames, messages, problems) its rows and per column
-    /// (validity, values, offsets), the columns in the order of `table_columns()`.
-    pub fn take<'py>(&mut self, py: Python<'py>) -> [(usize, Buffers<'py>); 3] {
-        [self.frames.take(py), self.messages.take(py), self.problems.take(py)]
+    /// A frame that answers a request: protocol, conn, request frame and type, the request's time and packet,
+    /// then the frame's index, type, time and packet, latency and topic.
+    fn exchange(&mut self, values: &[Option<&str>; 32], answered: Option<(f64, u64)>) {
+        let (time, packet) = match answered {
+            Some((time, packet)) => (Cell::Float(time), i64::try_from(packet).map_or(Cell::Null, Cell::Int)),
+            None => (Cell::Null, Cell::Null),
+        };
+        let table = &mut self.exchanges;
+        let frame = [(0, values[1]), (1, values[3]), (2, values[TOP_ANSWERS]), (3, values[24]), (6, values[0]),
+                     (7, values[9]), (8, values[2]), (9, values[7]), (10, values[23]), (11, values[TOP_TOPIC])];
+        for (at, value) in frame {
+            table.columns[at].push(value);
+        }
+        table.columns[4].push_cell(&time);
+        table.columns[5].push_cell(&packet);
+        table.rows += 1;
+    }
+
+    /// The columns as Arrow buffers, emptied: per table (frames, messages, problems, exchanges) its rows and
+    /// per column (validity, values, offsets), the columns in the order of `table_columns()`.
+    pub fn take<'py>(&mut self, py: Python<'py>) -> [(usize, Buffers<'py>); 4] {
+        [self.frames.take(py), self.messages.take(py), self.problems.take(py), self.exchanges.take(py)]
     }
 }
 
@@ -529,21 +563,21 @@ fn write_value(sink: &mut TableSink<'_>, key: Key<'_>, value: &Value) -> PyResul
 /// `AnalysedDissector.take_columns` gives those it makes.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
-pub fn record_columns<'py>(py: Python<'py>, records: Vec<Bound<'py, PyAny>>) -> PyResult<[(usize, Buffers<'py>); 3]> {
+pub fn record_columns<'py>(py: Python<'py>, records: Vec<Bound<'py, PyAny>>) -> PyResult<[(usize, Buffers<'py>); 4]> {
     let mut columns = TableColumns::new();
     for record in records {
         let record = Value::Map(crate::value::map_from_py(&record)?);
-        columns.record(|sink| write_value(sink, Key::Item, &record).map(|_| 0))?;
+        columns.record(None, |sink| write_value(sink, Key::Item, &record).map(|_| 0))?;
     }
     Ok(columns.take(py))
 }
 
-/// The frames, messages and problems tables' columns: [[(name, kind)]...], kind "int", "float", "bool" or
-/// "text".
+/// The frames, messages, problems and exchanges tables' columns: [[(name, kind)]...], kind "int", "float",
+/// "bool" or "text".
 #[pyfunction]
-pub fn table_columns() -> [Vec<(&'static str, &'static str)>; 3] {
+pub fn table_columns() -> [Vec<(&'static str, &'static str)>; 4] {
     let named = |columns: &[(&'static str, Kind)]| columns.iter().map(|(name, kind)| (*name, match kind {
         Kind::Int => "int", Kind::Float => "float", Kind::Bool => "bool", Kind::Text => "text",
     })).collect();
-    [named(&FRAME_COLUMNS), named(&MESSAGE_COLUMNS), named(&PROBLEM_COLUMNS)]
+    [named(&FRAME_COLUMNS), named(&MESSAGE_COLUMNS), named(&PROBLEM_COLUMNS), named(&EXCHANGE_COLUMNS)]
 }

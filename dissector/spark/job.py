@@ -14,9 +14,9 @@ the input and numbers; each task reads the capture files it needs itself.
    sum).
 4. decode (``tasks.decode``): per partition, its work and its numbers: the CLI's pipeline and analysis over
    its connections with those numbers, each frame's ``--json`` record made straight into the frames and
-   messages tables, which the task writes.
-5. tables (``tables.py``): exchanges, problems and files in Spark SQL from the frames the decoding tasks wrote
-   and the events they gave; the summary computed from the tables is the only thing collected.
+   messages tables, and each answer with its request into the exchanges table, which the task writes.
+5. tables (``tables.py``): problems and files in Spark SQL from the events the decoding tasks gave and the
+   index; the summary computed from the tables is the only thing collected.
 """
 from __future__ import annotations
 

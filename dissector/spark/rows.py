@@ -1,9 +1,10 @@
-"""The ``frames`` and ``messages`` tables, and the frames' findings in ``problems``, as the decoding tasks write
-them: the core makes each frame's record (the CLI's ``--json`` line, docs/records.schema.json) straight into
-Arrow columns (``core/src/columns.rs``: no
-Python object per value, nothing parsed back) and each task writes its own Parquet file of each table, so a
-gigabyte of records never passes through Spark's rows. Spark SQL reads these files back for the other tables
-and the summary (``tables.py``).
+"""The ``frames``, ``messages`` and ``exchanges`` tables, and the frames' findings in ``problems``, as the decoding
+tasks write them: the core makes each frame's record (the CLI's ``--json`` line, docs/records.schema.json)
+straight into Arrow columns (``core/src/columns.rs``: no Python object per value, nothing parsed back), an
+exchange for each frame that answers a request (the analysis paired them: the request's time and packet come
+with the answer), and each task writes its own Parquet file of each table, so a gigabyte of records never
+passes through Spark's rows. Spark SQL reads these files back for the rest of ``problems``, ``files`` and the
+summary (``tables.py``).
 
 A column is a key of the contract; an object or a list (``command``, ``metadata``, ``expert``, a message's
 ``properties``...) is kept as its JSON text, and ``json`` is the whole record as the CLI writes it."""
@@ -16,8 +17,8 @@ import pyarrow.parquet as pq
 import pulsar_dissect_core as _core
 
 _TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "text": pa.large_string()}
-FRAMES, MESSAGES, PROBLEMS = (pa.schema([(name, _TYPES[kind]) for name, kind in columns])
-                              for columns in _core.table_columns())
+FRAMES, MESSAGES, PROBLEMS, EXCHANGES = (pa.schema([(name, _TYPES[kind]) for name, kind in columns])
+                                         for columns in _core.table_columns())
 
 #: Bytes of columns a task holds before it writes them as a row group: few, as fresh large buffers cost page
 #: faults and cache misses (a task over the 244 MB benchmark capture: 12.5 s with 32 MiB, 9.2 s with 4 MiB).
@@ -37,10 +38,12 @@ FRAMES_WRITTEN = _write_options(FRAMES, {"protocol", "src", "dst", "direction", 
 MESSAGES_WRITTEN = _write_options(MESSAGES, {"protocol", "direction", "type", "topic", "producer_name", "subscription",
                                              "partition_key"})
 PROBLEMS_WRITTEN = _write_options(PROBLEMS, {"id", "severity", "protocol", "frame_type"})
+EXCHANGES_WRITTEN = _write_options(EXCHANGES, {"protocol", "request_type", "response_type", "topic"})
 
-#: The tables the decoding tasks write, each under its own directory: (name, schema, how written).
+#: The tables the decoding tasks write, each under its own directory, in the order the core gives their
+#: columns: (name, schema, how written).
 TASK_TABLES = (("frames", FRAMES, FRAMES_WRITTEN), ("messages", MESSAGES, MESSAGES_WRITTEN),
-               ("problems", PROBLEMS, PROBLEMS_WRITTEN))
+               ("problems", PROBLEMS, PROBLEMS_WRITTEN), ("exchanges", EXCHANGES, EXCHANGES_WRITTEN))
 
 
 def _table(schema: pa.Schema, rows: int, buffers) -> pa.Table:
@@ -70,8 +73,8 @@ class _Writer:
 
 
 class FrameTables:
-    """The frames, messages and problems (the frames' findings) of one task, each written under ``out``/NAME
-    as part-``partition``.parquet."""
+    """The frames, messages, problems (the frames' findings) and exchanges of one task, each written under
+    ``out``/NAME as part-``partition``.parquet."""
 
     def __init__(self, out: str, partition: int):
         name = f"part-{partition:05d}.parquet"

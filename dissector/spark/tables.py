@@ -1,8 +1,7 @@
-"""The pipeline's tables and the summary computed from them, in Spark SQL. ``frames`` and ``messages`` are
-written by the decoding tasks (``rows.py``: one row per frame, the contract's keys as columns and ``json`` the
-whole record; one row per application message), and so are the frames' findings in ``problems``; the rest is
-made here:
-- ``exchanges``: one row per response that answers a request, with both frames and the latency.
+"""The pipeline's tables and the summary computed from them, in Spark SQL. ``frames``, ``messages`` and
+``exchanges`` are written by the decoding tasks (``rows.py``: one row per frame, the contract's keys as columns
+and ``json`` the whole record; one row per application message; one row per response that answers a request,
+with both frames and the latency), and so are the frames' findings in ``problems``; the rest is made here:
 - ``problems``: besides the frames' findings, every event with a severity, every note of reading a file.
 - ``files``: the input files, in the order they were read as one capture.
 """
@@ -26,20 +25,7 @@ def write(spark, events, files, notes, missing: list[str], out: str, stages=None
     done = stages.done if stages is not None else (lambda stage: None)
     from pyspark.sql import functions as F
 
-    # the decoding tasks wrote frames, messages and the frames' findings (rows.py)
-    frames = spark.read.parquet(os.path.join(out, "frames"))
-
-    request = frames.select(F.col("index").alias("request_frame"),
-                            F.col("time").alias("request_time"), F.col("packet").alias("request_packet"))
-    exchanges = (frames.filter("answers is not null")
-                 .join(request, (F.col("answers") == F.col("request_frame")), "left")
-                 .select("protocol", "conn", F.col("answers").alias("request_frame"), "request_type", "request_time",
-                         "request_packet", F.col("index").alias("response_frame"), F.col("type").alias("response_type"),
-                         F.col("time").alias("response_time"), F.col("packet").alias("response_packet"),
-                         "latency_ms", "topic"))
-    exchanges.write.mode("overwrite").parquet(os.path.join(out, "exchanges"))
-    done("exchanges")
-
+    # the decoding tasks wrote frames, messages, exchanges and the frames' findings (rows.py)
     events = (events.select(F.from_json("json", EVENT_SCHEMA).alias("e"))
               .filter("e.severity is not null and e.severity != 'note'")
               .select(F.col("e.type").alias("id"), "e.severity", "e.message", F.lit(None).cast("string").alias("protocol"),

@@ -441,7 +441,7 @@ impl Run<'_> {
                     details.extend(event.params);
                     self.event_line(event.kind.as_str(), event.time, event.conn, details)?;
                 }
-                Output::Annotated { notes, findings } => {
+                Output::Annotated { notes, findings, .. } => {
                     let Some((frame, route, first_packet)) = frame else {
                         return Err(Broken("a frame's notes without the frame".into()));
                     };

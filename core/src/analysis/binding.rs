@@ -472,9 +472,9 @@ impl ConversationCore {
     fn flush_outputs(&mut self, py: Python<'_>, outputs: &mut Vec<Output>, item: &Current<'_, '_>, out: &Bound<'_, PyList>) -> PyResult<()> {
         for output in outputs.drain(..) {
             match output {
-                Output::Annotated { notes, findings } => {
+                Output::Annotated { notes, findings, answered } => {
                     if self.records.is_some() {
-                        self.record(py, item, &findings, notes, out)?;
+                        self.record(py, item, &findings, notes, answered, out)?;
                         continue;
                     }
                     if let (Some(lines), Current::Native(place, pdu)) = (&mut self.timeline, item) {
@@ -523,7 +523,9 @@ impl ConversationCore {
     }
 
     /// With `records` on, the record of the frame being flushed: its JSON line, or its dict appended to `out`.
-    fn record(&mut self, py: Python<'_>, item: &Current<'_, '_>, findings: &[Finding], notes: Map, out: &Bound<'_, PyList>) -> PyResult<()> {
+    /// (`answered`: the time and packet of the request the frame answers, for the pipeline's exchanges.)
+    fn record(&mut self, py: Python<'_>, item: &Current<'_, '_>, findings: &[Finding], notes: Map,
+              answered: Option<(f64, u64)>, out: &Bound<'_, PyList>) -> PyResult<()> {
         let Some(records) = &mut self.records else { return Ok(()) };
         match item {
             Current::Native(place, pdu) => {
@@ -563,7 +565,7 @@ impl ConversationCore {
                         frame, route: Some(route), first_packet: place.first_packet, expert: &expert,
                         protocol_keys: None, notes: &notes, data,
                     };
-                    records.made.build(py, &input, &mut self.actors)
+                    records.made.build(py, &input, answered, &mut self.actors)
                 })??;
                 self.emit_record(py, built, out)
             }
@@ -572,7 +574,7 @@ impl ConversationCore {
                 let (spec, actors) = (self.protocol_spec.bind(py), &mut self.actors);
                 let made = &mut records.made;
                 let built = with_py_frame(frame, findings, &notes, spec, &mut records.texts, made.style,
-                                          |input| made.build(py, input, actors))??;
+                                          |input| made.build(py, input, answered, actors))??;
                 self.emit_record(py, built, out)
             }
             Current::Nothing => Err(PyRuntimeError::new_err("a frame's notes without the frame")),
@@ -771,7 +773,8 @@ impl RecordsMade {
     }
 
     /// The record of `input`: appended to the lines, or returned as a dict.
-    fn build<'py>(&mut self, py: Python<'py>, input: &RecordInput<'_, 'py>, actors: &mut ActorDicts) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn build<'py>(&mut self, py: Python<'py>, input: &RecordInput<'_, 'py>, answered: Option<(f64, u64)>,
+                  actors: &mut ActorDicts) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (problems, record) = match &mut self.target {
             Target::Json(lines) => {
                 let problems = build_record(&mut JsonSink::new(lines), input, self.style)?;
@@ -785,7 +788,7 @@ impl RecordsMade {
             }
             Target::Columns(columns) => {
                 let style = self.style;
-                (columns.record(|sink| build_record(sink, input, style))?, None)
+                (columns.record(answered, |sink| build_record(sink, input, style))?, None)
             }
             Target::Stats(stats) => {
                 let mut sink = MapSink::new(Some(&STATS_KEPT));
@@ -1077,7 +1080,7 @@ impl AnalysedDissector {
 
     /// The frames, messages and problems columns made so far (with records="columns"), emptied: see
     /// `columns.rs`.
-    fn take_columns<'py>(&mut self, py: Python<'py>) -> [(usize, Buffers<'py>); 3] {
+    fn take_columns<'py>(&mut self, py: Python<'py>) -> [(usize, Buffers<'py>); 4] {
         match self.analysis.records.as_mut().map(|r| &mut r.made.target) {
             Some(Target::Columns(columns)) => columns.take(py),
             _ => TableColumns::new().take(py),

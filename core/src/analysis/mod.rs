@@ -74,8 +74,9 @@ impl Event {
 /// What the analysis gives for each input, in order.
 #[derive(Debug)]
 pub enum Output {
-    /// The frame being processed, with its notes (record keys) and conversation findings.
-    Annotated { notes: Map, findings: Vec<Finding> },
+    /// The frame being processed, with its notes (record keys) and conversation findings; `answered`: the
+    /// time and packet of the request it answers (in its notes as `answers`), for the pipeline's exchanges.
+    Annotated { notes: Map, findings: Vec<Finding>, answered: Option<(f64, u64)> },
     /// The input event, passed on as it is.
     Input,
     Event(Event),
@@ -383,7 +384,7 @@ impl Analyzer {
         }
         self.last_packet = frame.packet;
         let Some(protocol_name) = self.protocols.get_key_value(frame.protocol).map(|(name, _)| name.clone()) else {
-            out.push(Output::Annotated { notes: Map::new(), findings: Vec::new() });
+            out.push(Output::Annotated { notes: Map::new(), findings: Vec::new(), answered: None });
             return;
         };
         if !self.conns.contains_key(&frame.conn) {
@@ -415,6 +416,7 @@ impl Analyzer {
         let mut findings = Vec::new();
         let mut events = Vec::new();
         let mut deadline = None;
+        let mut answered = None;
         if frame.pdu.command.is_some() {
             // a command that could not be decoded tells the conversation nothing
             let spec = protocol.table.get(frame.pdu.type_name.as_str());
@@ -433,11 +435,12 @@ impl Analyzer {
             if let Some(session) = conn.session.as_mut() {
                 session.on_frame(frame, spec, request.as_ref(), &mut notes, &mut findings, &mut events);
             }
+            answered = request.map(|request| (request.time, request.packet));
         }
         if let Some(deadline) = deadline {
             self.deadlines.push(Reverse(Deadline(deadline, frame.conn)));
         }
-        out.push(Output::Annotated { notes, findings });
+        out.push(Output::Annotated { notes, findings, answered });
         out.extend(events.into_iter().map(Output::Event));
     }
 
