@@ -1,6 +1,6 @@
 //! The statistics for Python: `StatsCore` gathers records (dicts, or the core's own records, counted on a
-//! thread of their own: `feed.rs`), `state()` reads its figures out as plain data; `Latencies` is the same bounded latency sample for other Python code
-//! (`check`'s latency rule).
+//! thread of their own: `feed.rs`), `state()` reads its figures out as plain data; `Latencies` is the same
+//! bounded latency sample for other Python code (`check`'s latency rule).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
