@@ -5,8 +5,9 @@
 //! thread makes each frame's record (a [`MapSink`] keeping what the statistics read) and adds it. The figures
 //! are the same as counting in place (a test: `tests/test_parallel_records.py`).
 //!
-//! Memory stays bounded as the pool's: about `Options.pool_bytes` of decoded frames are out at once; the
-//! interpreter's thread waits for the oldest batch before it hands over one more.
+//! Memory stays bounded as the pool's: about a quarter of `Options.pool_bytes` of decoded frames, as the pool
+//! weighs them, are out at once (`StatsFeed::start` says why a quarter); the interpreter's thread waits for the
+//! oldest batch before it hands over one more.
 
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
