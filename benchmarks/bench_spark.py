@@ -9,8 +9,9 @@ in one run.
 The input looks like a fleet's captures: --copies K copies of the capture's traffic, each between its own
 client and broker addresses (so K times its connections, for the partitions to share), merged in time order
 and written as tcpdump -C writes them, rotated every --piece-mb MB (benchmarks/gen/fleet.py), under
-benchmarks/out/spark_fleet/set/; the same packets also as one file, spark_fleet/merged.pcap, for the CLI (it
-reads one capture; the pieces cut connections, so it cannot take them one by one). With --copies 1 the
+benchmarks/out/spark_fleet/set/ (spark_fleet-KxMMB/ for other than the default shape); the same packets
+also as one file, spark_fleet/merged.pcap, for the CLI (it reads one capture; the pieces cut connections,
+so it cannot take them one by one). With --copies 1 the
 capture itself is cut into --pieces rotated files of equal packet counts instead, under
 benchmarks/out/spark_set/, and the CLI reads the capture. Either set is made once (its `.made-from` stamp
 says from what) and reused by later runs.
@@ -31,6 +32,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -79,17 +81,61 @@ def fleet(capture: Path, copies: int, piece_mb: float, into: Path) -> tuple[list
     return made.pieces, pieces, merged
 
 
-def timed(argv: list[str]) -> dict:
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu(root: int, seen: dict[int, float]) -> None:
+    """The CPU seconds each process under ``root`` has used so far, noted in ``seen`` (by pid): the JVM and
+    its Python workers are not children this process waits for, so their time is read from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK)
+    tree, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, (ppid, _) in parents.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    for pid in tree:
+        if pid in parents:
+            seen[pid] = max(seen.get(pid, 0.0), parents[pid][1])
+
+
+def timed(argv: list[str], cpus: set[int] | None = None) -> dict:
+    """``argv`` run once: wall seconds, and CPU seconds of it and every process it started (sampled from
+    /proc every 0.1 s: a process's last tenth of a second before it ends may be missed). ``cpus``: the CPUs
+    it may run on (its processes inherit them)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.PIPE if "pipeline" in argv else subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE if "pipeline" in argv else subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True,
+                             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+    seen: dict[int, float] = {}
+    stop = threading.Event()
+
+    def sample():
+        while not stop.wait(0.1):
+            _tree_cpu(child.pid, seen)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, stderr = child.communicate()
     wall = time.perf_counter() - start
+    stop.set()
+    sampler.join()
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({child.returncode}): {stderr[-2000:]}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": wall, "cpu_s": cpu, "stdout": done.stdout}
+    # what the processes this one reaped used, exactly (the CLI's rows), or the sampled tree (the JVM's)
+    reaped = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": wall, "cpu_s": max(reaped, sum(seen.values())), "stdout": stdout}
 
 
 def main() -> None:
@@ -99,6 +145,7 @@ def main() -> None:
     ap.add_argument("--piece-mb", type=float, default=256, help="rotate the copies every this many MB (default 256)")
     ap.add_argument("--pieces", type=int, default=8, help="with --copies 1: cut the capture into this many files")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--pin", action="store_true", help="also run local[1] with its JVM and worker on one CPU")
     ap.add_argument("--json-out", default=str(OUT / "spark.json"))
     a = ap.parse_args()
     capture = Path(a.capture)
@@ -109,18 +156,24 @@ def main() -> None:
     if a.copies == 1:
         files, pieces, cli_input = cut(capture, a.pieces, OUT / "spark_set"), OUT / "spark_set", capture
     else:
-        files, pieces, cli_input = fleet(capture, a.copies, a.piece_mb, OUT / "spark_fleet")
+        # a set per shape, so that runs of different sizes do not make each other's again
+        home = "spark_fleet" if (a.copies, a.piece_mb) == (8, 256) else f"spark_fleet-{a.copies}x{a.piece_mb:g}MB"
+        files, pieces, cli_input = fleet(capture, a.copies, a.piece_mb, OUT / home)
     size = sum(f.stat().st_size for f in files)
     # the CLI writes --json's records on a thread pool (two cores here); "cli-1" is the same on one core
     # (-o pool_bytes=0: every record written in place), which a core of a Spark executor compares to
-    rows = {"cli": [], "cli-1": [], "local[1]": [], "local[2]": []}
-    frames, stages = {}, {"local[1]": [], "local[2]": []}
+    # --pin: "local[1] pinned" is local[1] with the JVM and its worker on one CPU between them, so that it
+    # has one core, as its name says (unpinned, the JVM's compiler, collector and Arrow threads use the other)
+    masters = [("local[1]", None), ("local[2]", None)] + ([("local[1] pinned", {min(os.sched_getaffinity(0))})] if a.pin else [])
+    rows = {"cli": [], "cli-1": [], **{name: [] for name, _ in masters}}
+    frames, stages = {}, {name: [] for name, _ in masters}
     for r in range(a.repeat):
         rows["cli"].append(timed(CLI + [str(cli_input), "--json"]))
         rows["cli-1"].append(timed(CLI + [str(cli_input), "--json", "-o", "pool_bytes=0"]))
-        for master in ("local[1]", "local[2]"):
+        for master, cpus in masters:
             out = OUT / "spark_tables"
-            run = timed(CLI + ["pipeline", str(pieces), "--out", str(out), "--master", master, "--json"])
+            run = timed(CLI + ["pipeline", str(pieces), "--out", str(out), "--master", master.split()[0], "--json"],
+                        cpus)
             frames[master] = json.loads(run["stdout"])["frames"]
             rows[master].append(run)
             stages[master].append(json.loads((out / "stages.json").read_text()))
@@ -147,17 +200,25 @@ def main() -> None:
         table[name] = {"wall_s": wall, "cpu_s": cpu, "frames": n, "frames_per_s": n / wall, "mb_per_s": size / 1e6 / wall}
         label = {"cli": "pulsar-dissect FILE --json (CLI)", "cli-1": "  the same on one core (pool_bytes=0)"}.get(
             name, f"pipeline --master {name}")
-        # the JVM is not a child this process waits for: its CPU time is not counted, so not shown
-        shown_cpu = f"{cpu:8.1f}" if name.startswith("cli") else f"{'-':>8}"
-        print(f"{label:34} {wall:8.1f} {shown_cpu} {n / wall:10,.0f} {size / 1e6 / wall:7.1f}  {n:,}")
-    for master in ("local[1]", "local[2]"):
+        table[name]["cores_busy"] = cpu / wall
+        print(f"{label:34} {wall:8.1f} {cpu:8.1f} {n / wall:10,.0f} {size / 1e6 / wall:7.1f}  {n:,}")
+    for master, _ in masters:
         split = {k: statistics.median(run[k] for run in stages[master]) for k in stages[master][-1]}
         table[master]["stages_s"] = split
         print(f"{master} by stage (DIR/stages.json, median): " + ", ".join(f"{k} {v:.1f} s" for k, v in split.items()))
     speedup = table["local[1]"]["wall_s"] / table["local[2]"]["wall_s"]
-    per_core = {m: table[m]["frames_per_s"] / cores / table["cli-1"]["frames_per_s"] for m, cores in (("local[1]", 1), ("local[2]", 2))}
-    per_cli = {m: table[m]["frames_per_s"] / cores / table["cli"]["frames_per_s"] for m, cores in (("local[1]", 1), ("local[2]", 2))}
+    cores_of = [(name, 2 if name == "local[2]" else 1) for name, _ in masters]
+    per_core = {m: table[m]["frames_per_s"] / cores / table["cli-1"]["frames_per_s"] for m, cores in cores_of}
+    per_cli = {m: table[m]["frames_per_s"] / cores / table["cli"]["frames_per_s"] for m, cores in cores_of}
+    busy = table["local[1]"]["cores_busy"]
+    cpus = len(os.sched_getaffinity(0))
     print(f"\nlocal[2] / local[1] speed-up: {speedup:.2f}x (target >= 1.7x)")
+    # local[2] needs at least local[1]'s CPU seconds, spread over at most this machine's CPUs
+    print(f"  local[1] kept {busy:.2f} cores busy on average (CPU s / s): with {cpus} CPUs, local[2] can be "
+          f"at most {cpus / busy:.2f}x faster than it")
+    if a.pin:
+        pinned = table["local[1] pinned"]["wall_s"] / table["local[2]"]["wall_s"]
+        print(f"  local[2] / local[1] pinned to one CPU: {pinned:.2f}x")
     for master, ratio in per_core.items():
         print(f"{master}: per-core throughput {ratio:.3f} of the CLI's on one core (target >= 0.5); "
               f"{per_cli[master]:.3f} of the CLI's with its thread pool")
@@ -167,7 +228,7 @@ def main() -> None:
     report = {"capture": str(capture), "copies": a.copies, "set": str(pieces), "cli_input": str(cli_input),
               "files": len(files), "bytes": size, "repeat": a.repeat, "rows": table,
               "speedup": speedup, "per_core_vs_cli_one_core": per_core, "per_core_vs_cli_pooled": per_cli,
-              "frames_agree": same,
+              "frames_agree": same, "local1_cores_busy": busy, "speedup_bound": cpus / busy,
               "generated_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpus": os.cpu_count()}
     Path(a.json_out).write_text(json.dumps(report, indent=1))
     print(f"wrote {a.json_out}")

@@ -351,3 +351,15 @@ def test_workers_start_no_blas_threads(spark):
         yield os.environ.get("OPENBLAS_NUM_THREADS")
 
     assert spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect() == ["1"]
+
+
+def test_local_mode_jvm_compiles_and_collects_cheaply(spark):
+    """In local mode the JVM shares the cores with the decoding workers: it runs with only the C1 compiler and
+    the serial collector (job.LOCAL_JAVA_OPTIONS), as the running JVM itself reports."""
+    from dissector.spark.job import LOCAL_JAVA_OPTIONS
+
+    jvm = spark.sparkContext._jvm
+    arguments = set(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert set(LOCAL_JAVA_OPTIONS.split()) <= arguments
+    collectors = {bean.getName() for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()}
+    assert collectors == {"Copy", "MarkSweepCompact"}  # the serial collector's young and old generations

@@ -10,8 +10,9 @@ the input and numbers; each task reads the capture files it needs itself.
    order, the connections of it that it reads. A connection that spans several rotated files is read whole
    and in order by one task.
 3. count (``tasks.count_numbers``): per partition, the packets that complete frames or open connections and
-   what the end leaves, then in Spark SQL the numbers a run over the whole input would give them (a running
-   sum).
+   what the end leaves, into files under DIR/_numbering; then one task (``tasks.number``) merges them in
+   packet order into the numbers a run over the whole input would give them (running sums), a file per
+   partition.
 4. decode (``tasks.decode``): per partition, its work and its numbers: the CLI's pipeline and analysis over
    its connections with those numbers, each frame's ``--json`` record made straight into the frames and
    messages tables, and each answer with its request into the exchanges table, which the task writes.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
 import time
 
@@ -35,6 +37,13 @@ LOCAL_DRIVER_MEMORY = "3g"
 
 #: Rows per Arrow batch handed to a task.
 ARROW_BATCH_ROWS = 65536
+
+#: The JVM's options in local mode, where it shares the machine's cores with the Python workers that decode:
+#: only the C1 compiler (C2 recompiling Spark's generated code took a third of a run's CPU on 2 cores) and the
+#: serial collector (no concurrent marking threads; the heap is a few GiB). On 2 cores they cut a local[2]
+#: run's CPU by a third and its time by a quarter (docs/SPARK.md). ``spark.driver.extraJavaOptions`` replaces
+#: them; a cluster's executors keep their JVM's defaults.
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "pulsar-dissect pipeline"):
@@ -51,8 +60,9 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     conf = dict(conf or {})
     conf.setdefault("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
+    log4j = "-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties")
     conf.setdefault("spark.driver.extraJavaOptions",
-                    "-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties"))
+                    f"{log4j} {LOCAL_JAVA_OPTIONS}" if master.startswith("local") else log4j)
     builder = (SparkSession.builder.master(master).appName(app)
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
                .config("spark.sql.shuffle.partitions", "8")
@@ -139,42 +149,25 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
             .repartition(partitions, "slot").sortWithinPartitions("order")
             .persist(StorageLevel.MEMORY_AND_DISK))
 
-    # 3. count, then number as the whole input would
-    counted = work.mapInArrow(functools.partial(tasks.count_numbers, options=options), from_arrow_schema(tasks.NUMBERS))
-    counted = counted.persist(StorageLevel.MEMORY_AND_DISK)
-    counted.count()  # counted once here, likewise
+    # 3. count, then number as the whole input would: the tasks leave their numbers in files under out
+    numbering = os.path.join(os.path.abspath(out), tasks.NUMBERING)
+    shutil.rmtree(numbering, ignore_errors=True)
+    os.makedirs(numbering)
+    counted = work.mapInArrow(functools.partial(tasks.count_numbers, options=options, into=numbering),
+                              from_arrow_schema(tasks.COUNTED)).persist(StorageLevel.MEMORY_AND_DISK)
+    counted.count()  # a row per partition: its counts are written
     stages.done("plan_and_count")
-    by_packet = Window.orderBy("p")
-    numbered = (counted.filter("kind = 'packet'")
-                .withColumn("frames_before", F.coalesce(F.sum("frames").over(
-                    by_packet.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
-                .withColumn("conn_id", F.when(F.col("opened") > 0, F.sum("opened").over(
-                    by_packet.rowsBetween(Window.unboundedPreceding, 0)))))
-    packet_frames = counted.filter("kind = 'packet'").agg(F.coalesce(F.sum("frames"), F.lit(0)).alias("n"))
-    by_conn = Window.orderBy("conn_id")
-    finish = (counted.filter("kind = 'finish'").select("p", F.col("frames").alias("finish_frames"))
-              .join(numbered.filter("conn_id is not null").select("p", "conn_id"), "p")
-              .crossJoin(packet_frames)
-              .withColumn("finish_base", F.col("n") + F.coalesce(F.sum("finish_frames").over(
-                  by_conn.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
-              .select("p", "finish_base"))
-    numbers = numbered.select("slot", "p", "frames_before", "conn_id").join(finish, "p", "left")
+    # one task merges them all (Spark would sort a row per packet in one partition too, in its JVM)
+    counted.repartition(1).mapInArrow(functools.partial(tasks.number, into=numbering),
+                                      from_arrow_schema(tasks.COUNTED)).count()
 
-    # 4. decode: each partition's work, then its numbers in packet order
-    nothing = {name: F.lit(None).cast(kind) for name, kind in (
-        ("order", "int"), ("path", "string"), ("offset", "long"), ("flows", "string"), ("p", "long"),
-        ("frames_before", "long"), ("conn_id", "long"), ("finish_base", "long"))}
-    columns = list(nothing)
-    to_decode = (work.select("slot", F.lit("file").alias("kind"),
-                             *(F.col(c) if c in work.columns else nothing[c].alias(c) for c in columns))
-                 .unionByName(numbers.select("slot", F.lit("number").alias("kind"),
-                                             *(F.col(c) if c in numbers.columns else nothing[c].alias(c) for c in columns)))
-                 .repartition(partitions, "slot").sortWithinPartitions("kind", "order", "p"))
+    # 4. decode: each partition's work with its numbers
     write_empty(out)
-    events = to_decode.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out)),
-                                  from_arrow_schema(tasks.EVENTS))
+    events = work.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
+                                               numbering=numbering), from_arrow_schema(tasks.EVENTS))
     events = events.persist(StorageLevel.MEMORY_AND_DISK)
     events.count()  # the tasks write the frames and messages now
+    shutil.rmtree(numbering, ignore_errors=True)
     stages.done("number_and_decode")
 
     # 5. the tables and the summary

@@ -9,8 +9,9 @@ one stage of ``dissector/spark/job.py``:
   too, never a failed task.
 - ``count_numbers``: per partition (some connections, and the files they are in, in capture order), the
   first pass: the packets that complete frames or open connections, and at the end the frames the end of the
-  input leaves per connection (``Dissector.count_selected``: no decoding into Python). From these the job
-  numbers frames and connections as a run over the whole input would.
+  input leaves per connection (``Dissector.count_selected``: no decoding into Python), into files of numbers.
+- ``number``: one task merges every partition's counts in packet order and numbers frames and connections
+  as a run over the whole input would, into a file of numbers per partition.
 - ``decode``: the second pass over the same files, the full pipeline and analysis with those numbers set
   before their packets (``AnalysedDissector.read_selected``), so a record is the CLI's line for that frame:
   the core makes the records straight into the frames and messages tables' columns, which the task writes
@@ -20,9 +21,9 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dissector.capture.files import CaptureError, open_capture
 from dissector.options import Options
@@ -41,13 +42,21 @@ INDEX = pa.schema([
     ("note", pa.string()),        # its text (or its parameters, as JSON)
 ])
 
-NUMBERS = pa.schema([
-    ("kind", pa.string()),        # "packet": what a packet made; "finish": what the end left on a connection
-    ("slot", pa.int64()),         # the partition's key
-    ("p", pa.int64()),            # the packet's number in the whole input; a finish row: its connection's first packet
-    ("frames", pa.int64()),
-    ("opened", pa.int64()),
-])
+#: A counting or numbering task's row: its partition's key and the rows of numbers it wrote.
+COUNTED = pa.schema([("slot", pa.int64()), ("packets", pa.int64()), ("finishes", pa.int64())])
+
+#: The directory under the job's ``--out`` where the counting and numbering tasks leave their numbers (a path
+#: every executor reaches, as the tables are; removed at the end of the job). Its files are rows of
+#: little-endian int64, named by kind and partition (``_numbers_file``):
+#:   counts:   p (the packet's number in the whole input), frames it completes, connections it opens; p rising
+#:   ends:     p (the first packet of a connection), frames the end of the input leaves on it
+#:   numbers:  p, frames numbered before its frames, the connection id it opens (-1: none); p rising
+#:   bases:    connection id, frames numbered before what the end leaves on it
+NUMBERING = "_numbering"
+_WIDTH = {"counts": 3, "ends": 2, "numbers": 3, "bases": 2}
+
+#: Rows of each partition the numbering task merges at a time (its memory: partitions × this × 24 bytes).
+MERGE_ROWS = 1 << 16
 
 EVENTS = pa.schema([
     ("p", pa.int64()),            # the event's packet
@@ -95,13 +104,6 @@ def _int64s(buffer: bytes) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(buffer) // 8, [None, pa.py_buffer(buffer)])
 
 
-def _int64_bytes(column, null: int = -1) -> bytes:
-    """An Arrow integer column as a little-endian int64 buffer for the core (nulls as ``null``)."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    array = pc.fill_null(array, null).cast(pa.int64())
-    return array.buffers()[1].to_pybytes()[array.offset * 8:(array.offset + len(array)) * 8]
-
-
 def index_files(batches, options: Options):
     """Rows (``INDEX``) of the files named by ``batches`` (columns ``file_no``, ``path``)."""
     ports = _ports(options)
@@ -140,17 +142,13 @@ def _index_file(file_no: int, path: str, ports):
 
 def _work(batches):
     """A partition's work (``job.py``): its slot, and the files it reads in capture order as (path, offset,
-    connections: their keys, given as comma-separated text); then any other rows' batches (the numbers, for
-    ``decode``)."""
-    slot, files, rest = None, [], []
+    connections: their keys, given as comma-separated text)."""
+    slot, files = None, []
     for batch in batches:
-        rows = batch.filter(pc.equal(batch.column("kind"), "file")) if "kind" in batch.schema.names else batch
-        for row in rows.select(["slot", "path", "offset", "flows"]).to_pylist():
+        for row in batch.select(["slot", "path", "offset", "flows"]).to_pylist():
             slot = row["slot"]
             files.append((row["path"], row["offset"], {int(flow) for flow in row["flows"].split(",")}))
-        if rows.num_rows < batch.num_rows:
-            rest.append(batch.filter(pc.not_equal(batch.column("kind"), "file")))
-    return slot, files, rest
+    return slot, files
 
 
 def _open(path: str):
@@ -161,17 +159,49 @@ def _open(path: str):
         return None
 
 
-def count_numbers(batches, options: Options):
-    """Rows (``NUMBERS``) of a partition's work (columns ``slot``, ``path``, ``offset``, ``flows``, sorted by
-    the files' order): what each packet made, what the end left per connection (keyed by that connection's
-    first packet)."""
+def _numbers_file(into: str, kind: str, slot: int) -> str:
+    return os.path.join(into, f"{kind}-{slot}.i64")
+
+
+def _numbers(into: str, kind: str, slot: int) -> np.ndarray:
+    """A file of numbers (``NUMBERING``) as rows, mapped from disk; none when the task that writes it did not."""
+    path = _numbers_file(into, kind, slot)
+    size = os.path.getsize(path) if os.path.exists(path) else 0
+    if size < 8 * _WIDTH[kind]:
+        return np.empty((0, _WIDTH[kind]), np.int64)
+    return np.memmap(path, np.dtype("<i8"), "r").reshape(-1, _WIDTH[kind])
+
+
+class _NumbersOut:
+    """A file of numbers written in parts; it appears whole when closed (a retried task's replaces the first)."""
+
+    def __init__(self, into: str, kind: str, slot: int):
+        self.path = _numbers_file(into, kind, slot)
+        self.file = open(self.path + ".tmp", "wb")
+        self.rows = 0
+
+    def write(self, *columns: np.ndarray) -> None:
+        rows = np.column_stack([np.asarray(c, np.int64) for c in columns]).astype("<i8", copy=False)
+        self.file.write(rows.tobytes())
+        self.rows += len(rows)
+
+    def close(self) -> None:
+        self.file.close()
+        os.replace(self.path + ".tmp", self.path)
+
+
+def count_numbers(batches, options: Options, into: str):
+    """A partition's work (columns ``slot``, ``path``, ``offset``, ``flows``, sorted by the files' order)
+    counted: what each packet made (``counts``) and what the end left per connection, keyed by that
+    connection's first packet (``ends``), written under ``into``; a row (``COUNTED``) says so."""
     from dissector.pipeline import Dissector
 
-    slot, files, _ = _work(batches)
+    slot, files = _work(batches)
     if slot is None:
         return
     dissector = Dissector(options)._core
     first_packet = {}  # the partition's connection ids → the packet that opened each
+    counts = _NumbersOut(into, "counts", slot)
     for path, offset, flows in files:
         reader = _open(path)
         if reader is None:
@@ -182,22 +212,79 @@ def count_numbers(batches, options: Options):
                 packets, frames, opened = dissector.count_selected(reader._core, flows, offset)
             except (CaptureError, OSError):
                 continue
-        packets, frames, opened = _int64s(packets), _int64s(frames), _int64s(opened)
+        packets, frames, opened = (np.frombuffer(b, "<i8") for b in (packets, frames, opened))
         conn = before
-        opening = pc.greater(opened, 0)  # the few packets that open connections, not every one counted
-        for p, n in zip(packets.filter(opening).to_pylist(), opened.filter(opening).to_pylist()):
+        opening = opened > 0  # the few packets that open connections, not every one counted
+        for p, n in zip(packets[opening].tolist(), opened[opening].tolist()):
             for _ in range(n):
                 first_packet[conn] = p
                 conn += 1
-        rows = len(packets)
-        if rows:
-            yield pa.RecordBatch.from_arrays([pa.array(["packet"] * rows, pa.string()), pa.array([slot] * rows, pa.int64()),
-                                              packets, frames, opened], schema=NUMBERS)
-    ends = _Rows(NUMBERS)
-    for conn, frames in dissector.count_finish():
-        ends.add(kind="finish", slot=slot, p=first_packet.get(conn, -1), frames=frames, opened=0)
-    if ends.rows:
-        yield ends.batch()
+        counts.write(packets, frames, opened)
+    counts.close()
+    ends = _NumbersOut(into, "ends", slot)
+    finish = dissector.count_finish()
+    if finish:
+        ends.write([first_packet.get(conn, -1) for conn, _ in finish], [frames for _, frames in finish])
+    ends.close()
+    yield pa.RecordBatch.from_pydict({"slot": [slot], "packets": [counts.rows], "finishes": [ends.rows]},
+                                     schema=COUNTED)
+
+
+def number(batches, into: str):
+    """Every partition's counts (the ``COUNTED`` rows of ``count_numbers``; one task takes them all) merged in
+    packet order, numbered as a run over the whole input numbers: per partition, each counted packet's frames
+    before it and the id of each connection it opens (``numbers``), and the frames before what the end leaves
+    on each connection (``bases``: after every packet's frames, in connection order). Streams the counts
+    (``MERGE_ROWS`` of each partition at a time); holds a row per connection."""
+    slots = sorted({slot for batch in batches for slot in batch.column("slot").to_pylist()})
+    counts = {slot: _numbers(into, "counts", slot) for slot in slots}
+    at = dict.fromkeys(slots, 0)
+    outs = {slot: _NumbersOut(into, "numbers", slot) for slot in slots}
+    frames_so_far = conns_so_far = 0
+    openings = []  # (packet, the last connection id it opens), in packet order
+    while live := [slot for slot in slots if at[slot] < len(counts[slot])]:
+        # every partition's rows up to the least of their MERGE_ROWS-th packets: each has them among its next
+        # MERGE_ROWS, and every later row of any partition comes after them
+        bound = min(counts[s][min(at[s] + MERGE_ROWS, len(counts[s])) - 1, 0] for s in live)
+        parts, owners = [], []
+        for slot in live:
+            window = counts[slot][at[slot]:at[slot] + MERGE_ROWS]
+            end = int(np.searchsorted(np.ascontiguousarray(window[:, 0]), bound, "right"))
+            parts.append(window[:end])
+            owners.append(np.full(end, slot, np.int64))
+            at[slot] += end
+        block, owner = np.concatenate(parts), np.concatenate(owners)
+        order = np.argsort(block[:, 0], kind="stable")
+        block, owner = block[order], owner[order]
+        packets, frames, opened = block[:, 0], block[:, 1], block[:, 2]
+        frames_before = frames_so_far + np.cumsum(frames) - frames
+        conns = conns_so_far + np.cumsum(opened)
+        conn_ids = np.where(opened > 0, conns, -1)
+        frames_so_far, conns_so_far = int(frames_before[-1] + frames[-1]), int(conns[-1])
+        openings.append(np.column_stack((packets[opened > 0], conn_ids[opened > 0])))
+        for slot in np.unique(owner).tolist():
+            mine = owner == slot
+            outs[slot].write(packets[mine], frames_before[mine], conn_ids[mine])
+    for out in outs.values():
+        out.close()
+    # what the end leaves: numbered after every packet's frames, in the order of the connections' ids
+    ends = [(slot, _numbers(into, "ends", slot)) for slot in slots]
+    owner = np.concatenate([np.full(len(rows), slot, np.int64) for slot, rows in ends] or [np.empty(0, np.int64)])
+    ends = np.concatenate([rows for _, rows in ends] or [np.empty((0, 2), np.int64)])
+    opening = np.concatenate(openings) if openings else np.empty((0, 2), np.int64)
+    found = np.searchsorted(opening[:, 0], ends[:, 0]).clip(max=max(len(opening) - 1, 0))
+    known = (found < len(opening)) & (opening[found, 0] == ends[:, 0]) if len(opening) else np.zeros(len(ends), bool)
+    conn_ids, frames, owner = opening[found[known], 1], ends[known, 1], owner[known]
+    order = np.argsort(conn_ids, kind="stable")
+    conn_ids, frames, owner = conn_ids[order], frames[order], owner[order]
+    bases = frames_so_far + np.cumsum(frames) - frames
+    for slot in slots:
+        out = _NumbersOut(into, "bases", slot)
+        mine = owner == slot
+        out.write(conn_ids[mine], bases[mine])
+        out.close()
+        yield pa.RecordBatch.from_pydict({"slot": [slot], "packets": [outs[slot].rows], "finishes": [out.rows]},
+                                         schema=COUNTED)
 
 
 #: A decoding task reads until its stage made this many Python objects (events) or read this many bytes.
@@ -205,27 +292,27 @@ READ_ITEMS = 64
 READ_BYTES = 1 << 20
 
 
-def decode(batches, options: Options, out: str):
-    """A partition's work and numbers (``job.py``: ``file`` rows as ``count_numbers`` reads, then ``number``
-    rows sorted by ``p``: ``frames_before``, ``conn_id`` where a connection opens, ``finish_base``: the frames
-    numbered before what the end of the input leaves on that connection) through the CLI's pipeline and
-    analysis: each frame's record (as ``--json`` writes it) into this task's files of the frames and messages
-    tables under ``out`` (``rows.py``); rows (``EVENTS``) for the events' records."""
+def decode(batches, options: Options, out: str, numbering: str):
+    """A partition's work (``file`` rows as ``count_numbers`` reads) and its numbers (``number`` wrote them
+    under ``numbering``) through the CLI's pipeline and analysis: each frame's record (as ``--json`` writes it)
+    into this task's files of the frames and messages tables under ``out`` (``rows.py``); rows (``EVENTS``)
+    for the events' records."""
     from pyspark import TaskContext
 
     from dissector.analysis.conversation import analysed_dissector
     from dissector.output.records import event_record
     from dissector.spark.rows import CHUNK_BYTES, FrameTables
 
-    slot, files, rest = _work(batches)
+    slot, files = _work(batches)
     if slot is None:
         return
-    numbers = pa.Table.from_batches(rest).combine_chunks() if rest else None
     context = TaskContext.get()
     tables = FrameTables(out, context.partitionId() if context is not None else 0)
     stage = analysed_dissector(options, records="columns")
-    if numbers is not None and numbers.num_rows:
-        stage.plan_numbering(*(_int64_bytes(numbers.column(name)) for name in ("p", "frames_before", "conn_id")))
+    numbers = _numbers(numbering, "numbers", slot)
+    if len(numbers):
+        stage.plan_numbering(*(np.ascontiguousarray(numbers[:, at], "<i8").tobytes() for at in range(3)))
+    del numbers
     rows = _Rows(EVENTS)
 
     def take(items):
@@ -246,10 +333,8 @@ def decode(batches, options: Options, out: str):
                         yield rows.batch()
             except (CaptureError, OSError):
                 pass
-    if numbers is not None:
-        ends = numbers.filter(pc.is_valid(numbers.column("finish_base")))
-        for conn, base in zip(ends.column("conn_id").to_pylist(), ends.column("finish_base").to_pylist()):
-            stage.set_finish_base(conn, base)
+    for conn, base in _numbers(numbering, "bases", slot).tolist():
+        stage.set_finish_base(conn, base)
     stage.hold_finish()
     take(stage.release())
     take(stage.finish())
