@@ -1131,7 +1131,7 @@ def pipeline_cmd(
 
     stages = job.Stages()
     try:
-        spark = job.session(master, spark_conf)
+        spark = job.session(master, spark_conf, class_archive=True)
         stages.done("spark_start")
     except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
         typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}", err=True)
@@ -1149,7 +1149,7 @@ def pipeline_cmd(
         summary = job.run(spark, inputs, str(out), options=options, partitions=partitions,
                           records=build if builder is not None else None, stages=stages)
     finally:
-        spark.stop()
+        job.stop(spark)
     stages.done("spark_stop")
     _write_stages(out, stages.seconds)
     if builder is not None:

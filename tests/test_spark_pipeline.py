@@ -363,3 +363,54 @@ def test_local_mode_jvm_compiles_and_collects_cheaply(spark):
     assert set(LOCAL_JAVA_OPTIONS.split()) <= arguments
     collectors = {bean.getName() for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()}
     assert collectors == {"Copy", "MarkSweepCompact"}  # the serial collector's young and old generations
+
+
+def test_the_class_archive_is_made_once_then_mapped_and_a_cut_one_is_made_again(tmp_path):
+    """`pipeline` in local mode: the first run's JVM writes Spark's class archive as it exits (classes.py), put in
+    place whole; the next run's JVM starts with it (it is not discarded: the same file stays); an archive cut
+    short is removed and made again, never mapped (which would crash the JVM), and every run's tables are right."""
+    pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime")
+    from dissector.spark.classes import ClassArchive, cache_dir
+    from dissector.spark.job import LOCAL_JAVA_OPTIONS
+
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    capture = CAPTURES / "01_basic_nonbatched.pcap"
+    expected = len([r for r in _cli_records(capture)[1] if "index" in r])
+
+    def run():
+        out = tmp_path / "out"
+        done = subprocess.run(CLI + ["pipeline", str(capture), "--out", str(out), "--master", "local[1]", "--json"],
+                              capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout)["frames"] == expected
+        return sorted(p.name for p in (tmp_path / "cache" / "pulsar-dissect").iterdir())
+
+    def archive():
+        os.environ["XDG_CACHE_HOME"], saved = env["XDG_CACHE_HOME"], os.environ.get("XDG_CACHE_HOME")
+        try:
+            made = ClassArchive(LOCAL_JAVA_OPTIONS)
+            assert made.path.parent == cache_dir()
+            return made
+        finally:
+            os.environ.pop("XDG_CACHE_HOME") if saved is None else os.environ.update(XDG_CACHE_HOME=saved)
+
+    first = run()
+    assert len(first) == 2 and first[0].endswith(".jsa") and first[1].endswith(".size")  # no lock, no part left
+    path = tmp_path / "cache" / "pulsar-dissect" / first[0]
+    made = path.stat()
+    assert made.st_size == int(path.with_suffix(".size").read_text()) > 0
+    assert run() == first
+    assert (path.stat().st_ino, path.stat().st_mtime_ns) == (made.st_ino, made.st_mtime_ns)  # mapped, not made again
+
+    cut = tmp_path / "cut"
+    cut.write_bytes(path.read_bytes()[: made.st_size // 2])
+    os.replace(cut, path)
+    probe = archive()
+    assert not probe.used and not path.exists()  # the check removed it; this probe took the lock to make it
+    probe._lock.unlink()
+    assert run() == first
+    assert path.stat().st_size == int(path.with_suffix(".size").read_text())
+    assert archive().used
+    assert not list(tmp_path.glob("hs_err_pid*.log"))  # no JVM crashed

@@ -46,12 +46,21 @@ ARROW_BATCH_ROWS = 65536
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "pulsar-dissect pipeline"):
+#: This process's class archive (``classes.py``), finished by ``stop``.
+_archive = None
+
+
+def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "pulsar-dissect pipeline",
+            class_archive: bool = False):
     """A SparkSession on ``master`` with ``conf``; the executors run this Python (the package and its
-    compiled core must be installed where they run: docs/SPARK.md)."""
+    compiled core must be installed where they run: docs/SPARK.md). ``class_archive``: in local mode, the JVM
+    maps Spark's classes from the archive an earlier run made, or makes it (``classes.py``; ``stop`` ends
+    such a session)."""
+    global _archive
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if master.startswith("local"):
+    local = master.startswith("local")
+    if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no lookup of this host's name
     from pyspark.sql import SparkSession
 
@@ -61,22 +70,44 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     conf = dict(conf or {})
     conf.setdefault("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
     log4j = "-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties")
-    conf.setdefault("spark.driver.extraJavaOptions",
-                    f"{log4j} {LOCAL_JAVA_OPTIONS}" if master.startswith("local") else log4j)
-    builder = (SparkSession.builder.master(master).appName(app)
-               .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
-               .config("spark.sql.shuffle.partitions", "8")
-               .config("spark.ui.showConsoleProgress", "false"))
-    if master.startswith("local"):
-        # local mode's executors live in the driver's JVM: its default 1 GiB heap is too little to write
-        # the tables of a large capture
-        builder = (builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-                   .config("spark.driver.memory", LOCAL_DRIVER_MEMORY))
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if local and class_archive and "spark.driver.extraJavaOptions" not in conf:
+        from dissector.spark.classes import ClassArchive
+
+        _archive = ClassArchive(LOCAL_JAVA_OPTIONS)
+    conf.setdefault("spark.driver.extraJavaOptions", f"{log4j} {LOCAL_JAVA_OPTIONS}" if local else log4j)
+
+    def start(extra: str):
+        builder = (SparkSession.builder.master(master).appName(app)
+                   .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
+                   .config("spark.sql.shuffle.partitions", "8")
+                   .config("spark.ui.showConsoleProgress", "false"))
+        if local:
+            # local mode's executors live in the driver's JVM: its default 1 GiB heap is too little to write
+            # the tables of a large capture
+            builder = (builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+                       .config("spark.driver.memory", LOCAL_DRIVER_MEMORY))
+        for key, value in conf.items():
+            builder = builder.config(key, f"{value} {extra}".strip() if key == "spark.driver.extraJavaOptions" else value)
+        return builder.getOrCreate()
+
+    try:
+        spark = start(_archive.options if _archive is not None else "")
+    except Exception:
+        if _archive is None or not _archive.used:
+            raise
+        _archive.discard()  # an archive this JVM cannot map (it did not start): without it, and made again later
+        spark = start("")
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def stop(spark) -> None:
+    """Stop a session ``session`` started; a JVM that writes the class archive is waited for."""
+    global _archive
+    spark.stop()
+    if _archive is not None:
+        _archive.finish()
+        _archive = None
 
 
 class Stages:
