@@ -164,7 +164,9 @@ def main() -> None:
     # (-o pool_bytes=0: every record written in place), which a core of a Spark executor compares to
     # --pin: "local[1] pinned" is local[1] with the JVM and its worker on one CPU between them, so that it
     # has one core, as its name says (unpinned, the JVM's compiler, collector and Arrow threads use the other)
-    masters = [("local[1]", None), ("local[2]", None)] + ([("local[1] pinned", {min(os.sched_getaffinity(0))})] if a.pin else [])
+    masters = [("local[1]", None), ("local[2]", None)]
+    if a.pin:
+        masters.append(("local[1] pinned", {min(os.sched_getaffinity(0))}))
     rows = {"cli": [], "cli-1": [], **{name: [] for name, _ in masters}}
     frames, stages = {}, {name: [] for name, _ in masters}
     # the first pipeline run on a machine also writes the JVM's class archive (dissector/spark/classes.py), once:

@@ -87,7 +87,9 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
             builder = (builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
                        .config("spark.driver.memory", LOCAL_DRIVER_MEMORY))
         for key, value in conf.items():
-            builder = builder.config(key, f"{value} {extra}".strip() if key == "spark.driver.extraJavaOptions" else value)
+            if key == "spark.driver.extraJavaOptions":
+                value = f"{value} {extra}".strip()
+            builder = builder.config(key, value)
         return builder.getOrCreate()
 
     try:

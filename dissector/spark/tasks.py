@@ -272,8 +272,9 @@ def number(batches, into: str):
     owner = np.concatenate([np.full(len(rows), slot, np.int64) for slot, rows in ends] or [np.empty(0, np.int64)])
     ends = np.concatenate([rows for _, rows in ends] or [np.empty((0, 2), np.int64)])
     opening = np.concatenate(openings) if openings else np.empty((0, 2), np.int64)
-    found = np.searchsorted(opening[:, 0], ends[:, 0]).clip(max=max(len(opening) - 1, 0))
-    known = (found < len(opening)) & (opening[found, 0] == ends[:, 0]) if len(opening) else np.zeros(len(ends), bool)
+    found = np.searchsorted(opening[:, 0], ends[:, 0])
+    known = found < len(opening)
+    known[known] = opening[found[known], 0] == ends[known, 0]  # an end whose first packet opened no connection
     conn_ids, frames, owner = opening[found[known], 1], ends[known, 1], owner[known]
     order = np.argsort(conn_ids, kind="stable")
     conn_ids, frames, owner = conn_ids[order], frames[order], owner[order]
