@@ -11,7 +11,7 @@ import argparse
 import time
 from pathlib import Path
 
-import pulsar_dissect_core
+from dissector import _core as pulsar_dissect_core
 
 from dissector.model import Frame
 from dissector.options import Options

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from . import protocols
 from .capture.files import CapturedPacket, open_capture

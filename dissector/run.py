@@ -6,7 +6,7 @@ import dataclasses
 import time
 from typing import Iterator
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from .analysis.conversation import analysed_dissector
 from .options import Options

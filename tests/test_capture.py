@@ -938,7 +938,7 @@ def test_every_note_the_core_makes_is_registered_here():
 
     from dissector import problems
 
-    source = (Path(__file__).resolve().parent.parent / "core" / "src" / "capture" / "mod.rs").read_text()
+    source = (Path(__file__).resolve().parent.parent / "crates" / "engine" / "src" / "capture" / "mod.rs").read_text()
     made = set(re.findall(r'"(capture\.[a-z_]+)"', source))
     registered = {pid for pid in problems.REGISTRY if pid.startswith("capture.")}
     assert made == registered

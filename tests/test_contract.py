@@ -127,7 +127,7 @@ def test_every_id_the_compiled_core_can_emit_is_registered():
     """The core (Rust) emits finding ids as strings; the registry (Python) declares them with severity and text:
     one place must not name an id the other does not know."""
     emitted = set()
-    for source in (ROOT / "core" / "src").glob("*.rs"):
+    for source in (ROOT / "crates" / "engine" / "src").rglob("*.rs"):
         emitted |= set(re.findall(r'finding!\(\s*"([a-zA-Z_.]+)"', source.read_text()))
         emitted |= set(re.findall(r'Finding \{\s*id: name!\("([a-zA-Z_.]+)"\)', source.read_text()))
     assert len(emitted) >= 20  # the scan found the calls
@@ -147,7 +147,7 @@ def _json_lines(path, options=None, **style) -> list[bytes]:
 @pytest.mark.parametrize("style", [{}, {"summary": True}, {"payload_bytes": True}])
 @pytest.mark.parametrize("detect", [False, True])
 def test_the_cores_two_record_sinks_give_the_same_records(name, style, detect):
-    """The one description of a frame's record (core/src/records.rs) written to its two sinks: the dicts
+    """The one description of a frame's record (crates/engine/src/records.rs) written to its two sinks: the dicts
     (analysed_records) through jsonl.dumps are the JSON sink's lines (--json) byte for byte, and those lines
     match the schema."""
     from dissector.options import Options
@@ -207,7 +207,7 @@ def _a_frame_with_notes(**notes):
 @pytest.mark.parametrize("summary", [False, True])
 def test_notes_are_merged_over_the_record_as_dict_update_merges(summary):
     """A note under a key the record already holds takes that key's place (Python's dict.update); both sinks."""
-    import pulsar_dissect_core
+    from dissector import _core as pulsar_dissect_core
     from dissector import protocols
     from dissector.model import Annotated
     from dissector.output.records import record

@@ -123,7 +123,7 @@ def test_the_core_refuses_classes_whose_fields_it_would_fill_wrongly():
     time instead of getting its values in the wrong fields."""
     import dataclasses
 
-    import pulsar_dissect_core
+    from dissector import _core as pulsar_dissect_core
 
     Reordered = dataclasses.make_dataclass("Reordered", [f.name for f in reversed(dataclasses.fields(Decoded))])
     with pytest.raises(RuntimeError):

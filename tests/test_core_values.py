@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import pulsar_dissect_core
+from dissector import _core as pulsar_dissect_core
 from dissector.model import Frame
 from dissector.options import Options
 from dissector.output.jsonl import dumps

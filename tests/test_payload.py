@@ -18,7 +18,7 @@ from dissector.protocols.pulsar.chunks import ChunkAssembler
 from dissector.protocols.pulsar.decode import decode_frame
 from pulsar_pb import PulsarApi_pb2 as api
 from pulsar_pb import PulsarMarkers_pb2 as markers
-import pulsar_dissect_core
+from dissector import _core as pulsar_dissect_core
 from dissector.run import analysed_events, analysed_records
 
 CODECS = {"LZ4": fb.LZ4, "ZLIB": fb.ZLIB, "ZSTD": fb.ZSTD, "SNAPPY": fb.SNAPPY}

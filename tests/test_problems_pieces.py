@@ -10,7 +10,7 @@ import pytest
 import dissector.protocols  # noqa: F401  (registers every protocol's ids)
 from dissector.problems import REGISTRY, Pieces, message, severity, severity_and_message
 
-pulsar_dissect_core = pytest.importorskip("pulsar_dissect_core")
+pulsar_dissect_core = pytest.importorskip("dissector._core")
 
 VALUES = [None, 0, 1, 7, -3, 2**63 + 5, "", "t{o}p", "naïve ☃", True, False, 1.5, [1, 2]]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 import pcapgen
 from corpus import capture_path

@@ -286,7 +286,7 @@ def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
     objects keep their JSON text, messages are expanded (a list item that is no object is no row), a record
     that answers a request is an exchange (the request's time and packet unknown to a record made elsewhere)."""
     from dissector.spark.rows import EXCHANGES, FRAMES, MESSAGES, PROBLEMS, _table
-    import pulsar_dissect_core as core
+    from dissector import _core as core
 
     records = [
         {"index": 1, "protocol": "pulsar", "time": 1.5, "conn": 2, "src": 'a\x07"b', "type": "SEND",

@@ -17,7 +17,7 @@ import re
 import sys
 import unicodedata
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pulsar_dissect_core as core
+from dissector import _core as core
 import pytest
 
 import tubemq_wire as wire

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from .. import protocols
 from ..model import Annotated, Decoded, Event, Frame

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from ..problems import NOTE, Finding, register
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from .files import CapturedPacket
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterable, Iterator
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from .. import protocols
 from ..model import Annotated, Event

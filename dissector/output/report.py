@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any, Iterator
 
 import orjson
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from ..analysis.journeys import BIN_EDGES_MS, Distribution, Journey, JourneyTracker
 from ..options import Options

@@ -12,7 +12,7 @@ import math
 from collections import Counter
 from typing import Any
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from ..options import Options
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 MAX_VALUE = 60
 

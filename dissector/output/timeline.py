@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 from rich.console import Console
 from rich.text import Text
 

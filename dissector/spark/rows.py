@@ -14,7 +14,7 @@ import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 _TYPES = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_(), "text": pa.large_string()}
 FRAMES, MESSAGES, PROBLEMS, EXCHANGES = (pa.schema([(name, _TYPES[kind]) for name, kind in columns])

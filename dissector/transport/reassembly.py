@@ -56,7 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..capture.netlayers import TcpSegment

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from ..protocols.base import ProtocolSpec
 

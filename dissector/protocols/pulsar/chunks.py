@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from ...problems import Finding
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from ...problems import Finding
 from . import decode  # noqa: F401  (binds the core to the plain-data classes)

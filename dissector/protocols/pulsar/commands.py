@@ -8,7 +8,7 @@ module reads Pulsar's commands from here.
 
 from __future__ import annotations
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from ..base import CommandSpec, CommandTable, Key, Space
 

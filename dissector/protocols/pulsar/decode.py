@@ -8,7 +8,7 @@ what crosses the protocol boundary is the same plain data as everywhere else.
 
 from __future__ import annotations
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from ...model import Decoded
 from ...options import Options

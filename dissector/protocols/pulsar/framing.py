@@ -9,7 +9,7 @@ tools and tests that ask them of bytes directly.
 
 from __future__ import annotations
 
-from pulsar_dissect_core import pulsar_looks_like_frame, pulsar_oversized_head
+from dissector._core import pulsar_looks_like_frame, pulsar_oversized_head
 
 
 def oversized_head(buf, pos: int, end: int) -> tuple[int, int] | int | None:

@@ -10,7 +10,7 @@ answers still pair.
 
 from __future__ import annotations
 
-import pulsar_dissect_core as _core
+from dissector import _core as _core
 
 from ..base import CommandSpec, CommandTable, Key, Space
 

@@ -1,0 +1,1260 @@
+//! The analysis for Python: `ConversationCore` (what `dissector/analysis/conversation.py` wraps),
+//! `AnalysedDissector` (the pipeline and the analysis joined, what `dissector/run.py` uses) and
+//! `ChunkAssembler` (Pulsar's chunk reassembly alone, for tests).
+//!
+//! `ConversationCore` takes Python `model.Frame` objects (tests, tools, protocols declared in Python): it
+//! reads only what the analysis reads (the frame's fields, its command, the ids of its findings, and of its
+//! payload section the checksum verdict, the codec, the MessageMetadata fields the session reads and a
+//! chunk's payload) into the Rust [`Frame`] the analyzer takes. `AnalysedDissector` gives the analyzer the
+//! pipeline's Rust frames instead. The output is `model.Annotated` and `model.Event` objects, with
+//! `problems.Finding`s; or, asked for records (`AnalysedDissector`'s modes), each frame's record in place of
+//! its `Annotated` (`engine::records`): a dict, or its JSON line.
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::{intern, IntoPyObjectExt};
+
+use engine::analysis::bounded::FastMap;
+use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
+use engine::analysis::{intern as intern_name, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol, Sessions};
+use crate::check_fields;
+use engine::model::{Checksum, Decoded, Finding, PayloadSection};
+use engine::protocols::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
+use engine::protocols::pulsar::session::{PulsarOptions, PulsarSessions};
+use crate::capture::{read_batch, read_selected, FileStage, Selection};
+use crate::transport::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
+use crate::records::{py_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
+use engine::records::{build_record, JsonSink, MapSink, RecordInput, RecordStyle, SinkResult};
+use crate::stats::StatsCore;
+use crate::columns::{Buffers, TableColumns};
+use engine::stats::STATS_KEPT;
+use crate::timeline::{TimelineFormat, TimelineLines};
+use engine::transport::net::Segment;
+use crate::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
+use engine::name;
+use std::sync::Arc;
+use crate::pooled::{JsonLines, LinesOut, PooledLines, RecordJob};
+use crate::convert::{map_to_py, value_from_py, StrToPy, ValueToPy};
+use engine::value::{Map, Text, Value};
+
+/// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
+/// and those it reads of a chunk's.
+const METADATA_READ: [&str; 2] = ["num_messages_in_batch", "deliver_at_time"];
+const CHUNK_METADATA_READ: [&str; 6] = [
+    "uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size", "producer_name", "uncompressed_size",
+];
+
+/// The Python classes the analysis reads and makes.
+struct Classes {
+    frame: Py<PyAny>,
+    annotated: Py<PyAny>,
+    event: Py<PyAny>,
+    finding: Py<PyAny>,
+}
+
+fn finding_to_py<'py>(py: Python<'py>, finding_class: &Py<PyAny>, finding: &Finding) -> PyResult<Bound<'py, PyAny>> {
+    finding_class.bind(py).call1((finding.id.to_py(py), map_to_py(py, &finding.params)?))
+}
+
+fn findings_to_py<'py>(py: Python<'py>, finding_class: &Py<PyAny>, findings: &[Finding]) -> PyResult<Bound<'py, PyList>> {
+    let objects = findings.iter().map(|f| finding_to_py(py, finding_class, f)).collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, objects)
+}
+
+impl Classes {
+    fn event<'py>(&self, py: Python<'py>, event: &Event) -> PyResult<Bound<'py, PyAny>> {
+        let (src, dst, direction) = match &event.route {
+            Some((src, dst, direction)) => (
+                PyString::new(py, src).into_any(),
+                PyString::new(py, dst).into_any(),
+                PyString::new(py, direction).into_any(),
+            ),
+            None => (py.None().into_bound(py), py.None().into_bound(py), py.None().into_bound(py)),
+        };
+        let args = [
+            event.kind.to_py(py).to_owned().into_any(),
+            event.time.into_bound_py_any(py)?,
+            event.packet.into_bound_py_any(py)?,
+            event.conn.into_bound_py_any(py)?,
+            src,
+            dst,
+            direction,
+            py.None().into_bound(py),
+            py.None().into_bound(py),
+            map_to_py(py, &event.details)?.into_any(),
+            map_to_py(py, &event.params)?.into_any(),
+        ];
+        self.event.bind(py).call1(PyTuple::new(py, args)?)
+    }
+}
+
+/// Reads the analyzer's options from `dissector.options.Options`.
+fn pairing_options(options: &Bound<'_, PyAny>) -> PyResult<PairingOptions> {
+    let timeout = options.getattr("request_timeout")?;
+    Ok(PairingOptions {
+        request_timeout: timeout.extract()?,
+        request_timeout_value: value_from_py(&timeout)?,
+        max_pending_requests: options.getattr("max_pending_requests")?.extract()?,
+    })
+}
+
+fn pulsar_options(options: &Bound<'_, PyAny>) -> PyResult<PulsarOptions> {
+    let get = |name: &str| options.getattr(name);
+    Ok(PulsarOptions {
+        max_actors: get("max_actors")?.extract()?,
+        max_remembered_messages: get("max_remembered_messages")?.extract()?,
+        max_remembered_total: get("max_remembered_total")?.extract()?,
+        max_redelivered_reported: get("max_redelivered_reported")?.extract()?,
+        max_chunked_messages: get("max_chunked_messages")?.extract()?,
+        max_chunk_bytes: get("max_chunk_bytes")?.extract()?,
+        max_decompressed: get("max_decompressed")?.extract()?,
+        redirect_loop_limit: get("redirect_loop_limit")?.extract()?,
+    })
+}
+
+// ------------------------------------------------------------------------------------- the command table
+
+fn space(table: &mut CommandTable, space: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let opened_by: String = space.getattr("opened_by")?.extract()?;
+    Ok(table.space(Space {
+        name: space.getattr("name")?.extract()?,
+        slot: space.getattr("slot")?.extract()?,
+        duplicates: space.getattr("duplicates")?.extract()?,
+        unmatched: space.getattr("unmatched")?.extract()?,
+        unanswered: space.getattr("unanswered")?.extract()?,
+        opened_by: match opened_by.as_str() {
+            "client" => OpenedBy::Client,
+            "server" => OpenedBy::Server,
+            _ => OpenedBy::Any,
+        },
+    }))
+}
+
+fn key(table: &mut CommandTable, key: &Bound<'_, PyAny>) -> PyResult<Key> {
+    let space = space(table, &key.getattr("space")?)?;
+    let names: Vec<String> = key.getattr("fields")?.extract()?;
+    let fields = names.iter().map(|name| match name.as_str() {
+        "@direction" => KeyField::Direction,
+        "@reverse" => KeyField::Reverse,
+        "@serial" => KeyField::Serial,
+        other => KeyField::Command(other.to_owned()),
+    }).collect();
+    Ok(Key { space, fields, names })
+}
+
+/// The analyzer's form of a `CommandTable` (`protocols/base.py`), read once.
+fn command_table(commands: &Bound<'_, PyAny>) -> PyResult<CommandTable> {
+    let mut table = CommandTable::default();
+    for spec in commands.try_iter()? {
+        let spec = spec?;
+        let name: String = spec.getattr("name")?.extract()?;
+        let scope: Option<String> = spec.getattr("scope")?.extract()?;
+        let scope_id: Option<String> = spec.getattr("scope_id")?.extract()?;
+        let opens = spec.getattr("opens")?;
+        let opens = if opens.is_none() { None } else { Some(key(&mut table, &opens)?) };
+        let answers = spec.getattr("answers")?.try_iter()?
+            .map(|k| key(&mut table, &k?)).collect::<PyResult<Vec<_>>>()?;
+        let answer_types = spec.getattr("answer_types")?;
+        let answer_types = if answer_types.is_none() {
+            None
+        } else {
+            let mut types: Vec<String> = answer_types.try_iter()?.map(|t| t?.extract()).collect::<PyResult<_>>()?;
+            types.sort();
+            Some(types)
+        };
+        let interim = spec.getattr("interim")?;
+        let interim = if interim.is_none() {
+            None
+        } else {
+            Some((interim.get_item(0)?.extract()?, value_from_py(&interim.get_item(1)?)?))
+        };
+        table.add(CommandSpec {
+            name: intern_name(&name),
+            scope: match (scope.as_deref().and_then(Actor::parse), scope_id) {
+                (Some(actor), Some(field)) => Some((actor, field)),
+                _ => None,
+            },
+            opens,
+            answers,
+            answer_types,
+            interim,
+            remember: spec.getattr("remember")?.extract()?,
+        });
+    }
+    Ok(table)
+}
+
+// --------------------------------------------------------------------------------- a Python frame, read
+
+/// A decoded command's value: `Value::from_py` with the exact types of the decoder tried first, in the order
+/// they are most common, so that no conversion is attempted (and no Python error made) in vain; keys are the
+/// schema's field names, interned.
+fn command_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if let Ok(text) = obj.cast_exact::<PyString>() {
+        return Ok(Value::Str(Text::Owned(text.to_str()?.to_owned())));
+    }
+    if let Ok(int) = obj.cast_exact::<PyInt>() {
+        return Ok(match int.extract::<i64>() {
+            Ok(v) => Value::Int(v),
+            Err(_) => Value::UInt(int.extract()?),
+        });
+    }
+    if let Ok(dict) = obj.cast_exact::<PyDict>() {
+        let mut entries = Map::with_capacity(dict.len());
+        for (key, value) in dict.iter() {
+            let key = key.cast_exact::<PyString>().map_err(|_| PyRuntimeError::new_err("command keys must be str"))?;
+            entries.push((field_name(key.to_str()?), command_value(&value)?));
+        }
+        return Ok(Value::Map(entries));
+    }
+    if let Ok(list) = obj.cast_exact::<PyList>() {
+        return list.iter().map(|item| command_value(&item)).collect::<PyResult<_>>().map(Value::List);
+    }
+    if let Ok(flag) = obj.cast_exact::<PyBool>() {
+        return Ok(Value::Bool(flag.is_true()));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(float) = obj.cast_exact::<PyFloat>() {
+        return Ok(Value::Float(float.value()));
+    }
+    if let Ok(bytes) = obj.cast_exact::<PyBytes>() {
+        return Ok(Value::Bytes(bytes.as_bytes().to_vec()));
+    }
+    value_from_py(obj)
+}
+
+/// A command's field name: interned while the names seen stay few (a schema's), owned beyond.
+fn field_name(text: &str) -> Text {
+    thread_local! {
+        static SEEN: std::cell::RefCell<FastMap<String, &'static engine::value::Name>> =
+            std::cell::RefCell::new(FastMap::default());
+    }
+    const MAX_NAMES: usize = 4096;
+    SEEN.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        if let Some(name) = seen.get(text) {
+            return Text::Name(name);
+        }
+        if seen.len() >= MAX_NAMES {
+            return Text::Owned(text.to_owned());
+        }
+        let name = intern_name(text);
+        seen.insert(text.to_owned(), name);
+        Text::Name(name)
+    })
+}
+
+/// The findings of a decoded frame, by id only (their parameters are not read by the analysis).
+fn finding_ids(findings: &Bound<'_, PyAny>) -> PyResult<Vec<Finding>> {
+    let py = findings.py();
+    findings.try_iter()?.map(|f| {
+        let id: String = f?.getattr(intern!(py, "id"))?.extract()?;
+        Ok(Finding { id: intern_name(&id), params: Map::new() })
+    }).collect()
+}
+
+fn checksum(text: &str) -> Checksum {
+    match text {
+        "valid" => Checksum::Valid,
+        "invalid" => Checksum::Invalid,
+        "unverified" => Checksum::Unverified,
+        _ => Checksum::Absent,
+    }
+}
+
+/// Python strings made once, for dict lookups.
+type InternedKeys = Vec<Py<PyString>>;
+
+/// The metadata fields the session reads (`keys`), the Python strings made once.
+fn metadata_read(metadata: &Bound<'_, PyDict>, keys: &[&str], interned: &[Py<PyString>], map: &mut Map) -> PyResult<()> {
+    let py = metadata.py();
+    for (name, key) in keys.iter().zip(interned) {
+        if let Some(value) = metadata.get_item(key.bind(py))? {
+            map.push((field_name(name), command_value(&value)?));
+        }
+    }
+    Ok(())
+}
+
+/// A chunk's message (the first of the section when it is a chunk): its chunk_id and payload.
+fn chunk_message(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
+    let py = messages.py();
+    let Ok(messages) = messages.cast::<PyList>() else { return Ok(Vec::new()) };
+    let Ok(first) = messages.get_item(0) else { return Ok(Vec::new()) };
+    let Ok(first) = first.cast::<PyDict>() else { return Ok(Vec::new()) };
+    let Some(chunk_id) = first.get_item(intern!(py, "chunk_id"))? else { return Ok(Vec::new()) };
+    let payload = match first.get_item(intern!(py, "payload"))? {
+        Some(payload) => command_value(&payload)?,
+        None => Value::Null,
+    };
+    Ok(vec![Value::Map(vec![
+        (field_name("chunk_id"), command_value(&chunk_id)?),
+        (field_name("payload"), payload),
+    ])])
+}
+
+fn section(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
+    static KEYS: PyOnceLock<(InternedKeys, InternedKeys)> = PyOnceLock::new();
+    let py = body.py();
+    let (keys, chunk_keys) = KEYS.get_or_init(py, || {
+        let interned = |keys: &[&str]| keys.iter().map(|k| PyString::intern(py, k).unbind()).collect();
+        (interned(&METADATA_READ), interned(&CHUNK_METADATA_READ))
+    });
+    let messages = chunk_message(&body.getattr(intern!(py, "messages"))?)?;
+    let metadata = body.getattr(intern!(py, "metadata"))?;
+    let metadata = match metadata.cast::<PyDict>() {
+        Ok(dict) => {
+            let mut map = Map::new();
+            metadata_read(dict, &METADATA_READ, keys, &mut map)?;
+            if !messages.is_empty() {
+                metadata_read(dict, &CHUNK_METADATA_READ, chunk_keys, &mut map)?;
+            }
+            Some(Value::Map(map))
+        }
+        Err(_) => None,
+    };
+    let verdict = body.getattr(intern!(py, "checksum"))?;
+    Ok(PayloadSection {
+        checksum: checksum(verdict.cast::<PyString>()?.to_str()?),
+        metadata,
+        compression: body.getattr(intern!(py, "compression"))?.extract()?,
+        messages,
+        ..PayloadSection::default()
+    })
+}
+
+/// What the analysis reads of a `model.Decoded`.
+fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
+    let py = pdu.py();
+    let command = pdu.getattr(intern!(py, "command"))?;
+    let body = pdu.getattr(intern!(py, "body"))?;
+    Ok(Decoded {
+        type_name: Text::Owned(pdu.getattr(intern!(py, "type"))?.extract()?),
+        command: if command.is_none() { None } else { Some(command_value(&command)?) },
+        size: 0, // not read by the analysis
+        findings: finding_ids(&pdu.getattr(intern!(py, "findings"))?)?,
+        // a body of a protocol declared in Python that is not one of the core's means nothing to the analysis
+        body: if crate::is_payload_section(&body) {
+            Some(engine::model::Body::Payload(section(&body)?))
+        } else if let Ok(tube) = body.cast::<PyDict>() {
+            Some(engine::model::Body::Tube(crate::tube_from_py(tube)?))
+        } else {
+            None
+        },
+    })
+}
+
+// ------------------------------------------------------------------------------------ ConversationCore
+
+/// Pairing and session state for every connection (the Rust analyzer), fed Python frames and events.
+#[pyclass(unsendable, module = "dissector._core")]
+pub struct ConversationCore {
+    analyzer: Analyzer,
+    classes: Classes,
+    options: Py<PyAny>,
+    /// `dissector.protocols.get`: a protocol's spec by name, compiled at its first frame.
+    protocol_spec: Py<PyAny>,
+    out: Vec<Output>,
+    /// The dicts of the producers and consumers notes name, shared by the frames that name them.
+    actors: ActorDicts,
+    /// Set by `AnalysedDissector` when asked for records.
+    records: Option<Records>,
+    /// Set by `AnalysedDissector` when asked for `--plain` timeline lines.
+    timeline: Option<TimelineLines>,
+}
+
+impl ConversationCore {
+    fn add_protocol(&mut self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let spec = self.protocol_spec.bind(py).call1((name,))?;
+        let roles = spec.getattr("server_roles")?;
+        let server_role: String = roles.get_item(0)?.extract()?;
+        let session: Option<String> = spec.getattr("session")?.extract()?;
+        let sessions: Option<Box<dyn Sessions>> = match session.as_deref() {
+            None => None,
+            Some("pulsar") => Some(Box::new(PulsarSessions::new(pulsar_options(self.options.bind(py))?))),
+            Some("tubemq") => Some(Box::new(engine::protocols::tubemq::session::TubeSessions)),
+            Some(other) => return Err(PyRuntimeError::new_err(format!("the core has no session named {other:?}"))),
+        };
+        let protocol = Protocol {
+            table: command_table(&spec.getattr("commands")?)?,
+            default_to_server: format!("to_{server_role}"),
+            sessions,
+        };
+        self.analyzer.add_protocol(name, protocol);
+        Ok(())
+    }
+
+    fn frame(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+        let protocol = item.getattr(intern!(py, "protocol"))?;
+        let protocol = protocol.cast::<PyString>()?.to_str()?;
+        if !self.analyzer.knows_protocol(protocol) {
+            self.add_protocol(py, protocol)?;
+        }
+        let src = item.getattr(intern!(py, "src"))?;
+        let dst = item.getattr(intern!(py, "dst"))?;
+        let direction = item.getattr(intern!(py, "direction"))?;
+        let pdu = decoded(&item.getattr(intern!(py, "pdu"))?)?;
+        let frame = Frame {
+            index: item.getattr(intern!(py, "index"))?.extract()?,
+            protocol,
+            conn: item.getattr(intern!(py, "conn"))?.extract()?,
+            src: src.cast::<PyString>()?.to_str()?,
+            dst: dst.cast::<PyString>()?.to_str()?,
+            direction: direction.cast::<PyString>()?.to_str()?,
+            time: item.getattr(intern!(py, "time"))?.extract()?,
+            packet: item.getattr(intern!(py, "packet"))?.extract()?,
+            pdu: &pdu,
+        };
+        self.analyzer.frame(&frame, &mut self.out);
+        Ok(())
+    }
+
+    /// A frame the pipeline decoded in the core: the analysis reads its Rust data, not the Python frame.
+    fn native_frame(&mut self, py: Python<'_>, place: &FramePlace, pdu: &Decoded) -> PyResult<()> {
+        let protocol = place.protocol.bind(py).to_str()?;
+        if !self.analyzer.knows_protocol(protocol) {
+            self.add_protocol(py, protocol)?;
+        }
+        let (analyzer, out) = (&mut self.analyzer, &mut self.out);
+        with_analysis_frame(py, place, pdu, |frame| analyzer.frame(frame, out))
+    }
+
+    /// Append what one thing the pipeline made becomes, and any events it causes, to `out`.
+    fn process_made(&mut self, py: Python<'_>, made: Made, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let (place, pdu) = match made {
+            Made::Frame(place, pdu) => (place, Arc::new(pdu)), // (shared with the record written on the pool)
+            Made::PyFrame(item) | Made::Event(item) => return self.process(py, item.bind(py), out),
+        };
+        if let Err(error) = self.native_frame(py, &place, &pdu) {
+            self.out.clear();
+            return Err(error);
+        }
+        self.flush_current(py, Current::Native(&place, &pdu), out)
+    }
+
+    fn event(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+        let kind: String = item.getattr(intern!(py, "kind"))?.extract()?;
+        let conn: Option<u64> = item.getattr(intern!(py, "conn"))?.extract()?;
+        let mid_stream = match item.getattr(intern!(py, "details"))?.cast::<PyDict>() {
+            Ok(details) => details.get_item(intern!(py, "mid_stream"))?.is_some_and(|v| v.is_truthy().unwrap_or(false)),
+            Err(_) => false,
+        };
+        let time: f64 = item.getattr(intern!(py, "time"))?.extract()?;
+        let packet: u64 = item.getattr(intern!(py, "packet"))?.extract()?;
+        self.analyzer.event(&kind, conn, time, packet, mid_stream, &mut self.out);
+        Ok(())
+    }
+
+    /// A frame's notes as a dict, the actors' dicts shared.
+    fn notes<'py>(&mut self, py: Python<'py>, notes: Map) -> PyResult<Bound<'py, PyDict>> {
+        let dict = PyDict::new(py);
+        for (key, value) in &notes {
+            dict.set_item(key.to_py(py), self.actors.value(py, key, value)?)?;
+        }
+        Ok(dict)
+    }
+
+    /// Move what the analyzer gave into `out` (`item`: the input being processed, for its outputs).
+    fn flush(&mut self, py: Python<'_>, item: Option<&Bound<'_, PyAny>>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        self.flush_current(py, item.map_or(Current::Nothing, Current::Object), out)
+    }
+
+    fn flush_current(&mut self, py: Python<'_>, item: Current<'_, '_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let mut outputs = std::mem::take(&mut self.out); // (self.notes needs self)
+        let result = self.flush_outputs(py, &mut outputs, &item, out);
+        outputs.clear();
+        self.out = outputs;
+        result
+    }
+
+    fn flush_outputs(&mut self, py: Python<'_>, outputs: &mut Vec<Output>, item: &Current<'_, '_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        for output in outputs.drain(..) {
+            match output {
+                Output::Annotated { notes, findings, answered } => {
+                    if self.records.is_some() {
+                        self.record(py, item, &findings, notes, answered, out)?;
+                        continue;
+                    }
+                    if let (Some(lines), Current::Native(place, pdu)) = (&mut self.timeline, item) {
+                        if lines.write(py, place, pdu, &findings, &notes)? {
+                            continue;
+                        }
+                    }
+                    let frame = match item {
+                        Current::Object(frame) => (*frame).clone(),
+                        Current::Native(place, pdu) => place.frame_to_py(py, &self.classes.frame, pdu)?,
+                        Current::Nothing => return Err(PyRuntimeError::new_err("a frame's notes without the frame")),
+                    };
+                    let findings = findings_to_py(py, &self.classes.finding, &findings)?;
+                    let notes = self.notes(py, notes)?;
+                    let annotated = self.classes.annotated.bind(py).call1((frame, notes, findings))?;
+                    self.append(py, out, annotated)?;
+                }
+                Output::Input => match item {
+                    Current::Object(input) => {
+                        if let Some(stats) = self.stats_target() {
+                            stats_python_event(py, stats, input)?;
+                        }
+                        self.append(py, out, (*input).clone())?
+                    }
+                    _ => return Err(PyRuntimeError::new_err("no input to pass on")),
+                },
+                Output::Event(event) => {
+                    if let Some(stats) = self.stats_target() {
+                        let record = event_stats_record(event.kind.as_str(), event.time, event.conn, event.details.clone());
+                        stats.borrow_mut(py).add_record(record)?;
+                    }
+                    let event = self.classes.event(py, &event)?;
+                    self.append(py, out, event)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The statistics the records go into, if they do.
+    fn stats_target(&self) -> Option<&Py<StatsCore>> {
+        match self.records.as_ref().map(|r| &r.made.target) {
+            Some(Target::Stats(stats)) => Some(stats),
+            _ => None,
+        }
+    }
+
+    /// With `records` on, the record of the frame being flushed: its JSON line, or its dict appended to `out`.
+    /// (`answered`: the time and packet of the request the frame answers, for the pipeline's exchanges.)
+    fn record(&mut self, py: Python<'_>, item: &Current<'_, '_>, findings: &[Finding], notes: Map,
+              answered: Option<(f64, u64)>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let Some(records) = &mut self.records else { return Ok(()) };
+        match item {
+            Current::Native(place, pdu) => {
+                let expert = pdu.findings.iter().chain(findings)
+                    .map(|f| records.texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
+                if place.data.is_none() {
+                    let job = |records: &mut Records, notes| Ok::<_, PyErr>(RecordJob {
+                        index: place.index,
+                        conn: place.conn,
+                        time: place.time,
+                        packet: u64::try_from(place.packet).unwrap_or(0),
+                        first_packet: place.first_packet,
+                        route: records.route_texts.route(py, place)?,
+                        pdu: Arc::clone(pdu),
+                        expert: expert.iter().map(|e| Ok((e.id, e.severity, e.message.to_owned_text()?)))
+                            .collect::<SinkResult<_>>().map_err(py_error)?,
+                        notes,
+                    });
+                    if records.pooled.is_some() {
+                        let job = job(records, notes)?;
+                        let pooled = records.pooled.as_mut().expect("checked above");
+                        return pooled.push(job, &mut records.made.lines_out());
+                    }
+                    if let Target::Stats(stats) = &records.made.target {
+                        let stats = stats.clone_ref(py);
+                        if stats.borrow(py).feeds() {
+                            let job = job(records, notes)?;
+                            return stats.borrow_mut(py).add_frame(job);
+                        }
+                    }
+                }
+                records.write_pooled(false)?;
+                let route = [place.protocol.bind(py), place.src.bind(py), place.dst.bind(py), place.direction.bind(py)];
+                let data = place.data.as_ref().map(|d| d.bind(py));
+                let built = with_analysis_frame(py, place, pdu, |frame| {
+                    let input = RecordInput {
+                        frame, route: Some(route), first_packet: place.first_packet, expert: &expert,
+                        protocol_keys: None, notes: &notes, data,
+                    };
+                    records.made.build(py, &input, answered, &mut self.actors)
+                })??;
+                self.emit_record(py, built, out)
+            }
+            Current::Object(frame) => {
+                records.write_pooled(false)?;
+                let (spec, actors) = (self.protocol_spec.bind(py), &mut self.actors);
+                let made = &mut records.made;
+                let built = with_py_frame(frame, findings, &notes, spec, &mut records.texts, made.style,
+                                          |input| made.build(py, input, answered, actors))??;
+                self.emit_record(py, built, out)
+            }
+            Current::Nothing => Err(PyRuntimeError::new_err("a frame's notes without the frame")),
+        }
+    }
+
+    /// A dict record goes to `out` (after the JSON lines before it); a JSON line stays in the lines.
+    fn emit_record(&mut self, py: Python<'_>, record: Option<Bound<'_, PyDict>>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        match record {
+            Some(record) => self.append(py, out, record.into_any()),
+            None => Ok(()),
+        }
+    }
+
+    /// Append a Python item to `out`, after the JSON or timeline lines written before it.
+    fn append(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, item: Bound<'_, PyAny>) -> PyResult<()> {
+        self.release_lines(py, out)?;
+        if let Some(lines) = &mut self.timeline {
+            lines.saw(py, &item)?;
+        }
+        out.append(item)
+    }
+
+    /// The JSON or timeline lines written so far, as one bytes object appended to `out` (every JSON line, once
+    /// the pool has written those handed to it).
+    fn release_lines(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        self.release_lines_written(py, out, false)
+    }
+
+    /// `release_lines`, with `written_only`: only the lines the pool has finished, without waiting for it.
+    fn release_lines_written(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, written_only: bool) -> PyResult<()> {
+        if let Some(lines) = self.timeline.as_mut().and_then(|lines| lines.take(py)) {
+            out.append(lines)?;
+        }
+        if let Some(records) = &mut self.records {
+            records.write_pooled(written_only)?;
+        }
+        let Some(made) = self.records.as_mut().map(|r| &mut r.made) else { return Ok(()) };
+        for piece in made.pieces.drain(..) {
+            out.append(JsonLines::new(piece))?;
+        }
+        match &mut made.target {
+            Target::Json(lines) if !lines.is_empty() => out.append(JsonLines::new(std::mem::take(lines))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What the statistics read of an event's record (`output/records.py: event_record`).
+fn event_stats_record(kind: &str, time: f64, conn: Option<u64>, details: Map) -> Map {
+    let mut record = vec![
+        (Text::Name(name!("type")), Value::from(kind.to_owned())),
+        (Text::Name(name!("time")), Value::Float(time)),
+    ];
+    if let Some(conn) = conn {
+        record.push((Text::Name(name!("conn")), Value::from(conn)));
+    }
+    if !details.is_empty() {
+        record.push((Text::Name(name!("details")), Value::Map(details)));
+    }
+    record
+}
+
+/// An event that came from Python (the pipeline's, a capture note) into the statistics, in its place.
+fn stats_python_event(py: Python<'_>, stats: &Py<StatsCore>, event: &Bound<'_, PyAny>) -> PyResult<()> {
+    let kind: String = event.getattr(intern!(py, "kind"))?.extract()?;
+    let time: f64 = event.getattr(intern!(py, "time"))?.extract()?;
+    let conn: Option<u64> = event.getattr(intern!(py, "conn"))?.extract()?;
+    let details = event.getattr(intern!(py, "details"))?;
+    let details = if details.is_none() { Map::new() } else { crate::convert::map_from_py(&details)? };
+    stats.borrow_mut(py).add_record(event_stats_record(&kind, time, conn, details))
+}
+
+/// `f` of the analysis' view of a frame the core decoded (its texts are the pipeline's Python strings).
+fn with_analysis_frame<R>(py: Python<'_>, place: &FramePlace, pdu: &Decoded, f: impl FnOnce(&Frame) -> R) -> PyResult<R> {
+    let (protocol, src) = (place.protocol.bind(py), place.src.bind(py));
+    let (dst, direction) = (place.dst.bind(py), place.direction.bind(py));
+    Ok(f(&Frame {
+        index: place.index,
+        protocol: protocol.to_str()?,
+        conn: place.conn,
+        src: src.to_str()?,
+        dst: dst.to_str()?,
+        direction: direction.to_str()?,
+        time: place.time,
+        packet: u64::try_from(place.packet).unwrap_or(0),
+        pdu,
+    }))
+}
+
+/// The item whose outputs are being flushed: none (a tick, the end), a Python frame or event, or a frame the
+/// core decoded (whose Python frame is made only if a record needs it).
+enum Current<'a, 'py> {
+    Nothing,
+    Object(&'a Bound<'py, PyAny>),
+    Native(&'a FramePlace, &'a Arc<Decoded>),
+}
+
+/// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
+/// lines (between two Python items joined in one bytes object) or as dicts.
+struct Records {
+    texts: FindingTexts,
+    made: RecordsMade,
+    /// With JSON lines: the records written on the thread pool (`pooled.rs`).
+    pooled: Option<PooledLines>,
+    route_texts: RouteTexts,
+}
+
+impl Records {
+    /// The lines the pool wrote, in order, appended to the JSON lines: all of them (waiting for the pool), or
+    /// only those finished.
+    fn write_pooled(&mut self, finished_only: bool) -> PyResult<()> {
+        let Some(pooled) = &mut self.pooled else { return Ok(()) };
+        if pooled.is_idle() {
+            return Ok(());
+        }
+        let mut out = self.made.lines_out();
+        match finished_only {
+            true => pooled.finished(&mut out),
+            false => pooled.finish_all(&mut out),
+        }
+    }
+}
+
+/// The pipeline's route strings (protocol, addresses, direction; one object per connection) as shared Rust
+/// text, for the records written on the pool: each object copied once.
+#[derive(Default)]
+struct RouteTexts {
+    known: FastMap<usize, (Py<PyString>, Arc<str>)>,
+    /// The last frame's route: the objects' addresses (alive in `known`) and their texts.
+    last: Option<([usize; 4], [Arc<str>; 4])>,
+}
+
+impl RouteTexts {
+    /// A frame's protocol, src, dst and direction (most frames have the route of the frame before).
+    fn route(&mut self, py: Python<'_>, place: &FramePlace) -> PyResult<[Arc<str>; 4]> {
+        let objects = [&place.protocol, &place.src, &place.dst, &place.direction];
+        let addresses = objects.map(|text| text.as_ptr() as usize);
+        if let Some((known, texts)) = &self.last {
+            if *known == addresses {
+                return Ok(texts.clone());
+            }
+        }
+        let texts = [self.get(py, objects[0])?, self.get(py, objects[1])?, self.get(py, objects[2])?, self.get(py, objects[3])?];
+        self.last = Some((addresses, texts.clone()));
+        Ok(texts)
+    }
+
+    fn get(&mut self, py: Python<'_>, text: &Py<PyString>) -> PyResult<Arc<str>> {
+        // keyed by the object, which the map keeps alive so that its address names no other string
+        if let Some((_, known)) = self.known.get(&(text.as_ptr() as usize)) {
+            return Ok(Arc::clone(known));
+        }
+        if self.known.len() >= ROUTE_TEXTS {
+            self.known.clear();
+            self.last = None; // (its objects are no longer kept alive)
+        }
+        let copied: Arc<str> = Arc::from(text.bind(py).to_str()?);
+        self.known.insert(text.as_ptr() as usize, (text.clone_ref(py), Arc::clone(&copied)));
+        Ok(copied)
+    }
+}
+
+const ROUTE_TEXTS: usize = 4096; // route strings kept at most (then copied afresh)
+
+/// Where the records go.
+enum Target {
+    /// JSON lines, those written since the last Python item.
+    Json(Vec<u8>),
+    /// Dicts, to Python.
+    Dicts,
+    /// Into the statistics, in the core: nothing comes out.
+    Stats(Py<StatsCore>),
+    /// Into the `pipeline`'s frames and messages columns (`columns.rs`), until taken: nothing comes out.
+    Columns(Box<TableColumns>),
+}
+
+struct RecordsMade {
+    style: RecordStyle,
+    target: Target,
+    /// JSON lines the pool wrote, in order, before those in the target (each released as its own bytes).
+    pieces: Vec<Vec<u8>>,
+    /// Records made, and their problems (what --strict counts), so Python need not read the lines.
+    frames: u64,
+    problems: u64,
+}
+
+impl RecordsMade {
+    /// Where the pool's lines go: the JSON lines (a JSON target only) and the counts.
+    fn lines_out(&mut self) -> LinesOut<'_> {
+        let lines = match &mut self.target {
+            Target::Json(lines) => lines,
+            _ => unreachable!("records are written on the pool for JSON lines only"),
+        };
+        LinesOut { lines, pieces: &mut self.pieces, frames: &mut self.frames, problems: &mut self.problems }
+    }
+
+    /// The record of `input`: appended to the lines, or returned as a dict.
+    fn build<'py>(&mut self, py: Python<'py>, input: &RecordInput<'_, PyFront<'py>>, answered: Option<(f64, u64)>,
+                  actors: &mut ActorDicts) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (problems, record) = match &mut self.target {
+            Target::Json(lines) => {
+                let problems = build_record(&mut JsonSink::new(lines), input, self.style).map_err(py_error)?;
+                lines.push(b'\n');
+                (problems, None)
+            }
+            Target::Dicts => {
+                let mut sink = DictSink::new(py, actors);
+                let problems = build_record(&mut sink, input, self.style).map_err(py_error)?;
+                (problems, sink.into_record())
+            }
+            Target::Columns(columns) => {
+                let style = self.style;
+                (columns.record(answered, |sink| build_record(sink, input, style)).map_err(py_error)?, None)
+            }
+            Target::Stats(stats) => {
+                let mut sink = MapSink::new(Some(&STATS_KEPT));
+                let problems = build_record(&mut sink, input, self.style).map_err(py_error)?;
+                if let Some(record) = sink.into_record() {
+                    stats.borrow_mut(py).add_record(record)?;
+                }
+                (problems, None)
+            }
+        };
+        self.frames += 1;
+        self.problems += problems as u64;
+        Ok(record)
+    }
+}
+
+#[pymethods]
+impl ConversationCore {
+    /// `options`: a `dissector.options.Options`; `classes`: (Frame, Annotated, Event, Finding);
+    /// `protocol_spec`: the protocol registry's `get`.
+    #[new]
+    fn new(py: Python<'_>, options: Bound<'_, PyAny>, classes: (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>),
+           protocol_spec: Py<PyAny>) -> PyResult<Self> {
+        let (frame, annotated, event, finding) = classes;
+        check_fields(annotated.bind(py), &["frame", "notes", "findings"])?;
+        check_fields(event.bind(py), &["kind", "time", "packet", "conn", "src", "dst", "direction", "offset",
+                                       "length", "details", "params"])?;
+        Ok(ConversationCore {
+            analyzer: Analyzer::new(pairing_options(&options)?),
+            classes: Classes { frame, annotated, event, finding },
+            options: options.unbind(),
+            protocol_spec,
+            out: Vec::new(),
+            actors: ActorDicts::default(),
+            records: None,
+            timeline: None,
+        })
+    }
+
+    /// Append what `item` (a Frame or an Event) becomes, and any events it causes, to `out`.
+    fn process(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let result = if item.get_type().is(self.classes.frame.bind(py)) { self.frame(py, item) } else { self.event(py, item) };
+        if let Err(error) = result {
+            self.out.clear();
+            return Err(error);
+        }
+        self.flush(py, Some(item), out)
+    }
+
+    /// The clock moved to `now`: append the requests that have waited past the operation timeout.
+    fn tick(&mut self, py: Python<'_>, now: f64, out: &Bound<'_, PyList>) -> PyResult<()> {
+        self.analyzer.tick(now, &mut self.out);
+        self.flush(py, None, out)
+    }
+
+    /// The events of the end of every connection still open.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.analyzer.finish(&mut self.out);
+        let out = PyList::empty(py);
+        self.flush(py, None, &out)?;
+        Ok(out)
+    }
+
+    /// The sizes of a connection's tables (None when it is not open), for tests.
+    fn table_sizes<'py>(&self, py: Python<'py>, conn: u64) -> PyResult<Option<Bound<'py, PyDict>>> {
+        self.analyzer.sizes(conn).map(|sizes| map_to_py(py, &sizes)).transpose()
+    }
+
+    /// The requests waiting on a connection, oldest first: (index, type, kept fields), for tests.
+    #[allow(clippy::type_complexity)]
+    fn waiting<'py>(&self, py: Python<'py>, conn: u64) -> PyResult<Vec<(u64, Bound<'py, PyString>, Bound<'py, PyDict>)>> {
+        self.analyzer.waiting(conn).into_iter()
+            .map(|(index, type_name, kept)| Ok((index, type_name.to_py(py).to_owned(), map_to_py(py, &kept)?)))
+            .collect()
+    }
+
+    /// The sizes of a protocol's state shared by its connections, for tests.
+    fn shared_sizes<'py>(&self, py: Python<'py>, protocol: &str) -> PyResult<Bound<'py, PyDict>> {
+        map_to_py(py, &self.analyzer.shared_sizes(protocol))
+    }
+}
+
+// ------------------------------------------------------------------------------------- AnalysedDissector
+
+/// (Frame, Event, Decoded, Finding, Annotated).
+type JoinedClasses = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>);
+
+/// The pipeline and the analysis joined: packets in, `model.Annotated` frames and `model.Event`s out, in
+/// capture order. The analysis reads each frame the core decoded as the Rust data the pipeline had, so no
+/// Python frame is read back into Rust. What the pipeline makes can be held (`hold_packet`, `hold_finish`)
+/// so the caller can put its own events (a capture file's notes) before it, then `release`d.
+#[pyclass(unsendable, module = "dissector._core")]
+pub struct AnalysedDissector {
+    pipeline: Pipeline,
+    analysis: ConversationCore,
+    held: Vec<Made>,
+    /// The numbers a `pipeline` task sets before packets (`plan_numbering`), in packet order, and the next.
+    plan: Vec<(i64, u64, Option<u64>)>,
+    planned: usize,
+}
+
+impl AnalysedDissector {
+    fn analyse_held<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        let mut result = Ok(());
+        for made in self.held.drain(..) {
+            if result.is_ok() {
+                result = self.analysis.process_made(py, made, &out);
+            }
+        }
+        result?;
+        self.analysis.release_lines(py, &out)?;
+        Ok(out)
+    }
+
+    fn feed(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: &Bound<'_, PyAny>, orig_len: usize) -> PyResult<()> {
+        feed_packet(py, &mut self.pipeline, index, timestamp, linktype, data, orig_len, &mut self.held)
+    }
+}
+
+#[pymethods]
+impl AnalysedDissector {
+    /// `options`: a `dissector.options.Options`; `protocols`: the `ProtocolSpec`s to look for, in order;
+    /// `classes`: (Frame, Event, Decoded, Finding, Annotated); `protocol_spec`: the protocol registry's `get`.
+    /// With `records` = (json, summary, payload_bytes, texts), a frame comes out as its record (see
+    /// `records.rs`) instead of an Annotated frame: `json`: as its JSON line, the lines between two Python
+    /// items joined in one bytes object; else as a dict. `summary`, `payload_bytes`: `RecordStyle`; `texts`:
+    /// `problems.severity_and_message`; `json` may also be "columns": the records go into the tables' columns
+    /// (`take_columns`) and only events come out. With `stats` too, the records go into those statistics, in the core,
+    /// and only events come out. With `timeline` = (format, texts) — format: a `TimelineFormat` — a frame
+    /// comes out as its plain timeline line instead, the lines joined as JSON lines are.
+    #[new]
+    #[pyo3(signature = (options, protocols, classes, protocol_spec, records=None, stats=None, timeline=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
+           classes: JoinedClasses, protocol_spec: Py<PyAny>,
+           records: Option<(Bound<'_, PyAny>, bool, bool, Py<PyAny>)>, stats: Option<Py<StatsCore>>,
+           timeline: Option<(Py<TimelineFormat>, Py<PyAny>)>) -> PyResult<Self> {
+        let (frame, event, decoded, finding, annotated) = classes;
+        let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
+        let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
+        analysis.records = match records {
+            None => None,
+            Some((kind, summary, payload_bytes, texts)) => {
+                let style = RecordStyle { summary, payload_bytes };
+                let target = match (stats, kind.extract::<&str>().ok()) {
+                    (Some(stats), _) => Target::Stats(stats),
+                    (None, Some("columns")) => Target::Columns(Box::default()),
+                    (None, _) if kind.is_truthy()? => Target::Json(Vec::with_capacity(1 << 16)),
+                    (None, _) => Target::Dicts,
+                };
+                let pool_bytes: usize = options.getattr("pool_bytes")?.extract()?;
+                if let (Target::Stats(stats), true) = (&target, pool_bytes > 0) {
+                    // counted on a thread of their own while this one decodes (`stats/feed.rs`)
+                    stats.borrow_mut(py).start_feed(style, pool_bytes);
+                }
+                Some(Records {
+                    texts: if matches!(target, Target::Stats(_)) { FindingTexts::severity_only(texts) } else { FindingTexts::new(texts) },
+                    pooled: (matches!(target, Target::Json(_)) && pool_bytes > 0).then(|| PooledLines::new(style, pool_bytes)),
+                    made: RecordsMade { style, target, pieces: Vec::new(), frames: 0, problems: 0 },
+                    route_texts: RouteTexts::default(),
+                })
+            }
+        };
+        analysis.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
+        let mut pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
+        // records written by a Rust sink split a batch where they write its messages (on the pool, or in place):
+        // no map per message made to be written once and freed
+        pipeline.set_batches_later(analysis.records.as_ref()
+            .is_some_and(|r| matches!(r.made.target, Target::Json(_) | Target::Columns(_))));
+        Ok(AnalysedDissector { pipeline, analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
+    }
+
+    /// One captured packet (the fields of a `CapturedPacket`): what it completes, analysed.
+    fn feed_packet<'py>(&mut self, py: Python<'py>, index: i64, timestamp: f64, linktype: u32, data: Bound<'py, PyAny>,
+                        orig_len: usize) -> PyResult<Bound<'py, PyList>> {
+        let fed = self.feed(py, index, timestamp, linktype, &data, orig_len);
+        let analysed = self.analyse_held(py);
+        fed.and(analysed)
+    }
+
+    /// One captured packet, what it completes held until `release`: returns how many items are held.
+    fn hold_packet(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: Bound<'_, PyAny>,
+                   orig_len: usize) -> PyResult<usize> {
+        self.feed(py, index, timestamp, linktype, &data, orig_len)?;
+        Ok(self.held.len())
+    }
+
+    /// End of the capture for the pipeline (every connection closed), what it leaves held until `release`:
+    /// returns how many items are held.
+    fn hold_finish(&mut self, py: Python<'_>) -> PyResult<usize> {
+        self.pipeline.finish(py, &mut self.held)?;
+        Ok(self.held.len())
+    }
+
+    /// The held items, analysed.
+    fn release<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.analyse_held(py)
+    }
+
+    /// Packets of a `CaptureReader` (the core's) until at least `at_least` items are made, packets of
+    /// `max_bytes` are read or the capture ends: what they complete, analysed, the reader's notes where they were found (`capture.files`); the
+    /// JSON lines written in one bytes object between two Python items; None once the capture was read whole.
+    fn read_capture<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, at_least: usize, max_bytes: usize)
+                         -> PyResult<Option<Bound<'py, PyList>>> {
+        read_batch(py, self, &reader, at_least, max_bytes)
+    }
+
+    /// The packets of `flows` (`flow_key`s) in a file of a larger input (`reader`, a ``CaptureReader``; its
+    /// packets numbered from `offset` + 1), as `read_capture` reads a whole capture, with the numbers
+    /// `plan_numbering` gave set before their packets. None once the file was read; the end of the input is
+    /// the caller's (`hold_finish`).
+    fn read_selected<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, flows: std::collections::HashSet<i64>,
+                          offset: i64, at_least: usize, max_bytes: usize) -> PyResult<Option<Bound<'py, PyList>>> {
+        read_selected(py, self, &reader, &Selection { flows, offset }, at_least, max_bytes)
+    }
+
+    /// Numbers to set before packets (`set_numbering`), little-endian int64 buffers of the same length: the
+    /// packets (ascending), the frames numbered before each, the id of the connection it opens (-1: none).
+    fn plan_numbering(&mut self, packets: &[u8], frames_before: &[u8], conns: &[u8]) -> PyResult<()> {
+        let ints = |buffer: &[u8]| buffer.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect::<Vec<_>>();
+        let (packets, frames_before, conns) = (ints(packets), ints(frames_before), ints(conns));
+        if packets.len() != frames_before.len() || packets.len() != conns.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err("the plan's buffers differ in length"));
+        }
+        for ((p, frames), conn) in packets.into_iter().zip(frames_before).zip(conns) {
+            self.plan.push((p, frames.max(0) as u64, u64::try_from(conn).ok()));
+        }
+        Ok(())
+    }
+
+    /// An event from outside the pipeline (a capture file's note), through the analysis.
+    fn event<'py>(&mut self, py: Python<'py>, event: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        self.analysis.process(py, &event, &out)?;
+        Ok(out)
+    }
+
+    /// The clock moved to `now`: the pipeline's and the analysis' expiries, in that order (the analysis
+    /// reports overdue requests before it reads what the pipeline's expiries made).
+    fn tick<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<Bound<'py, PyList>> {
+        self.pipeline.tick(py, now, &mut self.held)?;
+        let out = PyList::empty(py);
+        self.analysis.tick(py, now, &out)?;
+        let analysed = self.analyse_held(py)?;
+        for item in analysed.iter() {
+            out.append(item)?;
+        }
+        Ok(out)
+    }
+
+    /// The analysis' events of the end of every connection still open (after `hold_finish` and `release`).
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.analysis.finish(py)
+    }
+
+    #[getter]
+    fn last_time(&self) -> f64 {
+        self.pipeline.last_time
+    }
+
+    /// (frames numbered so far, the id of the next connection): see `set_numbering`.
+    #[getter]
+    fn numbering(&self) -> (u64, u64) {
+        self.pipeline.numbering()
+    }
+
+    /// Number the next frame `frames` + 1 and the next connection `next_conn` (`Dissector.set_numbering`).
+    #[pyo3(signature = (frames=None, next_conn=None))]
+    fn set_numbering(&mut self, frames: Option<u64>, next_conn: Option<u64>) {
+        self.pipeline.set_numbering(frames, next_conn);
+    }
+
+    /// Number the frames the end of the capture leaves on connection `conn` from `base` + 1.
+    fn set_finish_base(&mut self, conn: u64, base: u64) {
+        self.pipeline.set_finish_base(conn, base);
+    }
+
+    /// The frame records made so far, and their problems: (frames, problems).
+    #[getter]
+    fn json_lines(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        let Some(records) = &self.analysis.records else { return Ok((0, 0)) };
+        let (fed_frames, fed_problems) = match &records.made.target {
+            Target::Stats(stats) => stats.borrow_mut(py).fed()?,
+            _ => (0, 0),
+        };
+        Ok((records.made.frames + fed_frames, records.made.problems + fed_problems))
+    }
+
+    /// The frames, messages and problems columns made so far (with records="columns"), emptied: see
+    /// `columns.rs`.
+    fn take_columns<'py>(&mut self, py: Python<'py>) -> [(usize, Buffers<'py>); 4] {
+        match self.analysis.records.as_mut().map(|r| &mut r.made.target) {
+            Some(Target::Columns(columns)) => columns.take(py),
+            _ => TableColumns::new().take(py),
+        }
+    }
+
+    /// Bytes the columns made so far hold (with records="columns").
+    #[getter]
+    fn columns_size(&self) -> usize {
+        match self.analysis.records.as_ref().map(|r| &r.made.target) {
+            Some(Target::Columns(columns)) => columns.size(),
+            _ => 0,
+        }
+    }
+
+    /// The timeline lines written so far, and their problems: (frames, problems).
+    #[getter]
+    fn timeline_lines(&self) -> (u64, u64) {
+        self.analysis.timeline.as_ref().map_or((0, 0), |t| (t.frames, t.problems))
+    }
+
+    #[getter]
+    fn last_packet(&self) -> i64 {
+        self.pipeline.last_packet
+    }
+
+    /// TCP off the protocols' ports: the busiest `most` server ports, as {port, connections, bytes}.
+    fn other_tcp<'py>(&self, py: Python<'py>, most: usize) -> PyResult<Bound<'py, PyList>> {
+        other_tcp_rows(py, &self.pipeline.other, most)
+    }
+}
+
+impl FileStage for AnalysedDissector {
+    fn feed_held(&mut self, py: Python<'_>, segment: &Segment) -> PyResult<()> {
+        self.pipeline.feed_segment(py, segment, &mut self.held)
+    }
+
+    fn finish_held(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.pipeline.finish(py, &mut self.held)
+    }
+
+    fn finish_some_held(&mut self, py: Python<'_>, most: usize) -> PyResult<bool> {
+        self.pipeline.finish_some(py, &mut self.held, most)
+    }
+
+    fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    fn release_into(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let mut result = Ok(());
+        for made in self.held.drain(..) {
+            if result.is_ok() {
+                result = self.analysis.process_made(py, made, out);
+            }
+        }
+        result
+    }
+
+    fn event_into(&mut self, py: Python<'_>, event: Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        self.analysis.process(py, &event, out)
+    }
+
+    fn end_batch(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, last: bool) -> PyResult<()> {
+        // between two batches of packets, only the lines the pool has finished: it goes on with the rest while
+        // the caller writes these
+        self.analysis.release_lines_written(py, out, !last)
+    }
+
+    fn last_time(&self) -> f64 {
+        self.pipeline.last_time
+    }
+
+    fn last_packet(&self) -> i64 {
+        self.pipeline.last_packet
+    }
+
+    fn event_class(&self) -> &Py<PyAny> {
+        self.pipeline.event_class()
+    }
+
+    fn before_packet(&mut self, p: i64) {
+        while let Some(&(planned, frames, conn)) = self.plan.get(self.planned) {
+            if planned > p {
+                break;
+            }
+            self.planned += 1;
+            if planned == p {
+                self.pipeline.set_numbering(Some(frames), conn);
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------- ChunkAssembler
+
+/// Pulsar's chunk reassembly alone (what the session feeds it), for tests.
+#[pyclass(unsendable, module = "dissector._core", name = "ChunkAssembler")]
+pub struct PyChunkAssembler {
+    assembler: chunks::ChunkAssembler,
+    finding: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyChunkAssembler {
+    #[new]
+    #[pyo3(signature = (finding_class, max_decompressed, max_pending, max_kept_bytes=None, mid_stream=None,
+                        client_max_pending=chunks::CLIENT_MAX_PENDING, client_expire_s=chunks::CLIENT_EXPIRE_S))]
+    fn new(finding_class: Py<PyAny>, max_decompressed: u64, max_pending: usize, max_kept_bytes: Option<u64>,
+           mid_stream: Option<bool>, client_max_pending: usize, client_expire_s: f64) -> Self {
+        PyChunkAssembler {
+            assembler: chunks::ChunkAssembler::new(max_decompressed, max_pending, max_kept_bytes, mid_stream,
+                                                   client_max_pending, client_expire_s),
+            finding: finding_class,
+        }
+    }
+
+    /// Feed one chunk: `key` is (direction, producer or consumer id); returns the reassembled message or None,
+    /// and appends the findings to `findings`.
+    #[pyo3(signature = (key, frame_index, md, compression, chunk, findings, time=None, checksum=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn add<'py>(&mut self, py: Python<'py>, key: &Bound<'py, PyTuple>, frame_index: u64, md: &Bound<'py, PyAny>,
+                compression: i64, chunk: Option<Vec<u8>>, findings: &Bound<'py, PyList>, time: Option<f64>,
+                checksum: Option<String>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let direction: String = match key.get_item(0) {
+            Ok(direction) => direction.extract()?,
+            Err(_) => String::new(),
+        };
+        let actor = match key.get_item(1) {
+            Ok(actor) => Ident::of(Some(&value_from_py(&actor)?)),
+            Err(_) => Ident::Null,
+        };
+        let metadata = match value_from_py(md)? {
+            Value::Map(map) => map,
+            _ => Map::new(),
+        };
+        let chunk = Chunk {
+            frame: frame_index,
+            metadata: ChunkMetadata::new(&metadata),
+            compression,
+            payload: chunk.as_deref(),
+            time,
+            bad_checksum: checksum.as_deref() == Some("invalid"),
+        };
+        let mut found = Vec::new();
+        let whole = self.assembler.add(&ChunkSource { direction, actor }, &chunk, &mut found);
+        for finding in &found {
+            findings.append(finding_to_py(py, &self.finding, finding)?)?;
+        }
+        whole.map(|whole| map_to_py(py, &whole)).transpose()
+    }
+
+    /// Messages still being reassembled: (uuid, frames, chunks seen, num_chunks).
+    #[allow(clippy::type_complexity)]
+    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Vec<(Bound<'py, PyAny>, Vec<u64>, i64, i64)>> {
+        self.assembler.pending().into_iter()
+            .map(|p| Ok((p.uuid.to_py(py)?, p.frames, p.seen, p.num_chunks)))
+            .collect()
+    }
+
+    /// Bytes of compressed chunks held.
+    #[getter]
+    fn kept_bytes(&self) -> u64 {
+        self.assembler.kept_bytes()
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ConversationCore>()?;
+    m.add_class::<AnalysedDissector>()?;
+    m.add_class::<PyChunkAssembler>()?;
+    m.add_class::<crate::records::FrameRecords>()?;
+    m.add_class::<JsonLines>()?;
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! The statistics counted on a thread of their own while the interpreter's thread reads, reassembles, decodes
+//! and analyses the next packets (`stats` on a capture, as `--json` writes its lines on the pool). The
+//! statistics are counted in capture order, so one thread counts them all: the interpreter's thread hands over
+//! each frame owned (a [`RecordJob`], as for the pool) and each event's record, in batches; the counting
+//! thread makes each frame's record (a [`MapSink`] keeping what the statistics read) and adds it. The figures
+//! are the same as counting in place (a test: `tests/test_parallel_records.py`).
+//!
+//! Memory stays bounded as the pool's: about a quarter of `Options.pool_bytes` of decoded frames, as the pool
+//! weighs them, are out at once (`StatsFeed::start` says why a quarter); the interpreter's thread waits for the
+//! oldest batch before it hands over one more.
+
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use engine::stats::{Stats, STATS_KEPT};
+use crate::pooled::{batch_shape, RecordJob};
+use engine::records::{MapSink, RecordStyle};
+use engine::value::Map;
+
+/// What the statistics count, in capture order.
+pub enum Fed {
+    /// A frame the core decoded: its record is made on the counting thread.
+    Frame(RecordJob),
+    /// A record made already (an event's, a frame's that needed the interpreter).
+    Record(Map),
+}
+
+impl Fed {
+    fn weight(&self) -> usize {
+        match self {
+            Fed::Frame(job) => job.weight(),
+            Fed::Record(_) => 256,
+        }
+    }
+}
+
+/// A batch counted: its frames' records and their problems, or the error that stopped it; and the batch, to
+/// be freed on the interpreter's thread, which made it (see `pooled.rs: Written`).
+struct Counted {
+    frames: u64,
+    problems: u64,
+    error: Option<PyErr>,
+    batch: Vec<Fed>,
+}
+
+fn count_batch(stats: &Mutex<Stats>, batch: Vec<Fed>, style: RecordStyle) -> Counted {
+    let mut counted = Counted { frames: 0, problems: 0, error: None, batch: Vec::new() };
+    let mut stats = lock(stats);
+    for item in &batch {
+        match item {
+            Fed::Frame(job) => {
+                let mut sink = MapSink::new(Some(&STATS_KEPT));
+                match job.build(&mut sink, style) {
+                    Ok(problems) => {
+                        counted.frames += 1;
+                        counted.problems += problems as u64;
+                        if let Some(record) = sink.into_record() {
+                            stats.add(&record);
+                        }
+                    }
+                    Err(error) => {
+                        counted.error = Some(crate::records::py_error(error));
+                        break;
+                    }
+                }
+            }
+            Fed::Record(record) => stats.add(record),
+        }
+    }
+    counted.batch = batch;
+    counted
+}
+
+/// The statistics, even if a thread panicked while it held them (a panic is not expected; the figures are
+/// still plain counters).
+pub fn lock(stats: &Mutex<Stats>) -> MutexGuard<'_, Stats> {
+    stats.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The interpreter's side of the counting thread.
+pub struct StatsFeed {
+    batch: Vec<Fed>,
+    weight: usize,
+    batch_weight: usize,
+    max_out: usize,
+    /// Batches handed over and not yet counted.
+    out: usize,
+    sender: Option<mpsc::SyncSender<Vec<Fed>>>,
+    counted: mpsc::Receiver<Counted>,
+    worker: Option<JoinHandle<()>>,
+    /// Frames whose records were counted, and their problems (what --strict counts).
+    pub frames: u64,
+    pub problems: u64,
+}
+
+impl StatsFeed {
+    /// `budget`: about the bytes of decoded frames handed over and not yet counted, at most. None if no
+    /// thread could be started (the caller counts in place).
+    pub fn start(stats: Arc<Mutex<Stats>>, style: RecordStyle, budget: usize) -> Option<StatsFeed> {
+        // a quarter: the frames of a summary decode (what `stats` reads) hold about four times what
+        // `RecordJob::weight` guesses (16 MiB of budget held 40 to 70 MiB more on the benchmark capture), and
+        // the thread keeps up with less
+        let (batch_weight, max_out) = batch_shape(budget / 4);
+        let (sender, batches) = mpsc::sync_channel::<Vec<Fed>>(max_out);
+        let (give_back, counted) = mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .name("pulsar-dissect stats".into())
+            .spawn(move || {
+                for batch in batches {
+                    if give_back.send(count_batch(&stats, batch, style)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .ok()?;
+        Some(StatsFeed {
+            batch: Vec::new(), weight: 0, batch_weight, max_out, out: 0,
+            sender: Some(sender), counted, worker: Some(worker), frames: 0, problems: 0,
+        })
+    }
+
+    /// Something to count after everything before it; waits for the oldest batch when too many are out.
+    pub fn push(&mut self, item: Fed) -> PyResult<()> {
+        self.weight += item.weight();
+        self.batch.push(item);
+        if self.weight >= self.batch_weight {
+            self.hand_over()?;
+        }
+        while let Ok(counted) = self.counted.try_recv() {
+            self.absorb(counted)?;
+        }
+        while self.out > self.max_out {
+            self.take_oldest()?;
+        }
+        Ok(())
+    }
+
+    fn hand_over(&mut self) -> PyResult<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.batch);
+        self.weight = 0;
+        let sender = self.sender.as_ref().ok_or_else(stopped)?;
+        sender.send(batch).map_err(|_| stopped())?;
+        self.out += 1;
+        Ok(())
+    }
+
+    fn take_oldest(&mut self) -> PyResult<()> {
+        let counted = self.counted.recv().map_err(|_| stopped())?;
+        self.absorb(counted)
+    }
+
+    fn absorb(&mut self, counted: Counted) -> PyResult<()> {
+        self.out = self.out.saturating_sub(1);
+        self.frames += counted.frames;
+        self.problems += counted.problems;
+        drop(counted.batch);
+        match counted.error {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Everything handed over counted (waiting for the thread).
+    pub fn settle(&mut self) -> PyResult<()> {
+        self.hand_over()?;
+        while self.out > 0 {
+            self.take_oldest()?;
+        }
+        Ok(())
+    }
+}
+
+/// The counting thread ended without its answer (a panic: not seen, but not assumed).
+fn stopped() -> PyErr {
+    PyRuntimeError::new_err("counting the statistics on their thread failed")
+}
+
+impl Drop for StatsFeed {
+    fn drop(&mut self) {
+        self.sender = None; // the thread's loop ends with the channel
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}

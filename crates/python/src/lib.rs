@@ -1,0 +1,334 @@
+//! The Python module `dissector._core`, the only code that names Python: the engine's functions here,
+//! its stages' classes in a file each (`capture`, `transport`, `analysis`, `stats`, `timeline`, `records`),
+//! conversions of its plain data in `convert`. Decoding needs no Python (the GIL is released around it for frames from 4 KiB); its
+//! Rust plain data is then converted in one step into the classes Python bound once (`bind`): `Decoded`,
+//! `PayloadSection`, `Finding`. The pipeline uses the same decode and conversion (`decode_detached`,
+//! `decoded_to_py`).
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use engine::model::{Body, Decoded, Finding, PayloadSection, TubeBody};
+use engine::records::{write_messages, Key, MapSink, NoFront, RecordSink};
+use engine::value::Value;
+use engine::codecs;
+use engine::protocols::pulsar::{core, payload};
+use pyo3::IntoPyObjectExt;
+
+use crate::convert::{list_to_py, map_to_py, value_from_py, StrToPy, ValueToPy};
+
+mod analysis;
+mod capture;
+mod columns;
+mod convert;
+mod feed;
+mod pipeline;
+mod pooled;
+mod protocol;
+mod records;
+mod stats;
+mod text;
+mod timeline;
+mod transport;
+
+/// The Python classes of the plain data, bound once.
+struct Classes {
+    decoded: Py<PyAny>,
+    section: Py<PyAny>,
+    finding: Py<PyAny>,
+}
+
+static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
+
+fn classes(py: Python<'_>) -> PyResult<&'static Classes> {
+    CLASSES.get(py).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("dissector._core.bind() was not called"))
+}
+
+/// A TubeMQ frame's body as Python sees it: a dict (serial, rpc, messages), plain data.
+pub(crate) fn tube_to_py<'py>(py: Python<'py>, tube: &TubeBody) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item(pyo3::intern!(py, "serial"), tube.serial)?;
+    out.set_item(pyo3::intern!(py, "rpc"), map_to_py(py, &tube.rpc)?)?;
+    out.set_item(pyo3::intern!(py, "messages"), list_to_py(py, &tube.messages)?)?;
+    Ok(out)
+}
+
+/// The dict of `tube_to_py` back as the core's.
+pub(crate) fn tube_from_py(body: &Bound<'_, PyDict>) -> PyResult<TubeBody> {
+    let get = |key: &str| body.get_item(key);
+    Ok(TubeBody {
+        serial: get("serial")?.map(|s| s.extract()).transpose()?.unwrap_or(0),
+        rpc: match get("rpc")? { Some(rpc) => crate::convert::map_from_py(&rpc)?, None => Vec::new() },
+        messages: match get("messages")? {
+            Some(messages) => messages.try_iter()?.map(|m| value_from_py(&m?)).collect::<PyResult<_>>()?,
+            None => Vec::new(),
+        },
+    })
+}
+
+/// Whether `obj` is a `PayloadSection` (the class bound by `bind`): a protocol declared in Python may give its
+/// frames a body of its own.
+pub(crate) fn is_payload_section(obj: &Bound<'_, PyAny>) -> bool {
+    classes(obj.py()).is_ok_and(|c| obj.is_instance(c.section.bind(obj.py())).unwrap_or(false))
+}
+
+fn optional<'py>(py: Python<'py>, value: Option<&Value>) -> PyResult<Bound<'py, PyAny>> {
+    match value {
+        Some(v) => v.to_py(py),
+        None => Ok(py.None().into_bound(py)),
+    }
+}
+
+impl Classes {
+    fn finding<'py>(&self, py: Python<'py>, finding: &Finding) -> PyResult<Bound<'py, PyAny>> {
+        self.finding.bind(py).call1((finding.id.to_py(py), map_to_py(py, &finding.params)?))
+    }
+
+    fn findings<'py>(&self, py: Python<'py>, findings: &[Finding]) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        findings.iter().map(|f| self.finding(py, f)).collect()
+    }
+
+    /// The section, and its findings' objects (which the frame's findings list holds too).
+    fn section<'py>(&self, py: Python<'py>, s: &PayloadSection) -> PyResult<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> {
+        let findings = self.findings(py, &s.findings)?;
+        let messages = list_to_py(py, &s.messages_split())?;
+        // positional, in PayloadSection's field order (checked by `bind`): no keyword dict per frame
+        let args = [
+            s.checksum.name().to_py(py).to_owned().into_any(),
+            s.checksum_wire.into_bound_py_any(py)?,
+            s.checksum_computed.into_bound_py_any(py)?,
+            optional(py, s.broker_entry_metadata.as_ref())?,
+            optional(py, s.metadata.as_ref())?,
+            s.metadata_size.into_bound_py_any(py)?,
+            s.compression.into_bound_py_any(py)?,
+            s.payload_size.into_bound_py_any(py)?,
+            s.uncompressed_size.into_bound_py_any(py)?,
+            s.encrypted.into_bound_py_any(py)?,
+            messages.into_any(),
+            optional(py, s.marker.as_ref())?,
+            PyList::new(py, &findings)?.into_any(),
+        ];
+        Ok((self.section.bind(py).call1(PyTuple::new(py, args)?)?, findings))
+    }
+
+    fn decoded<'py>(&self, py: Python<'py>, d: &Decoded) -> PyResult<Bound<'py, PyAny>> {
+        let (body, section_findings) = match &d.body {
+            Some(Body::Payload(section)) => {
+                let (body, findings) = self.section(py, section)?;
+                (Some(body), findings)
+            }
+            Some(Body::Tube(tube)) => (Some(tube_to_py(py, tube)?.into_any()), Vec::new()),
+            None => (None, Vec::new()),
+        };
+        // the frame's findings end with its section's: the same objects in both lists
+        debug_assert!(d.payload().is_none_or(|s| d.findings.ends_with(&s.findings)));
+        let own = &d.findings[..d.findings.len().saturating_sub(section_findings.len())];
+        let mut findings = self.findings(py, own)?;
+        findings.extend(section_findings);
+        let args = (d.type_name.to_py(py), optional(py, d.command.as_ref())?, d.size, PyList::new(py, findings)?, body);
+        self.decoded.bind(py).call1(args)
+    }
+}
+
+/// The fields of the Python classes the core builds positionally, in order.
+const DECODED_FIELDS: [&str; 5] = ["type", "command", "size", "findings", "body"];
+const SECTION_FIELDS: [&str; 13] = [
+    "checksum", "checksum_wire", "checksum_computed", "broker_entry_metadata", "metadata", "metadata_size",
+    "compression", "payload_size", "uncompressed_size", "encrypted", "messages", "marker", "findings",
+];
+
+pub(crate) fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
+    let fields: Vec<String> = cls.getattr("__dataclass_fields__")?.call_method0("keys")?.try_iter()?
+        .map(|k| k.and_then(|k| k.extract::<String>()))
+        .collect::<PyResult<_>>()?;
+    if fields != expected {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+            "{} has fields {fields:?}; the core builds it with {expected:?}", cls.getattr("__name__")?)));
+    }
+    Ok(())
+}
+
+/// Give the core the classes of the plain data it returns: Decoded, PayloadSection and Finding (checked: the
+/// core fills their fields by position).
+#[pyfunction]
+fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAny>) -> PyResult<()> {
+    check_fields(decoded.bind(py), &DECODED_FIELDS)?;
+    check_fields(section.bind(py), &SECTION_FIELDS)?;
+    let _ = CLASSES.get_or_init(py, || Classes { decoded, section, finding });
+    Ok(())
+}
+
+/// A frame shorter than this decodes in about a microsecond: releasing the GIL and taking it back would cost
+/// a tenth of that, and no other thread would get far meanwhile.
+const RELEASE_GIL_FROM: usize = 4096;
+
+/// Decode one frame in Rust, the GIL released when that is worth it.
+pub(crate) fn decode_detached(py: Python<'_>, frame: &[u8], missing: usize, max_decompressed: u64, depth: payload::Depth) -> Decoded {
+    let decode = || engine::protocols::pulsar::decode_to(frame, missing, max_decompressed, depth);
+    if frame.len() < RELEASE_GIL_FROM { decode() } else { py.detach(decode) }
+}
+
+/// The Python ``Decoded`` of a decoded frame: the one conversion of the decoder's data.
+pub(crate) fn decoded_to_py<'py>(py: Python<'py>, decoded: &Decoded) -> PyResult<Bound<'py, PyAny>> {
+    classes(py)?.decoded(py, decoded)
+}
+
+/// Decode one frame (``missing`` bytes lost at its end); returns a ``Decoded``.
+#[pyfunction]
+#[pyo3(signature = (frame, missing=0, max_decompressed=64 * 1024 * 1024, brief=false))]
+fn decode_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> PyResult<Bound<'py, PyAny>> {
+    let classes = classes(py)?;
+    classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, payload::Depth::brief(brief)))
+}
+
+type BytesAndProblem<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>);
+
+/// Decompress a payload (``codec`` as MessageMetadata.compression), bounded by ``declared_size`` and
+/// ``max_size``: returns (bytes or None, payload.decompression finding or None).
+#[pyfunction]
+#[pyo3(signature = (codec, data, declared_size, max_size))]
+fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Option<u64>, max_size: u64) -> PyResult<BytesAndProblem<'py>> {
+    let classes = classes(py)?;
+    let result = py.detach(|| codecs::decompress(codec, data, declared_size, max_size));
+    let problem = match &result.problem {
+        Some(p) => Some(classes.finding(py, &payload::decompression_finding(p))?),
+        None => None,
+    };
+    Ok((result.data.map(|d| PyBytes::new(py, d.as_ref())), problem))
+}
+
+
+/// The BaseCommand type names by number, as the schema declares them.
+#[pyfunction]
+fn command_types(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    for (n, name) in core().command_types.values() {
+        out.set_item(n, name.to_py(py))?;
+    }
+    Ok(out)
+}
+
+/// BaseCommand's sub-command fields by number (the field for type N is field N), as the schema declares them.
+#[pyfunction]
+fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let core = core();
+    let out = PyDict::new(py);
+    for f in &core.schema.messages[core.base_command].fields {
+        if core.command_types.contains(f.number as i32) {
+            out.set_item(f.number, f.name.to_py(py))?;
+        }
+    }
+    Ok(out)
+}
+
+/// TubeMQ's method table (core/src/tubemq/mod.rs, the one place it is written): (id, constant, server role,
+/// request message, response message), None for a method upstream declares but never encodes.
+#[pyfunction]
+fn tubemq_methods() -> Vec<(i32, &'static str, &'static str, Option<&'static str>, Option<&'static str>)> {
+    engine::protocols::tubemq::METHODS.iter().map(|m| (m.id, m.constant, m.server_role(), m.request, m.response)).collect()
+}
+
+/// Decode one TubeMQ frame (``missing`` bytes lost at its end); returns a ``Decoded`` (tests, tools).
+#[pyfunction]
+#[pyo3(signature = (frame, missing=0, brief=false))]
+fn decode_tubemq_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, brief: bool) -> PyResult<Bound<'py, PyAny>> {
+    classes(py)?.decoded(py, &engine::protocols::tubemq::decode(frame, missing, brief))
+}
+
+/// Test support: a plain Python value written by the core's JSON writer (to compare with
+/// ``dissector.output.jsonl.dumps``).
+#[pyfunction]
+fn _json_dumps<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    let mut out = Vec::new();
+    value_from_py(&value)?.write_json(&mut out);
+    Ok(PyBytes::new(py, &out))
+}
+
+/// Benchmark support: decode every frame and write it as JSON (``Decoded::write_json``, one line each) in
+/// Rust alone, without the GIL and without a Python object per frame. Returns the bytes of JSON written and
+/// the seconds it took.
+#[pyfunction]
+#[pyo3(signature = (frames, max_decompressed=64 * 1024 * 1024, brief=false))]
+fn _decode_to_json(py: Python<'_>, frames: Vec<Bound<'_, PyBytes>>, max_decompressed: u64, brief: bool) -> (usize, f64) {
+    let frames: Vec<&[u8]> = frames.iter().map(|f| f.as_bytes()).collect();
+    py.detach(|| {
+        let start = std::time::Instant::now();
+        let (mut out, mut written) = (Vec::with_capacity(1 << 20), 0);
+        for frame in frames {
+            engine::protocols::pulsar::decode(frame, 0, max_decompressed, brief).write_json(&mut out, brief);
+            out.push(b'\n');
+            written += out.len();
+            out.clear(); // the native output would write them to a file here
+        }
+        (written, start.elapsed().as_secs_f64())
+    })
+}
+
+/// The records (JSON contract) of a frame's messages, as a record's `messages` holds them (records.rs:
+/// write_messages, the one description); ``base`` is a MESSAGE command's message_id.
+#[pyfunction]
+#[pyo3(signature = (messages, base=None))]
+fn message_records<'py>(py: Python<'py>, messages: Bound<'py, PyList>, base: Option<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+    let messages: Vec<Value> = messages.iter().map(|m| value_from_py(&m)).collect::<PyResult<_>>()?;
+    let base = base.map(|b| value_from_py(&b)).transpose()?;
+    let mut sink = MapSink::new(None);
+    let key = Key::Name(engine::name!("messages"));
+    RecordSink::<NoFront>::open(&mut sink, Key::Item, false)
+        .and_then(|_| write_messages::<NoFront>(&mut sink, key, &messages, base.as_ref(), false))
+        .and_then(|_| RecordSink::<NoFront>::close(&mut sink))
+        .map_err(crate::records::py_error)?;
+    let record = sink.into_record().unwrap_or_default();
+    record.first().map_or_else(|| Ok(PyList::empty(py).into_any()), |(_, records)| records.to_py(py))
+}
+
+#[pymodule]
+#[pyo3(name = "_core")]
+fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    crate::tune_allocator();
+    m.add_function(wrap_pyfunction!(bind, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(decompress, m)?)?;
+    m.add_function(wrap_pyfunction!(message_records, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::records::finding_text, m)?)?;
+    m.add_function(wrap_pyfunction!(command_types, m)?)?;
+    m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
+    m.add_function(wrap_pyfunction!(tubemq_methods, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_tubemq_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::columns::record_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::columns::table_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
+    crate::capture::register(m)?;
+    crate::transport::register(m)?;
+    crate::analysis::register(m)?;
+    crate::stats::register(m)?;
+    crate::text::register(m)?;
+    m.add_class::<crate::timeline::TimelineFormat>()?;
+    Ok(())
+}
+
+/// The core allocates and frees many small values per frame (commands, messages, records): mimalloc's
+/// per-thread free lists make that a fraction of glibc malloc's cost (the Python objects keep Python's).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// mimalloc commits its arenas eagerly by default: over a long capture the freed parts of an arena stay
+/// resident, and peak RSS grew with the capture's length (stats: 123 → 154 → 186 MiB at 0.5, 1 and 2 GB).
+/// Committing on demand keeps it flat at no measured cost. A user's MIMALLOC_ARENA_EAGER_COMMIT still wins.
+pub(crate) fn tune_allocator() {
+    #[cfg(feature = "mimalloc")]
+    {
+        extern "C" {
+            fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
+        }
+        // mimalloc v3's mi_option_arena_eager_commit (include/mimalloc.h: the fifth option); the crate
+        // pins mimalloc v3 (Cargo.lock: libmimalloc-sys 0.1.49)
+        const MI_OPTION_ARENA_EAGER_COMMIT: std::ffi::c_int = 4;
+        if std::env::var_os("MIMALLOC_ARENA_EAGER_COMMIT").is_none() {
+            // SAFETY: setting an option is thread-safe in mimalloc and takes plain integers
+            unsafe { mi_option_set(MI_OPTION_ARENA_EAGER_COMMIT, 0) };
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! The frames' JSON lines written on the thread pool while the interpreter's thread reads, reassembles,
+//! decodes and analyses the next packets. A record depends only on its frame, its notes and the texts of its
+//! findings, so the frame is handed over owned ([`RecordJob`]), in batches; each batch's lines come back
+//! through its own channel, and the batches are joined in the order they were handed over, so the output is
+//! the same bytes as writing each record in place (a test: `tests/test_parallel_records.py`).
+//!
+//! Memory stays bounded: about `Options.pool_bytes` of decoded frames are out at once, in batches of at most
+//! [`BATCH_WEIGHT`]; the interpreter's thread waits for the oldest before it hands over one more.
+
+use std::collections::VecDeque;
+use std::sync::{mpsc, Arc};
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+
+use engine::analysis::Frame;
+use engine::model::Decoded;
+use engine::records::{build_record, Expert, JsonSink, Message, NoFront, RecordInput, RecordSink, RecordStyle, SinkResult};
+use engine::value::{Map, Name};
+
+/// A batch's weight at most, about the bytes its frames hold decoded: large enough that handing a batch over
+/// costs little beside writing it, small enough that the pool starts soon.
+const BATCH_WEIGHT: usize = 1 << 20;
+
+/// What a frame's record reads, owned, so it can be written on another thread.
+pub struct RecordJob {
+    pub index: u64,
+    pub conn: u64,
+    pub time: f64,
+    pub packet: u64,
+    pub first_packet: i64,
+    /// protocol, src, dst, direction.
+    pub route: [Arc<str>; 4],
+    pub pdu: Arc<Decoded>,
+    /// The decoder's then the analysis' findings: id, severity, text.
+    pub expert: Vec<(&'static Name, &'static Name, String)>,
+    pub notes: Map,
+}
+
+/// A batch's weight and how many batches may be out at once, for a budget of `budget` bytes of decoded frames
+/// handed over and not yet done with: the budget (`Options.pool_bytes`, 16 MiB) lets a run of small frames
+/// (the interpreter's thread's work) and a run of large batches (the other side's) overlap.
+pub fn batch_shape(budget: usize) -> (usize, usize) {
+    let batch_weight = (budget / 32).clamp(1, BATCH_WEIGHT);
+    (batch_weight, (budget / batch_weight).max(1))
+}
+
+impl RecordJob {
+    /// About the bytes the frame holds decoded, and what writing its record costs.
+    pub fn weight(&self) -> usize {
+        512 + self.pdu.size + 64 * self.pdu.payload().map_or(0, |section| section.message_count())
+    }
+
+    /// Append the record's JSON line to `out`; returns its problems.
+    fn write(&self, out: &mut Vec<u8>, style: RecordStyle) -> SinkResult<usize> {
+        let problems = self.build(&mut JsonSink::new(out), style)?;
+        out.push(b'\n');
+        Ok(problems)
+    }
+
+    /// The record, into `sink`; returns its problems.
+    pub fn build(&self, sink: &mut impl RecordSink<NoFront>, style: RecordStyle) -> SinkResult<usize> {
+        let [protocol, src, dst, direction] = &self.route;
+        let frame = Frame {
+            index: self.index,
+            protocol,
+            conn: self.conn,
+            src,
+            dst,
+            direction,
+            time: self.time,
+            packet: self.packet,
+            pdu: &self.pdu,
+        };
+        let expert: Vec<Expert<NoFront>> = self.expert.iter()
+            .map(|(id, severity, text)| Expert { id, severity, message: Message::Owned(text.clone()) })
+            .collect();
+        let input = RecordInput {
+            frame: &frame, route: None, first_packet: self.first_packet, expert: &expert, protocol_keys: None,
+            notes: &self.notes, data: None,
+        };
+        build_record(sink, &input, style)
+    }
+}
+
+/// A batch's lines, how many records they are and their problems; or the error that stopped it.
+struct Written {
+    lines: Vec<u8>,
+    frames: u64,
+    problems: u64,
+    error: Option<PyErr>,
+    /// The jobs, freed on the interpreter's thread, which made them: mimalloc frees memory across threads
+    /// through a queue its owner empties later, which cost the pool (the busier side) a tenth of its time.
+    jobs: Vec<RecordJob>,
+}
+
+fn write_batch(jobs: Vec<RecordJob>, weight: usize, style: RecordStyle) -> Written {
+    // (the lines take about twice the frames' bytes: few reallocations)
+    let mut written = Written { lines: Vec::with_capacity(weight * 2), frames: 0, problems: 0, error: None, jobs: Vec::new() };
+    for job in &jobs {
+        match job.write(&mut written.lines, style) {
+            Ok(problems) => {
+                written.frames += 1;
+                written.problems += problems as u64;
+            }
+            Err(error) => {
+                written.error = Some(crate::records::py_error(error));
+                break;
+            }
+        }
+    }
+    written.jobs = jobs;
+    written
+}
+
+/// Where finished lines go: after the lines written in place since the last Python item (`lines`), as
+/// pieces of their own (each handed to Python as it is, a `JsonLines`), and the counts of records and problems.
+pub struct LinesOut<'a> {
+    pub lines: &'a mut Vec<u8>,
+    pub pieces: &'a mut Vec<Vec<u8>>,
+    pub frames: &'a mut u64,
+    pub problems: &'a mut u64,
+}
+
+/// The batches handed to the pool, in order, and the one being filled.
+pub struct PooledLines {
+    style: RecordStyle,
+    batch: Vec<RecordJob>,
+    weight: usize,
+    /// A batch's weight.
+    batch_weight: usize,
+    running: VecDeque<mpsc::Receiver<Written>>,
+    /// Batches out at once at most (written, or waiting for a thread of the pool): see [`batch_shape`].
+    max_running: usize,
+}
+
+impl PooledLines {
+    /// `budget`: about the bytes of decoded frames handed over and not yet written, at most.
+    pub fn new(style: RecordStyle, budget: usize) -> PooledLines {
+        let (batch_weight, max_running) = batch_shape(budget);
+        PooledLines { style, batch: Vec::new(), weight: 0, batch_weight, running: VecDeque::new(), max_running }
+    }
+
+    /// Whether any record is still to be written.
+    pub fn is_idle(&self) -> bool {
+        self.batch.is_empty() && self.running.is_empty()
+    }
+
+    /// A record to write after every one before it; waits for the oldest batch when too many are out.
+    pub fn push(&mut self, job: RecordJob, out: &mut LinesOut<'_>) -> PyResult<()> {
+        self.weight += job.weight();
+        self.batch.push(job);
+        if self.weight >= self.batch_weight {
+            self.hand_over();
+        }
+        while self.running.len() > self.max_running {
+            self.take_oldest(out)?;
+        }
+        Ok(())
+    }
+
+    fn hand_over(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let jobs = std::mem::take(&mut self.batch);
+        let weight = std::mem::take(&mut self.weight);
+        let style = self.style;
+        let (sender, receiver) = mpsc::sync_channel(1);
+        rayon::spawn(move || {
+            let _ = sender.send(write_batch(jobs, weight, style));
+        });
+        self.running.push_back(receiver);
+    }
+
+    fn take_oldest(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
+        let Some(receiver) = self.running.pop_front() else { return Ok(()) };
+        // a sender dropped without sending (rayon aborts on a task's panic: not seen, but not assumed)
+        let written = receiver.recv().map_err(|_| PyRuntimeError::new_err("writing JSON lines on the thread pool failed"))?;
+        self.append(written, out)
+    }
+
+    fn append(&mut self, written: Written, out: &mut LinesOut<'_>) -> PyResult<()> {
+        if !out.lines.is_empty() {
+            out.pieces.push(std::mem::take(out.lines));
+        }
+        out.pieces.push(written.lines);
+        drop(written.jobs);
+        *out.frames += written.frames;
+        *out.problems += written.problems;
+        match written.error {
+            Some(error) => {
+                self.running.clear();
+                self.batch.clear();
+                Err(error)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Every record handed over, written, appended to `out` in order (waiting for the pool).
+    pub fn finish_all(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
+        self.hand_over();
+        while !self.running.is_empty() {
+            self.take_oldest(out)?;
+        }
+        Ok(())
+    }
+
+    /// The batches already written, appended to `out` in order, without waiting; the one being filled is
+    /// handed over (so the pool works while the caller writes what it has).
+    pub fn finished(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
+        self.hand_over();
+        while let Some(receiver) = self.running.front() {
+            match receiver.try_recv() {
+                Ok(written) => {
+                    self.running.pop_front();
+                    self.append(written, out)?;
+                }
+                Err(mpsc::TryRecvError::Empty) => break,
+                Err(mpsc::TryRecvError::Disconnected) => return self.take_oldest(out),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// JSON lines handed to Python without a copy: a read-only buffer (`memoryview(lines)`, a binary file's
+/// `write(lines)`, `bytes(lines)`) over the bytes the core wrote. A gigabyte of `--json` copied into bytes objects
+/// took a tenth of the interpreter thread's time.
+#[pyclass(frozen, module = "dissector._core")]
+pub struct JsonLines {
+    data: Vec<u8>,
+}
+
+impl JsonLines {
+    pub fn new(data: Vec<u8>) -> JsonLines {
+        JsonLines { data }
+    }
+}
+
+#[pymethods]
+impl JsonLines {
+    /// # Safety
+    /// `view` is the Py_buffer Python asks to fill; the bytes live as long as this immutable object, which the
+    /// view holds a reference to.
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: std::ffi::c_int) -> PyResult<()> {
+        let data = &slf.get().data;
+        // SAFETY: as above; PyBuffer_FillInfo refuses a writable view (readonly = 1) with an exception set
+        let filled = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(view, slf.as_ptr(), data.as_ptr() as *mut std::ffi::c_void, data.len() as isize, 1, flags)
+        };
+        if filled == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
+
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+}

@@ -1,0 +1,513 @@
+//! The transport stages as Python classes: ``Dissector`` (the pipeline ``dissector.pipeline`` wraps), and
+//! thin bindings of the stages on their own for the tests and tools (``tcp_segment``, ``TcpReassembler``,
+//! ``PduSplitter``, Pulsar's ``oversized_head`` and ``looks_like_frame``), returning plain tuples.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use crate::capture::{read_batch, selected_segments, FileStage, Selection};
+use engine::protocols::pulsar::framing::PulsarFraming;
+use engine::transport::net::{endpoint_text, tcp_segment as parse_segment, Ip, Segment};
+use crate::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
+use crate::protocol::{split_to_py, DecodeOptions, Protocol};
+use engine::transport::reassembly::{Config, Reassembler, StreamEvent};
+use engine::transport::splitter::{Framing, Head, Splitter};
+
+/// Bytes of a ``bytes`` object without a copy, or of anything else with the buffer protocol.
+fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+    if let Ok(b) = data.cast::<PyBytes>() {
+        return Ok(f(b.as_bytes()));
+    }
+    let copy = data.py().get_type::<PyBytes>().call1((data,))?;
+    let b = copy.cast::<PyBytes>()?;
+    Ok(f(b.as_bytes()))
+}
+
+fn ip(text: &str) -> PyResult<Ip> {
+    Ip::parse(text).ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("not an IP address: {text:?}")))
+}
+
+fn reassembly_config(options: &Bound<'_, PyAny>) -> PyResult<Config> {
+    Ok(Config {
+        max_buffered: options.getattr("max_buffered_per_direction")?.extract()?,
+        max_buffered_total: options.getattr("max_buffered_total")?.extract()?,
+        ooo_wait_packets: options.getattr("ooo_wait_packets")?.extract()?,
+        hole_timeout: options.getattr("hole_timeout")?.extract()?,
+        close_wait_packets: options.getattr("close_wait_packets")?.extract()?,
+        max_connections: options.getattr("max_connections")?.extract()?,
+        ..Config::default()
+    })
+}
+
+/// The pipeline for ``options`` (a ``dissector.options.Options``) and ``protocols`` (the ``ProtocolSpec``s to
+/// look for, in order), building ``classes``.
+pub fn pipeline(py: Python<'_>, options: &Bound<'_, PyAny>, protocols: &Bound<'_, PyAny>, classes: Classes) -> PyResult<Pipeline> {
+    let protocols: Vec<Protocol> = protocols.try_iter()?.map(|p| Protocol::from_spec(py, &p?)).collect::<PyResult<_>>()?;
+    if protocols.is_empty() {
+        return Err(pyo3::exceptions::PyValueError::new_err("no protocol to look for"));
+    }
+    let settings = Settings {
+        detect: options.getattr("detect")?.extract()?,
+        detect_budget: options.getattr("detect_budget")?.extract()?,
+        max_frame_size: options.getattr("max_frame_size")?.extract()?,
+        keep_frame_bytes: options.getattr("keep_frame_bytes")?.extract()?,
+        // an int: the first protocol's port; (protocol, role or None, port): another's
+        extra_ports: options.getattr("ports")?.try_iter()?.map(|p| {
+            let p = p?;
+            match p.extract::<u16>() {
+                Ok(port) => Ok((port, None)),
+                Err(_) => {
+                    let (name, role, port): (String, Option<String>, u16) = p.extract()?;
+                    Ok((port, Some((name, role))))
+                }
+            }
+        }).collect::<PyResult<_>>()?,
+        reassembly: reassembly_config(options)?,
+        decode: DecodeOptions {
+            max_decompressed: options.getattr("max_decompressed")?.extract()?,
+            depth: engine::protocols::pulsar::payload::Depth::brief(options.getattr("summary")?.extract()?),
+            options: options.clone().unbind(),
+        },
+    };
+    Ok(Pipeline::new(settings, classes, protocols))
+}
+
+/// One captured packet (the fields of a ``CapturedPacket``) through the pipeline: what it completes into `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn feed_packet(py: Python<'_>, pipeline: &mut Pipeline, index: i64, timestamp: f64, linktype: u32, data: &Bound<'_, PyAny>,
+                   orig_len: usize, out: &mut Vec<Made>) -> PyResult<()> {
+    with_bytes(data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
+        Some(seg) => pipeline.feed_segment(py, &seg, out),
+        None => Ok(()),
+    })?
+}
+
+/// TCP off the protocols' ports: the busiest ``most`` server ports, as {port, connections, bytes}.
+pub fn other_tcp_rows<'py>(py: Python<'py>, other: &OtherTraffic, most: usize) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for (port, connections, bytes) in other.summary(most) {
+        let row = PyDict::new(py);
+        row.set_item("port", port)?;
+        row.set_item("connections", connections)?;
+        row.set_item("bytes", bytes)?;
+        out.append(row)?;
+    }
+    Ok(out)
+}
+
+/// The pipeline: packets in, ``model.Frame`` and ``model.Event`` out, in capture order.
+#[pyclass(unsendable, module = "dissector._core")]
+pub struct Dissector {
+    inner: Pipeline,
+    held: Vec<Made>,
+}
+
+#[pymethods]
+impl Dissector {
+    /// ``options``: a ``dissector.options.Options``; ``protocols``: the ``ProtocolSpec``s to look for, in
+    /// order; then the classes the pipeline builds (``Frame``, ``Event``, ``Decoded``, ``Finding``).
+    #[new]
+    fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>, frame: Py<PyAny>, event: Py<PyAny>,
+           decoded: Py<PyAny>, finding: Py<PyAny>) -> PyResult<Dissector> {
+        Ok(Dissector { inner: pipeline(py, &options, &protocols, Classes { frame, event, decoded, finding })?, held: Vec::new() })
+    }
+
+    /// One captured packet (the fields of a ``CapturedPacket``): the frames and events it completes.
+    fn feed_packet<'py>(&mut self, py: Python<'py>, index: i64, timestamp: f64, linktype: u32, data: Bound<'py, PyAny>,
+                        orig_len: usize) -> PyResult<Bound<'py, PyList>> {
+        let mut out = Vec::new();
+        feed_packet(py, &mut self.inner, index, timestamp, linktype, &data, orig_len, &mut out)?;
+        made_to_py(py, self.inner.frame_class(), out)
+    }
+
+    /// One captured packet, what it completes held until ``release`` (so a file reader's notes can go before
+    /// it): returns how many items are held.
+    fn hold_packet(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: Bound<'_, PyAny>,
+                   orig_len: usize) -> PyResult<usize> {
+        feed_packet(py, &mut self.inner, index, timestamp, linktype, &data, orig_len, &mut self.held)?;
+        Ok(self.held.len())
+    }
+
+    /// End of the capture, what it leaves held until ``release``: returns how many items are held.
+    fn hold_finish(&mut self, py: Python<'_>) -> PyResult<usize> {
+        self.inner.finish(py, &mut self.held)?;
+        Ok(self.held.len())
+    }
+
+    /// The held items.
+    fn release<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        made_to_py(py, self.inner.frame_class(), std::mem::take(&mut self.held))
+    }
+
+    /// Packets of a ``CaptureReader`` (the core's) until at least ``at_least`` items are made, packets of
+    /// ``max_bytes`` are read or the capture ends: the frames and events, the reader's notes where they were found (``capture.files``); None once
+    /// the capture was read whole.
+    fn read_capture<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, at_least: usize, max_bytes: usize)
+                         -> PyResult<Option<Bound<'py, PyList>>> {
+        read_batch(py, self, &reader, at_least, max_bytes)
+    }
+
+    /// One TCP segment (the fields of a ``netlayers.TcpSegment``).
+    #[allow(clippy::too_many_arguments)]
+    fn feed_segment<'py>(&mut self, py: Python<'py>, packet_index: i64, timestamp: f64, src_ip: &str, src_port: u16, dst_ip: &str,
+                         dst_port: u16, seq: u32, ack: u32, flags: u16, window: u16, payload: Bound<'py, PyAny>,
+                         missing_tail: usize) -> PyResult<Bound<'py, PyList>> {
+        let mut out = Vec::new();
+        let (src, dst) = (ip(src_ip)?, ip(dst_ip)?);
+        with_bytes(&payload, |payload| {
+            let seg = Segment { packet_index, timestamp, src, src_port, dst, dst_port, seq, ack, flags, window, payload, missing_tail };
+            self.inner.feed_segment(py, &seg, &mut out)
+        })??;
+        made_to_py(py, self.inner.frame_class(), out)
+    }
+
+    /// The clock moved to ``now``: the time-based expiries, without waiting for the next packet.
+    fn tick<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<Bound<'py, PyList>> {
+        let mut out = Vec::new();
+        self.inner.tick(py, now, &mut out)?;
+        made_to_py(py, self.inner.frame_class(), out)
+    }
+
+    /// End of the capture: every connection closed, what the streams left over.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut out = Vec::new();
+        self.inner.finish(py, &mut out)?;
+        made_to_py(py, self.inner.frame_class(), out)
+    }
+
+    /// The packets of `flows` (`flow_key`s) in a file of a larger input (`reader`, a ``CaptureReader``; its
+    /// packets numbered from `offset` + 1), for their numbers only: the packets that complete frames or open
+    /// connections, as little-endian int64 buffers (packet numbers, frames, connections opened).
+    fn count_selected<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, flows: std::collections::HashSet<i64>,
+                           offset: i64) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let selection = Selection { flows, offset };
+        let (mut packets, mut frames, mut opened) = (Vec::new(), Vec::new(), Vec::new());
+        let (inner, held) = (&mut self.inner, &mut self.held);
+        inner.count_only = true;
+        let counted = selected_segments(&reader, &selection, |segment| {
+            let before = inner.numbering();
+            inner.feed_segment(py, segment, held)?;
+            held.clear();
+            let after = inner.numbering();
+            if after != before {
+                packets.extend_from_slice(&segment.packet_index.to_le_bytes());
+                frames.extend_from_slice(&((after.0 - before.0) as i64).to_le_bytes());
+                opened.extend_from_slice(&((after.1 - before.1) as i64).to_le_bytes());
+            }
+            Ok(true)
+        });
+        inner.count_only = false;
+        counted?;
+        Ok((PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened)))
+    }
+
+    /// End of the capture, for its numbers only: the frames it completes on each connection, in the order
+    /// they come, as (conn, frames).
+    fn count_finish(&mut self, py: Python<'_>) -> PyResult<Vec<(u64, u64)>> {
+        self.inner.finish(py, &mut self.held)?;
+        let mut counts: Vec<(u64, u64)> = Vec::new();
+        for made in self.held.drain(..) {
+            let conn = match &made {
+                Made::Frame(place, _) => place.conn,
+                Made::PyFrame(frame) => frame.bind(py).getattr("conn")?.extract()?,
+                Made::Event(_) => continue,
+            };
+            match counts.last_mut() {
+                Some((last, n)) if *last == conn => *n += 1,
+                _ => counts.push((conn, 1)),
+            }
+        }
+        Ok(counts)
+    }
+
+    /// (frames numbered so far, the id of the next connection): see `set_numbering`.
+    #[getter]
+    fn numbering(&self) -> (u64, u64) {
+        self.inner.numbering()
+    }
+
+    /// Number the next frame `frames` + 1 and the next connection `next_conn`: a distributed run gives a
+    /// worker some connections of a capture, and numbers as a run over the whole capture does.
+    #[pyo3(signature = (frames=None, next_conn=None))]
+    fn set_numbering(&mut self, frames: Option<u64>, next_conn: Option<u64>) {
+        self.inner.set_numbering(frames, next_conn);
+    }
+
+    /// Number the frames the end of the capture leaves on connection `conn` from `base` + 1.
+    fn set_finish_base(&mut self, conn: u64, base: u64) {
+        self.inner.set_finish_base(conn, base);
+    }
+
+    #[getter]
+    fn last_time(&self) -> f64 {
+        self.inner.last_time
+    }
+
+    #[getter]
+    fn last_packet(&self) -> i64 {
+        self.inner.last_packet
+    }
+
+    /// TCP off the protocols' ports: the busiest ``most`` server ports, as {port, connections, bytes}.
+    fn other_tcp<'py>(&self, py: Python<'py>, most: usize) -> PyResult<Bound<'py, PyList>> {
+        other_tcp_rows(py, &self.inner.other, most)
+    }
+}
+
+impl FileStage for Dissector {
+    fn feed_held(&mut self, py: Python<'_>, segment: &Segment) -> PyResult<()> {
+        self.inner.feed_segment(py, segment, &mut self.held)
+    }
+
+    fn finish_held(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.inner.finish(py, &mut self.held)
+    }
+
+    fn finish_some_held(&mut self, py: Python<'_>, most: usize) -> PyResult<bool> {
+        self.inner.finish_some(py, &mut self.held, most)
+    }
+
+    fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    fn release_into(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        made_into(py, self.inner.frame_class(), self.held.drain(..), out)
+    }
+
+    fn event_into(&mut self, _py: Python<'_>, event: Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        out.append(event)
+    }
+
+    fn end_batch(&mut self, _py: Python<'_>, _out: &Bound<'_, PyList>, _last: bool) -> PyResult<()> {
+        Ok(())
+    }
+
+    fn last_time(&self) -> f64 {
+        self.inner.last_time
+    }
+
+    fn last_packet(&self) -> i64 {
+        self.inner.last_packet
+    }
+
+    fn event_class(&self) -> &Py<PyAny> {
+        self.inner.event_class()
+    }
+}
+
+/// The TCP segment of one captured packet as a tuple (packet_index, timestamp, src_ip, src_port, dst_ip,
+/// dst_port, seq, ack, flags, window, payload, missing_tail), or None.
+#[pyfunction]
+pub fn tcp_segment<'py>(py: Python<'py>, index: i64, timestamp: f64, linktype: u32, data: Bound<'py, PyAny>, orig_len: usize) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    with_bytes(&data, |bytes| {
+        let Some(s) = parse_segment(index, timestamp, linktype, bytes, orig_len) else { return Ok(None) };
+        Ok(Some(PyTuple::new(py, [
+            s.packet_index.into_pyobject(py)?.into_any(), s.timestamp.into_pyobject(py)?.into_any(),
+            s.src.to_string().into_pyobject(py)?.into_any(), s.src_port.into_pyobject(py)?.into_any(),
+            s.dst.to_string().into_pyobject(py)?.into_any(), s.dst_port.into_pyobject(py)?.into_any(),
+            s.seq.into_pyobject(py)?.into_any(), s.ack.into_pyobject(py)?.into_any(),
+            s.flags.into_pyobject(py)?.into_any(), s.window.into_pyobject(py)?.into_any(),
+            PyBytes::new(py, s.payload).into_any(), s.missing_tail.into_pyobject(py)?.into_any(),
+        ])?))
+    })?
+}
+
+/// The reassembly on its own: segments in, stream events out as tuples —
+/// ("opened", conn, time, packet, mid_stream, a_ip, a_port, b_ip, b_port, saw_syn),
+/// ("data", conn, side, data, offset, time, packet, saw_syn), ("gap", conn, side, offset, length, time, packet,
+/// reason, saw_syn), ("closed", conn, time, packet, how, (bytes_a, bytes_b), (isn_a, isn_b), first_fin_from, rst_from, saw_syn);
+/// side 0 is ``a``.
+#[pyclass(unsendable, module = "dissector._core")]
+pub struct TcpReassembler {
+    inner: Reassembler,
+}
+
+fn events_to_py<'py>(py: Python<'py>, events: Vec<StreamEvent>) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for ev in events {
+        let t = match ev {
+            StreamEvent::Opened { conn, time, packet, mid_stream } => (
+                "opened", conn.id, time, packet, mid_stream, conn.a.ip.to_string(), conn.a.port, conn.b.ip.to_string(), conn.b.port, conn.saw_syn,
+            ).into_pyobject(py)?.into_any(),
+            StreamEvent::Data { conn, side, saw_syn, data, offset, time, packet } => (
+                "data", conn, side, PyBytes::new(py, &data), offset, time, packet, saw_syn,
+            ).into_pyobject(py)?.into_any(),
+            StreamEvent::Gap { conn, side, saw_syn, offset, length, time, packet, reason } => (
+                "gap", conn, side, offset, length, time, packet, reason, saw_syn,
+            ).into_pyobject(py)?.into_any(),
+            StreamEvent::Closed { conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn } => (
+                "closed", conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn,
+            ).into_pyobject(py)?.into_any(),
+            // counted in the stats; the pipeline reports them as events
+            StreamEvent::Ignored { .. } | StreamEvent::BufferDropped { .. } => continue,
+        };
+        out.append(t)?;
+    }
+    Ok(out)
+}
+
+#[pymethods]
+impl TcpReassembler {
+    #[new]
+    #[pyo3(signature = (*, max_buffered_bytes_per_direction=8 * 1024 * 1024, ooo_wait_packets=1000, hole_timeout=10.0,
+                        close_wait_packets=1000, sweep_every=512, tombstone_seconds=240.0, max_tombstones=65536,
+                        max_connections=65536, max_buffered_total=64 * 1024 * 1024))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(max_buffered_bytes_per_direction: i64, ooo_wait_packets: i64, hole_timeout: f64, close_wait_packets: i64,
+           sweep_every: u64, tombstone_seconds: f64, max_tombstones: usize, max_connections: usize,
+           max_buffered_total: i64) -> TcpReassembler {
+        TcpReassembler { inner: Reassembler::new(Config {
+            max_buffered: max_buffered_bytes_per_direction, max_buffered_total, ooo_wait_packets, hole_timeout,
+            close_wait_packets, sweep_every, tombstone_seconds, max_tombstones, max_connections,
+        }) }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn feed<'py>(&mut self, py: Python<'py>, packet_index: i64, timestamp: f64, src_ip: &str, src_port: u16, dst_ip: &str,
+                 dst_port: u16, seq: u32, ack: u32, flags: u16, window: u16, payload: Bound<'py, PyAny>,
+                 missing_tail: usize) -> PyResult<Bound<'py, PyList>> {
+        let (src, dst) = (ip(src_ip)?, ip(dst_ip)?);
+        let mut events = Vec::new();
+        with_bytes(&payload, |payload| {
+            let seg = Segment { packet_index, timestamp, src, src_port, dst, dst_port, seq, ack, flags, window, payload, missing_tail };
+            self.inner.feed(&seg, &mut events);
+        })?;
+        events_to_py(py, events)
+    }
+
+    #[pyo3(signature = (now=None))]
+    fn expire<'py>(&mut self, py: Python<'py>, now: Option<f64>) -> PyResult<Bound<'py, PyList>> {
+        let mut events = Vec::new();
+        self.inner.expire(now, &mut events);
+        events_to_py(py, events)
+    }
+
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut events = Vec::new();
+        self.inner.finish(&mut events);
+        events_to_py(py, events)
+    }
+
+    /// The counters, by name, in order.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.inner.stats().items() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// The ids of the open connections, oldest first.
+    fn open_connections(&self) -> Vec<u64> {
+        self.inner.open_connections()
+    }
+
+    /// (directions tracked, connections pending, tombstones).
+    fn table_sizes(&self) -> (usize, usize, usize) {
+        self.inner.table_sizes()
+    }
+}
+
+/// The splitter on its own, for one protocol (a ``ProtocolSpec``): feed / gap / finish return
+/// ("pdu", data, offset, first_packet, last_packet, first_time, time, missing, oversized) and
+/// ("note", kind, offset, length, time, packet, details, params) tuples.
+#[pyclass(unsendable, module = "dissector._core")]
+pub struct PduSplitter {
+    protocol: Protocol,
+    inner: Splitter,
+}
+
+impl PduSplitter {
+    fn run<'py>(&mut self, py: Python<'py>, f: impl FnOnce(&mut Splitter, &dyn Framing, &mut Vec<engine::transport::splitter::Split>)) -> PyResult<Bound<'py, PyList>> {
+        let mut items = Vec::new();
+        f(&mut self.inner, &self.protocol.framing, &mut items);
+        if let Some(err) = PyErr::take(py) {
+            return Err(err);
+        }
+        let out = PyList::empty(py);
+        for item in &items {
+            out.append(split_to_py(py, item)?)?;
+        }
+        Ok(out)
+    }
+}
+
+#[pymethods]
+impl PduSplitter {
+    #[new]
+    #[pyo3(signature = (protocol, *, synced=true, max_frame_size, start_offset=0))]
+    fn new(py: Python<'_>, protocol: Bound<'_, PyAny>, synced: bool, max_frame_size: usize, start_offset: i64) -> PyResult<PduSplitter> {
+        Ok(PduSplitter { protocol: Protocol::from_spec(py, &protocol)?, inner: Splitter::new(synced, max_frame_size, start_offset) })
+    }
+
+    fn feed<'py>(&mut self, py: Python<'py>, data: Bound<'py, PyAny>, timestamp: f64, packet_index: i64) -> PyResult<Bound<'py, PyList>> {
+        let data = with_bytes(&data, |b| b.to_vec())?;
+        self.run(py, |s, fr, out| s.feed(fr, &data, timestamp, packet_index, out))
+    }
+
+    fn gap<'py>(&mut self, py: Python<'py>, length: i64, timestamp: f64, packet_index: i64) -> PyResult<Bound<'py, PyList>> {
+        self.run(py, |s, fr, out| s.gap(fr, length, timestamp, packet_index, out))
+    }
+
+    fn finish<'py>(&mut self, py: Python<'py>, timestamp: f64, packet_index: i64) -> PyResult<Bound<'py, PyList>> {
+        self.run(py, |s, fr, out| s.finish(fr, timestamp, packet_index, out))
+    }
+
+    #[getter]
+    fn synced(&self) -> bool {
+        self.inner.synced
+    }
+
+    #[getter]
+    fn foreign(&self) -> Option<String> {
+        self.inner.foreign.clone()
+    }
+
+    /// The bytes buffered (a PDU not yet complete).
+    #[getter]
+    fn buffered<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.buffered())
+    }
+}
+
+fn pulsar_framing() -> PulsarFraming {
+    PulsarFraming::new(engine::protocols::pulsar::schema())
+}
+
+/// Pulsar: (head, frame length) of the oversized SEND or MESSAGE frame at ``pos`` (bytes up to ``end``), 0
+/// (NEED_MORE) until its head is there, or None when the bytes do not look like such a frame.
+#[pyfunction]
+pub fn pulsar_oversized_head<'py>(py: Python<'py>, buf: Bound<'py, PyAny>, pos: usize, end: usize) -> PyResult<Bound<'py, PyAny>> {
+    let framing = pulsar_framing();
+    let head = with_bytes(&buf, |b| framing.oversized_head(&b[pos.min(b.len())..end.min(b.len()).max(pos.min(b.len()))]))?;
+    Ok(match head {
+        Head::Found { head, length } => (head, length).into_pyobject(py)?.into_any(),
+        Head::NeedMore => 0i64.into_pyobject(py)?.into_any(),
+        Head::Skip => py.None().into_bound(py),
+    })
+}
+
+/// Pulsar: whether a frame starts at ``start`` (True, False, or None when more bytes up to ``end`` are needed).
+#[pyfunction]
+pub fn pulsar_looks_like_frame(buf: Bound<'_, PyAny>, start: usize, total: u32, cmd_size: u32, end: usize) -> PyResult<Option<bool>> {
+    let framing = pulsar_framing();
+    with_bytes(&buf, |b| framing.looks_like_frame(b, start, total, cmd_size, end))
+}
+
+/// "ip:port" (IPv6 in brackets), as the records name an endpoint.
+#[pyfunction]
+pub fn endpoint(ip_text: &str, port: u16) -> PyResult<String> {
+    Ok(endpoint_text(&ip(ip_text)?, port))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Dissector>()?;
+    m.add_class::<TcpReassembler>()?;
+    m.add_class::<PduSplitter>()?;
+    m.add_function(wrap_pyfunction!(tcp_segment, m)?)?;
+    m.add_function(wrap_pyfunction!(pulsar_oversized_head, m)?)?;
+    m.add_function(wrap_pyfunction!(pulsar_looks_like_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(endpoint, m)?)?;
+    Ok(())
+}
