@@ -574,6 +574,7 @@ impl Conn {
 
         if end <= next_off {
             // nothing new: retransmission, keep-alive, or bytes before a mid-stream start
+            let mut keepalive = false;
             if off == next_off - 1 && total == 1 {
                 if self.h[1 - side].window == 0 {
                     // a zero-window probe sent again
@@ -581,6 +582,7 @@ impl Conn {
                     cx.st.retransmitted_bytes += 1;
                 } else {
                     cx.st.keepalives += 1;
+                    keepalive = true;
                 }
             } else if off < 0 && self.h[side].isn.is_none() {
                 let before = end.min(0) - off;
@@ -593,7 +595,8 @@ impl Conn {
                 cx.st.retransmitted_bytes += total;
                 cx.st.retransmitted_segments += 1;
             }
-            if n > 0 {
+            // a keep-alive's one byte is garbage (RFC 1122 4.2.3.6: Windows sends 0x00), not the byte it repeats
+            if n > 0 && !keepalive {
                 self.compare_delivered(side, off, payload, ts, idx, cx);
             }
             self.fin_marker(side, ts, cx);
