@@ -1,0 +1,830 @@
+"""Type stub of ``dissector._core``, the extension module: the PyO3 binding (crates/python) of the engine
+(crates/engine), built by maturin with the package.
+
+Every name the extension module exports is declared here; ``tests/test_core_stub.py`` holds the two in step
+(names both ways, kinds, and the parameters of every function and method that has a ``__text_signature__``).
+The names that start with ``_`` and are ``Protocol``s, ``TypedDict``s, ``TypeVar``s or ``TypeAlias``es are
+this stub's own: they describe the duck-typed Python objects the core reads (``dissector.options.Options``,
+``dissector.protocols.base.ProtocolSpec``, ...) and the plain tuples and dicts it returns; the module has no
+such names.
+
+The core builds instances of Python classes it is given: per object (``Dissector``, ``AnalysedDissector``,
+``ConversationCore``, ``CaptureReader``, ``ChunkAssembler``: generic in those classes), or once for the whole
+module by ``bind`` (``decode_frame``, ``decode_tubemq_frame``, ``decompress``: ``dissector.model.Decoded`` and
+``dissector.problems.Finding``, which ``dissector.protocols.pulsar.decode`` binds at import).
+
+Constructors are ``__new__`` (the core's ``#[new]``); a class Python cannot subclass is ``@final``. mypy's
+stubtest agrees with this stub but for ``JsonLines.__buffer__`` / ``__release_buffer__``: the class implements
+the buffer protocol, which Python shows as those slot wrappers only from 3.12 (PEP 688).
+"""
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Final, Generic, Literal, Protocol, Self, TypeAlias, TypedDict, TypeVar, final, overload
+
+from _typeshed import DataclassInstance, ReadableBuffer
+from typing_extensions import disjoint_base
+
+from dissector.model import Decoded
+from dissector.problems import Finding
+
+# ----------------------------------------------------------------------------------- this stub's own types
+
+_FrameT = TypeVar("_FrameT")
+_EventT = TypeVar("_EventT")
+_AnnotatedT = TypeVar("_AnnotatedT")
+_FindingT = TypeVar("_FindingT")
+_PacketT = TypeVar("_PacketT")
+_T = TypeVar("_T")
+_RecordT = TypeVar("_RecordT", dict[str, Any], bytes)
+
+#: A plain value as the core reads it (``Value::from_py``): None, bool, int (64 bits), float, str, bytes, and
+#: lists, tuples and str-keyed dicts of plain values. The containers' items are ``Any``, not ``_Plain``: with
+#: a recursive alias, list and dict being invariant, a record built in a variable (``dict[str, object]``)
+#: would not be accepted.
+_Plain: TypeAlias = None | bool | int | float | str | bytes | list[Any] | tuple[Any, ...] | dict[str, Any]
+
+#: ``problems.severity_and_message``: (finding id, params) -> (severity, message). The core also calls its
+#: ``pieces(id)`` when it has one (a template the core renders itself), else asks for every text.
+_SeverityAndMessage: TypeAlias = Callable[[str, dict[str, Any]], tuple[str, str]]
+
+#: The class of a finding: called ``finding(id, params)``.
+_FindingClass: TypeAlias = Callable[[str, dict[str, Any]], _FindingT]
+
+#: A table's columns as Arrow buffers: (rows, [(validity, values, offsets) per column]).
+_TableBuffers: TypeAlias = tuple[int, list[tuple[bytes, bytes, bytes]]]
+
+#: (count, total, max or None, sample, cap) of a latency sample.
+_LatencyFigures: TypeAlias = tuple[int, float, float | None, list[float], int]
+
+#: The fields of a ``netlayers.TcpSegment``: (packet_index, timestamp, src_ip, src_port, dst_ip, dst_port, seq,
+#: ack, flags, window, payload, missing_tail).
+_TcpSegmentFields: TypeAlias = tuple[int, float, str, int, str, int, int, int, int, int, bytes, int]
+
+#: ``TcpReassembler``'s stream events; side 0 is ``a``.
+#: ("opened", conn, time, packet, mid_stream, a_ip, a_port, b_ip, b_port, saw_syn)
+_Opened: TypeAlias = tuple[Literal["opened"], int, float, int, bool, str, int, str, int, bool]
+#: ("data", conn, side, data, offset, time, packet, saw_syn)
+_Data: TypeAlias = tuple[Literal["data"], int, int, bytes, int, float, int, bool]
+#: ("gap", conn, side, offset, length, time, packet, reason, saw_syn)
+_Gap: TypeAlias = tuple[Literal["gap"], int, int, int, int, float, int, str, bool]
+#: ("closed", conn, time, packet, how, [bytes_a, bytes_b], [isn_a, isn_b], first_fin_from, rst_from, saw_syn)
+_Closed: TypeAlias = tuple[
+    Literal["closed"], int, float, int, str, list[int], list[int | None], int | None, int | None, bool
+]
+_StreamEvent: TypeAlias = _Opened | _Data | _Gap | _Closed
+
+#: ``PduSplitter``'s items: ("pdu", data, offset, first_packet, last_packet, first_time, time, missing,
+#: oversized) and ("note", kind, offset, length, time, packet, details, params).
+_Pdu: TypeAlias = tuple[Literal["pdu"], bytes, int, int, int, float, float, int, bool]
+_Note: TypeAlias = tuple[Literal["note"], str, int, int, float, int, dict[str, Any], dict[str, Any]]
+_SplitItem: TypeAlias = _Pdu | _Note
+
+#: ``timeline.timeline_plan(protocol)``: (its pieces in the core or None, [(type, role, [(label, keys, how to
+#: show, bytes kind)] or None)]).
+_FieldPlan: TypeAlias = tuple[str, Sequence[str], str, str | None]
+_TimelinePlan: TypeAlias = tuple[str | None, Sequence[tuple[str, str, Sequence[_FieldPlan] | None]]]
+
+class _OtherTcp(TypedDict):
+    """A server port off the protocols' ports (``other_tcp``)."""
+
+    port: int
+    connections: int
+    bytes: int
+
+class _StatsState(TypedDict):
+    """``StatsCore.state()``: the figures as plain data."""
+
+    frames: int
+    first_time: float | None
+    last_time: float | None
+    types: dict[str, int]
+    clients: list[dict[str, Any]]
+    clients_dropped: int
+    connections_dropped: int
+    connections: list[dict[str, Any]]
+    topics: dict[str, dict[str, Any]]
+    producers: list[dict[str, Any]]
+    consumers: list[dict[str, Any]]
+    latency: dict[str, _LatencyFigures]
+    server_errors: dict[str, int]
+    expert: list[tuple[tuple[str, str], int]]
+    events: dict[str, int]
+
+class _ReadableBinary(Protocol):
+    """A binary file object the reader reads: ``read1`` when it has one, else ``read``; ``seekable``, ``tell``
+    and ``seek`` when it has them (to read a block again)."""
+
+    def read(self, size: int, /) -> bytes | bytearray | None: ...
+
+class _PipelineOptions(Protocol):
+    """What the pipeline reads of a ``dissector.options.Options``."""
+
+    @property
+    def detect(self) -> bool: ...
+    @property
+    def detect_budget(self) -> int: ...
+    @property
+    def max_frame_size(self) -> int | None: ...
+    @property
+    def keep_frame_bytes(self) -> bool: ...
+    @property
+    def ports(self) -> Iterable[int | tuple[str, str | None, int]]: ...
+    @property
+    def max_buffered_per_direction(self) -> int: ...
+    @property
+    def max_buffered_total(self) -> int: ...
+    @property
+    def ooo_wait_packets(self) -> int: ...
+    @property
+    def hole_timeout(self) -> float: ...
+    @property
+    def close_wait_packets(self) -> int: ...
+    @property
+    def max_connections(self) -> int: ...
+    @property
+    def max_decompressed(self) -> int: ...
+    @property
+    def summary(self) -> bool: ...
+
+class _AnalysisOptions(Protocol):
+    """What the analysis reads of a ``dissector.options.Options`` (the Pulsar session's caps too)."""
+
+    @property
+    def request_timeout(self) -> float: ...
+    @property
+    def max_pending_requests(self) -> int: ...
+    @property
+    def max_actors(self) -> int: ...
+    @property
+    def max_remembered_messages(self) -> int: ...
+    @property
+    def max_remembered_total(self) -> int: ...
+    @property
+    def max_redelivered_reported(self) -> int: ...
+    @property
+    def max_chunked_messages(self) -> int: ...
+    @property
+    def max_chunk_bytes(self) -> int: ...
+    @property
+    def max_decompressed(self) -> int: ...
+    @property
+    def redirect_loop_limit(self) -> int: ...
+
+class _AnalysedOptions(_PipelineOptions, _AnalysisOptions, Protocol):
+    """What ``AnalysedDissector`` reads of a ``dissector.options.Options``."""
+
+    @property
+    def pool_bytes(self) -> int: ...
+
+class _BadLength(Protocol):
+    """``protocols.base.BadLength``: a protocol's ``pdu_length`` saying the bytes cannot start a PDU."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def details(self) -> dict[str, Any]: ...
+    @property
+    def params(self) -> dict[str, Any]: ...
+
+class _SenderSpec(Protocol):
+    """What the pipeline reads of a ``protocols.base.CommandSpec``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def sender(self) -> str: ...
+
+class _SpaceSpec(Protocol):
+    """``protocols.base.Space``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def slot(self) -> bool: ...
+    @property
+    def duplicates(self) -> bool: ...
+    @property
+    def unmatched(self) -> bool: ...
+    @property
+    def unanswered(self) -> bool: ...
+    @property
+    def opened_by(self) -> str: ...
+
+class _KeySpec(Protocol):
+    """``protocols.base.Key``."""
+
+    @property
+    def space(self) -> _SpaceSpec: ...
+    @property
+    def fields(self) -> Sequence[str]: ...
+
+class _CommandSpec(_SenderSpec, Protocol):
+    """What the analysis reads of a ``protocols.base.CommandSpec``."""
+
+    @property
+    def scope(self) -> str | None: ...
+    @property
+    def scope_id(self) -> str | None: ...
+    @property
+    def opens(self) -> _KeySpec | None: ...
+    @property
+    def answers(self) -> Iterable[_KeySpec]: ...
+    @property
+    def answer_types(self) -> Iterable[str] | None: ...
+    @property
+    def interim(self) -> tuple[str, Any] | None: ...
+    @property
+    def remember(self) -> Sequence[str]: ...
+
+class _WireSpec(Protocol):
+    """What the transport reads of a ``protocols.base.ProtocolSpec``: its framing and decoding."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def client_role(self) -> str: ...
+    @property
+    def server_roles(self) -> Sequence[str]: ...
+    @property
+    def ports(self) -> dict[int, str]: ...
+    @property
+    def commands(self) -> Iterable[_SenderSpec]: ...
+    @property
+    def core(self) -> str | None: ...
+    @property
+    def pdu_length(self) -> Callable[[bytes, int, int, int], int | _BadLength] | None: ...
+    @property
+    def decode(self) -> Callable[[bytes, int, Any], Any] | None: ...
+    @property
+    def resync(self) -> Callable[[bytes, int, int, int], tuple[bool, int]] | None: ...
+    @property
+    def confirms(self) -> Callable[[Any], bool] | None: ...
+    @property
+    def oversized_head(self) -> Callable[[bytes, int, int], tuple[int, int] | int | None] | None: ...
+    @property
+    def foreign_kind(self) -> str | None: ...
+    @property
+    def min_pdu(self) -> int | None: ...
+    @property
+    def max_frame_size(self) -> int | None: ...
+
+class _ProtocolSpec(_WireSpec, Protocol):
+    """A whole ``protocols.base.ProtocolSpec``, as the analysis and the records read it too."""
+
+    @property
+    def commands(self) -> Iterable[_CommandSpec]: ...
+    @property
+    def session(self) -> str | None: ...
+    @property
+    def record_fields(self) -> Callable[[Any, bool, bool], dict[str, Any]] | None: ...
+
+#: The protocol registry's ``get``: a protocol's spec by name.
+_SpecOf: TypeAlias = Callable[[str], _ProtocolSpec]
+
+# ---------------------------------------------------------------------------------------------- constants
+
+CHUNK_SIZE: Final[int]
+"""Bytes the capture reader reads from a file at a time."""
+MAX_RECORD_SIZE: Final[int]
+"""The largest capture record (packet block) the reader accepts."""
+SUPPORTED_LINKTYPES: Final[list[int]]
+"""The link types (LINKTYPE_*) whose packets the core parses down to TCP."""
+LINKTYPE_NAMES: Final[dict[int, str]]
+"""Link type numbers by name, for messages."""
+UNICODE_VERSION: Final[str]
+"""The Unicode version of the core's table of printable characters (``safe``)."""
+
+# -------------------------------------------------------------------------------------------- decoding
+
+def bind(decoded: type[DataclassInstance], section: type[DataclassInstance], finding: _FindingClass[Any]) -> None:
+    """Give the core the classes it builds plain data with (Decoded, PayloadSection, Finding; fields checked)."""
+
+def decode_frame(frame: bytes, missing: int = 0, max_decompressed: int = ..., brief: bool = False) -> Decoded:
+    """Decode one Pulsar frame (``missing`` bytes lost at its end) into the bound ``Decoded``."""
+
+def decompress(
+    codec: int, data: bytes, declared_size: int | None, max_size: int
+) -> tuple[bytes | None, Finding | None]:
+    """Decompress a payload, bounded: (bytes or None, payload.decompression finding or None)."""
+
+def message_records(messages: list[Any], base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The JSON-contract records of a frame's messages (``base``: a MESSAGE command's message_id)."""
+
+def finding_text(severity_and_message: _SeverityAndMessage, pid: str, params: dict[str, Any]) -> tuple[str, str]:
+    """(severity, text) of finding ``pid`` with ``params`` as the core's record writer makes it."""
+
+def command_types() -> dict[int, str]:
+    """Pulsar's BaseCommand type names by number, as the schema declares them."""
+
+def subcommand_fields() -> dict[int, str]:
+    """Pulsar's BaseCommand sub-command field names by number."""
+
+def tubemq_methods() -> list[tuple[int, str, str, str | None, str | None]]:
+    """TubeMQ's method table: (id, constant, server role, request message, response message)."""
+
+def decode_tubemq_frame(frame: bytes, missing: int = 0, brief: bool = False) -> Decoded:
+    """Decode one TubeMQ frame (``missing`` bytes lost at its end) into the bound ``Decoded``."""
+
+def _json_dumps(value: _Plain) -> bytes:
+    """Test support: a plain value written by the core's JSON writer."""
+
+def _decode_to_json(frames: Sequence[bytes], max_decompressed: int = ..., brief: bool = False) -> tuple[int, float]:
+    """Benchmark support: decode and write every frame as JSON in Rust alone: (bytes written, seconds)."""
+
+def record_columns(records: Sequence[dict[str, Any]]) -> list[_TableBuffers]:
+    """The frames, messages, problems and exchanges columns of records made elsewhere (dicts of the contract)."""
+
+def table_columns() -> list[list[tuple[str, Literal["int", "float", "bool", "text"]]]]:
+    """The four tables' columns: per table [(name, kind)]."""
+
+# --------------------------------------------------------------------------------------------- capture
+
+class CaptureError(Exception):
+    """The input cannot be read as a capture at all (missing file, not a capture, header truncated)."""
+
+@final
+class CaptureReader(Generic[_PacketT]):
+    """One pcap or pcapng file, read once; iterating gives ``packet_class(index, timestamp, linktype, data,
+    orig_len)`` objects."""
+
+    def __new__(
+        cls, stream: _ReadableBinary, name: str, packet_class: Callable[[int, float, int, bytes, int], _PacketT]
+    ) -> CaptureReader[_PacketT]:
+        """A capture read from a binary file object (not closed here); ``name`` for messages."""
+    @staticmethod
+    def open(
+        path: str | os.PathLike[str], name: str, packet_class: Callable[[int, float, int, bytes, int], _T]
+    ) -> CaptureReader[_T]:
+        """A capture file opened by the core (closed by ``close``); OSError as ``open`` raises it."""
+    def __iter__(self) -> Self:
+        """The reader itself (single pass)."""
+    def __next__(self) -> _PacketT:
+        """The next packet."""
+    def flow_index(
+        self, ports: set[int] | frozenset[int] | None
+    ) -> tuple[tuple[bytes, bytes, bytes], int, float | None, str | None]:
+        """The rest of the file's TCP connections on ``ports``: ((flow keys, packets, bytes) as int64 buffers,
+        packets read, first packet's time, the error that stopped the reading)."""
+    def close(self) -> None:
+        """Stop reading; a file the core opened is closed."""
+    @property
+    def format(self) -> Literal["pcap", "pcapng"]:
+        """``"pcap"`` or ``"pcapng"``."""
+    @property
+    def compressed(self) -> bool:
+        """Whether the file was gzip-compressed."""
+    @property
+    def truncated(self) -> str | None:
+        """Why the reading stopped early, or None."""
+    @property
+    def packets(self) -> int:
+        """Packets read so far."""
+    @property
+    def linktype(self) -> int | None:
+        """Classic pcap: the global header's link type (None for pcapng)."""
+    @property
+    def snaplen(self) -> int | None:
+        """Classic pcap: the snap length (None for pcapng)."""
+    @property
+    def fcs_len(self) -> int | None:
+        """Classic pcap: the FCS length (None for pcapng or when not given)."""
+    @property
+    def _buffer_peak(self) -> int:
+        """The most bytes the read buffer held at once."""
+    @property
+    def notes(self) -> list[tuple[str, dict[str, int | str | None]]]:
+        """The reader's notes so far, as (id, params) in the order found."""
+
+# ------------------------------------------------------------------------------------------- transport
+
+@final
+class Dissector(Generic[_FrameT, _EventT]):
+    """The pipeline: packets in, frames and events (of the classes given) out, in capture order."""
+
+    def __new__(
+        cls,
+        options: _PipelineOptions,
+        protocols: Iterable[_WireSpec],
+        frame: Callable[..., _FrameT],
+        event: Callable[..., _EventT],
+        decoded: Callable[..., Any],
+        finding: _FindingClass[Any],
+    ) -> Dissector[_FrameT, _EventT]:
+        """A pipeline for ``options``, looking for ``protocols`` in order, building the classes given."""
+    def feed_packet(
+        self, index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int
+    ) -> list[_FrameT | _EventT]:
+        """One captured packet: the frames and events it completes."""
+    def hold_packet(self, index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int) -> int:
+        """One captured packet, what it completes held until ``release``: how many items are held."""
+    def hold_finish(self) -> int:
+        """The end of the capture, what it leaves held until ``release``: how many items are held."""
+    def release(self) -> list[_FrameT | _EventT]:
+        """The held items."""
+    def read_capture(
+        self, reader: CaptureReader[Any], at_least: int, max_bytes: int
+    ) -> list[_FrameT | _EventT] | None:
+        """A batch of the reader's packets through the pipeline, its notes as events; None once read whole."""
+    def feed_segment(
+        self,
+        packet_index: int,
+        timestamp: float,
+        src_ip: str,
+        src_port: int,
+        dst_ip: str,
+        dst_port: int,
+        seq: int,
+        ack: int,
+        flags: int,
+        window: int,
+        payload: ReadableBuffer,
+        missing_tail: int,
+    ) -> list[_FrameT | _EventT]:
+        """One TCP segment: the frames and events it completes."""
+    def tick(self, now: float) -> list[_FrameT | _EventT]:
+        """The clock moved to ``now``: what the time-based expiries make."""
+    def finish(self) -> list[_FrameT | _EventT]:
+        """The end of the capture: every connection closed."""
+    def count_selected(
+        self, reader: CaptureReader[Any], flows: set[int] | frozenset[int], offset: int
+    ) -> tuple[bytes, bytes, bytes]:
+        """The packets of ``flows`` that complete frames or open connections: int64 buffers (packets, frames,
+        connections opened)."""
+    def count_finish(self) -> list[tuple[int, int]]:
+        """The end of the capture for its numbers only: (conn, frames) in the order they come."""
+    @property
+    def numbering(self) -> tuple[int, int]:
+        """(frames numbered so far, the id of the next connection)."""
+    def set_numbering(self, frames: int | None = None, next_conn: int | None = None) -> None:
+        """Number the next frame ``frames`` + 1 and the next connection ``next_conn``."""
+    def set_finish_base(self, conn: int, base: int) -> None:
+        """Number the frames the end of the capture leaves on ``conn`` from ``base`` + 1."""
+    @property
+    def last_time(self) -> float:
+        """The time of the last packet fed."""
+    @property
+    def last_packet(self) -> int:
+        """The number of the last packet fed."""
+    def other_tcp(self, most: int) -> list[_OtherTcp]:
+        """TCP off the protocols' ports: the busiest ``most`` server ports."""
+
+@final
+class TcpReassembler:
+    """TCP reassembly on its own: segments in, stream events out as tuples."""
+
+    def __new__(
+        cls,
+        *,
+        max_buffered_bytes_per_direction: int = ...,
+        ooo_wait_packets: int = 1000,
+        hole_timeout: float = 10.0,
+        close_wait_packets: int = 1000,
+        sweep_every: int = 512,
+        tombstone_seconds: float = 240.0,
+        max_tombstones: int = 65536,
+        max_connections: int = 65536,
+        max_buffered_total: int = ...,
+    ) -> Self:
+        """A reassembler with these caps."""
+    def feed(
+        self,
+        packet_index: int,
+        timestamp: float,
+        src_ip: str,
+        src_port: int,
+        dst_ip: str,
+        dst_port: int,
+        seq: int,
+        ack: int,
+        flags: int,
+        window: int,
+        payload: ReadableBuffer,
+        missing_tail: int,
+    ) -> list[_StreamEvent]:
+        """One segment: the stream events it causes."""
+    def expire(self, now: float | None = None) -> list[_StreamEvent]:
+        """The time-based policies at ``now`` (default: the last timestamp seen)."""
+    def finish(self) -> list[_StreamEvent]:
+        """The end of the capture: holes lost, buffers delivered, every connection closed."""
+    def stats(self) -> dict[str, int]:
+        """The counters, by name, in order."""
+    def open_connections(self) -> list[int]:
+        """The ids of the open connections, oldest first."""
+    def table_sizes(self) -> tuple[int, int, int]:
+        """(directions tracked, connections pending, tombstones)."""
+
+@final
+class PduSplitter:
+    """The PDU splitter on its own, for one protocol: feed / gap / finish return PDU and note tuples."""
+
+    def __new__(cls, protocol: _WireSpec, *, synced: bool = True, max_frame_size: int, start_offset: int = 0) -> Self:
+        """A splitter for ``protocol``; ``synced``: the next byte is a PDU boundary."""
+    def feed(self, data: ReadableBuffer, timestamp: float, packet_index: int) -> list[_SplitItem]:
+        """Bytes of the stream: the PDUs and notes they complete."""
+    def gap(self, length: int, timestamp: float, packet_index: int) -> list[_SplitItem]:
+        """``length`` bytes were lost before the next data."""
+    def finish(self, timestamp: float, packet_index: int) -> list[_SplitItem]:
+        """The end of the stream: what could not be framed."""
+    @property
+    def synced(self) -> bool:
+        """Whether the next byte is known to be a PDU boundary."""
+    @property
+    def foreign(self) -> str | None:
+        """The protocol the stream was recognised as, if another."""
+    @property
+    def buffered(self) -> bytes:
+        """The bytes held for a PDU not yet complete."""
+
+def tcp_segment(
+    index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int
+) -> _TcpSegmentFields | None:
+    """The TCP segment of one captured packet as a tuple of a ``TcpSegment``'s fields, or None (not TCP)."""
+
+def pulsar_oversized_head(buf: ReadableBuffer, pos: int, end: int) -> tuple[int, int] | int | None:
+    """Pulsar: (head, frame length) of an oversized SEND/MESSAGE at ``pos``, 0 (need more), or None."""
+
+def pulsar_looks_like_frame(buf: ReadableBuffer, start: int, total: int, cmd_size: int, end: int) -> bool | None:
+    """Pulsar: whether a frame starts at ``start`` (None: more bytes up to ``end`` needed)."""
+
+def endpoint(ip_text: str, port: int) -> str:
+    """``"ip:port"`` (IPv6 in brackets), as the records name an endpoint."""
+
+# -------------------------------------------------------------------------------------------- analysis
+
+@final
+class ConversationCore(Generic[_FrameT, _AnnotatedT, _EventT]):
+    """Pairing and session state for every connection, fed Python frames and events."""
+
+    def __new__(
+        cls,
+        options: _AnalysisOptions,
+        classes: tuple[type[_FrameT], type[_AnnotatedT], type[_EventT], _FindingClass[Any]],
+        protocol_spec: _SpecOf,
+    ) -> ConversationCore[_FrameT, _AnnotatedT, _EventT]:
+        """``classes``: (Frame, Annotated, Event, Finding); ``protocol_spec``: the protocol registry's ``get``."""
+    def process(self, item: _FrameT | _EventT, out: list[_AnnotatedT | _EventT]) -> None:
+        """Append what ``item`` (a frame or an event) becomes, and the events it causes, to ``out``."""
+    def tick(self, now: float, out: list[_AnnotatedT | _EventT]) -> None:
+        """The clock moved to ``now``: append the requests past the operation timeout."""
+    def finish(self) -> list[_EventT]:
+        """The events of the end of every connection still open."""
+    def table_sizes(self, conn: int) -> dict[str, Any] | None:
+        """The sizes of a connection's tables (None when it is not open), for tests."""
+    def waiting(self, conn: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """The requests waiting on a connection, oldest first: (index, type, kept fields), for tests."""
+    def shared_sizes(self, protocol: str) -> dict[str, Any]:
+        """The sizes of a protocol's state shared by its connections, for tests."""
+
+@final
+class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
+    """The pipeline and the analysis joined: packets in, annotated frames (or their records, or timeline
+    lines) and events out, in capture order."""
+
+    def __new__(
+        cls,
+        options: _AnalysedOptions,
+        protocols: Iterable[_WireSpec],
+        classes: tuple[type[Any], type[_EventT], Callable[..., Any], _FindingClass[Any], type[_AnnotatedT]],
+        protocol_spec: _SpecOf,
+        records: tuple[bool | str, bool, bool, _SeverityAndMessage] | None = None,
+        stats: StatsCore | None = None,
+        timeline: tuple[TimelineFormat, _SeverityAndMessage] | None = None,
+    ) -> AnalysedDissector[_AnnotatedT, _EventT]:
+        """``classes``: (Frame, Event, Decoded, Finding, Annotated). ``records`` = (json, summary, payload_bytes,
+        severity_and_message): frames come out as records, dicts or (json true) ``JsonLines``; json "columns":
+        into ``take_columns``; with ``stats`` too, into those statistics. ``timeline`` = (format,
+        severity_and_message): frames come out as timeline lines (bytes)."""
+    def feed_packet(
+        self, index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int
+    ) -> list[_AnnotatedT | _EventT | dict[str, Any] | JsonLines | bytes]:
+        """One captured packet: what it completes, analysed."""
+    def hold_packet(self, index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int) -> int:
+        """One captured packet, what it completes held until ``release``: how many items are held."""
+    def hold_finish(self) -> int:
+        """The end of the capture for the pipeline, what it leaves held until ``release``."""
+    def release(self) -> list[_AnnotatedT | _EventT | dict[str, Any] | JsonLines | bytes]:
+        """The held items, analysed."""
+    def read_capture(
+        self, reader: CaptureReader[Any], at_least: int, max_bytes: int
+    ) -> list[_AnnotatedT | _EventT | dict[str, Any] | JsonLines | bytes] | None:
+        """A batch of the reader's packets, analysed, its notes as events; None once read whole."""
+    def read_selected(
+        self, reader: CaptureReader[Any], flows: set[int] | frozenset[int], offset: int, at_least: int, max_bytes: int
+    ) -> list[_AnnotatedT | _EventT | dict[str, Any] | JsonLines | bytes] | None:
+        """A batch of the packets of ``flows`` in one file of a larger input; None once the file was read."""
+    def plan_numbering(self, packets: bytes, frames_before: bytes, conns: bytes) -> None:
+        """Numbers to set before packets: int64 buffers (packets, frames numbered before each, conn or -1)."""
+    def event(self, event: _EventT) -> list[_AnnotatedT | _EventT | dict[str, Any] | JsonLines | bytes]:
+        """An event from outside the pipeline (a capture file's note), through the analysis."""
+    def tick(self, now: float) -> list[_AnnotatedT | _EventT | dict[str, Any] | JsonLines | bytes]:
+        """The clock moved to ``now``: the pipeline's and the analysis' expiries."""
+    def finish(self) -> list[_EventT]:
+        """The analysis' events of the end of every connection still open."""
+    @property
+    def last_time(self) -> float:
+        """The time of the last packet fed."""
+    @property
+    def numbering(self) -> tuple[int, int]:
+        """(frames numbered so far, the id of the next connection)."""
+    def set_numbering(self, frames: int | None = None, next_conn: int | None = None) -> None:
+        """Number the next frame ``frames`` + 1 and the next connection ``next_conn``."""
+    def set_finish_base(self, conn: int, base: int) -> None:
+        """Number the frames the end of the capture leaves on ``conn`` from ``base`` + 1."""
+    @property
+    def json_lines(self) -> tuple[int, int]:
+        """The frame records made so far, and their problems: (frames, problems)."""
+    def take_columns(self) -> list[_TableBuffers]:
+        """The frames, messages, problems and exchanges columns made so far (records "columns"), emptied."""
+    @property
+    def columns_size(self) -> int:
+        """Bytes the columns made so far hold."""
+    @property
+    def timeline_lines(self) -> tuple[int, int]:
+        """The timeline lines written so far, and their problems: (frames, problems)."""
+    @property
+    def last_packet(self) -> int:
+        """The number of the last packet fed."""
+    def other_tcp(self, most: int) -> list[_OtherTcp]:
+        """TCP off the protocols' ports: the busiest ``most`` server ports."""
+
+@final
+class ChunkAssembler(Generic[_FindingT]):
+    """Pulsar's chunked-message reassembly on its own, for tests."""
+
+    def __new__(
+        cls,
+        finding_class: _FindingClass[_FindingT],
+        max_decompressed: int,
+        max_pending: int,
+        max_kept_bytes: int | None = None,
+        mid_stream: bool | None = None,
+        client_max_pending: int = ...,
+        client_expire_s: float = ...,
+    ) -> ChunkAssembler[_FindingT]:
+        """An assembler with these caps, making findings of ``finding_class``."""
+    def add(
+        self,
+        key: tuple[str, _Plain],
+        frame_index: int,
+        md: dict[str, Any],
+        compression: int,
+        chunk: bytes | None,
+        findings: list[_FindingT],
+        time: float | None = None,
+        checksum: str | None = None,
+    ) -> dict[str, Any] | None:
+        """Feed one chunk (``key``: direction, producer or consumer id): the whole message or None; findings
+        appended to ``findings``."""
+    def pending(self) -> list[tuple[Any, list[int], int, int]]:
+        """Messages still being reassembled: (uuid, frames, chunks seen, num_chunks)."""
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of compressed chunks held."""
+
+# --------------------------------------------------------------------------------------------- records
+
+@final
+class FrameRecords(Generic[_RecordT]):
+    """The record maker for annotated frames held in Python: the same record the core makes of its own."""
+
+    @overload
+    def __new__(
+        cls,
+        severity_and_message: _SeverityAndMessage,
+        protocol_spec: _SpecOf,
+        summary: bool = False,
+        payload_bytes: bool = False,
+        json: Literal[False] = False,
+    ) -> FrameRecords[dict[str, Any]]:
+        """Records as dicts."""
+    @overload
+    def __new__(
+        cls,
+        severity_and_message: _SeverityAndMessage,
+        protocol_spec: _SpecOf,
+        summary: bool = False,
+        payload_bytes: bool = False,
+        *,
+        json: Literal[True],
+    ) -> FrameRecords[bytes]:
+        """Records as JSON lines (bytes, newline included)."""
+    @overload
+    def __new__(
+        cls,
+        severity_and_message: _SeverityAndMessage,
+        protocol_spec: _SpecOf,
+        summary: bool,
+        payload_bytes: bool,
+        json: Literal[True],
+    ) -> FrameRecords[bytes]:
+        """Records as JSON lines (bytes, newline included), the flags given by position."""
+    def __call__(self, item: Any) -> _RecordT:
+        """The record of an ``Annotated(frame, notes, findings)``."""
+
+@final
+class JsonLines:
+    """JSON lines the core wrote, as a read-only buffer (``memoryview``, ``bytes()``, a binary file's ``write``)."""
+
+    def __len__(self) -> int:
+        """Bytes held."""
+    def __buffer__(self, flags: int, /) -> memoryview:
+        """A read-only view of the bytes (the buffer protocol; a slot wrapper Python shows from 3.12)."""
+    def __release_buffer__(self, buffer: memoryview, /) -> None:
+        """Release a view (nothing to do; a slot wrapper Python shows from 3.12)."""
+
+# ------------------------------------------------------------------------------------------- statistics
+
+@final
+class StatsCore:
+    """The statistics, counted in place or on their own thread."""
+
+    def __new__(
+        cls,
+        latency_samples: int,
+        plot_samples: int,
+        actor_memory: int,
+        chunk_memory: int,
+        actor_latency_samples: int | None = None,
+        memory_total: int | None = None,
+        max_connections: int | None = None,
+    ) -> Self:
+        """Statistics bounded by these sample sizes and memory caps."""
+    def add(self, record: dict[str, Any]) -> None:
+        """One record of the JSON contract."""
+    def state(self) -> _StatsState:
+        """The figures as plain data."""
+    @property
+    def origin(self) -> float | None:
+        """The first record's time: time 0 of the timeline and the plots."""
+    def plot_points(self) -> list[tuple[float, str, float, bool]]:
+        """(time, request type, ms, answered by an error) of the responses kept for plotting."""
+    def throughput(self) -> dict[int, list[int]]:
+        """Time bucket -> [messages to broker, bytes to broker, messages to client, bytes to client]."""
+    @property
+    def throughput_width(self) -> float:
+        """Seconds per throughput bucket."""
+
+@disjoint_base
+class Latencies:
+    """A bounded latency sample: exact count, total and max; percentiles from the sample (subclassable; a
+    subclass cannot also derive from another class with its own layout, hence ``disjoint_base``)."""
+
+    def __new__(cls, cap: int = 100000) -> Self:
+        """A sample of at most ``cap`` values."""
+    def add(self, value: float) -> None:
+        """One latency."""
+    @property
+    def count(self) -> int:
+        """Values seen."""
+    @property
+    def items(self) -> list[float]:
+        """The sampled values, in the sample's order."""
+    def figures(self) -> _LatencyFigures:
+        """(count, total, max, sample, cap)."""
+
+# ------------------------------------------------------------------------------------------------- text
+
+def safe(value: object, limit: int = ...) -> str:
+    """The one escape of wire strings (``output/text.py: safe``), cut to ``limit`` characters (60)."""
+
+def date_ms(value: object) -> str:
+    """Epoch milliseconds as a UTC date and time."""
+
+def shown_b64(value: object, kind: str = "text", limit: int = 1000) -> tuple[str, bool]:
+    """A bytes field of a record as the timeline shows it: (text, is hex)."""
+
+def message_id_text(value: object) -> str:
+    """A message id (or a list of them) as the timeline shows it."""
+
+def payload_preview(message: object) -> str:
+    """A message's payload as ``--payload`` shows it."""
+
+@final
+class TimelineFormat:
+    """The timeline's line maker (plans, labels, time origin), shared with ``AnalysedDissector``."""
+
+    def __new__(
+        cls,
+        plan_of: Callable[[str], _TimelinePlan | None],
+        labels: dict[str, str],
+        bytes_kinds: dict[str, str],
+        absolute_time: bool = False,
+        previews: bool = False,
+    ) -> Self:
+        """``plan_of(protocol)``: its plan or None; ``labels``/``bytes_kinds``: of the fields shown by default."""
+    @staticmethod
+    def roles() -> list[str]:
+        """The roles of pieces, in the order of their numbers."""
+    @property
+    def origin(self) -> float | None:
+        """Time 0 of the lines (the first item's time), or None."""
+    @origin.setter
+    def origin(self, origin: float | None) -> None: ...
+    @property
+    def not_dates(self) -> tuple[int, float | None]:
+        """``--absolute-time``: (times shown as numbers as no UTC date holds them, the first of them)."""
+    def pieces(self, rec: dict[str, Any]) -> list[tuple[str, int]]:
+        """The line of a record as [(text, role number)]."""
+    def text(self, rec: dict[str, Any]) -> str:
+        """The line of a record as plain text."""
