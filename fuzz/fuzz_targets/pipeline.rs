@@ -15,18 +15,20 @@ thread_local! {
 }
 
 fuzz_target!(|data: &[u8]| {
-    PIPELINE.with(|pipeline| SHOW.with(|show| {
-        let mut frames = Vec::new();
-        let want_frames = show.as_deref() == Some("frames");
-        match pipeline.run_lines(data, want_frames.then_some(&mut frames)) {
-            Ok(lines) if show.is_some() => {
-                eprintln!("{} bytes: {lines} lines", data.len());
-                std::io::Write::write_all(&mut std::io::stdout(), &frames).expect("stdout");
+    PIPELINE.with(|pipeline| {
+        SHOW.with(|show| {
+            let mut frames = Vec::new();
+            let want_frames = show.as_deref() == Some("frames");
+            match pipeline.run_lines(data, want_frames.then_some(&mut frames)) {
+                Ok(lines) if show.is_some() => {
+                    eprintln!("{} bytes: {lines} lines", data.len());
+                    std::io::Write::write_all(&mut std::io::stdout(), &frames).expect("stdout");
+                }
+                Ok(_) => {}
+                Err(broken) => panic!("{}", broken.0),
             }
-            Ok(_) => {}
-            Err(broken) => panic!("{}", broken.0),
-        }
-    }));
+        })
+    });
 });
 
 fuzz_mutator!(|data: &mut [u8], size: usize, max_size: usize, seed: u32| {

@@ -24,7 +24,11 @@ impl Rng {
     }
 
     pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
     }
 
     fn pick<T: Copy>(&mut self, items: &[T]) -> T {
@@ -36,14 +40,56 @@ const PULSAR_MAX_FRAME: u32 = 5 * 1024 * 1024 + 10 * 1024;
 /// Sizes around the limits the code checks: zero, tiny, the frame limits (Pulsar's, TubeMQ's list and block
 /// caps), 10 million, signed and unsigned wrap-around.
 const INTERESTING_U32: [u32; 24] = [
-    0, 1, 2, 3, 4, 7, 8, 0x7F, 0x80, 0xFF, 0x100, 0xFFFF, 0x10000, 3584, 3585, 8192, 8193, 10_000_000,
-    PULSAR_MAX_FRAME, PULSAR_MAX_FRAME + 1, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFE, 0xFFFF_FFFF,
+    0,
+    1,
+    2,
+    3,
+    4,
+    7,
+    8,
+    0x7F,
+    0x80,
+    0xFF,
+    0x100,
+    0xFFFF,
+    0x10000,
+    3584,
+    3585,
+    8192,
+    8193,
+    10_000_000,
+    PULSAR_MAX_FRAME,
+    PULSAR_MAX_FRAME + 1,
+    0x7FFF_FFFF,
+    0x8000_0000,
+    0xFFFF_FFFE,
+    0xFFFF_FFFF,
 ];
 /// Varint values: enum values just past the known ones (compression type 0..4), counts and sizes, 2^31,
 /// 2^32, and 64-bit extremes (negative int32 fields are 10-byte varints).
 const INTERESTING_VARINT: [u64; 22] = [
-    0, 1, 2, 3, 4, 5, 6, 100, 127, 128, 1000, 65535, 1 << 20, 10_000_000, (1 << 31) - 1, 1 << 31,
-    (1 << 32) - 1, 1 << 32, (1 << 63) - 1, 1 << 63, u64::MAX - 1, u64::MAX,
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    100,
+    127,
+    128,
+    1000,
+    65535,
+    1 << 20,
+    10_000_000,
+    (1 << 31) - 1,
+    1 << 31,
+    (1 << 32) - 1,
+    1 << 32,
+    (1 << 63) - 1,
+    1 << 63,
+    u64::MAX - 1,
+    u64::MAX,
 ];
 const PULSAR_MAGIC: [u8; 2] = [0x0e, 0x01];
 const TUBEMQ_TOKEN: [u8; 4] = [0xff, 0x7f, 0xf4, 0xfe];

@@ -17,16 +17,18 @@ use std::collections::HashMap;
 use pulsar_dissect_engine::analysis::{Analyzer, Frame, Output, PairingOptions, Protocol as AnalysisProtocol};
 use pulsar_dissect_engine::capture::source::{Foreign, SliceSource, SourceError};
 use pulsar_dissect_engine::capture::Reader;
-use pulsar_dissect_engine::protocols::pulsar::framing::PulsarFraming;
 use pulsar_dissect_engine::model::{Decoded, Finding};
+use pulsar_dissect_engine::protocols::pulsar::framing::PulsarFraming;
 use pulsar_dissect_engine::protocols::pulsar::session::{PulsarOptions, PulsarSessions};
-use pulsar_dissect_engine::records::{build_record, Expert, JsonSink, MapSink, Message, NoFront, RecordInput, RecordStyle};
+use pulsar_dissect_engine::protocols::tubemq::framing::TubeMqFraming;
+use pulsar_dissect_engine::records::{
+    build_record, Expert, JsonSink, MapSink, Message, NoFront, RecordInput, RecordStyle,
+};
 use pulsar_dissect_engine::stats::{Stats, STATS_KEPT};
+use pulsar_dissect_engine::text::py_str;
 use pulsar_dissect_engine::transport::net::{endpoint_text, tcp_segment};
 use pulsar_dissect_engine::transport::reassembly::{Config, Reassembler, StreamEvent};
 use pulsar_dissect_engine::transport::splitter::{Framing, RawPdu, Split, Splitter};
-use pulsar_dissect_engine::protocols::tubemq::framing::TubeMqFraming;
-use pulsar_dissect_engine::text::py_str;
 use pulsar_dissect_engine::value::{entry, write_json_map, Map, Text, Value};
 use pulsar_dissect_engine::{finding, name};
 
@@ -114,16 +116,17 @@ impl Pipeline {
     /// Read the tables.
     pub fn new() -> Pipeline {
         let (pulsar, tubemq) = tables::load();
-        let proto = |name: &'static str, kind: Kind, framing: Box<dyn Framing>, json: &'static tables::ProtocolJson| Proto {
-            name,
-            kind,
-            framing,
-            max_frame_size: json.max_frame_size.unwrap_or(5 * 1024 * 1024 + 10 * 1024),
-            client_role: json.client_role.clone(),
-            ports: json.ports.iter().map(|(p, role)| (p.parse().expect("a port"), role.clone())).collect(),
-            json,
-            table: tables::TableTemplate::new(json),
-        };
+        let proto =
+            |name: &'static str, kind: Kind, framing: Box<dyn Framing>, json: &'static tables::ProtocolJson| Proto {
+                name,
+                kind,
+                framing,
+                max_frame_size: json.max_frame_size.unwrap_or(5 * 1024 * 1024 + 10 * 1024),
+                client_role: json.client_role.clone(),
+                ports: json.ports.iter().map(|(p, role)| (p.parse().expect("a port"), role.clone())).collect(),
+                json,
+                table: tables::TableTemplate::new(json),
+            };
         let protos = vec![
             proto("pulsar", Kind::Pulsar, Box::new(PulsarFraming::default()), pulsar),
             proto("tubemq", Kind::TubeMq, Box::new(TubeMqFraming), tubemq),
@@ -135,23 +138,23 @@ impl Pipeline {
 /// A protocol as the analysis knows it, added on its first frame (as the binding does: most inputs have
 /// frames of one protocol, or none).
 fn analysis_protocol(proto: &Proto) -> AnalysisProtocol {
-        let options = PulsarOptions {
-            max_actors: 10_000,
-            max_remembered_messages: 100_000,
-            max_remembered_total: 200_000,
-            max_redelivered_reported: 1_000,
-            max_chunked_messages: 256,
-            max_chunk_bytes: 64 << 20,
-            max_decompressed: MAX_DECOMPRESSED,
-            redirect_loop_limit: 8,
-        };
-        let sessions: Option<Box<dyn pulsar_dissect_engine::analysis::Sessions>> = match proto.json.session.as_deref() {
-            Some("pulsar") => Some(Box::new(PulsarSessions::new(options))),
-            Some("tubemq") => Some(Box::new(pulsar_dissect_engine::protocols::tubemq::session::TubeSessions)),
-            _ => None,
-        };
-        let role = proto.json.server_roles.first().cloned().unwrap_or_else(|| "server".into());
-        AnalysisProtocol { table: proto.table.build(), default_to_server: format!("to_{role}"), sessions }
+    let options = PulsarOptions {
+        max_actors: 10_000,
+        max_remembered_messages: 100_000,
+        max_remembered_total: 200_000,
+        max_redelivered_reported: 1_000,
+        max_chunked_messages: 256,
+        max_chunk_bytes: 64 << 20,
+        max_decompressed: MAX_DECOMPRESSED,
+        redirect_loop_limit: 8,
+    };
+    let sessions: Option<Box<dyn pulsar_dissect_engine::analysis::Sessions>> = match proto.json.session.as_deref() {
+        Some("pulsar") => Some(Box::new(PulsarSessions::new(options))),
+        Some("tubemq") => Some(Box::new(pulsar_dissect_engine::protocols::tubemq::session::TubeSessions)),
+        _ => None,
+    };
+    let role = proto.json.server_roles.first().cloned().unwrap_or_else(|| "server".into());
+    AnalysisProtocol { table: proto.table.build(), default_to_server: format!("to_{role}"), sessions }
 }
 
 impl Pipeline {
@@ -236,14 +239,23 @@ impl Run<'_> {
         match event {
             StreamEvent::Opened { conn, time, packet, mid_stream } => {
                 let on_b = self.port_of(conn.b.port).map(|(p, r)| (p, r.to_owned()));
-                let Some((proto, role, server)) = on_b.map(|(p, r)| (p, r, 1))
+                let Some((proto, role, server)) = on_b
+                    .map(|(p, r)| (p, r, 1))
                     .or_else(|| self.port_of(conn.a.port).map(|(p, r)| (p, r.to_owned(), 0)))
-                else { return Ok(()) };
+                else {
+                    return Ok(());
+                };
                 let text = [endpoint_text(&conn.a.ip, conn.a.port), endpoint_text(&conn.b.ip, conn.b.port)];
-                let direction = [0, 1].map(|side| if side == server { "to_client".to_owned() } else { format!("to_{role}") });
+                let direction =
+                    [0, 1].map(|side| if side == server { "to_client".to_owned() } else { format!("to_{role}") });
                 let state = Conn {
-                    proto, server, server_role: role,
-                    text, direction, splitters: [None, None], order: Vec::new(),
+                    proto,
+                    server,
+                    server_role: role,
+                    text,
+                    direction,
+                    splitters: [None, None],
+                    order: Vec::new(),
                 };
                 let details = vec![
                     entry(name!("client"), state.text[1 - server].clone()),
@@ -282,10 +294,12 @@ impl Run<'_> {
                     "rst" => rst_from,
                     _ => None,
                 };
-                let closed_by = closer.map(|side| if side == state.server {
-                    state.server_role.clone()
-                } else {
-                    self.protos[state.proto].client_role.clone()
+                let closed_by = closer.map(|side| {
+                    if side == state.server {
+                        state.server_role.clone()
+                    } else {
+                        self.protos[state.proto].client_role.clone()
+                    }
                 });
                 self.close_splitters(conn, &mut state, time, packet, Some((how, closed_by.clone())))?;
                 let mut details = vec![entry(name!("how"), how.to_owned())];
@@ -302,8 +316,17 @@ impl Run<'_> {
 
     /// New bytes (Ok) or a gap of a length (Err) in one direction, through its splitter.
     #[allow(clippy::too_many_arguments)]
-    fn feed(&mut self, id: u64, state: &mut Conn, side: usize, saw_syn: bool, data: Result<&[u8], i64>, offset: i64,
-            time: f64, packet: i64) -> Result<(), Broken> {
+    fn feed(
+        &mut self,
+        id: u64,
+        state: &mut Conn,
+        side: usize,
+        saw_syn: bool,
+        data: Result<&[u8], i64>,
+        offset: i64,
+        time: f64,
+        packet: i64,
+    ) -> Result<(), Broken> {
         let protos = self.protos;
         let proto = &protos[state.proto];
         if state.splitters[side].is_none() {
@@ -322,7 +345,14 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn close_splitters(&mut self, id: u64, state: &mut Conn, time: f64, packet: i64, end: End<'_>) -> Result<(), Broken> {
+    fn close_splitters(
+        &mut self,
+        id: u64,
+        state: &mut Conn,
+        time: f64,
+        packet: i64,
+        end: End<'_>,
+    ) -> Result<(), Broken> {
         let protos = self.protos;
         let proto = &protos[state.proto];
         let mut items = Vec::new();
@@ -350,7 +380,9 @@ impl Run<'_> {
                 let proto = &protos[state.proto];
                 let missing = usize::try_from(pdu.missing).unwrap_or(0);
                 let mut decoded = match proto.kind {
-                    Kind::Pulsar => pulsar_dissect_engine::protocols::pulsar::decode(&pdu.data, missing, MAX_DECOMPRESSED, false),
+                    Kind::Pulsar => {
+                        pulsar_dissect_engine::protocols::pulsar::decode(&pdu.data, missing, MAX_DECOMPRESSED, false)
+                    }
                     Kind::TubeMq => pulsar_dissect_engine::protocols::tubemq::decode(&pdu.data, missing, false),
                 };
                 if pdu.missing > 0 {
@@ -382,8 +414,15 @@ impl Run<'_> {
     }
 
     /// A pipeline event: into the analysis (which passes it on), then its own line.
-    fn event(&mut self, kind: &str, conn: Option<u64>, time: f64, packet: i64, mid_stream: bool, details: Map)
-             -> Result<(), Broken> {
+    fn event(
+        &mut self,
+        kind: &str,
+        conn: Option<u64>,
+        time: f64,
+        packet: i64,
+        mid_stream: bool,
+        details: Map,
+    ) -> Result<(), Broken> {
         let mut outputs = std::mem::take(&mut self.outputs);
         self.analyzer.event(kind, conn, time, u64::try_from(packet).unwrap_or(0), mid_stream, &mut outputs);
         let mut result = self.flush(&mut outputs, None);
@@ -413,8 +452,7 @@ impl Run<'_> {
     }
 
     /// What the analysis gave: the frame's record (a JSON line, and its summary into the statistics), events.
-    fn flush(&mut self, outputs: &mut Vec<Output>, frame: Option<(&Frame, i64)>)
-             -> Result<(), Broken> {
+    fn flush(&mut self, outputs: &mut Vec<Output>, frame: Option<(&Frame, i64)>) -> Result<(), Broken> {
         for output in outputs.drain(..) {
             match output {
                 Output::Input => {}
@@ -437,7 +475,8 @@ impl Run<'_> {
     fn record(&mut self, frame: &Frame, first_packet: i64, notes: &Map, findings: &[Finding]) -> Result<(), Broken> {
         let broken = |e| Broken(format!("the record writer failed: {e}"));
         let expert: Vec<Expert<NoFront>> = frame.pdu.findings.iter().chain(findings).map(expert).collect();
-        let input = RecordInput { frame, route: None, first_packet, expert: &expert, protocol_keys: None, notes, data: None };
+        let input =
+            RecordInput { frame, route: None, first_packet, expert: &expert, protocol_keys: None, notes, data: None };
         self.line.clear();
         build_record(&mut JsonSink::new(&mut self.line), &input, RecordStyle { summary: false, payload_bytes: true })
             .map_err(broken)?;
@@ -496,8 +535,9 @@ pub fn check_line(line: &[u8], what: &str) -> Result<(), Broken> {
             return Err(Broken(format!("{what} holds raw U+{:04X} at byte {at}: {shown:?}", c as u32)));
         }
     }
-    serde_json::from_str::<serde::de::IgnoredAny>(text)
-        .map_err(|e| Broken(format!("{what} is not valid JSON ({e}): {:?}", text.chars().take(300).collect::<String>())))?;
+    serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| {
+        Broken(format!("{what} is not valid JSON ({e}): {:?}", text.chars().take(300).collect::<String>()))
+    })?;
     Ok(())
 }
 
@@ -507,8 +547,11 @@ mod tests {
 
     fn files(dir: &str) -> Vec<std::path::PathBuf> {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(dir);
-        let mut found: Vec<_> = std::fs::read_dir(&dir).expect("a folder of captures").map(|e| e.expect("an entry").path())
-            .filter(|p| p.to_string_lossy().contains(".pcap")).collect();
+        let mut found: Vec<_> = std::fs::read_dir(&dir)
+            .expect("a folder of captures")
+            .map(|e| e.expect("an entry").path())
+            .filter(|p| p.to_string_lossy().contains(".pcap"))
+            .collect();
         found.sort();
         found
     }
@@ -518,7 +561,8 @@ mod tests {
     #[test]
     fn shipped_captures_and_regressions_pass() {
         let pipeline = Pipeline::new();
-        for path in files("captures").into_iter().chain(files("captures/tubemq")).chain(files("tests/fuzz_regressions")) {
+        for path in files("captures").into_iter().chain(files("captures/tubemq")).chain(files("tests/fuzz_regressions"))
+        {
             let data = std::fs::read(&path).expect("readable");
             let lines = pipeline.run(&data).unwrap_or_else(|b| panic!("{}: {}", path.display(), b.0));
             assert!(lines > 0, "{}: no line", path.display());

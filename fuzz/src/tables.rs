@@ -71,12 +71,16 @@ fn key(table: &mut CommandTable, key: &KeyJson) -> Key {
             _ => OpenedBy::Any,
         },
     });
-    let fields = key.fields.iter().map(|f| match f.as_str() {
-        "@direction" => KeyField::Direction,
-        "@reverse" => KeyField::Reverse,
-        "@serial" => KeyField::Serial,
-        other => KeyField::Command(other.to_owned()),
-    }).collect();
+    let fields = key
+        .fields
+        .iter()
+        .map(|f| match f.as_str() {
+            "@direction" => KeyField::Direction,
+            "@reverse" => KeyField::Reverse,
+            "@serial" => KeyField::Serial,
+            other => KeyField::Command(other.to_owned()),
+        })
+        .collect();
     Key { space, fields, names: key.fields.clone() }
 }
 

@@ -515,9 +515,8 @@ fn one_line(message: &str) -> String {
 /// SHA-256 (FIPS 180-4) by the crate's compression function, padded here on the stack: a message record's
 /// payload is mostly one or two blocks, where the `Digest` API's buffering cost as much as the hashing.
 pub fn sha256(data: &[u8]) -> [u8; 32] {
-    const INITIAL: [u32; 8] = [
-        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-    ];
+    const INITIAL: [u32; 8] =
+        [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19];
     let mut state = INITIAL;
     let (whole, rest) = data.as_chunks::<64>();
     sha2::block_api::compress256(&mut state, whole);

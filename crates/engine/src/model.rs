@@ -157,7 +157,11 @@ impl Decoded {
         object.field_or_null(name!("command"), self.command.as_ref());
         write_json_array(&self.findings, object.key(name!("findings")), Finding::write_json);
         if let Some(section) = self.payload() {
-            let base = if self.type_name.as_str() == "MESSAGE" { self.command.as_ref().and_then(|c| c.get("message_id")) } else { None };
+            let base = if self.type_name.as_str() == "MESSAGE" {
+                self.command.as_ref().and_then(|c| c.get("message_id"))
+            } else {
+                None
+            };
             section.write_json(object.key(name!("payload")), (!brief).then_some(base));
         }
         object.end();
@@ -182,7 +186,13 @@ impl PayloadSection {
         if let Some(base) = messages {
             let mut sink = crate::records::JsonSink::new(object.key(name!("messages")));
             // a JSON sink writes bytes only: it has no error to give
-            let _ = crate::records::write_messages::<crate::records::NoFront>(&mut sink, crate::records::Key::Item, &self.messages_split(), base, false);
+            let _ = crate::records::write_messages::<crate::records::NoFront>(
+                &mut sink,
+                crate::records::Key::Item,
+                &self.messages_split(),
+                base,
+                false,
+            );
         }
         object.end();
     }

@@ -76,7 +76,13 @@ fn skip_group(buf: &[u8], pos: &mut usize, number: u32, depth: u32) -> Result<()
 }
 
 #[inline]
-fn read_value<'a>(buf: &'a [u8], pos: &mut usize, wt: u8, number: u32, depth: u32) -> Result<Option<Val<'a>>, WireError> {
+fn read_value<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    wt: u8,
+    number: u32,
+    depth: u32,
+) -> Result<Option<Val<'a>>, WireError> {
     Ok(Some(match wt {
         0 => Val::Varint(read_varint(buf, pos)?),
         1 => {
@@ -131,7 +137,13 @@ fn parse_at<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32) -> Resul
     Ok(out)
 }
 
-fn parse_fields<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32, out: &mut Parsed<'a>) -> Result<(), WireError> {
+fn parse_fields<'a>(
+    schema: &Schema,
+    msg: usize,
+    buf: &'a [u8],
+    depth: u32,
+    out: &mut Parsed<'a>,
+) -> Result<(), WireError> {
     if depth > MAX_DEPTH {
         return Err(WireError);
     }
@@ -163,7 +175,9 @@ fn parse_fields<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32, out:
                     let child = parse_at(schema, sub, b, depth + 1)?;
                     if !field.repeated {
                         // a singular message sent twice is merged, as parsing the concatenation would
-                        if let Some((_, Slot::Message(prev))) = out.slots.iter_mut().rev().find(|(i, _)| *i as usize == fi) {
+                        if let Some((_, Slot::Message(prev))) =
+                            out.slots.iter_mut().rev().find(|(i, _)| *i as usize == fi)
+                        {
                             prev.slots.extend(child.slots);
                             prev.unknown.extend(child.unknown);
                             continue;
@@ -286,14 +300,25 @@ impl<'a> Parsed<'a> {
     }
 
     /// Field ``fi`` (its occurrences on the wire: ``slots``) into ``map``, unless it holds nothing.
-    fn push_field<'s>(&'s self, map: &mut Map, schema: &'static Schema, fi: u16, slots: impl Iterator<Item = &'s Slot<'a>>) {
+    fn push_field<'s>(
+        &'s self,
+        map: &mut Map,
+        schema: &'static Schema,
+        fi: u16,
+        slots: impl Iterator<Item = &'s Slot<'a>>,
+    ) {
         let field = &schema.messages[self.msg].fields[fi as usize];
         if let Some(value) = self.field_value(schema, field, slots) {
             map.push((Text::Name(&field.name), value));
         }
     }
 
-    fn field_value<'s>(&'s self, schema: &'static Schema, field: &Field, slots: impl Iterator<Item = &'s Slot<'a>>) -> Option<Value> {
+    fn field_value<'s>(
+        &'s self,
+        schema: &'static Schema,
+        field: &Field,
+        slots: impl Iterator<Item = &'s Slot<'a>>,
+    ) -> Option<Value> {
         if field.repeated {
             let mut list = Vec::new();
             for slot in slots {
@@ -390,10 +415,12 @@ impl<'a> Parsed<'a> {
             }
             match s {
                 Slot::Scalar(Val::Varint(v)) => out.push(*v),
-                Slot::Packed(b) => out.extend(packed_values(kind, b).unwrap_or_default().into_iter().filter_map(|v| match v {
-                    Val::Varint(x) => Some(x),
-                    _ => None,
-                })),
+                Slot::Packed(b) => {
+                    out.extend(packed_values(kind, b).unwrap_or_default().into_iter().filter_map(|v| match v {
+                        Val::Varint(x) => Some(x),
+                        _ => None,
+                    }))
+                }
                 _ => {}
             }
         }

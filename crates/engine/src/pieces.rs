@@ -132,9 +132,14 @@ mod tests {
 
     #[test]
     fn renders_placeholders_and_conditions() {
-        let p = pieces(&[("always", "", "m {a}:{b} {{x}}"), ("present", "c", " c={c}"), ("truthy", "d", " d={d}")]).unwrap();
-        let params = vec![entry(crate::name!("a"), 1i64), (Text::Owned("b".into()), Value::Str(Text::Owned("é".into()))), entry(crate::name!("c"), 0i64),
-                          entry(crate::name!("d"), 0i64)];
+        let p = pieces(&[("always", "", "m {a}:{b} {{x}}"), ("present", "c", " c={c}"), ("truthy", "d", " d={d}")])
+            .unwrap();
+        let params = vec![
+            entry(crate::name!("a"), 1i64),
+            (Text::Owned("b".into()), Value::Str(Text::Owned("é".into()))),
+            entry(crate::name!("c"), 0i64),
+            entry(crate::name!("d"), 0i64),
+        ];
         assert_eq!(p.render(&params).as_deref(), Some("m 1:é {x} c=0"));
         let params = vec![(Text::Owned("a".into()), Value::Bool(true)), (Text::Owned("b".into()), Value::Null)];
         assert_eq!(p.render(&params), None); // None's str() is Python's to make

@@ -16,14 +16,13 @@
 
 use std::hash::Hasher;
 
-
 use crate::analysis::{map_get, Frame};
 use crate::model::{Checksum, Decoded, PayloadSection, TubeBody};
 use crate::name;
-use rayon::prelude::*;
-use crate::protocols::pulsar::payload::{self, BatchLater};
 use crate::pb::b64;
+use crate::protocols::pulsar::payload::{self, BatchLater};
 use crate::value::{text_lossless, write_json_str, Map, Name, Text, Value};
+use rayon::prelude::*;
 
 // ------------------------------------------------------------------------------------------- the sinks
 
@@ -103,7 +102,13 @@ pub trait RecordSink<F: Front> {
     fn open(&mut self, key: Key<'_>, list: bool) -> SinkResult<()>;
     fn close(&mut self) -> SinkResult<()>;
     /// A frame's messages (the contract's `messages`, [`write_messages`]): a sink may write them its own way.
-    fn messages(&mut self, key: Key<'_>, messages: &[Value], base: Option<&Value>, payload_bytes: bool) -> SinkResult<()>
+    fn messages(
+        &mut self,
+        key: Key<'_>,
+        messages: &[Value],
+        base: Option<&Value>,
+        payload_bytes: bool,
+    ) -> SinkResult<()>
     where
         Self: Sized,
     {
@@ -193,10 +198,19 @@ impl<F: Front> RecordSink<F> for JsonSink<'_> {
 
     /// A large batch's message records (hashing and JSON: most of a batched frame's cost) are written in
     /// pieces on the thread pool and joined in order: the same bytes as one loop, on every core.
-    fn messages(&mut self, key: Key<'_>, messages: &[Value], base: Option<&Value>, payload_bytes: bool) -> SinkResult<()> {
+    fn messages(
+        &mut self,
+        key: Key<'_>,
+        messages: &[Value],
+        base: Option<&Value>,
+        payload_bytes: bool,
+    ) -> SinkResult<()> {
         // (on a thread of the pool already, as the records of `analysis/pooled.rs` are: the other threads are
         // busy with other frames)
-        if messages.len() < PARALLEL_MESSAGES || rayon::current_num_threads() < 2 || rayon::current_thread_index().is_some() {
+        if messages.len() < PARALLEL_MESSAGES
+            || rayon::current_num_threads() < 2
+            || rayon::current_thread_index().is_some()
+        {
             return write_messages::<F>(self, key, messages, base, payload_bytes);
         }
         RecordSink::<F>::open(self, key, true)?;
@@ -474,9 +488,28 @@ pub struct RecordInput<'a, F: Front> {
 
 /// The keys a frame's record holds before its notes (those `build_record` writes).
 const BASE_KEYS: [&str; 22] = [
-    "index", "protocol", "time", "conn", "src", "dst", "direction", "packet", "type", "command", "size",
-    "problems", "expert", "first_packet", "checksum", "broker_entry_metadata", "metadata", "payload_size",
-    "checksum_detail", "uncompressed_size", "encrypted", "marker",
+    "index",
+    "protocol",
+    "time",
+    "conn",
+    "src",
+    "dst",
+    "direction",
+    "packet",
+    "type",
+    "command",
+    "size",
+    "problems",
+    "expert",
+    "first_packet",
+    "checksum",
+    "broker_entry_metadata",
+    "metadata",
+    "payload_size",
+    "checksum_detail",
+    "uncompressed_size",
+    "encrypted",
+    "marker",
 ];
 
 /// Whether one of these notes replaces a key of the record itself (as `dict.update` merges them): a reader of
@@ -506,7 +539,11 @@ impl<'a> Merged<'a> {
     fn new(protocol_keys: Option<&'a Map>, notes: &'a Map) -> Merged<'a> {
         let protocol_keys = protocol_keys.map_or(&[][..], Vec::as_slice);
         let keys = protocol_keys.iter().chain(notes).fold(0, |bits, (key, _)| bits | key_bit(key.as_str()));
-        Merged { layers: [protocol_keys, notes], used: [vec![false; protocol_keys.len()], vec![false; notes.len()]], keys }
+        Merged {
+            layers: [protocol_keys, notes],
+            used: [vec![false; protocol_keys.len()], vec![false; notes.len()]],
+            keys,
+        }
     }
 
     /// The value a later layer gives `key` (marking it placed in every layer), if any.
@@ -570,7 +607,11 @@ macro_rules! own {
 }
 
 /// Write a frame's record to `sink`. Returns the number of its problems (what --strict counts).
-pub fn build_record<F: Front>(sink: &mut impl RecordSink<F>, input: &RecordInput<'_, F>, style: RecordStyle) -> SinkResult<usize> {
+pub fn build_record<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    input: &RecordInput<'_, F>,
+    style: RecordStyle,
+) -> SinkResult<usize> {
     let (frame, pdu) = (input.frame, input.frame.pdu);
     let mut merged = Merged::new(input.protocol_keys, input.notes);
     sink.open(Key::Item, false)?;
@@ -591,8 +632,15 @@ pub fn build_record<F: Front>(sink: &mut impl RecordSink<F>, input: &RecordInput
     let note = name!("note");
     let mut problems = input.expert.iter().filter(|e| e.severity != note).count();
     match merged.replaced(sink, name!("problems"))? {
-        true => problems = merged.layers.iter().rev().find_map(|l| map_get_slice(l, "problems"))
-            .and_then(Value::as_list).map_or(0, <[Value]>::len),
+        true => {
+            problems = merged
+                .layers
+                .iter()
+                .rev()
+                .find_map(|l| map_get_slice(l, "problems"))
+                .and_then(Value::as_list)
+                .map_or(0, <[Value]>::len)
+        }
         false => {
             sink.open(Key::Name(name!("problems")), true)?;
             for e in input.expert.iter().filter(|e| e.severity != note) {
@@ -635,8 +683,13 @@ fn map_get_slice<'m>(map: &'m [(Text, Value)], key: &str) -> Option<&'m Value> {
 }
 
 /// Pulsar's payload section keys.
-fn section_keys<F: Front>(sink: &mut impl RecordSink<F>, merged: &mut Merged<'_>, pdu: &Decoded, section: &PayloadSection,
-                     style: RecordStyle) -> SinkResult<()> {
+fn section_keys<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    merged: &mut Merged<'_>,
+    pdu: &Decoded,
+    section: &PayloadSection,
+    style: RecordStyle,
+) -> SinkResult<()> {
     own!(merged, sink, "checksum", |key| sink.put(key, Atom::Name(section.checksum.name())));
     own!(merged, sink, "broker_entry_metadata", |key| match &section.broker_entry_metadata {
         Some(value) => sink.put(key, Atom::Value(value)),
@@ -673,7 +726,11 @@ fn section_keys<F: Front>(sink: &mut impl RecordSink<F>, merged: &mut Merged<'_>
         return Ok(());
     }
     own!(merged, sink, "messages", |key| {
-        let base = if pdu.type_name.as_str() == "MESSAGE" { pdu.command.as_ref().and_then(|c| c.get("message_id")) } else { None };
+        let base = if pdu.type_name.as_str() == "MESSAGE" {
+            pdu.command.as_ref().and_then(|c| c.get("message_id"))
+        } else {
+            None
+        };
         match &section.batch_later {
             Some(batch) => write_batch_messages(sink, key, batch, base, style.payload_bytes),
             None => sink.messages(key, &section.messages, base, style.payload_bytes),
@@ -683,7 +740,12 @@ fn section_keys<F: Front>(sink: &mut impl RecordSink<F>, merged: &mut Merged<'_>
 }
 
 /// TubeMQ's keys: the serial number, the envelope, the messages carried.
-fn tube_keys<F: Front>(sink: &mut impl RecordSink<F>, merged: &mut Merged<'_>, tube: &TubeBody, style: RecordStyle) -> SinkResult<()> {
+fn tube_keys<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    merged: &mut Merged<'_>,
+    tube: &TubeBody,
+    style: RecordStyle,
+) -> SinkResult<()> {
     own!(merged, sink, "serial", |key| sink.put(key, Atom::Value(&Value::from(tube.serial as i64))));
     own!(merged, sink, "rpc", |key| -> SinkResult<()> {
         sink.open(key, false)?;
@@ -695,11 +757,14 @@ fn tube_keys<F: Front>(sink: &mut impl RecordSink<F>, merged: &mut Merged<'_>, t
     if tube.messages.is_empty() {
         return Ok(());
     }
-    own!(merged, sink, "checksum", |key| sink.put(key, Atom::Name(match crate::protocols::tubemq::checksum_verdict(&tube.messages) {
-        "invalid" => name!("invalid"),
-        "valid" => name!("valid"),
-        _ => name!("absent"),
-    })));
+    own!(merged, sink, "checksum", |key| sink.put(
+        key,
+        Atom::Name(match crate::protocols::tubemq::checksum_verdict(&tube.messages) {
+            "invalid" => name!("invalid"),
+            "valid" => name!("valid"),
+            _ => name!("absent"),
+        })
+    ));
     if style.summary {
         own!(merged, sink, "messages_summary", |key| messages_summary(sink, key, &tube.messages));
         return Ok(());
@@ -711,7 +776,12 @@ fn tube_keys<F: Front>(sink: &mut impl RecordSink<F>, merged: &mut Merged<'_>, t
 /// The records of messages a protocol decoded as maps already in their record's order (TubeMQ's): the
 /// payload's size and SHA-256 first, then the fields as they are, the payload itself only with
 /// `payload_bytes` (`payload_text`, else `payload_b64`).
-fn write_carried_messages<F: Front>(sink: &mut impl RecordSink<F>, key: Key<'_>, messages: &[Value], payload_bytes: bool) -> SinkResult<()> {
+fn write_carried_messages<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    key: Key<'_>,
+    messages: &[Value],
+    payload_bytes: bool,
+) -> SinkResult<()> {
     sink.open(key, true)?;
     for message in messages {
         let fields = message.as_map().map_or(&[][..], Vec::as_slice);
@@ -754,8 +824,13 @@ fn record_place(key: &str) -> Option<usize> {
 /// messages (no record made first): sizes, the payload's SHA-256, for a MESSAGE frame each one's id (`base`:
 /// the command's message_id), then the fields present, ordering_key as text when UTF-8 (else
 /// `ordering_key_b64`); with `payload_bytes` the payload too (`payload_text`, else `payload_b64`).
-pub fn write_messages<F: Front>(sink: &mut impl RecordSink<F>, key: Key<'_>, messages: &[Value], base: Option<&Value>,
-                           payload_bytes: bool) -> SinkResult<()> {
+pub fn write_messages<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    key: Key<'_>,
+    messages: &[Value],
+    base: Option<&Value>,
+    payload_bytes: bool,
+) -> SinkResult<()> {
     sink.open(key, true)?;
     let base = base.map(MessageIdBase::of);
     for message in messages {
@@ -784,8 +859,13 @@ impl<'a> MessageIdBase<'a> {
 /// The records of a batch kept whole by the decoder (`payload::BatchLater`), as [`write_messages`] writes
 /// those of the messages it splits into: each entry's record is written from the entry as read (its fields put
 /// in their places, no message map made), its payload hashed where it lies in the batch.
-pub fn write_batch_messages<F: Front>(sink: &mut impl RecordSink<F>, key: Key<'_>, batch: &BatchLater, base: Option<&Value>,
-                                 payload_bytes: bool) -> SinkResult<()> {
+pub fn write_batch_messages<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    key: Key<'_>,
+    batch: &BatchLater,
+    base: Option<&Value>,
+    payload_bytes: bool,
+) -> SinkResult<()> {
     let core = crate::protocols::pulsar::core();
     sink.open(key, true)?;
     let base = base.map(MessageIdBase::of);
@@ -800,8 +880,14 @@ pub fn write_batch_messages<F: Front>(sink: &mut impl RecordSink<F>, key: Key<'_
 }
 
 /// One batch entry's record: what `write_message` writes of `payload::batch_message`'s map.
-fn write_batch_entry<F: Front>(sink: &mut impl RecordSink<F>, core: &crate::protocols::pulsar::Core, e: &payload::BatchEntry<'_>,
-                          batch_keeps_payloads: bool, base: Option<&MessageIdBase<'_>>, payload_bytes: bool) -> SinkResult<()> {
+fn write_batch_entry<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    core: &crate::protocols::pulsar::Core,
+    e: &payload::BatchEntry<'_>,
+    batch_keeps_payloads: bool,
+    base: Option<&MessageIdBase<'_>>,
+    payload_bytes: bool,
+) -> SinkResult<()> {
     // entry_fields gives the same names in the same order every time: their places are looked up once
     static PLACES_OF_FIELDS: std::sync::OnceLock<Vec<Option<usize>>> = std::sync::OnceLock::new();
     let fields = payload::entry_fields(core, e);
@@ -817,7 +903,12 @@ fn write_batch_entry<F: Front>(sink: &mut impl RecordSink<F>, core: &crate::prot
 }
 
 /// One message's record (see [`write_messages`]).
-fn write_message<F: Front>(sink: &mut impl RecordSink<F>, message: &Value, base: Option<&MessageIdBase<'_>>, payload_bytes: bool) -> SinkResult<()> {
+fn write_message<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    message: &Value,
+    base: Option<&MessageIdBase<'_>>,
+    payload_bytes: bool,
+) -> SinkResult<()> {
     let (mut payload_size, mut payload) = (&Value::Null, None);
     let mut placed: Placed<'_> = [None; PLACES];
     for (key, value) in message.as_map().map_or(&[][..], Vec::as_slice) {
@@ -840,8 +931,14 @@ const PLACES: usize = 14;
 type Placed<'a> = [Option<(Key<'a>, &'a Value)>; PLACES];
 
 /// A message's record from its size, payload and fields in their places.
-fn write_message_parts<F: Front>(sink: &mut impl RecordSink<F>, payload_size: &Value, payload: Option<&[u8]>,
-                            placed: &Placed<'_>, base: Option<&MessageIdBase<'_>>, payload_bytes: bool) -> SinkResult<()> {
+fn write_message_parts<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    payload_size: &Value,
+    payload: Option<&[u8]>,
+    placed: &Placed<'_>,
+    base: Option<&MessageIdBase<'_>>,
+    payload_bytes: bool,
+) -> SinkResult<()> {
     sink.open(Key::Item, false)?;
     put_payload_digest(sink, payload_size, payload)?;
     if let Some(base) = base {
@@ -870,7 +967,11 @@ fn write_message_parts<F: Front>(sink: &mut impl RecordSink<F>, payload_size: &V
 }
 
 /// A message record's `payload_size` and `payload_sha256` (null without the payload).
-fn put_payload_digest<F: Front>(sink: &mut impl RecordSink<F>, payload_size: &Value, payload: Option<&[u8]>) -> SinkResult<()> {
+fn put_payload_digest<F: Front>(
+    sink: &mut impl RecordSink<F>,
+    payload_size: &Value,
+    payload: Option<&[u8]>,
+) -> SinkResult<()> {
     sink.put(Key::Name(name!("payload_size")), Atom::Value(payload_size))?;
     match payload {
         Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Plain(sha256_hex(payload, &mut [0; 64]))),
@@ -896,11 +997,10 @@ fn sha256_hex<'h>(data: &[u8], hex: &'h mut [u8; 64]) -> &'h str {
     std::str::from_utf8(hex).unwrap_or_default() // ASCII digits only
 }
 
-
 /// The metadata fields a one-line view shows.
 fn brief_metadata<F: Front>(sink: &mut impl RecordSink<F>, key: Key<'_>, metadata: &Map) -> SinkResult<()> {
-    const BRIEF: [&str; 6] = ["compression", "schema_version", "encryption_algo", "marker_type",
-                              "num_messages_in_batch", "deliver_at_time"];
+    const BRIEF: [&str; 6] =
+        ["compression", "schema_version", "encryption_algo", "marker_type", "num_messages_in_batch", "deliver_at_time"];
     sink.open(key, false)?;
     for field in BRIEF {
         let Some((name, value)) = metadata.iter().find(|(k, _)| k.as_str() == field) else { continue };

@@ -10,7 +10,6 @@ use prost_types::{DescriptorProto, FileDescriptorSet};
 
 use crate::value::Name;
 
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Int32,
@@ -138,7 +137,8 @@ impl Schema {
         let enums = enum_protos
             .iter()
             .map(|(name, e)| {
-                let mut values: Vec<(i32, Name)> = e.value.iter().map(|v| (v.number(), Name::owned(v.name().to_string()))).collect();
+                let mut values: Vec<(i32, Name)> =
+                    e.value.iter().map(|v| (v.number(), Name::owned(v.name().to_string()))).collect();
                 values.sort_by_key(|(number, _)| *number);
                 EnumType { full_name: name.clone(), values }
             })
@@ -185,7 +185,9 @@ impl Schema {
                 for (i, f) in fields.iter().enumerate() {
                     index[f.number as usize] = i as u16;
                 }
-                let positions = |keep: fn(&Field) -> bool| (0..fields.len() as u16).filter(|&i| keep(&fields[i as usize])).collect();
+                let positions = |keep: fn(&Field) -> bool| {
+                    (0..fields.len() as u16).filter(|&i| keep(&fields[i as usize])).collect()
+                };
                 let required = positions(|f| f.required);
                 let message_fields = positions(|f| matches!(f.kind, Kind::Message(_)));
                 MessageType { full_name: full_name.clone(), fields, index, required, message_fields }
@@ -198,7 +200,11 @@ impl Schema {
 /// A type's full name as descriptors refer to it (without their leading dot): `package.Name`, or `Name` in
 /// a file without a package (TubeMQ's).
 fn qualified(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() { name.to_owned() } else { format!("{prefix}.{name}") }
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}.{name}")
+    }
 }
 
 fn collect<'a>(

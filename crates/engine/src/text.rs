@@ -313,7 +313,6 @@ fn push_json_str(text: &str, out: &mut String) {
     out.push('"');
 }
 
-
 // ------------------------------------------------------------------------------------------------ dates
 
 /// A UTC date and time, to the microsecond.
@@ -378,8 +377,11 @@ pub fn utc(t: f64) -> Option<Utc> {
 impl Utc {
     /// `YYYY-MM-DD HH:MM:SS` (the year unpadded below 1000, as glibc's `%Y`).
     fn push_date_time(&self, separator: char, out: &mut String) {
-        let _ = write!(out, "{}-{:02}-{:02}{separator}{:02}:{:02}:{:02}", self.year, self.month, self.day,
-                       self.hour, self.minute, self.second);
+        let _ = write!(
+            out,
+            "{}-{:02}-{:02}{separator}{:02}:{:02}:{:02}",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        );
     }
 }
 
@@ -632,13 +634,18 @@ mod tests {
     #[test]
     fn python_forms() {
         let f = |v: f64| py_str(&Value::Float(v));
-        assert_eq!([f(1e16), f(1e15), f(1e-5), f(0.0001), f(-0.0), f(1.5), f(123.456), f(1.5e300)],
-                   ["1e+16", "1000000000000000.0", "1e-05", "0.0001", "-0.0", "1.5", "123.456", "1.5e+300"]);
+        assert_eq!(
+            [f(1e16), f(1e15), f(1e-5), f(0.0001), f(-0.0), f(1.5), f(123.456), f(1.5e300)],
+            ["1e+16", "1000000000000000.0", "1e-05", "0.0001", "-0.0", "1.5", "123.456", "1.5e+300"]
+        );
         assert_eq!([f(f64::NAN), f(f64::INFINITY), f(f64::NEG_INFINITY)], ["nan", "inf", "-inf"]);
         assert_eq!(py_str(&Value::Bool(true)), "True");
         assert_eq!(py_str(&Value::Null), "None");
         assert_eq!(py_str(&Value::Bytes(b"a'\x00\\".to_vec())), "b\"a'\\x00\\\\\"");
-        let map = Value::Map(vec![(crate::value::Text::Owned("k".into()), Value::List(vec![Value::Float(1.0), s("é\u{7f}😀")]))]);
+        let map = Value::Map(vec![(
+            crate::value::Text::Owned("k".into()),
+            Value::List(vec![Value::Float(1.0), s("é\u{7f}😀")]),
+        )]);
         assert_eq!(safe(&map, 100), "{\"k\":[1.0,\"\\u00e9\\u007f\\ud83d\\ude00\"]}");
     }
 

@@ -16,7 +16,6 @@
 
 use std::fmt::Write as _;
 
-
 use crate::analysis::map_get;
 use crate::model::Decoded;
 use crate::text::{self, BytesKind, MAX_VALUE};
@@ -466,10 +465,21 @@ fn pad(out: &mut String, start: usize, width: usize, left: bool) {
 }
 
 impl Format {
-    pub fn new(labels: FastMap<String, String>, bytes_kinds: FastMap<String, BytesKind>, absolute_time: bool,
-               previews: bool) -> Format {
-        Format { protocols: FastMap::default(), labels, bytes_kinds, absolute_time, previews, origin: None,
-                 not_dates: (0, None) }
+    pub fn new(
+        labels: FastMap<String, String>,
+        bytes_kinds: FastMap<String, BytesKind>,
+        absolute_time: bool,
+        previews: bool,
+    ) -> Format {
+        Format {
+            protocols: FastMap::default(),
+            labels,
+            bytes_kinds,
+            absolute_time,
+            previews,
+            origin: None,
+            not_dates: (0, None),
+        }
     }
 
     /// Whether the plan of `protocol` (or its absence) is known.
@@ -654,11 +664,24 @@ fn push_shown(value: &Value, show: Show, out: &mut String) {
 /// A number as Python's `f"{v:+W.Pf}"` (`sign`: always signed) or `f"{v:.Pf}"`.
 fn push_fixed(v: f64, precision: usize, sign: bool, width: usize, out: &mut String) {
     let text = if v.is_finite() {
-        if sign { format!("{v:+.precision$}") } else { format!("{v:.precision$}") }
+        if sign {
+            format!("{v:+.precision$}")
+        } else {
+            format!("{v:.precision$}")
+        }
     } else {
         let name = if v.is_nan() { "nan" } else { "inf" };
         let negative = v.is_sign_negative() && !v.is_nan();
-        format!("{}{name}", if negative { "-" } else if sign { "+" } else { "" })
+        format!(
+            "{}{name}",
+            if negative {
+                "-"
+            } else if sign {
+                "+"
+            } else {
+                ""
+            }
+        )
     };
     let _ = write!(out, "{text:>width$}");
 }
@@ -725,4 +748,3 @@ pub(crate) fn push_frame_list(frames: &[Value], count: u64, out: &mut String) {
         let _ = write!(out, ",… ({count})");
     }
 }
-

@@ -12,7 +12,6 @@ use std::fmt;
 use std::ptr;
 use std::sync::atomic::AtomicPtr;
 
-
 /// A name the contract declares: its text, and a slot where a front end keeps its own form of it (the Python
 /// binding: the interned string, made the first time the name crosses, held by a plain pointer and never
 /// released). The engine never reads the slot, so nothing in decoding depends on a front end.
@@ -39,7 +38,12 @@ impl Name {
     /// A name read at run time (the schema's): it lives as long as the table holding it.
     pub fn owned(text: String) -> Name {
         let json_plain = json_plain(text.as_bytes());
-        Name { text: Cow::Owned(text), front: AtomicPtr::new(ptr::null_mut()), json_plain, json_key: std::sync::OnceLock::new() }
+        Name {
+            text: Cow::Owned(text),
+            front: AtomicPtr::new(ptr::null_mut()),
+            json_plain,
+            json_key: std::sync::OnceLock::new(),
+        }
     }
 
     pub fn as_str(&self) -> &str {
@@ -559,7 +563,8 @@ mod tests {
 
     #[test]
     fn word_skip_escapes_every_position() {
-        let specials = ["\"", "\\", "\n", "\u{1}", "\u{7f}", "\u{85}", "\u{2028}", "\u{202e}", "\u{2069}", "é", "\u{2030}", "€"];
+        let specials =
+            ["\"", "\\", "\n", "\u{1}", "\u{7f}", "\u{85}", "\u{2028}", "\u{202e}", "\u{2069}", "é", "\u{2030}", "€"];
         for len in 0..20 {
             for at in 0..=len {
                 for special in specials {
@@ -586,9 +591,19 @@ mod tests {
     fn floats_as_orjson() {
         // orjson 3.13's forms (checked against it on many more values by tests/test_core_values.py)
         let cases = [
-            (0.0, "0.0"), (-0.0, "-0.0"), (1.0, "1.0"), (0.1, "0.1"), (1e-7, "1e-7"), (1e-5, "0.00001"),
-            (1e15, "1000000000000000.0"), (1e16, "1e+16"), (1.2345678901234568e20, "1.2345678901234568e+20"),
-            (5e-324, "5e-324"), (1.0 / 3.0, "0.3333333333333333"), (f64::NAN, "null"), (f64::INFINITY, "null"),
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (1e-7, "1e-7"),
+            (1e-5, "0.00001"),
+            (1e15, "1000000000000000.0"),
+            (1e16, "1e+16"),
+            (1.2345678901234568e20, "1.2345678901234568e+20"),
+            (5e-324, "5e-324"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (f64::NAN, "null"),
+            (f64::INFINITY, "null"),
             (f64::NEG_INFINITY, "null"),
         ];
         for (v, expected) in cases {
@@ -610,8 +625,10 @@ mod tests {
     #[test]
     fn separators_and_bidi_controls_escaped() {
         let s = "\u{2027}\u{2028}\u{2029}\u{202a}\u{202e}\u{202f}\u{2065}\u{2066}\u{2069}\u{206a}→…";
-        assert_eq!(json(&Value::from(s.to_string())),
-                   "\"\u{2027}\\u2028\\u2029\\u202a\\u202e\u{202f}\u{2065}\\u2066\\u2069\u{206a}→…\"");
+        assert_eq!(
+            json(&Value::from(s.to_string())),
+            "\"\u{2027}\\u2028\\u2029\\u202a\\u202e\u{202f}\u{2065}\\u2066\\u2069\u{206a}→…\""
+        );
         assert_eq!(json(&Value::from("\u{2028}".to_string())), "\"\\u2028\""); // at the very end
     }
 

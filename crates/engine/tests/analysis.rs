@@ -5,7 +5,9 @@
 
 use pulsar_dissect_engine::analysis::bounded::{remember_bounded, DropCounter, OrderedMap};
 use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use pulsar_dissect_engine::analysis::{intern, map_get, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol};
+use pulsar_dissect_engine::analysis::{
+    intern, map_get, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol,
+};
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::value::{Map, Text, Value};
 

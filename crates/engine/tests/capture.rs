@@ -88,7 +88,10 @@ fn gzip_members_one_after_the_other() {
 fn not_captures() {
     assert_eq!(reader(b"", 0).err().unwrap(), "mem: empty file (0 bytes), not a capture");
     assert_eq!(reader(b"GET / HTTP/1.1", 0).err().unwrap(), "mem: not a pcap or pcapng file (starts with 47 45 54 20)");
-    assert!(reader(b"\x1f\x8bnot deflate", 0).err().unwrap().starts_with("mem (gzip): corrupt or truncated gzip data: "));
+    assert!(reader(b"\x1f\x8bnot deflate", 0)
+        .err()
+        .unwrap()
+        .starts_with("mem (gzip): corrupt or truncated gzip data: "));
 }
 
 #[test]
@@ -112,7 +115,9 @@ fn hostile_lengths_never_panic_nor_allocate_them() {
     shb.extend([1, 0, 0, 0]);
     shb.extend([0xFF; 8]);
     shb.extend(28u32.to_le_bytes());
-    for (kind, length) in [(6u32, 0u32), (6, 12), (1, 12), (3, 12), (2, 12), (6, 60_000_000), (6, 0xFFFF_FFFC), (0x0A0D0D0A, 12)] {
+    for (kind, length) in
+        [(6u32, 0u32), (6, 12), (1, 12), (3, 12), (2, 12), (6, 60_000_000), (6, 0xFFFF_FFFC), (0x0A0D0D0A, 12)]
+    {
         let mut data = shb.clone();
         data.extend(kind.to_le_bytes());
         data.extend(length.to_le_bytes());
@@ -144,7 +149,11 @@ fn random_bytes_after_headers_never_panic() {
         let n = (next() % 300) as usize;
         data.extend((0..n).map(|_| {
             let v = next();
-            if v % 5 == 0 { 0xFF } else { v as u8 }
+            if v % 5 == 0 {
+                0xFF
+            } else {
+                v as u8
+            }
         }));
         let data = if round % 3 == 0 { gzip(&data) } else { data };
         if let Ok(mut r) = reader(&data, (round % 4) * 3) {

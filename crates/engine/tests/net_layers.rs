@@ -2,7 +2,9 @@
 //! is built here by hand, layer by layer, with the lengths computed by the builders (IPv4 total length, IPv6
 //! payload length, TCP data offset), so each expected field is known independently of the parser.
 
-use pulsar_dissect_engine::transport::net::{endpoint_text, flow_key, tcp_segment, Ip, Segment, ACK, FIN, NS, RST, SYN};
+use pulsar_dissect_engine::transport::net::{
+    endpoint_text, flow_key, tcp_segment, Ip, Segment, ACK, FIN, NS, RST, SYN,
+};
 
 const PSH: u8 = 0x08;
 const C4: [u8; 4] = [192, 168, 1, 10];

@@ -405,7 +405,6 @@ fn one_byte_keepalive_repeating_the_last_byte_is_counted() {
 /// A keep-alive's one byte is garbage by design (RFC 1122 4.2.3.6: "one garbage octet"; Windows sends 0x00).
 /// Reporting it as a RETRANSMISSION_CONFLICT of the last delivered byte is a false finding.
 #[test]
-#[test]
 fn one_byte_keepalive_with_a_garbage_octet_is_not_a_conflict() {
     let mut run = Run::default();
     handshake(&mut run);

@@ -2,9 +2,9 @@
 //! retransmitted and lost segments, and splitting with a toy framing (2-byte length prefix): no protocol's
 //! knowledge in the generic layers, no panic on any input.
 
+use pulsar_dissect_engine::name;
 use pulsar_dissect_engine::transport::net::{tcp_segment, Ip, Segment, ACK, FIN, RST, SYN};
 use pulsar_dissect_engine::transport::reassembly::{Config, Reassembler, StreamEvent};
-use pulsar_dissect_engine::name;
 use pulsar_dissect_engine::transport::splitter::{BadLength, Framing, PduLength, Split, Splitter};
 use pulsar_dissect_engine::value::entry;
 
@@ -12,7 +12,28 @@ fn ipv4_tcp(seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
     let mut p = vec![0u8; 14];
     p[12] = 0x08; // IPv4
     let total = 20 + 20 + payload.len();
-    p.extend_from_slice(&[0x45, 0, (total >> 8) as u8, total as u8, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    p.extend_from_slice(&[
+        0x45,
+        0,
+        (total >> 8) as u8,
+        total as u8,
+        0,
+        0,
+        0x40,
+        0,
+        64,
+        6,
+        0,
+        0,
+        10,
+        0,
+        0,
+        1,
+        10,
+        0,
+        0,
+        2,
+    ]);
     p.extend_from_slice(&40000u16.to_be_bytes());
     p.extend_from_slice(&6650u16.to_be_bytes());
     p.extend_from_slice(&seq.to_be_bytes());
@@ -26,7 +47,10 @@ fn ipv4_tcp(seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
 fn segments_from_packet_bytes() {
     let pkt = ipv4_tcp(1000, 0x18, b"hello");
     let s = tcp_segment(1, 1.0, 1, &pkt, pkt.len()).expect("a TCP segment");
-    assert_eq!((s.src, s.src_port, s.dst_port, s.seq, s.payload), (Ip::V4([10, 0, 0, 1]), 40000, 6650, 1000, &b"hello"[..]));
+    assert_eq!(
+        (s.src, s.src_port, s.dst_port, s.seq, s.payload),
+        (Ip::V4([10, 0, 0, 1]), 40000, 6650, 1000, &b"hello"[..])
+    );
     // a snaplen cut: the rest of the payload is missing, not invented
     let cut = tcp_segment(1, 1.0, 1, &pkt[..pkt.len() - 2], pkt.len()).expect("a TCP segment");
     assert_eq!((cut.payload, cut.missing_tail), (&b"hel"[..], 2));
@@ -44,7 +68,20 @@ fn segments_from_packet_bytes() {
 fn seg(idx: i64, from_client: bool, seq: u32, flags: u16, payload: &[u8]) -> Segment<'_> {
     let (c, s) = (Ip::V4([10, 0, 0, 1]), Ip::V4([10, 0, 0, 2]));
     let (src, src_port, dst, dst_port) = if from_client { (c, 40000, s, 6650) } else { (s, 6650, c, 40000) };
-    Segment { packet_index: idx, timestamp: idx as f64, src, src_port, dst, dst_port, seq, ack: 0, flags, window: 1000, payload, missing_tail: 0 }
+    Segment {
+        packet_index: idx,
+        timestamp: idx as f64,
+        src,
+        src_port,
+        dst,
+        dst_port,
+        seq,
+        ack: 0,
+        flags,
+        window: 1000,
+        payload,
+        missing_tail: 0,
+    }
 }
 
 fn stream(events: &[StreamEvent], side: usize) -> (Vec<u8>, i64) {
@@ -123,9 +160,17 @@ fn the_total_of_out_of_order_bytes_is_capped() {
         s.src_port = 40000 + port;
         r.feed(&s, &mut out);
     }
-    let dropped: Vec<u64> = out.iter().filter_map(|e| match e { StreamEvent::BufferDropped { conn, .. } => Some(*conn), _ => None }).collect();
+    let dropped: Vec<u64> = out
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::BufferDropped { conn, .. } => Some(*conn),
+            _ => None,
+        })
+        .collect();
     assert_eq!(dropped, vec![1]); // 1200 bytes held > 1000: the first holder gives up
-    assert!(out.iter().any(|e| matches!(e, StreamEvent::Gap { conn: 1, reason: "total buffer limit", length: 400, .. })));
+    assert!(out
+        .iter()
+        .any(|e| matches!(e, StreamEvent::Gap { conn: 1, reason: "total buffer limit", length: 400, .. })));
     assert!(out.iter().any(|e| matches!(e, StreamEvent::Data { conn: 1, offset: 400, .. })));
     assert_eq!(r.stats().max_buffered_total_bytes, 800);
 }
@@ -135,7 +180,12 @@ fn the_total_of_out_of_order_bytes_is_capped() {
 #[test]
 fn ignored_bytes_are_events() {
     let kinds = |out: &[StreamEvent]| -> Vec<(&'static str, i64, i64)> {
-        out.iter().filter_map(|e| match e { StreamEvent::Ignored { kind, offset, length, .. } => Some((*kind, *offset, *length)), _ => None }).collect()
+        out.iter()
+            .filter_map(|e| match e {
+                StreamEvent::Ignored { kind, offset, length, .. } => Some((*kind, *offset, *length)),
+                _ => None,
+            })
+            .collect()
     };
     let mut r = Reassembler::new(Config::default());
     let mut out = Vec::new();
@@ -168,14 +218,24 @@ impl Framing for Toy {
         let n = u16::from_be_bytes([buf[0], buf[1]]) as usize;
         if n == 0 || n + 2 > max_size {
             let kind = if n == 0 { "BAD_SIZE" } else { "OVERSIZED" };
-            return PduLength::Bad(BadLength { kind: kind.into(), details: vec![entry(name!("length"), n as i64)], params: vec![] });
+            return PduLength::Bad(BadLength {
+                kind: kind.into(),
+                details: vec![entry(name!("length"), n as i64)],
+                params: vec![],
+            });
         }
         PduLength::Complete(n + 2)
     }
 }
 
 fn pdus(items: &[Split]) -> Vec<(Vec<u8>, i64)> {
-    items.iter().filter_map(|i| match i { Split::Pdu(p) => Some((p.data.clone(), p.missing)), _ => None }).collect()
+    items
+        .iter()
+        .filter_map(|i| match i {
+            Split::Pdu(p) => Some((p.data.clone(), p.missing)),
+            _ => None,
+        })
+        .collect()
 }
 
 #[test]

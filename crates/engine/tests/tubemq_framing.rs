@@ -2,8 +2,10 @@
 //! after lost bytes; and the generic splitter driven by it. Frames come from the independent encoder in
 //! `tubemq_support` (prost-reflect over the .proto contract, the frame laid out from the wire facts).
 
+use pulsar_dissect_engine::protocols::tubemq::framing::{
+    TubeMqFraming, BEGIN_TOKEN, HEADER_SIZE, MAX_BLOCK_SIZE, MAX_LIST_SIZE,
+};
 use pulsar_dissect_engine::transport::splitter::{Framing, PduLength, Split, Splitter};
-use pulsar_dissect_engine::protocols::tubemq::framing::{TubeMqFraming, BEGIN_TOKEN, HEADER_SIZE, MAX_BLOCK_SIZE, MAX_LIST_SIZE};
 
 mod tubemq_support;
 use prost_reflect::Value as Pv;

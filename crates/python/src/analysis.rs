@@ -16,35 +16,36 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
+use crate::capture::{read_batch, read_selected, FileStage, Selection};
+use crate::check_fields;
+use crate::columns::{Buffers, TableColumns};
+use crate::convert::{map_to_py, value_from_py, StrToPy, ValueToPy};
+use crate::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
+use crate::pooled::{JsonLines, LinesOut, PooledLines, RecordJob};
+use crate::records::{py_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
+use crate::stats::StatsCore;
+use crate::timeline::{TimelineFormat, TimelineLines};
+use crate::transport::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
 use engine::analysis::bounded::FastMap;
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use engine::analysis::{intern as intern_name, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol, Sessions};
-use crate::check_fields;
+use engine::analysis::{
+    intern as intern_name, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol, Sessions,
+};
 use engine::model::{Checksum, Decoded, Finding, PayloadSection};
+use engine::name;
 use engine::protocols::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use engine::protocols::pulsar::session::{PulsarOptions, PulsarSessions};
-use crate::capture::{read_batch, read_selected, FileStage, Selection};
-use crate::transport::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
-use crate::records::{py_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
 use engine::records::{build_record, JsonSink, MapSink, RecordInput, RecordStyle, SinkResult};
-use crate::stats::StatsCore;
-use crate::columns::{Buffers, TableColumns};
 use engine::stats::STATS_KEPT;
-use crate::timeline::{TimelineFormat, TimelineLines};
 use engine::transport::net::Segment;
-use crate::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
-use engine::name;
-use std::sync::Arc;
-use crate::pooled::{JsonLines, LinesOut, PooledLines, RecordJob};
-use crate::convert::{map_to_py, value_from_py, StrToPy, ValueToPy};
 use engine::value::{Map, Text, Value};
+use std::sync::Arc;
 
 /// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
 /// and those it reads of a chunk's.
 const METADATA_READ: [&str; 2] = ["num_messages_in_batch", "deliver_at_time"];
-const CHUNK_METADATA_READ: [&str; 6] = [
-    "uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size", "producer_name", "uncompressed_size",
-];
+const CHUNK_METADATA_READ: [&str; 6] =
+    ["uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size", "producer_name", "uncompressed_size"];
 
 /// The Python classes the analysis reads and makes.
 struct Classes {
@@ -58,7 +59,11 @@ fn finding_to_py<'py>(py: Python<'py>, finding_class: &Py<PyAny>, finding: &Find
     finding_class.bind(py).call1((finding.id.to_py(py), map_to_py(py, &finding.params)?))
 }
 
-fn findings_to_py<'py>(py: Python<'py>, finding_class: &Py<PyAny>, findings: &[Finding]) -> PyResult<Bound<'py, PyList>> {
+fn findings_to_py<'py>(
+    py: Python<'py>,
+    finding_class: &Py<PyAny>,
+    findings: &[Finding],
+) -> PyResult<Bound<'py, PyList>> {
     let objects = findings.iter().map(|f| finding_to_py(py, finding_class, f)).collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, objects)
 }
@@ -135,12 +140,15 @@ fn space(table: &mut CommandTable, space: &Bound<'_, PyAny>) -> PyResult<usize> 
 fn key(table: &mut CommandTable, key: &Bound<'_, PyAny>) -> PyResult<Key> {
     let space = space(table, &key.getattr("space")?)?;
     let names: Vec<String> = key.getattr("fields")?.extract()?;
-    let fields = names.iter().map(|name| match name.as_str() {
-        "@direction" => KeyField::Direction,
-        "@reverse" => KeyField::Reverse,
-        "@serial" => KeyField::Serial,
-        other => KeyField::Command(other.to_owned()),
-    }).collect();
+    let fields = names
+        .iter()
+        .map(|name| match name.as_str() {
+            "@direction" => KeyField::Direction,
+            "@reverse" => KeyField::Reverse,
+            "@serial" => KeyField::Serial,
+            other => KeyField::Command(other.to_owned()),
+        })
+        .collect();
     Ok(Key { space, fields, names })
 }
 
@@ -154,8 +162,8 @@ fn command_table(commands: &Bound<'_, PyAny>) -> PyResult<CommandTable> {
         let scope_id: Option<String> = spec.getattr("scope_id")?.extract()?;
         let opens = spec.getattr("opens")?;
         let opens = if opens.is_none() { None } else { Some(key(&mut table, &opens)?) };
-        let answers = spec.getattr("answers")?.try_iter()?
-            .map(|k| key(&mut table, &k?)).collect::<PyResult<Vec<_>>>()?;
+        let answers =
+            spec.getattr("answers")?.try_iter()?.map(|k| key(&mut table, &k?)).collect::<PyResult<Vec<_>>>()?;
         let answer_types = spec.getattr("answer_types")?;
         let answer_types = if answer_types.is_none() {
             None
@@ -251,10 +259,13 @@ fn field_name(text: &str) -> Text {
 /// The findings of a decoded frame, by id only (their parameters are not read by the analysis).
 fn finding_ids(findings: &Bound<'_, PyAny>) -> PyResult<Vec<Finding>> {
     let py = findings.py();
-    findings.try_iter()?.map(|f| {
-        let id: String = f?.getattr(intern!(py, "id"))?.extract()?;
-        Ok(Finding { id: intern_name(&id), params: Map::new() })
-    }).collect()
+    findings
+        .try_iter()?
+        .map(|f| {
+            let id: String = f?.getattr(intern!(py, "id"))?.extract()?;
+            Ok(Finding { id: intern_name(&id), params: Map::new() })
+        })
+        .collect()
 }
 
 fn checksum(text: &str) -> Checksum {
@@ -270,7 +281,12 @@ fn checksum(text: &str) -> Checksum {
 type InternedKeys = Vec<Py<PyString>>;
 
 /// The metadata fields the session reads (`keys`), the Python strings made once.
-fn metadata_read(metadata: &Bound<'_, PyDict>, keys: &[&str], interned: &[Py<PyString>], map: &mut Map) -> PyResult<()> {
+fn metadata_read(
+    metadata: &Bound<'_, PyDict>,
+    keys: &[&str],
+    interned: &[Py<PyString>],
+    map: &mut Map,
+) -> PyResult<()> {
     let py = metadata.py();
     for (name, key) in keys.iter().zip(interned) {
         if let Some(value) = metadata.get_item(key.bind(py))? {
@@ -291,10 +307,7 @@ fn chunk_message(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
         Some(payload) => command_value(&payload)?,
         None => Value::Null,
     };
-    Ok(vec![Value::Map(vec![
-        (field_name("chunk_id"), command_value(&chunk_id)?),
-        (field_name("payload"), payload),
-    ])])
+    Ok(vec![Value::Map(vec![(field_name("chunk_id"), command_value(&chunk_id)?), (field_name("payload"), payload)])])
 }
 
 fn section(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
@@ -471,7 +484,13 @@ impl ConversationCore {
         result
     }
 
-    fn flush_outputs(&mut self, py: Python<'_>, outputs: &mut Vec<Output>, item: &Current<'_, '_>, out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn flush_outputs(
+        &mut self,
+        py: Python<'_>,
+        outputs: &mut Vec<Output>,
+        item: &Current<'_, '_>,
+        out: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
         for output in outputs.drain(..) {
             match output {
                 Output::Annotated { notes, findings, answered } => {
@@ -505,7 +524,8 @@ impl ConversationCore {
                 },
                 Output::Event(event) => {
                     if let Some(stats) = self.stats_target() {
-                        let record = event_stats_record(event.kind.as_str(), event.time, event.conn, event.details.clone());
+                        let record =
+                            event_stats_record(event.kind.as_str(), event.time, event.conn, event.details.clone());
                         stats.borrow_mut(py).add_record(record)?;
                     }
                     let event = self.classes.event(py, &event)?;
@@ -526,26 +546,42 @@ impl ConversationCore {
 
     /// With `records` on, the record of the frame being flushed: its JSON line, or its dict appended to `out`.
     /// (`answered`: the time and packet of the request the frame answers, for the pipeline's exchanges.)
-    fn record(&mut self, py: Python<'_>, item: &Current<'_, '_>, findings: &[Finding], notes: Map,
-              answered: Option<(f64, u64)>, out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn record(
+        &mut self,
+        py: Python<'_>,
+        item: &Current<'_, '_>,
+        findings: &[Finding],
+        notes: Map,
+        answered: Option<(f64, u64)>,
+        out: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
         let Some(records) = &mut self.records else { return Ok(()) };
         match item {
             Current::Native(place, pdu) => {
-                let expert = pdu.findings.iter().chain(findings)
-                    .map(|f| records.texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
+                let expert = pdu
+                    .findings
+                    .iter()
+                    .chain(findings)
+                    .map(|f| records.texts.expert(py, f))
+                    .collect::<PyResult<Vec<_>>>()?;
                 if place.data.is_none() {
-                    let job = |records: &mut Records, notes| Ok::<_, PyErr>(RecordJob {
-                        index: place.index,
-                        conn: place.conn,
-                        time: place.time,
-                        packet: u64::try_from(place.packet).unwrap_or(0),
-                        first_packet: place.first_packet,
-                        route: records.route_texts.route(py, place)?,
-                        pdu: Arc::clone(pdu),
-                        expert: expert.iter().map(|e| Ok((e.id, e.severity, e.message.to_owned_text()?)))
-                            .collect::<SinkResult<_>>().map_err(py_error)?,
-                        notes,
-                    });
+                    let job = |records: &mut Records, notes| {
+                        Ok::<_, PyErr>(RecordJob {
+                            index: place.index,
+                            conn: place.conn,
+                            time: place.time,
+                            packet: u64::try_from(place.packet).unwrap_or(0),
+                            first_packet: place.first_packet,
+                            route: records.route_texts.route(py, place)?,
+                            pdu: Arc::clone(pdu),
+                            expert: expert
+                                .iter()
+                                .map(|e| Ok((e.id, e.severity, e.message.to_owned_text()?)))
+                                .collect::<SinkResult<_>>()
+                                .map_err(py_error)?,
+                            notes,
+                        })
+                    };
                     if records.pooled.is_some() {
                         let job = job(records, notes)?;
                         let pooled = records.pooled.as_mut().expect("checked above");
@@ -564,8 +600,13 @@ impl ConversationCore {
                 let data = place.data.as_ref().map(|d| d.bind(py));
                 let built = with_analysis_frame(py, place, pdu, |frame| {
                     let input = RecordInput {
-                        frame, route: Some(route), first_packet: place.first_packet, expert: &expert,
-                        protocol_keys: None, notes: &notes, data,
+                        frame,
+                        route: Some(route),
+                        first_packet: place.first_packet,
+                        expert: &expert,
+                        protocol_keys: None,
+                        notes: &notes,
+                        data,
                     };
                     records.made.build(py, &input, answered, &mut self.actors)
                 })??;
@@ -575,8 +616,9 @@ impl ConversationCore {
                 records.write_pooled(false)?;
                 let (spec, actors) = (self.protocol_spec.bind(py), &mut self.actors);
                 let made = &mut records.made;
-                let built = with_py_frame(frame, findings, &notes, spec, &mut records.texts, made.style,
-                                          |input| made.build(py, input, answered, actors))??;
+                let built = with_py_frame(frame, findings, &notes, spec, &mut records.texts, made.style, |input| {
+                    made.build(py, input, answered, actors)
+                })??;
                 self.emit_record(py, built, out)
             }
             Current::Nothing => Err(PyRuntimeError::new_err("a frame's notes without the frame")),
@@ -584,7 +626,12 @@ impl ConversationCore {
     }
 
     /// A dict record goes to `out` (after the JSON lines before it); a JSON line stays in the lines.
-    fn emit_record(&mut self, py: Python<'_>, record: Option<Bound<'_, PyDict>>, out: &Bound<'_, PyList>) -> PyResult<()> {
+    fn emit_record(
+        &mut self,
+        py: Python<'_>,
+        record: Option<Bound<'_, PyDict>>,
+        out: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
         match record {
             Some(record) => self.append(py, out, record.into_any()),
             None => Ok(()),
@@ -651,7 +698,12 @@ fn stats_python_event(py: Python<'_>, stats: &Py<StatsCore>, event: &Bound<'_, P
 }
 
 /// `f` of the analysis' view of a frame the core decoded (its texts are the pipeline's Python strings).
-fn with_analysis_frame<R>(py: Python<'_>, place: &FramePlace, pdu: &Decoded, f: impl FnOnce(&Frame) -> R) -> PyResult<R> {
+fn with_analysis_frame<R>(
+    py: Python<'_>,
+    place: &FramePlace,
+    pdu: &Decoded,
+    f: impl FnOnce(&Frame) -> R,
+) -> PyResult<R> {
     let (protocol, src) = (place.protocol.bind(py), place.src.bind(py));
     let (dst, direction) = (place.dst.bind(py), place.direction.bind(py));
     Ok(f(&Frame {
@@ -720,7 +772,12 @@ impl RouteTexts {
                 return Ok(texts.clone());
             }
         }
-        let texts = [self.get(py, objects[0])?, self.get(py, objects[1])?, self.get(py, objects[2])?, self.get(py, objects[3])?];
+        let texts = [
+            self.get(py, objects[0])?,
+            self.get(py, objects[1])?,
+            self.get(py, objects[2])?,
+            self.get(py, objects[3])?,
+        ];
         self.last = Some((addresses, texts.clone()));
         Ok(texts)
     }
@@ -775,8 +832,13 @@ impl RecordsMade {
     }
 
     /// The record of `input`: appended to the lines, or returned as a dict.
-    fn build<'py>(&mut self, py: Python<'py>, input: &RecordInput<'_, PyFront<'py>>, answered: Option<(f64, u64)>,
-                  actors: &mut ActorDicts) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn build<'py>(
+        &mut self,
+        py: Python<'py>,
+        input: &RecordInput<'_, PyFront<'py>>,
+        answered: Option<(f64, u64)>,
+        actors: &mut ActorDicts,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (problems, record) = match &mut self.target {
             Target::Json(lines) => {
                 let problems = build_record(&mut JsonSink::new(lines), input, self.style).map_err(py_error)?;
@@ -812,12 +874,18 @@ impl ConversationCore {
     /// `options`: a `dissector.options.Options`; `classes`: (Frame, Annotated, Event, Finding);
     /// `protocol_spec`: the protocol registry's `get`.
     #[new]
-    fn new(py: Python<'_>, options: Bound<'_, PyAny>, classes: (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>),
-           protocol_spec: Py<PyAny>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        options: Bound<'_, PyAny>,
+        classes: (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>),
+        protocol_spec: Py<PyAny>,
+    ) -> PyResult<Self> {
         let (frame, annotated, event, finding) = classes;
         check_fields(annotated.bind(py), &["frame", "notes", "findings"])?;
-        check_fields(event.bind(py), &["kind", "time", "packet", "conn", "src", "dst", "direction", "offset",
-                                       "length", "details", "params"])?;
+        check_fields(
+            event.bind(py),
+            &["kind", "time", "packet", "conn", "src", "dst", "direction", "offset", "length", "details", "params"],
+        )?;
         Ok(ConversationCore {
             analyzer: Analyzer::new(pairing_options(&options)?),
             classes: Classes { frame, annotated, event, finding },
@@ -832,7 +900,8 @@ impl ConversationCore {
 
     /// Append what `item` (a Frame or an Event) becomes, and any events it causes, to `out`.
     fn process(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        let result = if item.get_type().is(self.classes.frame.bind(py)) { self.frame(py, item) } else { self.event(py, item) };
+        let result =
+            if item.get_type().is(self.classes.frame.bind(py)) { self.frame(py, item) } else { self.event(py, item) };
         if let Err(error) = result {
             self.out.clear();
             return Err(error);
@@ -861,8 +930,14 @@ impl ConversationCore {
 
     /// The requests waiting on a connection, oldest first: (index, type, kept fields), for tests.
     #[allow(clippy::type_complexity)]
-    fn waiting<'py>(&self, py: Python<'py>, conn: u64) -> PyResult<Vec<(u64, Bound<'py, PyString>, Bound<'py, PyDict>)>> {
-        self.analyzer.waiting(conn).into_iter()
+    fn waiting<'py>(
+        &self,
+        py: Python<'py>,
+        conn: u64,
+    ) -> PyResult<Vec<(u64, Bound<'py, PyString>, Bound<'py, PyDict>)>> {
+        self.analyzer
+            .waiting(conn)
+            .into_iter()
             .map(|(index, type_name, kept)| Ok((index, type_name.to_py(py).to_owned(), map_to_py(py, &kept)?)))
             .collect()
     }
@@ -906,7 +981,15 @@ impl AnalysedDissector {
         Ok(out)
     }
 
-    fn feed(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: &Bound<'_, PyAny>, orig_len: usize) -> PyResult<()> {
+    fn feed(
+        &mut self,
+        py: Python<'_>,
+        index: i64,
+        timestamp: f64,
+        linktype: u32,
+        data: &Bound<'_, PyAny>,
+        orig_len: usize,
+    ) -> PyResult<()> {
         feed_packet(py, &mut self.pipeline, index, timestamp, linktype, data, orig_len, &mut self.held)
     }
 }
@@ -925,10 +1008,16 @@ impl AnalysedDissector {
     #[new]
     #[pyo3(signature = (options, protocols, classes, protocol_spec, records=None, stats=None, timeline=None))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>,
-           classes: JoinedClasses, protocol_spec: Py<PyAny>,
-           records: Option<(Bound<'_, PyAny>, bool, bool, Py<PyAny>)>, stats: Option<Py<StatsCore>>,
-           timeline: Option<(Py<TimelineFormat>, Py<PyAny>)>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        options: Bound<'_, PyAny>,
+        protocols: Bound<'_, PyAny>,
+        classes: JoinedClasses,
+        protocol_spec: Py<PyAny>,
+        records: Option<(Bound<'_, PyAny>, bool, bool, Py<PyAny>)>,
+        stats: Option<Py<StatsCore>>,
+        timeline: Option<(Py<TimelineFormat>, Py<PyAny>)>,
+    ) -> PyResult<Self> {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
@@ -948,33 +1037,54 @@ impl AnalysedDissector {
                     stats.borrow_mut(py).start_feed(style, pool_bytes);
                 }
                 Some(Records {
-                    texts: if matches!(target, Target::Stats(_)) { FindingTexts::severity_only(texts) } else { FindingTexts::new(texts) },
-                    pooled: (matches!(target, Target::Json(_)) && pool_bytes > 0).then(|| PooledLines::new(style, pool_bytes)),
+                    texts: if matches!(target, Target::Stats(_)) {
+                        FindingTexts::severity_only(texts)
+                    } else {
+                        FindingTexts::new(texts)
+                    },
+                    pooled: (matches!(target, Target::Json(_)) && pool_bytes > 0)
+                        .then(|| PooledLines::new(style, pool_bytes)),
                     made: RecordsMade { style, target, pieces: Vec::new(), frames: 0, problems: 0 },
                     route_texts: RouteTexts::default(),
                 })
             }
         };
         analysis.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
-        let mut pipeline = transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
+        let mut pipeline =
+            transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         // records written by a Rust sink split a batch where they write its messages (on the pool, or in place):
         // no map per message made to be written once and freed
-        pipeline.set_batches_later(analysis.records.as_ref()
-            .is_some_and(|r| matches!(r.made.target, Target::Json(_) | Target::Columns(_))));
+        pipeline.set_batches_later(
+            analysis.records.as_ref().is_some_and(|r| matches!(r.made.target, Target::Json(_) | Target::Columns(_))),
+        );
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
     }
 
     /// One captured packet (the fields of a `CapturedPacket`): what it completes, analysed.
-    fn feed_packet<'py>(&mut self, py: Python<'py>, index: i64, timestamp: f64, linktype: u32, data: Bound<'py, PyAny>,
-                        orig_len: usize) -> PyResult<Bound<'py, PyList>> {
+    fn feed_packet<'py>(
+        &mut self,
+        py: Python<'py>,
+        index: i64,
+        timestamp: f64,
+        linktype: u32,
+        data: Bound<'py, PyAny>,
+        orig_len: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
         let fed = self.feed(py, index, timestamp, linktype, &data, orig_len);
         let analysed = self.analyse_held(py);
         fed.and(analysed)
     }
 
     /// One captured packet, what it completes held until `release`: returns how many items are held.
-    fn hold_packet(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: Bound<'_, PyAny>,
-                   orig_len: usize) -> PyResult<usize> {
+    fn hold_packet(
+        &mut self,
+        py: Python<'_>,
+        index: i64,
+        timestamp: f64,
+        linktype: u32,
+        data: Bound<'_, PyAny>,
+        orig_len: usize,
+    ) -> PyResult<usize> {
         self.feed(py, index, timestamp, linktype, &data, orig_len)?;
         Ok(self.held.len())
     }
@@ -994,8 +1104,13 @@ impl AnalysedDissector {
     /// Packets of a `CaptureReader` (the core's) until at least `at_least` items are made, packets of
     /// `max_bytes` are read or the capture ends: what they complete, analysed, the reader's notes where they were found (`capture.files`); the
     /// JSON lines written in one bytes object between two Python items; None once the capture was read whole.
-    fn read_capture<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, at_least: usize, max_bytes: usize)
-                         -> PyResult<Option<Bound<'py, PyList>>> {
+    fn read_capture<'py>(
+        &mut self,
+        py: Python<'py>,
+        reader: Bound<'py, PyAny>,
+        at_least: usize,
+        max_bytes: usize,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
         read_batch(py, self, &reader, at_least, max_bytes)
     }
 
@@ -1003,15 +1118,24 @@ impl AnalysedDissector {
     /// packets numbered from `offset` + 1), as `read_capture` reads a whole capture, with the numbers
     /// `plan_numbering` gave set before their packets. None once the file was read; the end of the input is
     /// the caller's (`hold_finish`).
-    fn read_selected<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, flows: std::collections::HashSet<i64>,
-                          offset: i64, at_least: usize, max_bytes: usize) -> PyResult<Option<Bound<'py, PyList>>> {
+    fn read_selected<'py>(
+        &mut self,
+        py: Python<'py>,
+        reader: Bound<'py, PyAny>,
+        flows: std::collections::HashSet<i64>,
+        offset: i64,
+        at_least: usize,
+        max_bytes: usize,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
         read_selected(py, self, &reader, &Selection { flows, offset }, at_least, max_bytes)
     }
 
     /// Numbers to set before packets (`set_numbering`), little-endian int64 buffers of the same length: the
     /// packets (ascending), the frames numbered before each, the id of the connection it opens (-1: none).
     fn plan_numbering(&mut self, packets: &[u8], frames_before: &[u8], conns: &[u8]) -> PyResult<()> {
-        let ints = |buffer: &[u8]| buffer.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect::<Vec<_>>();
+        let ints = |buffer: &[u8]| {
+            buffer.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect::<Vec<_>>()
+        };
         let (packets, frames_before, conns) = (ints(packets), ints(frames_before), ints(conns));
         if packets.len() != frames_before.len() || packets.len() != conns.len() {
             return Err(pyo3::exceptions::PyValueError::new_err("the plan's buffers differ in length"));
@@ -1191,11 +1315,24 @@ impl PyChunkAssembler {
     #[new]
     #[pyo3(signature = (finding_class, max_decompressed, max_pending, max_kept_bytes=None, mid_stream=None,
                         client_max_pending=chunks::CLIENT_MAX_PENDING, client_expire_s=chunks::CLIENT_EXPIRE_S))]
-    fn new(finding_class: Py<PyAny>, max_decompressed: u64, max_pending: usize, max_kept_bytes: Option<u64>,
-           mid_stream: Option<bool>, client_max_pending: usize, client_expire_s: f64) -> Self {
+    fn new(
+        finding_class: Py<PyAny>,
+        max_decompressed: u64,
+        max_pending: usize,
+        max_kept_bytes: Option<u64>,
+        mid_stream: Option<bool>,
+        client_max_pending: usize,
+        client_expire_s: f64,
+    ) -> Self {
         PyChunkAssembler {
-            assembler: chunks::ChunkAssembler::new(max_decompressed, max_pending, max_kept_bytes, mid_stream,
-                                                   client_max_pending, client_expire_s),
+            assembler: chunks::ChunkAssembler::new(
+                max_decompressed,
+                max_pending,
+                max_kept_bytes,
+                mid_stream,
+                client_max_pending,
+                client_expire_s,
+            ),
             finding: finding_class,
         }
     }
@@ -1204,9 +1341,18 @@ impl PyChunkAssembler {
     /// and appends the findings to `findings`.
     #[pyo3(signature = (key, frame_index, md, compression, chunk, findings, time=None, checksum=None))]
     #[allow(clippy::too_many_arguments)]
-    fn add<'py>(&mut self, py: Python<'py>, key: &Bound<'py, PyTuple>, frame_index: u64, md: &Bound<'py, PyAny>,
-                compression: i64, chunk: Option<Vec<u8>>, findings: &Bound<'py, PyList>, time: Option<f64>,
-                checksum: Option<String>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn add<'py>(
+        &mut self,
+        py: Python<'py>,
+        key: &Bound<'py, PyTuple>,
+        frame_index: u64,
+        md: &Bound<'py, PyAny>,
+        compression: i64,
+        chunk: Option<Vec<u8>>,
+        findings: &Bound<'py, PyList>,
+        time: Option<f64>,
+        checksum: Option<String>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let direction: String = match key.get_item(0) {
             Ok(direction) => direction.extract()?,
             Err(_) => String::new(),
@@ -1238,9 +1384,7 @@ impl PyChunkAssembler {
     /// Messages still being reassembled: (uuid, frames, chunks seen, num_chunks).
     #[allow(clippy::type_complexity)]
     fn pending<'py>(&self, py: Python<'py>) -> PyResult<Vec<(Bound<'py, PyAny>, Vec<u64>, i64, i64)>> {
-        self.assembler.pending().into_iter()
-            .map(|p| Ok((p.uuid.to_py(py)?, p.frames, p.seen, p.num_chunks)))
-            .collect()
+        self.assembler.pending().into_iter().map(|p| Ok((p.uuid.to_py(py)?, p.frames, p.seen, p.num_chunks))).collect()
     }
 
     /// Bytes of compressed chunks held.

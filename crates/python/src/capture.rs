@@ -116,7 +116,10 @@ fn error_text(error: SourceError) -> Result<String, Foreign> {
 fn python_error_text(py: Python<'_>, err: PyErr) -> PyResult<String> {
     let zlib_error = py.import("zlib")?.getattr("error")?;
     let value = err.value(py);
-    if !(value.is_instance_of::<PyOSError>() || value.is_instance_of::<PyEOFError>() || value.is_instance(&zlib_error)?) {
+    if !(value.is_instance_of::<PyOSError>()
+        || value.is_instance_of::<PyEOFError>()
+        || value.is_instance(&zlib_error)?)
+    {
         return Err(err);
     }
     let name = value.get_type().name()?.to_string();
@@ -127,7 +130,9 @@ fn python_error_text(py: Python<'_>, err: PyErr) -> PyResult<String> {
 fn start_error(py: Python<'_>, name: &str, error: StartError) -> PyErr {
     match error {
         StartError::Capture(text) => CaptureError::new_err(text),
-        StartError::Source(SourceError::Io(error)) => CaptureError::new_err(format!("{name}: cannot read: {}", strerror(py, &error))),
+        StartError::Source(SourceError::Io(error)) => {
+            CaptureError::new_err(format!("{name}: cannot read: {}", strerror(py, &error)))
+        }
         StartError::Source(SourceError::Foreign(err)) => python_error(err),
         StartError::Source(SourceError::Gzip(text)) => CaptureError::new_err(text),
     }
@@ -191,8 +196,11 @@ fn packet_segment<'r>(reader: &'r Reader, packet: &engine::capture::Packet, offs
 /// Calls `each` with the TCP segments of the selection's connections in `reader`, numbered in the whole
 /// input, until `each` says to stop (false) or the file ends; returns whether it ended. Nothing else of the
 /// file is told (its notes, how it ended: the `pipeline` reads those once, `flow_index`).
-pub fn selected_segments(reader: &Bound<'_, PyAny>, selection: &Selection,
-                         mut each: impl FnMut(&Segment<'_>) -> PyResult<bool>) -> PyResult<bool> {
+pub fn selected_segments(
+    reader: &Bound<'_, PyAny>,
+    selection: &Selection,
+    mut each: impl FnMut(&Segment<'_>) -> PyResult<bool>,
+) -> PyResult<bool> {
     let reader = reader.cast::<PyCaptureReader>()?;
     let mut reader = reader.try_borrow_mut()?;
     while !reader.ended {
@@ -216,8 +224,14 @@ pub fn selected_segments(reader: &Bound<'_, PyAny>, selection: &Selection,
 /// The packets of `selection`'s connections in `reader` into `stage` (`FileStage::before_packet` first), until
 /// at least `at_least` items are made, packets of `max_bytes` are read or the file ends: what they complete, in
 /// order; None once the file was read whole. The end of the input is the caller's (after its last file).
-pub fn read_selected<'py, S: FileStage>(py: Python<'py>, stage: &mut S, reader: &Bound<'py, PyAny>, selection: &Selection,
-                                        at_least: usize, max_bytes: usize) -> PyResult<Option<Bound<'py, PyList>>> {
+pub fn read_selected<'py, S: FileStage>(
+    py: Python<'py>,
+    stage: &mut S,
+    reader: &Bound<'py, PyAny>,
+    selection: &Selection,
+    at_least: usize,
+    max_bytes: usize,
+) -> PyResult<Option<Bound<'py, PyList>>> {
     if reader.cast::<PyCaptureReader>()?.try_borrow()?.ended {
         return Ok(None);
     }
@@ -264,7 +278,8 @@ impl PyCaptureReader {
     fn open(py: Python<'_>, path: PathBuf, name: &str, packet_class: Py<PyAny>) -> PyResult<Self> {
         let file = File::open(&path).map_err(|e| io_error_to_py(py, &e))?;
         if file.metadata().is_ok_and(|m| m.is_dir()) {
-            return Err(io_error_to_py(py, &std::io::Error::from_raw_os_error(21))); // EISDIR, as open() says
+            return Err(io_error_to_py(py, &std::io::Error::from_raw_os_error(21)));
+            // EISDIR, as open() says
         }
         PyCaptureReader::started(py, Box::new(FileSource(file)), name, packet_class)
     }
@@ -285,8 +300,12 @@ impl PyCaptureReader {
     /// buffers, in the order first seen; packets read, TCP or not; the time of the first packet read; the
     /// error that stopped the reading, or None: what came before it stands).
     #[allow(clippy::type_complexity)]
-    fn flow_index<'py>(&mut self, py: Python<'py>, ports: Option<std::collections::HashSet<u16>>)
-                       -> PyResult<((Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>), u64, Option<f64>, Option<String>)> {
+    fn flow_index<'py>(
+        &mut self,
+        py: Python<'py>,
+        ports: Option<std::collections::HashSet<u16>>,
+    ) -> PyResult<((Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>), u64, Option<f64>, Option<String>)>
+    {
         let mut flows = FlowIndex::default();
         let (mut read, mut first_time, mut error) = (0u64, None, None);
         loop {
@@ -307,8 +326,11 @@ impl PyCaptureReader {
             }
             flows.add(engine::transport::net::flow_key(&segment), data_len);
         }
-        let buffers = (PyBytes::new(py, &int64_buffer(&flows.keys)), PyBytes::new(py, &int64_buffer(&flows.packets)),
-                       PyBytes::new(py, &int64_buffer(&flows.bytes)));
+        let buffers = (
+            PyBytes::new(py, &int64_buffer(&flows.keys)),
+            PyBytes::new(py, &int64_buffer(&flows.packets)),
+            PyBytes::new(py, &int64_buffer(&flows.bytes)),
+        );
         Ok((buffers, read, first_time, error))
     }
 
@@ -417,7 +439,12 @@ pub trait FileStage {
 }
 
 /// The reader's notes not yet told, as CAPTURE_NOTE events at the stage's time and packet.
-fn tell_notes<S: FileStage>(py: Python<'_>, stage: &mut S, reader: &mut PyCaptureReader, out: &Bound<'_, PyList>) -> PyResult<()> {
+fn tell_notes<S: FileStage>(
+    py: Python<'_>,
+    stage: &mut S,
+    reader: &mut PyCaptureReader,
+    out: &Bound<'_, PyList>,
+) -> PyResult<()> {
     while reader.notes_told < reader.reader.notes.len() {
         let note = &reader.reader.notes[reader.notes_told];
         let details = PyDict::new(py);
@@ -427,7 +454,10 @@ fn tell_notes<S: FileStage>(py: Python<'_>, stage: &mut S, reader: &mut PyCaptur
         }
         let kwargs = PyDict::new(py);
         kwargs.set_item("details", details)?;
-        let event = stage.event_class().bind(py).call(("CAPTURE_NOTE", stage.last_time(), stage.last_packet()), Some(&kwargs))?;
+        let event = stage
+            .event_class()
+            .bind(py)
+            .call(("CAPTURE_NOTE", stage.last_time(), stage.last_packet()), Some(&kwargs))?;
         reader.notes_told += 1;
         stage.event_into(py, event, out)?;
     }
@@ -441,8 +471,13 @@ fn tell_notes<S: FileStage>(py: Python<'_>, stage: &mut S, reader: &mut PyCaptur
 /// capture ends; their outputs in capture order, the reader's notes as CAPTURE_NOTE events before
 /// what the packet read after them completes, and after the last packet what the end of the capture makes
 /// (the pipeline's end, the notes left, CAPTURE_TRUNCATED). None once all that was given.
-pub fn read_batch<'py, S: FileStage>(py: Python<'py>, stage: &mut S, reader: &Bound<'py, PyAny>, at_least: usize,
-                                     max_bytes: usize) -> PyResult<Option<Bound<'py, PyList>>> {
+pub fn read_batch<'py, S: FileStage>(
+    py: Python<'py>,
+    stage: &mut S,
+    reader: &Bound<'py, PyAny>,
+    at_least: usize,
+    max_bytes: usize,
+) -> PyResult<Option<Bound<'py, PyList>>> {
     let reader = reader.cast::<PyCaptureReader>()?;
     let mut reader = reader.try_borrow_mut()?;
     if reader.ended {
@@ -455,8 +490,13 @@ pub fn read_batch<'py, S: FileStage>(py: Python<'py>, stage: &mut S, reader: &Bo
     Ok(Some(out))
 }
 
-fn fill_batch<S: FileStage>(py: Python<'_>, stage: &mut S, reader: &mut PyCaptureReader, (at_least, max_bytes): (usize, usize),
-                            out: &Bound<'_, PyList>) -> PyResult<()> {
+fn fill_batch<S: FileStage>(
+    py: Python<'_>,
+    stage: &mut S,
+    reader: &mut PyCaptureReader,
+    (at_least, max_bytes): (usize, usize),
+    out: &Bound<'_, PyList>,
+) -> PyResult<()> {
     let mut read = 0;
     while !reader.finishing {
         if out.len() >= at_least || read >= max_bytes {
@@ -502,7 +542,10 @@ fn fill_batch<S: FileStage>(py: Python<'_>, stage: &mut S, reader: &mut PyCaptur
         params.set_item("what", what)?;
         let kwargs = PyDict::new(py);
         kwargs.set_item("params", params)?;
-        let event = stage.event_class().bind(py).call(("CAPTURE_TRUNCATED", stage.last_time(), stage.last_packet()), Some(&kwargs))?;
+        let event = stage
+            .event_class()
+            .bind(py)
+            .call(("CAPTURE_TRUNCATED", stage.last_time(), stage.last_packet()), Some(&kwargs))?;
         stage.event_into(py, event, out)?;
     }
     Ok(())
@@ -514,6 +557,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CHUNK_SIZE", CHUNK_SIZE)?;
     m.add("MAX_RECORD_SIZE", engine::capture::MAX_RECORD_SIZE)?;
     m.add("SUPPORTED_LINKTYPES", engine::capture::SUPPORTED_LINKTYPES.to_vec())?;
-    m.add("LINKTYPE_NAMES", engine::capture::LINKTYPE_NAMES.iter().copied().collect::<std::collections::BTreeMap<i64, &str>>())?;
+    m.add(
+        "LINKTYPE_NAMES",
+        engine::capture::LINKTYPE_NAMES.iter().copied().collect::<std::collections::BTreeMap<i64, &str>>(),
+    )?;
     Ok(())
 }

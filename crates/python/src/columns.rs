@@ -139,50 +139,131 @@ impl Column {
 /// The frames table's columns: (name, kind). `topic`, `producer_*`, `consumer_id` and `subscription` are read
 /// from the frame's actor (`frame_value`); `json` is the line itself.
 pub const FRAME_COLUMNS: [(&str, Kind); 33] = [
-    ("index", Kind::Int), ("protocol", Kind::Text), ("time", Kind::Float), ("conn", Kind::Int), ("src", Kind::Text),
-    ("dst", Kind::Text), ("direction", Kind::Text), ("packet", Kind::Int), ("first_packet", Kind::Int),
-    ("type", Kind::Text), ("command", Kind::Text), ("size", Kind::Int), ("problems", Kind::Text), ("expert", Kind::Text),
-    ("checksum", Kind::Text), ("metadata", Kind::Text), ("broker_entry_metadata", Kind::Text),
-    ("payload_size", Kind::Int), ("uncompressed_size", Kind::Int), ("encrypted", Kind::Bool), ("marker", Kind::Text),
-    ("serial", Kind::Int), ("answers", Kind::Int), ("latency_ms", Kind::Float), ("request_type", Kind::Text),
-    ("topic", Kind::Text), ("client_id", Kind::Text), ("group", Kind::Text), ("producer_name", Kind::Text),
-    ("producer_id", Kind::Int), ("consumer_id", Kind::Int), ("subscription", Kind::Text), ("json", Kind::Text),
+    ("index", Kind::Int),
+    ("protocol", Kind::Text),
+    ("time", Kind::Float),
+    ("conn", Kind::Int),
+    ("src", Kind::Text),
+    ("dst", Kind::Text),
+    ("direction", Kind::Text),
+    ("packet", Kind::Int),
+    ("first_packet", Kind::Int),
+    ("type", Kind::Text),
+    ("command", Kind::Text),
+    ("size", Kind::Int),
+    ("problems", Kind::Text),
+    ("expert", Kind::Text),
+    ("checksum", Kind::Text),
+    ("metadata", Kind::Text),
+    ("broker_entry_metadata", Kind::Text),
+    ("payload_size", Kind::Int),
+    ("uncompressed_size", Kind::Int),
+    ("encrypted", Kind::Bool),
+    ("marker", Kind::Text),
+    ("serial", Kind::Int),
+    ("answers", Kind::Int),
+    ("latency_ms", Kind::Float),
+    ("request_type", Kind::Text),
+    ("topic", Kind::Text),
+    ("client_id", Kind::Text),
+    ("group", Kind::Text),
+    ("producer_name", Kind::Text),
+    ("producer_id", Kind::Int),
+    ("consumer_id", Kind::Int),
+    ("subscription", Kind::Text),
+    ("json", Kind::Text),
 ];
 
 /// The messages table's columns: the frame's (`frame` is its index), then the message's. The message's whole
 /// record is in its frame's `json` (`messages[position]`).
 pub const MESSAGE_COLUMNS: [(&str, Kind); 22] = [
-    ("protocol", Kind::Text), ("frame", Kind::Int), ("position", Kind::Int), ("conn", Kind::Int), ("time", Kind::Float),
-    ("type", Kind::Text), ("direction", Kind::Text), ("topic", Kind::Text), ("producer_name", Kind::Text),
-    ("producer_id", Kind::Int), ("consumer_id", Kind::Int), ("subscription", Kind::Text),
-    ("payload_size", Kind::Int), ("payload_sha256", Kind::Text), ("message_id", Kind::Text), ("batch_index", Kind::Int),
-    ("sequence_id", Kind::Int), ("partition_key", Kind::Text), ("ordering_key", Kind::Text), ("properties", Kind::Text),
-    ("event_time", Kind::Int), ("publish_time", Kind::Int),
+    ("protocol", Kind::Text),
+    ("frame", Kind::Int),
+    ("position", Kind::Int),
+    ("conn", Kind::Int),
+    ("time", Kind::Float),
+    ("type", Kind::Text),
+    ("direction", Kind::Text),
+    ("topic", Kind::Text),
+    ("producer_name", Kind::Text),
+    ("producer_id", Kind::Int),
+    ("consumer_id", Kind::Int),
+    ("subscription", Kind::Text),
+    ("payload_size", Kind::Int),
+    ("payload_sha256", Kind::Text),
+    ("message_id", Kind::Text),
+    ("batch_index", Kind::Int),
+    ("sequence_id", Kind::Int),
+    ("partition_key", Kind::Text),
+    ("ordering_key", Kind::Text),
+    ("properties", Kind::Text),
+    ("event_time", Kind::Int),
+    ("publish_time", Kind::Int),
 ];
 
 /// The problems table's columns: a finding of a frame (`expert`), then the frame's; `file` (the input a
 /// problem of reading is about) is null for these rows, which the tasks write (the job adds the others).
 pub const PROBLEM_COLUMNS: [(&str, Kind); 10] = [
-    ("id", Kind::Text), ("severity", Kind::Text), ("message", Kind::Text), ("protocol", Kind::Text),
-    ("frame", Kind::Int), ("conn", Kind::Int), ("time", Kind::Float), ("packet", Kind::Int), ("frame_type", Kind::Text),
+    ("id", Kind::Text),
+    ("severity", Kind::Text),
+    ("message", Kind::Text),
+    ("protocol", Kind::Text),
+    ("frame", Kind::Int),
+    ("conn", Kind::Int),
+    ("time", Kind::Float),
+    ("packet", Kind::Int),
+    ("frame_type", Kind::Text),
     ("file", Kind::Text),
 ];
 
 /// The exchanges table's columns: a frame that answers a request (its `answers`), the request's time and
 /// packet as the analysis paired them (`Output::Annotated::answered`; null for a record made elsewhere).
 pub const EXCHANGE_COLUMNS: [(&str, Kind); 12] = [
-    ("protocol", Kind::Text), ("conn", Kind::Int), ("request_frame", Kind::Int), ("request_type", Kind::Text),
-    ("request_time", Kind::Float), ("request_packet", Kind::Int), ("response_frame", Kind::Int),
-    ("response_type", Kind::Text), ("response_time", Kind::Float), ("response_packet", Kind::Int),
-    ("latency_ms", Kind::Float), ("topic", Kind::Text),
+    ("protocol", Kind::Text),
+    ("conn", Kind::Int),
+    ("request_frame", Kind::Int),
+    ("request_type", Kind::Text),
+    ("request_time", Kind::Float),
+    ("request_packet", Kind::Int),
+    ("response_frame", Kind::Int),
+    ("response_type", Kind::Text),
+    ("response_time", Kind::Float),
+    ("response_packet", Kind::Int),
+    ("latency_ms", Kind::Float),
+    ("topic", Kind::Text),
 ];
 
 /// The record's own keys the frame columns take (`FRAME_COLUMNS` up to `topic`, then `client_id` and
 /// `group`), by their place in `TOP_KEYS`.
 const TOP_KEYS: [&str; 28] = [
-    "index", "protocol", "time", "conn", "src", "dst", "direction", "packet", "first_packet", "type", "command", "size",
-    "problems", "expert", "checksum", "metadata", "broker_entry_metadata", "payload_size", "uncompressed_size",
-    "encrypted", "marker", "serial", "answers", "latency_ms", "request_type", "topic", "client_id", "group",
+    "index",
+    "protocol",
+    "time",
+    "conn",
+    "src",
+    "dst",
+    "direction",
+    "packet",
+    "first_packet",
+    "type",
+    "command",
+    "size",
+    "problems",
+    "expert",
+    "checksum",
+    "metadata",
+    "broker_entry_metadata",
+    "payload_size",
+    "uncompressed_size",
+    "encrypted",
+    "marker",
+    "serial",
+    "answers",
+    "latency_ms",
+    "request_type",
+    "topic",
+    "client_id",
+    "group",
 ];
 const TOP_ANSWERS: usize = 22;
 const TOP_TOPIC: usize = 25;
@@ -197,8 +278,16 @@ const COMMAND: usize = 2;
 
 /// The keys of a message the columns take.
 const MESSAGE_KEYS: [&str; 10] = [
-    "payload_size", "payload_sha256", "message_id", "batch_index", "sequence_id", "partition_key", "ordering_key",
-    "properties", "event_time", "publish_time",
+    "payload_size",
+    "payload_sha256",
+    "message_id",
+    "batch_index",
+    "sequence_id",
+    "partition_key",
+    "ordering_key",
+    "properties",
+    "event_time",
+    "publish_time",
 ];
 
 fn present(value: Option<&str>) -> Option<&str> {
@@ -282,8 +371,10 @@ impl<'o> TableSink<'o> {
             Key::Item => "",
         };
         match self.open.last().map(|(_, place, _)| *place) {
-            Some(Place::Record) => matches!((name, object), ("producer" | "consumer" | "command", true))
-                || (!object && ROW_LISTS.iter().any(|(list, _)| *list == name)),
+            Some(Place::Record) => {
+                matches!((name, object), ("producer" | "consumer" | "command", true))
+                    || (!object && ROW_LISTS.iter().any(|(list, _)| *list == name))
+            }
             Some(Place::Rows(_)) => object,
             _ => false,
         }
@@ -311,7 +402,9 @@ impl<'o> TableSink<'o> {
                     }
                 }
             },
-            Some(Place::Actor(actor)) => (Place::Inside, place_of(&ACTOR_KEYS, name).map_or(Slot::Nothing, |at| Slot::Actor(actor, at))),
+            Some(Place::Actor(actor)) => {
+                (Place::Inside, place_of(&ACTOR_KEYS, name).map_or(Slot::Nothing, |at| Slot::Actor(actor, at)))
+            }
             Some(Place::Rows(list)) => {
                 self.spans.items[list] += 1;
                 if object {
@@ -322,7 +415,9 @@ impl<'o> TableSink<'o> {
                     (Place::Inside, Slot::Nothing)
                 }
             }
-            Some(Place::Row(list)) => (Place::Inside, place_of(ROW_LISTS[list].1, name).map_or(Slot::Nothing, |at| Slot::RowKey(list, at))),
+            Some(Place::Row(list)) => {
+                (Place::Inside, place_of(ROW_LISTS[list].1, name).map_or(Slot::Nothing, |at| Slot::RowKey(list, at)))
+            }
             Some(Place::Inside) => (Place::Inside, Slot::Nothing),
         }
     }
@@ -341,7 +436,6 @@ impl<'o> TableSink<'o> {
             Slot::Nothing => {}
         }
     }
-
 }
 
 impl<F: Front> RecordSink<F> for TableSink<'_> {
@@ -349,7 +443,9 @@ impl<F: Front> RecordSink<F> for TableSink<'_> {
         // a container put whole (an analysis note such as `producer`) whose keys are columns: written as
         // opened, filled and closed (the same text), so that its keys are found
         match atom {
-            Atom::Value(value @ (Value::Map(_) | Value::List(_))) if self.holds_columns(key, matches!(value, Value::Map(_))) => {
+            Atom::Value(value @ (Value::Map(_) | Value::List(_)))
+                if self.holds_columns(key, matches!(value, Value::Map(_))) =>
+            {
                 return write_value::<F>(self, key, value);
             }
             Atom::Values(items) if self.holds_columns(key, false) => {
@@ -424,21 +520,31 @@ impl Default for TableColumns {
 
 impl TableColumns {
     pub fn new() -> TableColumns {
-        TableColumns { frames: Table::new(&FRAME_COLUMNS), messages: Table::new(&MESSAGE_COLUMNS),
-                       problems: Table::new(&PROBLEM_COLUMNS), exchanges: Table::new(&EXCHANGE_COLUMNS) }
+        TableColumns {
+            frames: Table::new(&FRAME_COLUMNS),
+            messages: Table::new(&MESSAGE_COLUMNS),
+            problems: Table::new(&PROBLEM_COLUMNS),
+            exchanges: Table::new(&EXCHANGE_COLUMNS),
+        }
     }
 
     /// Bytes the columns hold (what a writer flushes by).
     pub fn size(&self) -> usize {
-        [&self.frames, &self.messages, &self.problems, &self.exchanges].iter().flat_map(|t| &t.columns)
-            .map(|c| c.values.len() + c.offsets.len()).sum()
+        [&self.frames, &self.messages, &self.problems, &self.exchanges]
+            .iter()
+            .flat_map(|t| &t.columns)
+            .map(|c| c.values.len() + c.offsets.len())
+            .sum()
     }
 
     /// A record, written by `build` into a `TableSink`: its line straight into the `json` column (no copy),
     /// its values into the others. On an error nothing of it is kept. `answered`: the time and packet of the
     /// request the frame answers, as the analysis paired them.
-    pub fn record(&mut self, answered: Option<(f64, u64)>, build: impl FnOnce(&mut TableSink<'_>) -> SinkResult<usize>)
-                  -> SinkResult<usize> {
+    pub fn record(
+        &mut self,
+        answered: Option<(f64, u64)>,
+        build: impl FnOnce(&mut TableSink<'_>) -> SinkResult<usize>,
+    ) -> SinkResult<usize> {
         let json = self.frames.columns.last_mut().expect("a json column");
         let mut out = std::mem::take(&mut json.values);
         let base = out.len();
@@ -475,17 +581,30 @@ impl TableColumns {
         }
         // no findings is no value; the frame's topic is its producer's, its consumer's, its own, its command's
         values[TOP_EXPERT] = top(TOP_EXPERT).filter(|e| *e != "[]");
-        values[TOP_TOPIC] = present(actor(PRODUCER, 1)).or(present(actor(CONSUMER, 1))).or(present(top(TOP_TOPIC)))
+        values[TOP_TOPIC] = present(actor(PRODUCER, 1))
+            .or(present(actor(CONSUMER, 1)))
+            .or(present(top(TOP_TOPIC)))
             .or(actor(COMMAND, 1));
         values[28] = actor(PRODUCER, 2); // producer_name
         values[29] = actor(PRODUCER, 0); // producer_id
         values[30] = actor(CONSUMER, 0); // consumer_id
         values[31] = actor(CONSUMER, 3); // subscription
         self.frames.push(&values); // (the values stop before json)
-        // the frame's part of a message row: protocol, frame, (position), conn, time, type, direction, topic,
-        // producer_name, producer_id, consumer_id, subscription
-        let shared = [values[1], values[0], values[3], values[2], values[9], values[6], values[TOP_TOPIC], values[28],
-                      values[29], values[30], values[31]];
+                                   // the frame's part of a message row: protocol, frame, (position), conn, time, type, direction, topic,
+                                   // producer_name, producer_id, consumer_id, subscription
+        let shared = [
+            values[1],
+            values[0],
+            values[3],
+            values[2],
+            values[9],
+            values[6],
+            values[TOP_TOPIC],
+            values[28],
+            values[29],
+            values[30],
+            values[31],
+        ];
         if !spans.rows[MESSAGES].is_empty() {
             // read once for all the frame's messages (a batch's hundreds)
             let columns = [0, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11];
@@ -504,8 +623,18 @@ impl TableColumns {
         }
         // a finding's row: id, severity, message, then the frame's protocol, index, conn, time, packet, type
         for (_, keys) in &spans.rows[FINDINGS] {
-            let row = [text(keys[0]), text(keys[1]), text(keys[2]), values[1], values[0], values[3], values[2],
-                       values[7], values[9], None];
+            let row = [
+                text(keys[0]),
+                text(keys[1]),
+                text(keys[2]),
+                values[1],
+                values[0],
+                values[3],
+                values[2],
+                values[7],
+                values[9],
+                None,
+            ];
             self.problems.push(&row);
         }
         if present(values[TOP_ANSWERS]).is_some() {
@@ -521,8 +650,18 @@ impl TableColumns {
             None => (Cell::Null, Cell::Null),
         };
         let table = &mut self.exchanges;
-        let frame = [(0, values[1]), (1, values[3]), (2, values[TOP_ANSWERS]), (3, values[24]), (6, values[0]),
-                     (7, values[9]), (8, values[2]), (9, values[7]), (10, values[23]), (11, values[TOP_TOPIC])];
+        let frame = [
+            (0, values[1]),
+            (1, values[3]),
+            (2, values[TOP_ANSWERS]),
+            (3, values[24]),
+            (6, values[0]),
+            (7, values[9]),
+            (8, values[2]),
+            (9, values[7]),
+            (10, values[23]),
+            (11, values[TOP_TOPIC]),
+        ];
         for (at, value) in frame {
             table.columns[at].push(value);
         }
@@ -578,8 +717,21 @@ pub fn record_columns<'py>(py: Python<'py>, records: Vec<Bound<'py, PyAny>>) -> 
 /// "bool" or "text".
 #[pyfunction]
 pub fn table_columns() -> [Vec<(&'static str, &'static str)>; 4] {
-    let named = |columns: &[(&'static str, Kind)]| columns.iter().map(|(name, kind)| (*name, match kind {
-        Kind::Int => "int", Kind::Float => "float", Kind::Bool => "bool", Kind::Text => "text",
-    })).collect();
+    let named = |columns: &[(&'static str, Kind)]| {
+        columns
+            .iter()
+            .map(|(name, kind)| {
+                (
+                    *name,
+                    match kind {
+                        Kind::Int => "int",
+                        Kind::Float => "float",
+                        Kind::Bool => "bool",
+                        Kind::Text => "text",
+                    },
+                )
+            })
+            .collect()
+    };
     [named(&FRAME_COLUMNS), named(&MESSAGE_COLUMNS), named(&PROBLEM_COLUMNS), named(&EXCHANGE_COLUMNS)]
 }

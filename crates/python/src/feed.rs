@@ -15,9 +15,9 @@ use std::thread::JoinHandle;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
-use engine::stats::{Stats, STATS_KEPT};
 use crate::pooled::{batch_shape, RecordJob};
 use engine::records::{MapSink, RecordStyle};
+use engine::stats::{Stats, STATS_KEPT};
 use engine::value::Map;
 
 /// What the statistics count, in capture order.
@@ -117,8 +117,16 @@ impl StatsFeed {
             })
             .ok()?;
         Some(StatsFeed {
-            batch: Vec::new(), weight: 0, batch_weight, max_out, out: 0,
-            sender: Some(sender), counted, worker: Some(worker), frames: 0, problems: 0,
+            batch: Vec::new(),
+            weight: 0,
+            batch_weight,
+            max_out,
+            out: 0,
+            sender: Some(sender),
+            counted,
+            worker: Some(worker),
+            frames: 0,
+            problems: 0,
         })
     }
 

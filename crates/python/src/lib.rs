@@ -9,11 +9,11 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
+use engine::codecs;
 use engine::model::{Body, Decoded, Finding, PayloadSection, TubeBody};
+use engine::protocols::pulsar::{core, payload};
 use engine::records::{write_messages, Key, MapSink, NoFront, RecordSink};
 use engine::value::Value;
-use engine::codecs;
-use engine::protocols::pulsar::{core, payload};
 use pyo3::IntoPyObjectExt;
 
 use crate::convert::{list_to_py, map_to_py, value_from_py, StrToPy, ValueToPy};
@@ -59,7 +59,10 @@ pub(crate) fn tube_from_py(body: &Bound<'_, PyDict>) -> PyResult<TubeBody> {
     let get = |key: &str| body.get_item(key);
     Ok(TubeBody {
         serial: get("serial")?.map(|s| s.extract()).transpose()?.unwrap_or(0),
-        rpc: match get("rpc")? { Some(rpc) => crate::convert::map_from_py(&rpc)?, None => Vec::new() },
+        rpc: match get("rpc")? {
+            Some(rpc) => crate::convert::map_from_py(&rpc)?,
+            None => Vec::new(),
+        },
         messages: match get("messages")? {
             Some(messages) => messages.try_iter()?.map(|m| value_from_py(&m?)).collect::<PyResult<_>>()?,
             None => Vec::new(),
@@ -90,7 +93,11 @@ impl Classes {
     }
 
     /// The section, and its findings' objects (which the frame's findings list holds too).
-    fn section<'py>(&self, py: Python<'py>, s: &PayloadSection) -> PyResult<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> {
+    fn section<'py>(
+        &self,
+        py: Python<'py>,
+        s: &PayloadSection,
+    ) -> PyResult<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> {
         let findings = self.findings(py, &s.findings)?;
         let messages = list_to_py(py, &s.messages_split())?;
         // positional, in PayloadSection's field order (checked by `bind`): no keyword dict per frame
@@ -134,17 +141,33 @@ impl Classes {
 /// The fields of the Python classes the core builds positionally, in order.
 const DECODED_FIELDS: [&str; 5] = ["type", "command", "size", "findings", "body"];
 const SECTION_FIELDS: [&str; 13] = [
-    "checksum", "checksum_wire", "checksum_computed", "broker_entry_metadata", "metadata", "metadata_size",
-    "compression", "payload_size", "uncompressed_size", "encrypted", "messages", "marker", "findings",
+    "checksum",
+    "checksum_wire",
+    "checksum_computed",
+    "broker_entry_metadata",
+    "metadata",
+    "metadata_size",
+    "compression",
+    "payload_size",
+    "uncompressed_size",
+    "encrypted",
+    "messages",
+    "marker",
+    "findings",
 ];
 
 pub(crate) fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
-    let fields: Vec<String> = cls.getattr("__dataclass_fields__")?.call_method0("keys")?.try_iter()?
+    let fields: Vec<String> = cls
+        .getattr("__dataclass_fields__")?
+        .call_method0("keys")?
+        .try_iter()?
         .map(|k| k.and_then(|k| k.extract::<String>()))
         .collect::<PyResult<_>>()?;
     if fields != expected {
         return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
-            "{} has fields {fields:?}; the core builds it with {expected:?}", cls.getattr("__name__")?)));
+            "{} has fields {fields:?}; the core builds it with {expected:?}",
+            cls.getattr("__name__")?
+        )));
     }
     Ok(())
 }
@@ -164,9 +187,19 @@ fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAn
 const RELEASE_GIL_FROM: usize = 4096;
 
 /// Decode one frame in Rust, the GIL released when that is worth it.
-pub(crate) fn decode_detached(py: Python<'_>, frame: &[u8], missing: usize, max_decompressed: u64, depth: payload::Depth) -> Decoded {
+pub(crate) fn decode_detached(
+    py: Python<'_>,
+    frame: &[u8],
+    missing: usize,
+    max_decompressed: u64,
+    depth: payload::Depth,
+) -> Decoded {
     let decode = || engine::protocols::pulsar::decode_to(frame, missing, max_decompressed, depth);
-    if frame.len() < RELEASE_GIL_FROM { decode() } else { py.detach(decode) }
+    if frame.len() < RELEASE_GIL_FROM {
+        decode()
+    } else {
+        py.detach(decode)
+    }
 }
 
 /// The Python ``Decoded`` of a decoded frame: the one conversion of the decoder's data.
@@ -177,7 +210,13 @@ pub(crate) fn decoded_to_py<'py>(py: Python<'py>, decoded: &Decoded) -> PyResult
 /// Decode one frame (``missing`` bytes lost at its end); returns a ``Decoded``.
 #[pyfunction]
 #[pyo3(signature = (frame, missing=0, max_decompressed=64 * 1024 * 1024, brief=false))]
-fn decode_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, max_decompressed: u64, brief: bool) -> PyResult<Bound<'py, PyAny>> {
+fn decode_frame<'py>(
+    py: Python<'py>,
+    frame: &[u8],
+    missing: usize,
+    max_decompressed: u64,
+    brief: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     let classes = classes(py)?;
     classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, payload::Depth::brief(brief)))
 }
@@ -188,7 +227,13 @@ type BytesAndProblem<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAn
 /// ``max_size``: returns (bytes or None, payload.decompression finding or None).
 #[pyfunction]
 #[pyo3(signature = (codec, data, declared_size, max_size))]
-fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Option<u64>, max_size: u64) -> PyResult<BytesAndProblem<'py>> {
+fn decompress<'py>(
+    py: Python<'py>,
+    codec: i64,
+    data: &[u8],
+    declared_size: Option<u64>,
+    max_size: u64,
+) -> PyResult<BytesAndProblem<'py>> {
     let classes = classes(py)?;
     let result = py.detach(|| codecs::decompress(codec, data, declared_size, max_size));
     let problem = match &result.problem {
@@ -197,7 +242,6 @@ fn decompress<'py>(py: Python<'py>, codec: i64, data: &[u8], declared_size: Opti
     };
     Ok((result.data.map(|d| PyBytes::new(py, d.as_ref())), problem))
 }
-
 
 /// The BaseCommand type names by number, as the schema declares them.
 #[pyfunction]
@@ -226,7 +270,10 @@ fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// request message, response message), None for a method upstream declares but never encodes.
 #[pyfunction]
 fn tubemq_methods() -> Vec<(i32, &'static str, &'static str, Option<&'static str>, Option<&'static str>)> {
-    engine::protocols::tubemq::METHODS.iter().map(|m| (m.id, m.constant, m.server_role(), m.request, m.response)).collect()
+    engine::protocols::tubemq::METHODS
+        .iter()
+        .map(|m| (m.id, m.constant, m.server_role(), m.request, m.response))
+        .collect()
 }
 
 /// Decode one TubeMQ frame (``missing`` bytes lost at its end); returns a ``Decoded`` (tests, tools).
@@ -250,7 +297,12 @@ fn _json_dumps<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound
 /// the seconds it took.
 #[pyfunction]
 #[pyo3(signature = (frames, max_decompressed=64 * 1024 * 1024, brief=false))]
-fn _decode_to_json(py: Python<'_>, frames: Vec<Bound<'_, PyBytes>>, max_decompressed: u64, brief: bool) -> (usize, f64) {
+fn _decode_to_json(
+    py: Python<'_>,
+    frames: Vec<Bound<'_, PyBytes>>,
+    max_decompressed: u64,
+    brief: bool,
+) -> (usize, f64) {
     let frames: Vec<&[u8]> = frames.iter().map(|f| f.as_bytes()).collect();
     py.detach(|| {
         let start = std::time::Instant::now();
@@ -269,7 +321,11 @@ fn _decode_to_json(py: Python<'_>, frames: Vec<Bound<'_, PyBytes>>, max_decompre
 /// write_messages, the one description); ``base`` is a MESSAGE command's message_id.
 #[pyfunction]
 #[pyo3(signature = (messages, base=None))]
-fn message_records<'py>(py: Python<'py>, messages: Bound<'py, PyList>, base: Option<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+fn message_records<'py>(
+    py: Python<'py>,
+    messages: Bound<'py, PyList>,
+    base: Option<Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
     let messages: Vec<Value> = messages.iter().map(|m| value_from_py(&m)).collect::<PyResult<_>>()?;
     let base = base.map(|b| value_from_py(&b)).transpose()?;
     let mut sink = MapSink::new(None);

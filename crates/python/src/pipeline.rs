@@ -9,13 +9,13 @@ use std::collections::{HashMap, HashSet};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use engine::transport::net::{endpoint_text, Ip, Segment, ACK, SYN};
+use crate::convert::map_to_py;
 use crate::protocol::{confirms, decode_pdu, DecodeOptions, DecodedPdu, Protocol};
-use engine::transport::reassembly::{Config, ConnInfo, FastMap, Reassembler, StreamEvent};
-use engine::transport::splitter::{Split, Splitter};
 use engine::model::{Decoded, Finding};
 use engine::protocols::pulsar::payload::Depth;
-use crate::convert::map_to_py;
+use engine::transport::net::{endpoint_text, Ip, Segment, ACK, SYN};
+use engine::transport::reassembly::{Config, ConnInfo, FastMap, Reassembler, StreamEvent};
+use engine::transport::splitter::{Split, Splitter};
 use engine::value::entry;
 use engine::{finding, name};
 
@@ -64,21 +64,43 @@ pub struct FramePlace {
 
 impl FramePlace {
     /// The ``model.Frame`` (``frame_class``) of this place and a Python ``Decoded``.
-    pub fn to_py<'py>(&self, py: Python<'py>, frame_class: &Py<PyAny>, pdu: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let args = PyTuple::new(py, [
-            self.index.into_pyobject(py)?.into_any(), self.protocol.bind(py).clone().into_any(),
-            self.conn.into_pyobject(py)?.into_any(), self.src.bind(py).clone().into_any(),
-            self.dst.bind(py).clone().into_any(), self.direction.bind(py).clone().into_any(),
-            self.time.into_pyobject(py)?.into_any(), self.first_time.into_pyobject(py)?.into_any(),
-            self.packet.into_pyobject(py)?.into_any(), self.first_packet.into_pyobject(py)?.into_any(),
-            self.offset.into_pyobject(py)?.into_any(), pdu,
-            match &self.data { Some(d) => d.bind(py).clone().into_any(), None => py.None().into_bound(py) },
-        ])?;
+    pub fn to_py<'py>(
+        &self,
+        py: Python<'py>,
+        frame_class: &Py<PyAny>,
+        pdu: Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let args = PyTuple::new(
+            py,
+            [
+                self.index.into_pyobject(py)?.into_any(),
+                self.protocol.bind(py).clone().into_any(),
+                self.conn.into_pyobject(py)?.into_any(),
+                self.src.bind(py).clone().into_any(),
+                self.dst.bind(py).clone().into_any(),
+                self.direction.bind(py).clone().into_any(),
+                self.time.into_pyobject(py)?.into_any(),
+                self.first_time.into_pyobject(py)?.into_any(),
+                self.packet.into_pyobject(py)?.into_any(),
+                self.first_packet.into_pyobject(py)?.into_any(),
+                self.offset.into_pyobject(py)?.into_any(),
+                pdu,
+                match &self.data {
+                    Some(d) => d.bind(py).clone().into_any(),
+                    None => py.None().into_bound(py),
+                },
+            ],
+        )?;
         frame_class.bind(py).call1(args)
     }
 
     /// The ``model.Frame`` of a frame the core decoded.
-    pub fn frame_to_py<'py>(&self, py: Python<'py>, frame_class: &Py<PyAny>, pdu: &Decoded) -> PyResult<Bound<'py, PyAny>> {
+    pub fn frame_to_py<'py>(
+        &self,
+        py: Python<'py>,
+        frame_class: &Py<PyAny>,
+        pdu: &Decoded,
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.to_py(py, frame_class, crate::decoded_to_py(py, pdu)?)
     }
 }
@@ -103,7 +125,12 @@ pub fn made_to_py<'py>(py: Python<'py>, frame_class: &Py<PyAny>, made: Vec<Made>
 }
 
 /// The same, appended to `out`.
-pub fn made_into(py: Python<'_>, frame_class: &Py<PyAny>, made: impl IntoIterator<Item = Made>, out: &Bound<'_, PyList>) -> PyResult<()> {
+pub fn made_into(
+    py: Python<'_>,
+    frame_class: &Py<PyAny>,
+    made: impl IntoIterator<Item = Made>,
+    out: &Bound<'_, PyList>,
+) -> PyResult<()> {
     for m in made {
         match m {
             Made::Event(object) | Made::PyFrame(object) => out.append(object)?,
@@ -153,7 +180,13 @@ impl ConnState {
     fn set_directions(&mut self, py: Python<'_>) {
         for side in 0..2 {
             let text = match (self.server, &self.server_role) {
-                (Some(server), Some(role)) => if side == server { TO_CLIENT.to_string() } else { towards(role) },
+                (Some(server), Some(role)) => {
+                    if side == server {
+                        TO_CLIENT.to_string()
+                    } else {
+                        towards(role)
+                    }
+                }
                 _ => UNKNOWN_DIRECTION.to_string(),
             };
             self.directions[side] = PyString::intern(py, &text).unbind();
@@ -242,7 +275,10 @@ impl Pipeline {
         for (port, named) in &settings.extra_ports {
             let (index, role) = match named {
                 None => (0, None),
-                Some((name, role)) => match protocols.iter().position(|p| Python::attach(|py| p.name.bind(py).to_str().is_ok_and(|n| n == name))) {
+                Some((name, role)) => match protocols
+                    .iter()
+                    .position(|p| Python::attach(|py| p.name.bind(py).to_str().is_ok_and(|n| n == name)))
+                {
                     Some(i) => (i, role.clone()),
                     None => continue, // a protocol not looked for (--protocol): its ports neither
                 },
@@ -254,8 +290,19 @@ impl Pipeline {
         }
         let reassembler = Reassembler::new(settings.reassembly.clone());
         Pipeline {
-            settings, classes, protocols, ports, reassembler, conns: FastMap::default(), other: OtherTraffic::default(),
-            frame_index: 0, count_only: false, finish_bases: FastMap::default(), last_time: 0.0, last_packet: 0, events: Vec::new(),
+            settings,
+            classes,
+            protocols,
+            ports,
+            reassembler,
+            conns: FastMap::default(),
+            other: OtherTraffic::default(),
+            frame_index: 0,
+            count_only: false,
+            finish_bases: FastMap::default(),
+            last_time: 0.0,
+            last_packet: 0,
+            events: Vec::new(),
         }
     }
 
@@ -360,7 +407,8 @@ impl Pipeline {
         match ev {
             StreamEvent::Data { conn, side, saw_syn, data, offset, time, packet } => {
                 let Some(mut state) = self.conns.remove(&conn) else { return Ok(()) };
-                let result = self.on_data(py, &mut state, side, saw_syn, Some(&data), 0, offset, time, packet, None, out);
+                let result =
+                    self.on_data(py, &mut state, side, saw_syn, Some(&data), 0, offset, time, packet, None, out);
                 if !state.confirmed {
                     state.bytes_seen += data.len() as i64;
                     if state.bytes_seen > self.settings.detect_budget {
@@ -372,15 +420,25 @@ impl Pipeline {
             }
             StreamEvent::Gap { conn, side, saw_syn, offset, length, time, packet, reason } => {
                 let Some(mut state) = self.conns.remove(&conn) else { return Ok(()) };
-                let result = self.on_data(py, &mut state, side, saw_syn, None, length, offset, time, packet, Some(reason), out);
+                let result =
+                    self.on_data(py, &mut state, side, saw_syn, None, length, offset, time, packet, Some(reason), out);
                 self.conns.insert(conn, state);
                 result
             }
             StreamEvent::Ignored { conn, side, kind, offset, length, time, packet } => {
                 let Some(state) = self.conns.get(&conn) else { return Ok(()) };
                 if state.confirmed && !state.abandoned {
-                    let ev = self.event(py, kind, time, packet, Some(conn), Some(side), Some((state, offset, length)),
-                        PyDict::new(py), PyDict::new(py))?;
+                    let ev = self.event(
+                        py,
+                        kind,
+                        time,
+                        packet,
+                        Some(conn),
+                        Some(side),
+                        Some((state, offset, length)),
+                        PyDict::new(py),
+                        PyDict::new(py),
+                    )?;
                     out.push(Made::Event(ev.unbind()));
                 }
                 Ok(())
@@ -393,7 +451,17 @@ impl Pipeline {
                     details.set_item("what", "out-of-order bytes held")?;
                     details.set_item("limit", limit)?;
                     details.set_item("dropped", dropped)?;
-                    let ev = self.event(py, "STATE_DROPPED", time, packet, Some(conn), None, None, details, PyDict::new(py))?;
+                    let ev = self.event(
+                        py,
+                        "STATE_DROPPED",
+                        time,
+                        packet,
+                        Some(conn),
+                        None,
+                        None,
+                        details,
+                        PyDict::new(py),
+                    )?;
                     out.push(Made::Event(ev.unbind()));
                 }
                 Ok(())
@@ -411,15 +479,28 @@ impl Pipeline {
                     Some((protocol, role)) => {
                         let server = if self.ports.contains_key(&conn.b.port) { 1 } else { 0 };
                         ConnState {
-                            info: conn, text, server: Some(server), server_role: Some(role),
-                            candidates: vec![Candidate::new(protocol)], live: vec![0],
-                            directions, confirmed: true, abandoned: false, bytes_seen: 0,
+                            info: conn,
+                            text,
+                            server: Some(server),
+                            server_role: Some(role),
+                            candidates: vec![Candidate::new(protocol)],
+                            live: vec![0],
+                            directions,
+                            confirmed: true,
+                            abandoned: false,
+                            bytes_seen: 0,
                         }
                     }
                     None => ConnState {
-                        info: conn, text, server: None, server_role: None,
+                        info: conn,
+                        text,
+                        server: None,
+                        server_role: None,
                         candidates: (0..self.protocols.len()).map(Candidate::new).collect(),
-                        live: (0..self.protocols.len()).collect(), directions, confirmed: false, abandoned: false,
+                        live: (0..self.protocols.len()).collect(),
+                        directions,
+                        confirmed: false,
+                        abandoned: false,
                         bytes_seen: 0,
                     },
                 });
@@ -460,7 +541,20 @@ impl Pipeline {
                     if let Some(by) = closed_by {
                         details.set_item("closed_by", by)?;
                     }
-                    out.push(Made::Event(self.event(py, "CONNECTION_CLOSED", time, packet, Some(state.info.id), None, None, details, PyDict::new(py))?.unbind()));
+                    out.push(Made::Event(
+                        self.event(
+                            py,
+                            "CONNECTION_CLOSED",
+                            time,
+                            packet,
+                            Some(state.info.id),
+                            None,
+                            None,
+                            details,
+                            PyDict::new(py),
+                        )?
+                        .unbind(),
+                    ));
                 }
                 Ok(())
             }
@@ -469,7 +563,20 @@ impl Pipeline {
 
     /// New bytes (``data``) or a gap (``reason``, ``length``) in one direction: through every candidate.
     #[allow(clippy::too_many_arguments)]
-    fn on_data(&mut self, py: Python<'_>, state: &mut ConnState, side: usize, saw_syn: bool, data: Option<&[u8]>, length: i64, offset: i64, time: f64, packet: i64, reason: Option<&'static str>, out: &mut Vec<Made>) -> PyResult<()> {
+    fn on_data(
+        &mut self,
+        py: Python<'_>,
+        state: &mut ConnState,
+        side: usize,
+        saw_syn: bool,
+        data: Option<&[u8]>,
+        length: i64,
+        offset: i64,
+        time: f64,
+        packet: i64,
+        reason: Option<&'static str>,
+        out: &mut Vec<Made>,
+    ) -> PyResult<()> {
         if state.abandoned {
             return Ok(());
         }
@@ -478,22 +585,34 @@ impl Pipeline {
             if state.confirmed {
                 let details = PyDict::new(py);
                 details.set_item("reason", reason)?;
-                let ev = self.event(py, "GAP", time, packet, Some(state.info.id), Some(side), Some((state, offset, length)), details, PyDict::new(py))?;
+                let ev = self.event(
+                    py,
+                    "GAP",
+                    time,
+                    packet,
+                    Some(state.info.id),
+                    Some(side),
+                    Some((state, offset, length)),
+                    details,
+                    PyDict::new(py),
+                )?;
                 out.push(Made::Event(ev.unbind()));
             }
         }
         let mut items = Vec::new();
         for ci in state.live.clone() {
             let protocol = state.candidates[ci].protocol;
-            let max_frame_size = self.settings.max_frame_size.or(self.protocols[protocol].max_frame_size)
+            let max_frame_size = self
+                .settings
+                .max_frame_size
+                .or(self.protocols[protocol].max_frame_size)
                 .unwrap_or(DEFAULT_MAX_FRAME_SIZE);
             let candidate = &mut state.candidates[ci];
             if candidate.splitters[side].is_none() {
                 candidate.order.push(side);
             }
-            let splitter = candidate.splitters[side].get_or_insert_with(|| {
-                Box::new(Splitter::new(saw_syn && offset == 0, max_frame_size, offset))
-            });
+            let splitter = candidate.splitters[side]
+                .get_or_insert_with(|| Box::new(Splitter::new(saw_syn && offset == 0, max_frame_size, offset)));
             let framing = &self.protocols[protocol].framing;
             match data {
                 Some(bytes) => splitter.feed(framing, bytes, time, packet, &mut items),
@@ -509,7 +628,15 @@ impl Pipeline {
         Ok(())
     }
 
-    fn close_splitters(&mut self, py: Python<'_>, state: &mut ConnState, out: &mut Vec<Made>, time: f64, packet: i64, end: (&'static str, Option<String>)) -> PyResult<()> {
+    fn close_splitters(
+        &mut self,
+        py: Python<'_>,
+        state: &mut ConnState,
+        out: &mut Vec<Made>,
+        time: f64,
+        packet: i64,
+        end: (&'static str, Option<String>),
+    ) -> PyResult<()> {
         let end: End = Some(end);
         let mut items = Vec::new();
         for ci in state.live.clone() {
@@ -528,7 +655,16 @@ impl Pipeline {
     /// A PDU or note of candidate ``ci`` from ``side``; ``end`` is (how, closed_by) for what the end of the
     /// stream left over.
     #[allow(clippy::too_many_arguments)]
-    fn emit(&mut self, py: Python<'_>, state: &mut ConnState, ci: usize, side: usize, item: Split, out: &mut Vec<Made>, end: &End) -> PyResult<()> {
+    fn emit(
+        &mut self,
+        py: Python<'_>,
+        state: &mut ConnState,
+        ci: usize,
+        side: usize,
+        item: Split,
+        out: &mut Vec<Made>,
+        end: &End,
+    ) -> PyResult<()> {
         match item {
             Split::Pdu(pdu) => {
                 if self.count_only && state.confirmed && state.server.is_some() {
@@ -540,7 +676,12 @@ impl Pipeline {
                 if pdu.missing > 0 {
                     // why bytes are missing is known here, not in the decoder
                     let finding = self.incomplete(&decoded, &pdu, end)?;
-                    decoded = decoded.with_finding_first(py, finding, self.classes.decoded.bind(py), self.classes.finding.bind(py))?;
+                    decoded = decoded.with_finding_first(
+                        py,
+                        finding,
+                        self.classes.decoded.bind(py),
+                        self.classes.finding.bind(py),
+                    )?;
                 }
                 if !state.confirmed {
                     if !confirms(py, protocol, &mut decoded)? {
@@ -550,18 +691,37 @@ impl Pipeline {
                     state.confirmed = true;
                     self.learn_roles(py, state, ci, side, &decoded)?;
                     // the connection opened with its first packet (the SYN), not with the frame that proved it
-                    out.push(Made::Event(self.opened_event(py, state, state.info.first_time, state.info.first_packet)?.unbind()));
+                    out.push(Made::Event(
+                        self.opened_event(py, state, state.info.first_time, state.info.first_packet)?.unbind(),
+                    ));
                 } else if state.server.is_none() {
                     self.learn_roles(py, state, ci, side, &decoded)?;
                 }
                 self.frame_index += 1;
                 let protocol = &self.protocols[state.candidates[ci].protocol];
-                let data = if self.settings.keep_frame_bytes { Some(pyo3::types::PyBytes::new(py, &pdu.data).unbind()) } else { None };
-                let (src, dst, direction) = (state.text[side].clone_ref(py), state.text[1 - side].clone_ref(py), state.directions[side].clone_ref(py));
+                let data = if self.settings.keep_frame_bytes {
+                    Some(pyo3::types::PyBytes::new(py, &pdu.data).unbind())
+                } else {
+                    None
+                };
+                let (src, dst, direction) = (
+                    state.text[side].clone_ref(py),
+                    state.text[1 - side].clone_ref(py),
+                    state.directions[side].clone_ref(py),
+                );
                 let place = FramePlace {
-                    index: self.frame_index, protocol: protocol.name.clone_ref(py), conn: state.info.id, src, dst,
-                    direction, time: pdu.time, first_time: pdu.first_time, packet: pdu.last_packet,
-                    first_packet: pdu.first_packet, offset: pdu.offset, data,
+                    index: self.frame_index,
+                    protocol: protocol.name.clone_ref(py),
+                    conn: state.info.id,
+                    src,
+                    dst,
+                    direction,
+                    time: pdu.time,
+                    first_time: pdu.first_time,
+                    packet: pdu.last_packet,
+                    first_packet: pdu.first_packet,
+                    offset: pdu.offset,
+                    data,
                 };
                 out.push(match decoded {
                     DecodedPdu::Core(decoded) => Made::Frame(place, decoded),
@@ -570,8 +730,17 @@ impl Pipeline {
             }
             Split::Note(note) => {
                 if state.confirmed && state.live.first() == Some(&ci) {
-                    let ev = self.event(py, &note.kind, note.time, note.packet, Some(state.info.id), Some(side),
-                        Some((state, note.offset, note.length)), map_to_py(py, &note.details)?, map_to_py(py, &note.params)?)?;
+                    let ev = self.event(
+                        py,
+                        &note.kind,
+                        note.time,
+                        note.packet,
+                        Some(state.info.id),
+                        Some(side),
+                        Some((state, note.offset, note.length)),
+                        map_to_py(py, &note.details)?,
+                        map_to_py(py, &note.params)?,
+                    )?;
                     out.push(Made::Event(ev.unbind()));
                 }
             }
@@ -581,20 +750,61 @@ impl Pipeline {
 
     /// An event; with ``side`` and ``at`` = (state, offset, length) one about a direction of a stream.
     #[allow(clippy::too_many_arguments)]
-    fn event<'py>(&self, py: Python<'py>, kind: &str, time: f64, packet: i64, conn: Option<u64>, side: Option<usize>, at: Option<(&ConnState, i64, i64)>, details: Bound<'py, PyDict>, params: Bound<'py, PyDict>) -> PyResult<Bound<'py, PyAny>> {
+    fn event<'py>(
+        &self,
+        py: Python<'py>,
+        kind: &str,
+        time: f64,
+        packet: i64,
+        conn: Option<u64>,
+        side: Option<usize>,
+        at: Option<(&ConnState, i64, i64)>,
+        details: Bound<'py, PyDict>,
+        params: Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         match (side, at) {
             (Some(side), Some((state, offset, length))) => self.classes.event.bind(py).call1((
-                kind, time, packet, conn, state.text[side].bind(py), state.text[1 - side].bind(py), self.direction(py, state, side),
-                offset, length, details, params,
+                kind,
+                time,
+                packet,
+                conn,
+                state.text[side].bind(py),
+                state.text[1 - side].bind(py),
+                self.direction(py, state, side),
+                offset,
+                length,
+                details,
+                params,
             )),
-            _ => self.classes.event.bind(py).call1((kind, time, packet, conn, py.None(), py.None(), py.None(), py.None(), py.None(), details, params)),
+            _ => self.classes.event.bind(py).call1((
+                kind,
+                time,
+                packet,
+                conn,
+                py.None(),
+                py.None(),
+                py.None(),
+                py.None(),
+                py.None(),
+                details,
+                params,
+            )),
         }
     }
 
-    fn opened_event<'py>(&self, py: Python<'py>, state: &ConnState, time: f64, packet: i64) -> PyResult<Bound<'py, PyAny>> {
+    fn opened_event<'py>(
+        &self,
+        py: Python<'py>,
+        state: &ConnState,
+        time: f64,
+        packet: i64,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let server = state.server.unwrap_or(1);
         let (client, server_text) = (state.text[1 - server].bind(py), state.text[server].bind(py));
-        let role = state.server_role.clone().unwrap_or_else(|| self.protocols[state.protocol()].default_server_role().to_string());
+        let role = state
+            .server_role
+            .clone()
+            .unwrap_or_else(|| self.protocols[state.protocol()].default_server_role().to_string());
         let direction = if state.server.is_some() { towards(&role) } else { UNKNOWN_DIRECTION.to_string() };
         let details = PyDict::new(py);
         details.set_item("client", client)?;
@@ -603,11 +813,30 @@ impl Pipeline {
         let params = PyDict::new(py);
         params.set_item("server_role", &role)?;
         params.set_item("server", server_text)?;
-        self.classes.event.bind(py).call1(("CONNECTION_OPENED", time, packet, state.info.id, client, server_text, direction, py.None(), py.None(), details, params))
+        self.classes.event.bind(py).call1((
+            "CONNECTION_OPENED",
+            time,
+            packet,
+            state.info.id,
+            client,
+            server_text,
+            direction,
+            py.None(),
+            py.None(),
+            details,
+            params,
+        ))
     }
 
     /// Off the known ports the sides are told apart by commands only one side sends.
-    fn learn_roles(&self, py: Python<'_>, state: &mut ConnState, ci: usize, side: usize, decoded: &DecodedPdu<'_>) -> PyResult<()> {
+    fn learn_roles(
+        &self,
+        py: Python<'_>,
+        state: &mut ConnState,
+        ci: usize,
+        side: usize,
+        decoded: &DecodedPdu<'_>,
+    ) -> PyResult<()> {
         let protocol = &self.protocols[state.candidates[ci].protocol];
         let type_name = decoded.type_name()?;
         let Some(sender) = protocol.senders.get(&type_name) else { return Ok(()) };
@@ -627,7 +856,12 @@ impl Pipeline {
     /// The finding that says why ``pdu.missing`` bytes of a PDU are not decoded: it is above the size limit
     /// (only its head was read, the rest skipped), or they were lost in a capture gap, or come after the end
     /// of its stream.
-    fn incomplete(&self, decoded: &DecodedPdu<'_>, pdu: &engine::transport::splitter::RawPdu, end: &End) -> PyResult<Finding> {
+    fn incomplete(
+        &self,
+        decoded: &DecodedPdu<'_>,
+        pdu: &engine::transport::splitter::RawPdu,
+        end: &End,
+    ) -> PyResult<Finding> {
         let size = decoded.size()?;
         Ok(if pdu.oversized {
             finding!("frame.oversized_head", "head" => pdu.data.len(), "missing" => pdu.missing, "size" => size)

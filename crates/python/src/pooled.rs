@@ -15,7 +15,9 @@ use pyo3::prelude::*;
 
 use engine::analysis::Frame;
 use engine::model::Decoded;
-use engine::records::{build_record, Expert, JsonSink, Message, NoFront, RecordInput, RecordSink, RecordStyle, SinkResult};
+use engine::records::{
+    build_record, Expert, JsonSink, Message, NoFront, RecordInput, RecordSink, RecordStyle, SinkResult,
+};
 use engine::value::{Map, Name};
 
 /// A batch's weight at most, about the bytes its frames hold decoded: large enough that handing a batch over
@@ -72,12 +74,19 @@ impl RecordJob {
             packet: self.packet,
             pdu: &self.pdu,
         };
-        let expert: Vec<Expert<NoFront>> = self.expert.iter()
+        let expert: Vec<Expert<NoFront>> = self
+            .expert
+            .iter()
             .map(|(id, severity, text)| Expert { id, severity, message: Message::Owned(text.clone()) })
             .collect();
         let input = RecordInput {
-            frame: &frame, route: None, first_packet: self.first_packet, expert: &expert, protocol_keys: None,
-            notes: &self.notes, data: None,
+            frame: &frame,
+            route: None,
+            first_packet: self.first_packet,
+            expert: &expert,
+            protocol_keys: None,
+            notes: &self.notes,
+            data: None,
         };
         build_record(sink, &input, style)
     }
@@ -96,7 +105,8 @@ struct Written {
 
 fn write_batch(jobs: Vec<RecordJob>, weight: usize, style: RecordStyle) -> Written {
     // (the lines take about twice the frames' bytes: few reallocations)
-    let mut written = Written { lines: Vec::with_capacity(weight * 2), frames: 0, problems: 0, error: None, jobs: Vec::new() };
+    let mut written =
+        Written { lines: Vec::with_capacity(weight * 2), frames: 0, problems: 0, error: None, jobs: Vec::new() };
     for job in &jobs {
         match job.write(&mut written.lines, style) {
             Ok(problems) => {
@@ -176,7 +186,8 @@ impl PooledLines {
     fn take_oldest(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
         let Some(receiver) = self.running.pop_front() else { return Ok(()) };
         // a sender dropped without sending (rayon aborts on a task's panic: not seen, but not assumed)
-        let written = receiver.recv().map_err(|_| PyRuntimeError::new_err("writing JSON lines on the thread pool failed"))?;
+        let written =
+            receiver.recv().map_err(|_| PyRuntimeError::new_err("writing JSON lines on the thread pool failed"))?;
         self.append(written, out)
     }
 
@@ -244,11 +255,22 @@ impl JsonLines {
     /// # Safety
     /// `view` is the Py_buffer Python asks to fill; the bytes live as long as this immutable object, which the
     /// view holds a reference to.
-    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: std::ffi::c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::ffi::c_int,
+    ) -> PyResult<()> {
         let data = &slf.get().data;
         // SAFETY: as above; PyBuffer_FillInfo refuses a writable view (readonly = 1) with an exception set
         let filled = unsafe {
-            pyo3::ffi::PyBuffer_FillInfo(view, slf.as_ptr(), data.as_ptr() as *mut std::ffi::c_void, data.len() as isize, 1, flags)
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                data.as_ptr() as *mut std::ffi::c_void,
+                data.len() as isize,
+                1,
+                flags,
+            )
         };
         if filled == -1 {
             return Err(PyErr::fetch(slf.py()));

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use engine::transport::splitter::{BadLength, Framing, Head, PduLength};
-use engine::protocols::pulsar::framing::PulsarFraming;
-use engine::model::{Decoded, Finding};
 use crate::convert::{map_from_py, map_to_py, value_from_py, StrToPy};
+use engine::model::{Decoded, Finding};
+use engine::protocols::pulsar::framing::PulsarFraming;
+use engine::transport::splitter::{BadLength, Framing, Head, PduLength};
 use engine::value::Value;
 
 /// The protocols whose framing and decoding are compiled in, by ``ProtocolSpec.core``.
@@ -66,7 +66,9 @@ impl Protocol {
             None => None,
             Some("pulsar") => Some(CoreProtocol::Pulsar),
             Some("tubemq") => Some(CoreProtocol::TubeMq),
-            Some(other) => return Err(pyo3::exceptions::PyValueError::new_err(format!("no protocol {other:?} in the core"))),
+            Some(other) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!("no protocol {other:?} in the core")))
+            }
         };
         let core_framing: Option<Box<dyn Framing>> = match core {
             Some(CoreProtocol::Pulsar) => Some(Box::new(PulsarFraming::new(engine::protocols::pulsar::schema()))),
@@ -79,11 +81,15 @@ impl Protocol {
         };
         let foreign_kind = match spec.getattr("foreign_kind")?.extract::<Option<String>>()? {
             Some(k) => k,
-            None => core_framing.as_ref().map(|f| f.foreign_kind().to_string()).unwrap_or_else(|| "FOREIGN_PROTOCOL".into()),
+            None => {
+                core_framing.as_ref().map(|f| f.foreign_kind().to_string()).unwrap_or_else(|| "FOREIGN_PROTOCOL".into())
+            }
         };
         let pdu_length = optional(spec, "pdu_length")?;
         if pdu_length.is_none() && core_framing.is_none() {
-            return Err(pyo3::exceptions::PyValueError::new_err("a protocol needs pdu_length or a core implementation"));
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "a protocol needs pdu_length or a core implementation",
+            ));
         }
         let framing = SpecFraming {
             core: core_framing,
@@ -96,9 +102,13 @@ impl Protocol {
         let mut senders = HashMap::new();
         for command in spec.getattr("commands")?.try_iter()? {
             let command = command?;
-            senders.insert(command.getattr("name")?.extract::<String>()?, command.getattr("sender")?.extract::<String>()?);
+            senders
+                .insert(command.getattr("name")?.extract::<String>()?, command.getattr("sender")?.extract::<String>()?);
         }
-        let ports: Vec<(u16, String)> = spec.getattr("ports")?.cast::<PyDict>()?.iter()
+        let ports: Vec<(u16, String)> = spec
+            .getattr("ports")?
+            .cast::<PyDict>()?
+            .iter()
             .map(|(k, v)| Ok((k.extract::<u16>()?, v.extract::<String>()?)))
             .collect::<PyResult<_>>()?;
         let decode = optional(spec, "decode")?;
@@ -158,7 +168,13 @@ impl<'py> DecodedPdu<'py> {
 
     /// The same PDU with `finding` before its decoder's findings (a Python ``Decoded`` is rebuilt with the
     /// ``model.Decoded`` and ``Finding`` classes the pipeline was given).
-    pub fn with_finding_first(self, py: Python<'py>, finding: Finding, decoded_class: &Bound<'py, PyAny>, finding_class: &Bound<'py, PyAny>) -> PyResult<Self> {
+    pub fn with_finding_first(
+        self,
+        py: Python<'py>,
+        finding: Finding,
+        decoded_class: &Bound<'py, PyAny>,
+        finding_class: &Bound<'py, PyAny>,
+    ) -> PyResult<Self> {
         match self {
             DecodedPdu::Core(mut d) => {
                 d.findings.insert(0, finding);
@@ -172,8 +188,11 @@ impl<'py> DecodedPdu<'py> {
                 }
                 let field = |name: &Bound<'py, PyString>| d.getattr(name);
                 Ok(DecodedPdu::Python(decoded_class.call1((
-                    field(pyo3::intern!(py, "type"))?, field(pyo3::intern!(py, "command"))?,
-                    field(pyo3::intern!(py, "size"))?, findings, field(pyo3::intern!(py, "body"))?,
+                    field(pyo3::intern!(py, "type"))?,
+                    field(pyo3::intern!(py, "command"))?,
+                    field(pyo3::intern!(py, "size"))?,
+                    findings,
+                    field(pyo3::intern!(py, "body"))?,
                 ))?))
             }
         }
@@ -192,9 +211,19 @@ impl<'py> DecodedPdu<'py> {
 }
 
 /// Decode one PDU (``missing`` bytes of it not at hand): the one place the pipeline reaches a decoder.
-pub fn decode_pdu<'py>(py: Python<'py>, protocol: &Protocol, data: &[u8], missing: i64, options: &DecodeOptions) -> PyResult<DecodedPdu<'py>> {
+pub fn decode_pdu<'py>(
+    py: Python<'py>,
+    protocol: &Protocol,
+    data: &[u8],
+    missing: i64,
+    options: &DecodeOptions,
+) -> PyResult<DecodedPdu<'py>> {
     if let Some(decode) = &protocol.decode {
-        return Ok(DecodedPdu::Python(decode.bind(py).call1((PyBytes::new(py, data), missing, options.options.bind(py)))?));
+        return Ok(DecodedPdu::Python(decode.bind(py).call1((
+            PyBytes::new(py, data),
+            missing,
+            options.options.bind(py),
+        ))?));
     }
     match protocol.core {
         Some(CoreProtocol::Pulsar) => {
@@ -203,7 +232,11 @@ pub fn decode_pdu<'py>(py: Python<'py>, protocol: &Protocol, data: &[u8], missin
         }
         Some(CoreProtocol::TubeMq) => {
             let missing = usize::try_from(missing).unwrap_or(0);
-            Ok(DecodedPdu::Core(engine::protocols::tubemq::decode(data, missing, options.depth == engine::protocols::pulsar::payload::Depth::Brief)))
+            Ok(DecodedPdu::Core(engine::protocols::tubemq::decode(
+                data,
+                missing,
+                options.depth == engine::protocols::pulsar::payload::Depth::Brief,
+            )))
         }
         None => Err(pyo3::exceptions::PyValueError::new_err("no decoder")),
     }
@@ -218,7 +251,9 @@ pub fn confirms<'py>(py: Python<'py>, protocol: &Protocol, decoded: &mut Decoded
     let no_findings = !decoded.has_findings()?;
     Ok(match protocol.core {
         // Pulsar: decoded whole, without problems, as a type the schema knows
-        Some(CoreProtocol::Pulsar) => no_findings && engine::protocols::pulsar::core().command_types.number(&decoded.type_name()?).is_some(),
+        Some(CoreProtocol::Pulsar) => {
+            no_findings && engine::protocols::pulsar::core().command_types.number(&decoded.type_name()?).is_some()
+        }
         // TubeMQ: a whole envelope of a method the table knows (its type is then a message name)
         Some(CoreProtocol::TubeMq) => no_findings && engine::protocols::tubemq::known_type(&decoded.type_name()?),
         None => no_findings,
@@ -226,7 +261,11 @@ pub fn confirms<'py>(py: Python<'py>, protocol: &Protocol, decoded: &mut Decoded
 }
 
 fn bad_length(v: &Bound<'_, PyAny>) -> PyResult<BadLength> {
-    Ok(BadLength { kind: v.getattr("kind")?.extract()?, details: map_from_py(&v.getattr("details")?)?, params: map_from_py(&v.getattr("params")?)? })
+    Ok(BadLength {
+        kind: v.getattr("kind")?.extract()?,
+        details: map_from_py(&v.getattr("details")?)?,
+        params: map_from_py(&v.getattr("params")?)?,
+    })
 }
 
 impl Framing for SpecFraming {
@@ -260,7 +299,11 @@ impl Framing for SpecFraming {
     fn resync(&self, buf: &[u8], max_size: usize) -> (bool, usize) {
         match (&self.resync, &self.core) {
             (Some(f), _) => Python::attach(|py| {
-                match f.bind(py).call1((PyBytes::new(py, buf), 0, buf.len(), max_size)).and_then(|v| v.extract::<(bool, usize)>()) {
+                match f
+                    .bind(py)
+                    .call1((PyBytes::new(py, buf), 0, buf.len(), max_size))
+                    .and_then(|v| v.extract::<(bool, usize)>())
+                {
                     Ok(found) => found,
                     Err(e) => {
                         e.restore(py); // raised by the caller once the splitter returns
@@ -327,9 +370,30 @@ impl Framing for SpecFraming {
 pub fn split_to_py<'py>(py: Python<'py>, item: &engine::transport::splitter::Split) -> PyResult<Bound<'py, PyAny>> {
     use engine::transport::splitter::Split;
     Ok(match item {
-        Split::Pdu(p) => ("pdu", PyBytes::new(py, &p.data), p.offset, p.first_packet, p.last_packet, p.first_time, p.time, p.missing, p.oversized)
-            .into_pyobject(py)?.into_any(),
-        Split::Note(n) => ("note", PyString::new(py, &n.kind), n.offset, n.length, n.time, n.packet, map_to_py(py, &n.details)?, map_to_py(py, &n.params)?)
-            .into_pyobject(py)?.into_any(),
+        Split::Pdu(p) => (
+            "pdu",
+            PyBytes::new(py, &p.data),
+            p.offset,
+            p.first_packet,
+            p.last_packet,
+            p.first_time,
+            p.time,
+            p.missing,
+            p.oversized,
+        )
+            .into_pyobject(py)?
+            .into_any(),
+        Split::Note(n) => (
+            "note",
+            PyString::new(py, &n.kind),
+            n.offset,
+            n.length,
+            n.time,
+            n.packet,
+            map_to_py(py, &n.details)?,
+            map_to_py(py, &n.params)?,
+        )
+            .into_pyobject(py)?
+            .into_any(),
     })
 }

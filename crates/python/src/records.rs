@@ -11,8 +11,8 @@ use engine::analysis::Frame;
 use engine::model::{Body, Checksum, Decoded, Finding, PayloadSection};
 use engine::name;
 use engine::records::{
-    build_record, content_hash, Atom, Expert, Front, JsonSink, Key, Message, RecordInput, RecordSink, RecordStyle, SinkError,
-    SinkResult,
+    build_record, content_hash, Atom, Expert, Front, JsonSink, Key, Message, RecordInput, RecordSink, RecordStyle,
+    SinkError, SinkResult,
 };
 use engine::value::{Map, Name, Text, Value};
 use pyo3::prelude::*;
@@ -161,7 +161,8 @@ impl<'py> DictSink<'py, '_> {
     }
 
     fn open_py(&mut self, key: Key<'_>, list: bool) -> PyResult<()> {
-        let container = if list { Container::List(PyList::empty(self.py)) } else { Container::Dict(PyDict::new(self.py)) };
+        let container =
+            if list { Container::List(PyList::empty(self.py)) } else { Container::Dict(PyDict::new(self.py)) };
         let object = match &container {
             Container::Dict(dict) => dict.clone().into_any(),
             Container::List(list) => list.clone().into_any(),
@@ -186,8 +187,12 @@ fn severity_name(severity: &str) -> &'static Name {
 /// (severity, text) of the finding `pid` with `params` as the core's record writer makes it, for the tests
 /// that hold the core's rendering of templates in pieces to Python's.
 #[pyfunction]
-pub fn finding_text(py: Python<'_>, severity_and_message: Py<PyAny>, pid: &str, params: Bound<'_, pyo3::types::PyDict>)
-                    -> PyResult<(String, String)> {
+pub fn finding_text(
+    py: Python<'_>,
+    severity_and_message: Py<PyAny>,
+    pid: &str,
+    params: Bound<'_, pyo3::types::PyDict>,
+) -> PyResult<(String, String)> {
     let finding = Finding { id: intern_name(pid), params: crate::convert::map_from_py(&params)? };
     let expert = FindingTexts::new(severity_and_message).expert(py, &finding)?;
     Ok((expert.severity.as_str().to_owned(), expert.message.to_owned_text().map_err(py_error)?))
@@ -208,7 +213,12 @@ pub struct FindingTexts {
 
 impl FindingTexts {
     pub fn new(severity_and_message: Py<PyAny>) -> FindingTexts {
-        FindingTexts { severity_and_message, known: FastMap::default(), severity_only: None, pieces: FastMap::default() }
+        FindingTexts {
+            severity_and_message,
+            known: FastMap::default(),
+            severity_only: None,
+            pieces: FastMap::default(),
+        }
     }
 
     /// The finding's severity and text made here from its template's pieces, if it has such a template and
@@ -221,7 +231,9 @@ impl FindingTexts {
                 Ok(pieces) => pieces.call1((id,))?.extract::<Option<(String, Vec<(String, String, String)>)>>()?,
                 Err(_) => None, // a plain function (tests, older callers): Python makes every text
             };
-            let read = declared.and_then(|(severity, pieces)| Some((severity_name(&severity), engine::pieces::Pieces::read(&pieces)?)));
+            let read = declared.and_then(|(severity, pieces)| {
+                Some((severity_name(&severity), engine::pieces::Pieces::read(&pieces)?))
+            });
             self.pieces.insert(finding.id.as_str(), read);
         }
         Ok(match &self.pieces[id] {
@@ -294,12 +306,20 @@ pub struct PyFrameData<'py> {
 
 impl<'py> PyFrameData<'py> {
     /// `frame`: a `model.Frame`; `protocol_spec`: the protocol registry's `get`.
-    pub fn read(frame: &Bound<'py, PyAny>, protocol_spec: &Bound<'py, PyAny>, style: RecordStyle) -> PyResult<PyFrameData<'py>> {
+    pub fn read(
+        frame: &Bound<'py, PyAny>,
+        protocol_spec: &Bound<'py, PyAny>,
+        style: RecordStyle,
+    ) -> PyResult<PyFrameData<'py>> {
         let py = frame.py();
-        let text = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyString>> { Ok(frame.getattr(name)?.cast_into::<PyString>()?) };
+        let text = |name: &Bound<'py, PyString>| -> PyResult<Bound<'py, PyString>> {
+            Ok(frame.getattr(name)?.cast_into::<PyString>()?)
+        };
         let route = [
-            text(pyo3::intern!(py, "protocol"))?, text(pyo3::intern!(py, "src"))?,
-            text(pyo3::intern!(py, "dst"))?, text(pyo3::intern!(py, "direction"))?,
+            text(pyo3::intern!(py, "protocol"))?,
+            text(pyo3::intern!(py, "src"))?,
+            text(pyo3::intern!(py, "dst"))?,
+            text(pyo3::intern!(py, "direction"))?,
         ];
         let pdu = frame.getattr(pyo3::intern!(py, "pdu"))?;
         let command = pdu.getattr(pyo3::intern!(py, "command"))?;
@@ -343,8 +363,15 @@ impl<'py> PyFrameData<'py> {
 
 /// `f` of the record's input for a `model.Frame` held in Python, with the analysis' `findings` and `notes`.
 #[allow(clippy::too_many_arguments)]
-pub fn with_py_frame<'py, R>(frame: &Bound<'py, PyAny>, findings: &[Finding], notes: &Map, protocol_spec: &Bound<'py, PyAny>,
-                             texts: &mut FindingTexts, style: RecordStyle, f: impl FnOnce(&RecordInput<'_, PyFront<'py>>) -> R) -> PyResult<R> {
+pub fn with_py_frame<'py, R>(
+    frame: &Bound<'py, PyAny>,
+    findings: &[Finding],
+    notes: &Map,
+    protocol_spec: &Bound<'py, PyAny>,
+    texts: &mut FindingTexts,
+    style: RecordStyle,
+    f: impl FnOnce(&RecordInput<'_, PyFront<'py>>) -> R,
+) -> PyResult<R> {
     let py = frame.py();
     let held = PyFrameData::read(frame, protocol_spec, style)?;
     let expert = held.pdu.findings.iter().chain(findings).map(|f| texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
@@ -361,19 +388,30 @@ pub fn with_py_frame<'py, R>(frame: &Bound<'py, PyAny>, findings: &[Finding], no
         pdu: &held.pdu,
     };
     Ok(f(&RecordInput {
-        frame: &frame, route: Some([protocol, src, dst, direction]), first_packet: held.first_packet, expert: &expert,
-        protocol_keys: held.protocol_keys.as_ref(), notes, data: held.data.as_ref(),
+        frame: &frame,
+        route: Some([protocol, src, dst, direction]),
+        first_packet: held.first_packet,
+        expert: &expert,
+        protocol_keys: held.protocol_keys.as_ref(),
+        notes,
+        data: held.data.as_ref(),
     }))
 }
 
 /// `problems.Finding`s (id, params) as findings.
 pub fn findings_from_py(findings: &Bound<'_, PyAny>) -> PyResult<Vec<Finding>> {
     let py = findings.py();
-    findings.try_iter()?.map(|f| {
-        let f = f?;
-        let id: String = f.getattr(pyo3::intern!(py, "id"))?.extract()?;
-        Ok(Finding { id: intern_name(&id), params: crate::convert::map_from_py(&f.getattr(pyo3::intern!(py, "params"))?)? })
-    }).collect()
+    findings
+        .try_iter()?
+        .map(|f| {
+            let f = f?;
+            let id: String = f.getattr(pyo3::intern!(py, "id"))?.extract()?;
+            Ok(Finding {
+                id: intern_name(&id),
+                params: crate::convert::map_from_py(&f.getattr(pyo3::intern!(py, "params"))?)?,
+            })
+        })
+        .collect()
 }
 
 /// A Python `PayloadSection` (`protocols/pulsar/payload.py`) as the core's.
@@ -434,7 +472,13 @@ impl FrameRecords {
     /// `get`.
     #[new]
     #[pyo3(signature = (severity_and_message, protocol_spec, summary=false, payload_bytes=false, json=false))]
-    fn new(severity_and_message: Py<PyAny>, protocol_spec: Py<PyAny>, summary: bool, payload_bytes: bool, json: bool) -> Self {
+    fn new(
+        severity_and_message: Py<PyAny>,
+        protocol_spec: Py<PyAny>,
+        summary: bool,
+        payload_bytes: bool,
+        json: bool,
+    ) -> Self {
         FrameRecords {
             texts: FindingTexts::new(severity_and_message),
             protocol_spec,
@@ -459,8 +503,9 @@ impl FrameRecords {
             }
             let mut sink = DictSink::new(py, actors);
             build_record(&mut sink, input, style).map_err(py_error)?;
-            sink.into_record().map(Bound::into_any).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("no record"))
+            sink.into_record()
+                .map(Bound::into_any)
+                .ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("no record"))
         })?
     }
 }
-

@@ -8,12 +8,12 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+use crate::convert::{map_to_py, value_from_py, StrToPy, ValueToPy};
 use crate::feed::{lock, Fed, StatsFeed};
-use engine::stats::sample;
 use crate::pooled::RecordJob;
 use engine::records::RecordStyle;
+use engine::stats::sample;
 use engine::stats::{Actor, Counts, LatencyTable, Stats, COMMAND_KEYS, MESSAGE_KEYS, READ_KEYS};
-use crate::convert::{map_to_py, value_from_py, StrToPy, ValueToPy};
 use engine::value::{Map, Name, Text, Value};
 
 /// (count, total, max, sample, cap): what `dissector/output/stats.py: latency_summary` makes figures of.
@@ -175,8 +175,15 @@ impl StatsCore {
     #[new]
     #[pyo3(signature = (latency_samples, plot_samples, actor_memory, chunk_memory, actor_latency_samples=None,
                         memory_total=None, max_connections=None))]
-    fn new(latency_samples: usize, plot_samples: usize, actor_memory: usize, chunk_memory: usize,
-           actor_latency_samples: Option<usize>, memory_total: Option<usize>, max_connections: Option<usize>) -> StatsCore {
+    fn new(
+        latency_samples: usize,
+        plot_samples: usize,
+        actor_memory: usize,
+        chunk_memory: usize,
+        actor_latency_samples: Option<usize>,
+        memory_total: Option<usize>,
+        max_connections: Option<usize>,
+    ) -> StatsCore {
         let mut stats = Stats::new(latency_samples, plot_samples, actor_memory, chunk_memory);
         stats.actor_latency_samples = actor_latency_samples.unwrap_or(latency_samples);
         stats.memory_total = memory_total.unwrap_or(usize::MAX);

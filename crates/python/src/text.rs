@@ -2,7 +2,8 @@
 //! strings and the ways values are shown, each implemented once in the engine's `text` module.
 
 use engine::text::{
-    date_ms, push_json, push_message_id, push_payload_preview, push_safe_text, push_shown_b64, safe, BytesKind, MAX_VALUE,
+    date_ms, push_json, push_message_id, push_payload_preview, push_safe_text, push_shown_b64, safe, BytesKind,
+    MAX_VALUE,
 };
 use engine::value::{Text, Value};
 use pyo3::prelude::*;
@@ -101,4 +102,3 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UNICODE_VERSION", engine::text::UNICODE_VERSION)?; // of the table of what is printable
     Ok(())
 }
-

@@ -23,10 +23,38 @@ pub struct TimelineFormat {
 
 /// The record keys a line reads (the others, e.g. `frame_bytes` or `details`, are not converted).
 const LINE_KEYS: [&str; 32] = [
-    "index", "protocol", "time", "conn", "src", "dst", "direction", "packet", "first_packet", "type", "command",
-    "problems", "expert", "message", "producer", "consumer", "answers", "latency_ms", "acks", "messages",
-    "messages_summary", "metadata", "checksum", "encrypted", "marker", "redelivers", "redelivers_count",
-    "redelivery_requested_by", "delivery", "after_seek", "reassembled", "serial",
+    "index",
+    "protocol",
+    "time",
+    "conn",
+    "src",
+    "dst",
+    "direction",
+    "packet",
+    "first_packet",
+    "type",
+    "command",
+    "problems",
+    "expert",
+    "message",
+    "producer",
+    "consumer",
+    "answers",
+    "latency_ms",
+    "acks",
+    "messages",
+    "messages_summary",
+    "metadata",
+    "checksum",
+    "encrypted",
+    "marker",
+    "redelivers",
+    "redelivers_count",
+    "redelivery_requested_by",
+    "delivery",
+    "after_seek",
+    "reassembled",
+    "serial",
 ];
 
 /// (label, keys, how to show, bytes kind) and (type, role, fields) as `timeline.timeline_plan` gives them.
@@ -85,8 +113,13 @@ impl TimelineFormat {
     /// fields among them are shown; `previews`: the messages' payloads under the line (`--payload`).
     #[new]
     #[pyo3(signature = (plan_of, labels, bytes_kinds, absolute_time=false, previews=false))]
-    fn new(plan_of: Py<PyAny>, labels: std::collections::HashMap<String, String>,
-           bytes_kinds: std::collections::HashMap<String, String>, absolute_time: bool, previews: bool) -> Self {
+    fn new(
+        plan_of: Py<PyAny>,
+        labels: std::collections::HashMap<String, String>,
+        bytes_kinds: std::collections::HashMap<String, String>,
+        absolute_time: bool,
+        previews: bool,
+    ) -> Self {
         TimelineFormat {
             format: Format::new(
                 labels.into_iter().collect(),
@@ -124,7 +157,9 @@ impl TimelineFormat {
     /// The line of a record as [(text, role number)].
     fn pieces<'py>(&mut self, py: Python<'py>, rec: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyList>> {
         self.record_line(py, rec)?;
-        let pieces = self.line.pieces().map(|(text, role)| PyTuple::new(py, [PyString::new(py, text).into_any(), (role as u8).into_pyobject(py)?.into_any()]));
+        let pieces = self.line.pieces().map(|(text, role)| {
+            PyTuple::new(py, [PyString::new(py, text).into_any(), (role as u8).into_pyobject(py)?.into_any()])
+        });
         PyList::new(py, pieces.collect::<PyResult<Vec<_>>>()?)
     }
 
@@ -153,21 +188,36 @@ pub struct TimelineLines {
 impl TimelineLines {
     pub fn new(format: Py<TimelineFormat>, texts: Py<PyAny>) -> Self {
         TimelineLines {
-            format, texts: crate::records::FindingTexts::new(texts), lines: Vec::with_capacity(1 << 16), frames: 0,
-            problems: 0, findings: Vec::new(), line: Line::default(),
+            format,
+            texts: crate::records::FindingTexts::new(texts),
+            lines: Vec::with_capacity(1 << 16),
+            frames: 0,
+            problems: 0,
+            findings: Vec::new(),
+            line: Line::default(),
         }
     }
 
     /// Write the line of a frame the core decoded; false when it is Python's to make (its bytes are kept, or
     /// a note would replace one of its record's keys).
-    pub fn write(&mut self, py: Python<'_>, place: &FramePlace, pdu: &Decoded, findings: &[Finding], notes: &Map) -> PyResult<bool> {
+    pub fn write(
+        &mut self,
+        py: Python<'_>,
+        place: &FramePlace,
+        pdu: &Decoded,
+        findings: &[Finding],
+        notes: &Map,
+    ) -> PyResult<bool> {
         if place.data.is_some() || engine::records::notes_replace_a_key(notes) {
             return Ok(false);
         }
         self.findings.clear();
         for finding in pdu.findings.iter().chain(findings) {
             let expert = self.texts.expert(py, finding)?;
-            self.findings.push(FindingText { note: expert.severity.as_str() == "note", message: expert.message.to_owned_text().map_err(crate::records::py_error)? });
+            self.findings.push(FindingText {
+                note: expert.severity.as_str() == "note",
+                message: expert.message.to_owned_text().map_err(crate::records::py_error)?,
+            });
         }
         let mut format = self.format.borrow_mut(py);
         format.know_protocol(py, place.protocol.bind(py).to_str()?)?;

@@ -6,10 +6,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::capture::{read_batch, selected_segments, FileStage, Selection};
-use engine::protocols::pulsar::framing::PulsarFraming;
-use engine::transport::net::{endpoint_text, tcp_segment as parse_segment, Ip, Segment};
 use crate::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
 use crate::protocol::{split_to_py, DecodeOptions, Protocol};
+use engine::protocols::pulsar::framing::PulsarFraming;
+use engine::transport::net::{endpoint_text, tcp_segment as parse_segment, Ip, Segment};
 use engine::transport::reassembly::{Config, Reassembler, StreamEvent};
 use engine::transport::splitter::{Framing, Head, Splitter};
 
@@ -41,8 +41,14 @@ fn reassembly_config(options: &Bound<'_, PyAny>) -> PyResult<Config> {
 
 /// The pipeline for ``options`` (a ``dissector.options.Options``) and ``protocols`` (the ``ProtocolSpec``s to
 /// look for, in order), building ``classes``.
-pub fn pipeline(py: Python<'_>, options: &Bound<'_, PyAny>, protocols: &Bound<'_, PyAny>, classes: Classes) -> PyResult<Pipeline> {
-    let protocols: Vec<Protocol> = protocols.try_iter()?.map(|p| Protocol::from_spec(py, &p?)).collect::<PyResult<_>>()?;
+pub fn pipeline(
+    py: Python<'_>,
+    options: &Bound<'_, PyAny>,
+    protocols: &Bound<'_, PyAny>,
+    classes: Classes,
+) -> PyResult<Pipeline> {
+    let protocols: Vec<Protocol> =
+        protocols.try_iter()?.map(|p| Protocol::from_spec(py, &p?)).collect::<PyResult<_>>()?;
     if protocols.is_empty() {
         return Err(pyo3::exceptions::PyValueError::new_err("no protocol to look for"));
     }
@@ -52,16 +58,20 @@ pub fn pipeline(py: Python<'_>, options: &Bound<'_, PyAny>, protocols: &Bound<'_
         max_frame_size: options.getattr("max_frame_size")?.extract()?,
         keep_frame_bytes: options.getattr("keep_frame_bytes")?.extract()?,
         // an int: the first protocol's port; (protocol, role or None, port): another's
-        extra_ports: options.getattr("ports")?.try_iter()?.map(|p| {
-            let p = p?;
-            match p.extract::<u16>() {
-                Ok(port) => Ok((port, None)),
-                Err(_) => {
-                    let (name, role, port): (String, Option<String>, u16) = p.extract()?;
-                    Ok((port, Some((name, role))))
+        extra_ports: options
+            .getattr("ports")?
+            .try_iter()?
+            .map(|p| {
+                let p = p?;
+                match p.extract::<u16>() {
+                    Ok(port) => Ok((port, None)),
+                    Err(_) => {
+                        let (name, role, port): (String, Option<String>, u16) = p.extract()?;
+                        Ok((port, Some((name, role))))
+                    }
                 }
-            }
-        }).collect::<PyResult<_>>()?,
+            })
+            .collect::<PyResult<_>>()?,
         reassembly: reassembly_config(options)?,
         decode: DecodeOptions {
             max_decompressed: options.getattr("max_decompressed")?.extract()?,
@@ -74,8 +84,16 @@ pub fn pipeline(py: Python<'_>, options: &Bound<'_, PyAny>, protocols: &Bound<'_
 
 /// One captured packet (the fields of a ``CapturedPacket``) through the pipeline: what it completes into `out`.
 #[allow(clippy::too_many_arguments)]
-pub fn feed_packet(py: Python<'_>, pipeline: &mut Pipeline, index: i64, timestamp: f64, linktype: u32, data: &Bound<'_, PyAny>,
-                   orig_len: usize, out: &mut Vec<Made>) -> PyResult<()> {
+pub fn feed_packet(
+    py: Python<'_>,
+    pipeline: &mut Pipeline,
+    index: i64,
+    timestamp: f64,
+    linktype: u32,
+    data: &Bound<'_, PyAny>,
+    orig_len: usize,
+    out: &mut Vec<Made>,
+) -> PyResult<()> {
     with_bytes(data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
         Some(seg) => pipeline.feed_segment(py, &seg, out),
         None => Ok(()),
@@ -107,14 +125,31 @@ impl Dissector {
     /// ``options``: a ``dissector.options.Options``; ``protocols``: the ``ProtocolSpec``s to look for, in
     /// order; then the classes the pipeline builds (``Frame``, ``Event``, ``Decoded``, ``Finding``).
     #[new]
-    fn new(py: Python<'_>, options: Bound<'_, PyAny>, protocols: Bound<'_, PyAny>, frame: Py<PyAny>, event: Py<PyAny>,
-           decoded: Py<PyAny>, finding: Py<PyAny>) -> PyResult<Dissector> {
-        Ok(Dissector { inner: pipeline(py, &options, &protocols, Classes { frame, event, decoded, finding })?, held: Vec::new() })
+    fn new(
+        py: Python<'_>,
+        options: Bound<'_, PyAny>,
+        protocols: Bound<'_, PyAny>,
+        frame: Py<PyAny>,
+        event: Py<PyAny>,
+        decoded: Py<PyAny>,
+        finding: Py<PyAny>,
+    ) -> PyResult<Dissector> {
+        Ok(Dissector {
+            inner: pipeline(py, &options, &protocols, Classes { frame, event, decoded, finding })?,
+            held: Vec::new(),
+        })
     }
 
     /// One captured packet (the fields of a ``CapturedPacket``): the frames and events it completes.
-    fn feed_packet<'py>(&mut self, py: Python<'py>, index: i64, timestamp: f64, linktype: u32, data: Bound<'py, PyAny>,
-                        orig_len: usize) -> PyResult<Bound<'py, PyList>> {
+    fn feed_packet<'py>(
+        &mut self,
+        py: Python<'py>,
+        index: i64,
+        timestamp: f64,
+        linktype: u32,
+        data: Bound<'py, PyAny>,
+        orig_len: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         feed_packet(py, &mut self.inner, index, timestamp, linktype, &data, orig_len, &mut out)?;
         made_to_py(py, self.inner.frame_class(), out)
@@ -122,8 +157,15 @@ impl Dissector {
 
     /// One captured packet, what it completes held until ``release`` (so a file reader's notes can go before
     /// it): returns how many items are held.
-    fn hold_packet(&mut self, py: Python<'_>, index: i64, timestamp: f64, linktype: u32, data: Bound<'_, PyAny>,
-                   orig_len: usize) -> PyResult<usize> {
+    fn hold_packet(
+        &mut self,
+        py: Python<'_>,
+        index: i64,
+        timestamp: f64,
+        linktype: u32,
+        data: Bound<'_, PyAny>,
+        orig_len: usize,
+    ) -> PyResult<usize> {
         feed_packet(py, &mut self.inner, index, timestamp, linktype, &data, orig_len, &mut self.held)?;
         Ok(self.held.len())
     }
@@ -142,20 +184,51 @@ impl Dissector {
     /// Packets of a ``CaptureReader`` (the core's) until at least ``at_least`` items are made, packets of
     /// ``max_bytes`` are read or the capture ends: the frames and events, the reader's notes where they were found (``capture.files``); None once
     /// the capture was read whole.
-    fn read_capture<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, at_least: usize, max_bytes: usize)
-                         -> PyResult<Option<Bound<'py, PyList>>> {
+    fn read_capture<'py>(
+        &mut self,
+        py: Python<'py>,
+        reader: Bound<'py, PyAny>,
+        at_least: usize,
+        max_bytes: usize,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
         read_batch(py, self, &reader, at_least, max_bytes)
     }
 
     /// One TCP segment (the fields of a ``netlayers.TcpSegment``).
     #[allow(clippy::too_many_arguments)]
-    fn feed_segment<'py>(&mut self, py: Python<'py>, packet_index: i64, timestamp: f64, src_ip: &str, src_port: u16, dst_ip: &str,
-                         dst_port: u16, seq: u32, ack: u32, flags: u16, window: u16, payload: Bound<'py, PyAny>,
-                         missing_tail: usize) -> PyResult<Bound<'py, PyList>> {
+    fn feed_segment<'py>(
+        &mut self,
+        py: Python<'py>,
+        packet_index: i64,
+        timestamp: f64,
+        src_ip: &str,
+        src_port: u16,
+        dst_ip: &str,
+        dst_port: u16,
+        seq: u32,
+        ack: u32,
+        flags: u16,
+        window: u16,
+        payload: Bound<'py, PyAny>,
+        missing_tail: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         let (src, dst) = (ip(src_ip)?, ip(dst_ip)?);
         with_bytes(&payload, |payload| {
-            let seg = Segment { packet_index, timestamp, src, src_port, dst, dst_port, seq, ack, flags, window, payload, missing_tail };
+            let seg = Segment {
+                packet_index,
+                timestamp,
+                src,
+                src_port,
+                dst,
+                dst_port,
+                seq,
+                ack,
+                flags,
+                window,
+                payload,
+                missing_tail,
+            };
             self.inner.feed_segment(py, &seg, &mut out)
         })??;
         made_to_py(py, self.inner.frame_class(), out)
@@ -178,8 +251,13 @@ impl Dissector {
     /// The packets of `flows` (`flow_key`s) in a file of a larger input (`reader`, a ``CaptureReader``; its
     /// packets numbered from `offset` + 1), for their numbers only: the packets that complete frames or open
     /// connections, as little-endian int64 buffers (packet numbers, frames, connections opened).
-    fn count_selected<'py>(&mut self, py: Python<'py>, reader: Bound<'py, PyAny>, flows: std::collections::HashSet<i64>,
-                           offset: i64) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    fn count_selected<'py>(
+        &mut self,
+        py: Python<'py>,
+        reader: Bound<'py, PyAny>,
+        flows: std::collections::HashSet<i64>,
+        offset: i64,
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let selection = Selection { flows, offset };
         let (mut packets, mut frames, mut opened) = (Vec::new(), Vec::new(), Vec::new());
         let (inner, held) = (&mut self.inner, &mut self.held);
@@ -299,17 +377,33 @@ impl FileStage for Dissector {
 /// The TCP segment of one captured packet as a tuple (packet_index, timestamp, src_ip, src_port, dst_ip,
 /// dst_port, seq, ack, flags, window, payload, missing_tail), or None.
 #[pyfunction]
-pub fn tcp_segment<'py>(py: Python<'py>, index: i64, timestamp: f64, linktype: u32, data: Bound<'py, PyAny>, orig_len: usize) -> PyResult<Option<Bound<'py, PyTuple>>> {
+pub fn tcp_segment<'py>(
+    py: Python<'py>,
+    index: i64,
+    timestamp: f64,
+    linktype: u32,
+    data: Bound<'py, PyAny>,
+    orig_len: usize,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
     with_bytes(&data, |bytes| {
         let Some(s) = parse_segment(index, timestamp, linktype, bytes, orig_len) else { return Ok(None) };
-        Ok(Some(PyTuple::new(py, [
-            s.packet_index.into_pyobject(py)?.into_any(), s.timestamp.into_pyobject(py)?.into_any(),
-            s.src.to_string().into_pyobject(py)?.into_any(), s.src_port.into_pyobject(py)?.into_any(),
-            s.dst.to_string().into_pyobject(py)?.into_any(), s.dst_port.into_pyobject(py)?.into_any(),
-            s.seq.into_pyobject(py)?.into_any(), s.ack.into_pyobject(py)?.into_any(),
-            s.flags.into_pyobject(py)?.into_any(), s.window.into_pyobject(py)?.into_any(),
-            PyBytes::new(py, s.payload).into_any(), s.missing_tail.into_pyobject(py)?.into_any(),
-        ])?))
+        Ok(Some(PyTuple::new(
+            py,
+            [
+                s.packet_index.into_pyobject(py)?.into_any(),
+                s.timestamp.into_pyobject(py)?.into_any(),
+                s.src.to_string().into_pyobject(py)?.into_any(),
+                s.src_port.into_pyobject(py)?.into_any(),
+                s.dst.to_string().into_pyobject(py)?.into_any(),
+                s.dst_port.into_pyobject(py)?.into_any(),
+                s.seq.into_pyobject(py)?.into_any(),
+                s.ack.into_pyobject(py)?.into_any(),
+                s.flags.into_pyobject(py)?.into_any(),
+                s.window.into_pyobject(py)?.into_any(),
+                PyBytes::new(py, s.payload).into_any(),
+                s.missing_tail.into_pyobject(py)?.into_any(),
+            ],
+        )?))
     })?
 }
 
@@ -328,17 +422,32 @@ fn events_to_py<'py>(py: Python<'py>, events: Vec<StreamEvent>) -> PyResult<Boun
     for ev in events {
         let t = match ev {
             StreamEvent::Opened { conn, time, packet, mid_stream } => (
-                "opened", conn.id, time, packet, mid_stream, conn.a.ip.to_string(), conn.a.port, conn.b.ip.to_string(), conn.b.port, conn.saw_syn,
-            ).into_pyobject(py)?.into_any(),
-            StreamEvent::Data { conn, side, saw_syn, data, offset, time, packet } => (
-                "data", conn, side, PyBytes::new(py, &data), offset, time, packet, saw_syn,
-            ).into_pyobject(py)?.into_any(),
-            StreamEvent::Gap { conn, side, saw_syn, offset, length, time, packet, reason } => (
-                "gap", conn, side, offset, length, time, packet, reason, saw_syn,
-            ).into_pyobject(py)?.into_any(),
-            StreamEvent::Closed { conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn } => (
-                "closed", conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn,
-            ).into_pyobject(py)?.into_any(),
+                "opened",
+                conn.id,
+                time,
+                packet,
+                mid_stream,
+                conn.a.ip.to_string(),
+                conn.a.port,
+                conn.b.ip.to_string(),
+                conn.b.port,
+                conn.saw_syn,
+            )
+                .into_pyobject(py)?
+                .into_any(),
+            StreamEvent::Data { conn, side, saw_syn, data, offset, time, packet } => {
+                ("data", conn, side, PyBytes::new(py, &data), offset, time, packet, saw_syn)
+                    .into_pyobject(py)?
+                    .into_any()
+            }
+            StreamEvent::Gap { conn, side, saw_syn, offset, length, time, packet, reason } => {
+                ("gap", conn, side, offset, length, time, packet, reason, saw_syn).into_pyobject(py)?.into_any()
+            }
+            StreamEvent::Closed { conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn } => {
+                ("closed", conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn)
+                    .into_pyobject(py)?
+                    .into_any()
+            }
             // counted in the stats; the pipeline reports them as events
             StreamEvent::Ignored { .. } | StreamEvent::BufferDropped { .. } => continue,
         };
@@ -354,23 +463,66 @@ impl TcpReassembler {
                         close_wait_packets=1000, sweep_every=512, tombstone_seconds=240.0, max_tombstones=65536,
                         max_connections=65536, max_buffered_total=64 * 1024 * 1024))]
     #[allow(clippy::too_many_arguments)]
-    fn new(max_buffered_bytes_per_direction: i64, ooo_wait_packets: i64, hole_timeout: f64, close_wait_packets: i64,
-           sweep_every: u64, tombstone_seconds: f64, max_tombstones: usize, max_connections: usize,
-           max_buffered_total: i64) -> TcpReassembler {
-        TcpReassembler { inner: Reassembler::new(Config {
-            max_buffered: max_buffered_bytes_per_direction, max_buffered_total, ooo_wait_packets, hole_timeout,
-            close_wait_packets, sweep_every, tombstone_seconds, max_tombstones, max_connections,
-        }) }
+    fn new(
+        max_buffered_bytes_per_direction: i64,
+        ooo_wait_packets: i64,
+        hole_timeout: f64,
+        close_wait_packets: i64,
+        sweep_every: u64,
+        tombstone_seconds: f64,
+        max_tombstones: usize,
+        max_connections: usize,
+        max_buffered_total: i64,
+    ) -> TcpReassembler {
+        TcpReassembler {
+            inner: Reassembler::new(Config {
+                max_buffered: max_buffered_bytes_per_direction,
+                max_buffered_total,
+                ooo_wait_packets,
+                hole_timeout,
+                close_wait_packets,
+                sweep_every,
+                tombstone_seconds,
+                max_tombstones,
+                max_connections,
+            }),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn feed<'py>(&mut self, py: Python<'py>, packet_index: i64, timestamp: f64, src_ip: &str, src_port: u16, dst_ip: &str,
-                 dst_port: u16, seq: u32, ack: u32, flags: u16, window: u16, payload: Bound<'py, PyAny>,
-                 missing_tail: usize) -> PyResult<Bound<'py, PyList>> {
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        packet_index: i64,
+        timestamp: f64,
+        src_ip: &str,
+        src_port: u16,
+        dst_ip: &str,
+        dst_port: u16,
+        seq: u32,
+        ack: u32,
+        flags: u16,
+        window: u16,
+        payload: Bound<'py, PyAny>,
+        missing_tail: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
         let (src, dst) = (ip(src_ip)?, ip(dst_ip)?);
         let mut events = Vec::new();
         with_bytes(&payload, |payload| {
-            let seg = Segment { packet_index, timestamp, src, src_port, dst, dst_port, seq, ack, flags, window, payload, missing_tail };
+            let seg = Segment {
+                packet_index,
+                timestamp,
+                src,
+                src_port,
+                dst,
+                dst_port,
+                seq,
+                ack,
+                flags,
+                window,
+                payload,
+                missing_tail,
+            };
             self.inner.feed(&seg, &mut events);
         })?;
         events_to_py(py, events)
@@ -419,7 +571,11 @@ pub struct PduSplitter {
 }
 
 impl PduSplitter {
-    fn run<'py>(&mut self, py: Python<'py>, f: impl FnOnce(&mut Splitter, &dyn Framing, &mut Vec<engine::transport::splitter::Split>)) -> PyResult<Bound<'py, PyList>> {
+    fn run<'py>(
+        &mut self,
+        py: Python<'py>,
+        f: impl FnOnce(&mut Splitter, &dyn Framing, &mut Vec<engine::transport::splitter::Split>),
+    ) -> PyResult<Bound<'py, PyList>> {
         let mut items = Vec::new();
         f(&mut self.inner, &self.protocol.framing, &mut items);
         if let Some(err) = PyErr::take(py) {
@@ -437,16 +593,37 @@ impl PduSplitter {
 impl PduSplitter {
     #[new]
     #[pyo3(signature = (protocol, *, synced=true, max_frame_size, start_offset=0))]
-    fn new(py: Python<'_>, protocol: Bound<'_, PyAny>, synced: bool, max_frame_size: usize, start_offset: i64) -> PyResult<PduSplitter> {
-        Ok(PduSplitter { protocol: Protocol::from_spec(py, &protocol)?, inner: Splitter::new(synced, max_frame_size, start_offset) })
+    fn new(
+        py: Python<'_>,
+        protocol: Bound<'_, PyAny>,
+        synced: bool,
+        max_frame_size: usize,
+        start_offset: i64,
+    ) -> PyResult<PduSplitter> {
+        Ok(PduSplitter {
+            protocol: Protocol::from_spec(py, &protocol)?,
+            inner: Splitter::new(synced, max_frame_size, start_offset),
+        })
     }
 
-    fn feed<'py>(&mut self, py: Python<'py>, data: Bound<'py, PyAny>, timestamp: f64, packet_index: i64) -> PyResult<Bound<'py, PyList>> {
+    fn feed<'py>(
+        &mut self,
+        py: Python<'py>,
+        data: Bound<'py, PyAny>,
+        timestamp: f64,
+        packet_index: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
         let data = with_bytes(&data, |b| b.to_vec())?;
         self.run(py, |s, fr, out| s.feed(fr, &data, timestamp, packet_index, out))
     }
 
-    fn gap<'py>(&mut self, py: Python<'py>, length: i64, timestamp: f64, packet_index: i64) -> PyResult<Bound<'py, PyList>> {
+    fn gap<'py>(
+        &mut self,
+        py: Python<'py>,
+        length: i64,
+        timestamp: f64,
+        packet_index: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
         self.run(py, |s, fr, out| s.gap(fr, length, timestamp, packet_index, out))
     }
 
@@ -478,9 +655,15 @@ fn pulsar_framing() -> PulsarFraming {
 /// Pulsar: (head, frame length) of the oversized SEND or MESSAGE frame at ``pos`` (bytes up to ``end``), 0
 /// (NEED_MORE) until its head is there, or None when the bytes do not look like such a frame.
 #[pyfunction]
-pub fn pulsar_oversized_head<'py>(py: Python<'py>, buf: Bound<'py, PyAny>, pos: usize, end: usize) -> PyResult<Bound<'py, PyAny>> {
+pub fn pulsar_oversized_head<'py>(
+    py: Python<'py>,
+    buf: Bound<'py, PyAny>,
+    pos: usize,
+    end: usize,
+) -> PyResult<Bound<'py, PyAny>> {
     let framing = pulsar_framing();
-    let head = with_bytes(&buf, |b| framing.oversized_head(&b[pos.min(b.len())..end.min(b.len()).max(pos.min(b.len()))]))?;
+    let head =
+        with_bytes(&buf, |b| framing.oversized_head(&b[pos.min(b.len())..end.min(b.len()).max(pos.min(b.len()))]))?;
     Ok(match head {
         Head::Found { head, length } => (head, length).into_pyobject(py)?.into_any(),
         Head::NeedMore => 0i64.into_pyobject(py)?.into_any(),
@@ -490,7 +673,13 @@ pub fn pulsar_oversized_head<'py>(py: Python<'py>, buf: Bound<'py, PyAny>, pos: 
 
 /// Pulsar: whether a frame starts at ``start`` (True, False, or None when more bytes up to ``end`` are needed).
 #[pyfunction]
-pub fn pulsar_looks_like_frame(buf: Bound<'_, PyAny>, start: usize, total: u32, cmd_size: u32, end: usize) -> PyResult<Option<bool>> {
+pub fn pulsar_looks_like_frame(
+    buf: Bound<'_, PyAny>,
+    start: usize,
+    total: u32,
+    cmd_size: u32,
+    end: usize,
+) -> PyResult<Option<bool>> {
     let framing = pulsar_framing();
     with_bytes(&buf, |b| framing.looks_like_frame(b, start, total, cmd_size, end))
 }

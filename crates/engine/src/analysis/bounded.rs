@@ -39,7 +39,14 @@ impl DropCounter {
         DropCounter { conn, dropped: Vec::new() }
     }
 
-    pub fn drop(&mut self, option: &'static Name, what: &'static Name, limit: u64, time: f64, packet: u64) -> Option<Event> {
+    pub fn drop(
+        &mut self,
+        option: &'static Name,
+        what: &'static Name,
+        limit: u64,
+        time: f64,
+        packet: u64,
+    ) -> Option<Event> {
         if let Some(known) = self.dropped.iter_mut().find(|d| d.option == option) {
             known.count += 1;
             return None;
@@ -55,7 +62,15 @@ impl DropCounter {
     }
 }
 
-fn state_dropped(conn: u64, option: &'static Name, what: &'static Name, limit: u64, count: u64, time: f64, packet: u64) -> Event {
+fn state_dropped(
+    conn: u64,
+    option: &'static Name,
+    what: &'static Name,
+    limit: u64,
+    count: u64,
+    time: f64,
+    packet: u64,
+) -> Event {
     let details: Map = vec![
         entry(name!("option"), option),
         entry(name!("what"), what),

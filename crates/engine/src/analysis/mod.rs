@@ -74,7 +74,11 @@ impl Event {
 pub enum Output {
     /// The frame being processed, with its notes (record keys) and conversation findings; `answered`: the
     /// time and packet of the request it answers (in its notes as `answers`), for the pipeline's exchanges.
-    Annotated { notes: Map, findings: Vec<Finding>, answered: Option<(f64, u64)> },
+    Annotated {
+        notes: Map,
+        findings: Vec<Finding>,
+        answered: Option<(f64, u64)>,
+    },
     /// The input event, passed on as it is.
     Input,
     Event(Event),
@@ -84,8 +88,15 @@ pub enum Output {
 pub trait Session {
     /// Add the frame's notes and findings (`spec` is None for a type the table does not know), and any
     /// events; `request` is the waiting request the frame answers, when it is a response.
-    fn on_frame(&mut self, frame: &Frame, spec: Option<&CommandSpec>, request: Option<&Waiting>, notes: &mut Map,
-                findings: &mut Vec<Finding>, events: &mut Vec<Event>);
+    fn on_frame(
+        &mut self,
+        frame: &Frame,
+        spec: Option<&CommandSpec>,
+        request: Option<&Waiting>,
+        notes: &mut Map,
+        findings: &mut Vec<Finding>,
+        events: &mut Vec<Event>,
+    );
 
     /// The events of the connection's end (e.g. chunked messages never finished).
     fn close(&mut self, time: f64, packet: u64, events: &mut Vec<Event>);
@@ -211,7 +222,7 @@ struct Connection {
     to_server: Rc<str>, // the direction of the client's requests
     last_time: f64,
     last_packet: u64,
-    in_heap: bool, // a deadline of this connection is in the analyzer's heap
+    in_heap: bool,           // a deadline of this connection is in the analyzer's heap
     endpoints: Vec<Rc<str>>, // its addresses and directions, shared by its waiting requests
 }
 
@@ -266,7 +277,7 @@ pub struct Analyzer {
     options: PairingOptions,
     protocols: FastMap<Rc<str>, Protocol>,
     conns: OrderedMap<u64, Connection>,
-    mid_stream: FastMap<u64, bool>, // opened connections without a frame yet
+    mid_stream: FastMap<u64, bool>,           // opened connections without a frame yet
     deadlines: BinaryHeap<Reverse<Deadline>>, // at most one per connection
     last_packet: u64,
 }
@@ -321,13 +332,19 @@ impl Analyzer {
         match out {
             Some(out) if deadline < now => {
                 let packet = self.last_packet;
-                let Some(request) = conn.waiting.get_mut(&bucket).and_then(|ws| ws.iter_mut().find(|w| w.index == index))
-                else { return };
+                let Some(request) =
+                    conn.waiting.get_mut(&bucket).and_then(|ws| ws.iter_mut().find(|w| w.index == index))
+                else {
+                    return;
+                };
                 request.overdue = true;
-                let mut event = Event::new(name!("OVERDUE"), deadline, packet, Some(conn_id), vec![
-                    entry(name!("request"), index),
-                    entry(name!("request_type"), request.type_name),
-                ]);
+                let mut event = Event::new(
+                    name!("OVERDUE"),
+                    deadline,
+                    packet,
+                    Some(conn_id),
+                    vec![entry(name!("request"), index), entry(name!("request_type"), request.type_name)],
+                );
                 event.route = Some((request.src.clone(), request.dst.clone(), request.direction.clone()));
                 event.params = vec![entry(name!("timeout_s"), self.options.request_timeout_value.clone())];
                 conn.order.move_to_end(&index); // the unreported ones stay in front
@@ -343,7 +360,15 @@ impl Analyzer {
 
     /// An event of the pipeline (connection opened or closed, gaps, ...): passed on, and the end of a
     /// connection's state when it closes.
-    pub fn event(&mut self, kind: &str, conn: Option<u64>, time: f64, packet: u64, mid_stream: bool, out: &mut Vec<Output>) {
+    pub fn event(
+        &mut self,
+        kind: &str,
+        conn: Option<u64>,
+        time: f64,
+        packet: u64,
+        mid_stream: bool,
+        out: &mut Vec<Output>,
+    ) {
         if !self.deadlines.is_empty() {
             self.tick(time, out);
         }
@@ -389,19 +414,22 @@ impl Analyzer {
             let Some(protocol) = self.protocols.get_mut(&protocol_name) else { return };
             let mid_stream = self.mid_stream.remove(&frame.conn).unwrap_or(false);
             let session = protocol.sessions.as_mut().map(|s| s.open(frame.conn, mid_stream));
-            self.conns.insert(frame.conn, Connection {
-                protocol: protocol_name,
-                session,
-                mid_stream,
-                waiting: FastMap::default(),
-                order: OrderedMap::new(),
-                drops: DropCounter::new(frame.conn),
-                to_server: Rc::from(protocol.default_to_server.as_str()),
-                last_time: 0.0,
-                last_packet: 0,
-                in_heap: false,
-                endpoints: Vec::new(),
-            });
+            self.conns.insert(
+                frame.conn,
+                Connection {
+                    protocol: protocol_name,
+                    session,
+                    mid_stream,
+                    waiting: FastMap::default(),
+                    order: OrderedMap::new(),
+                    drops: DropCounter::new(frame.conn),
+                    to_server: Rc::from(protocol.default_to_server.as_str()),
+                    last_time: 0.0,
+                    last_packet: 0,
+                    in_heap: false,
+                    endpoints: Vec::new(),
+                },
+            );
         }
         let Some(conn) = self.conns.get_mut(&frame.conn) else { return };
         let Some(protocol) = self.protocols.get(&conn.protocol) else { return };
@@ -426,7 +454,8 @@ impl Analyzer {
                 if let Some(key) = &spec.opens {
                     if !cut_short(frame.pdu) {
                         // a request never sent whole awaits nothing
-                        deadline = wait(&self.options, &protocol.table, conn, frame, spec, key, &mut findings, &mut events);
+                        deadline =
+                            wait(&self.options, &protocol.table, conn, frame, spec, key, &mut findings, &mut events);
                     }
                 }
             }
@@ -447,14 +476,20 @@ impl Analyzer {
     fn close(&mut self, conn_id: u64, mut conn: Connection, time: f64, packet: u64, out: &mut Vec<Output>) {
         let mut unanswered: Vec<&Waiting> = conn.waiting.values().flatten().filter(|w| w.unanswered).collect();
         unanswered.sort_by_key(|w| w.index);
-        let mut events: Vec<Event> = unanswered.into_iter().map(|w| {
-            let mut event = Event::new(name!("UNANSWERED"), time, packet, Some(conn_id), vec![
-                entry(name!("request"), w.index),
-                entry(name!("request_type"), w.type_name),
-            ]);
-            event.route = Some((w.src.clone(), w.dst.clone(), w.direction.clone()));
-            event
-        }).collect();
+        let mut events: Vec<Event> = unanswered
+            .into_iter()
+            .map(|w| {
+                let mut event = Event::new(
+                    name!("UNANSWERED"),
+                    time,
+                    packet,
+                    Some(conn_id),
+                    vec![entry(name!("request"), w.index), entry(name!("request_type"), w.type_name)],
+                );
+                event.route = Some((w.src.clone(), w.dst.clone(), w.direction.clone()));
+                event
+            })
+            .collect();
         if let Some(session) = conn.session.as_mut() {
             session.close(time, packet, &mut events);
         }
@@ -480,8 +515,11 @@ impl Analyzer {
     /// The requests waiting on a connection, oldest first: (index, type, kept fields), for tests.
     pub fn waiting(&self, conn_id: u64) -> Vec<(u64, &'static Name, Map)> {
         let Some(conn) = self.conns.get(&conn_id) else { return Vec::new() };
-        conn.order.iter().filter_map(|(index, bucket)| conn.request(*index, bucket))
-            .map(|w| (w.index, w.type_name, w.kept.clone())).collect()
+        conn.order
+            .iter()
+            .filter_map(|(index, bucket)| conn.request(*index, bucket))
+            .map(|w| (w.index, w.type_name, w.kept.clone()))
+            .collect()
     }
 
     /// The sizes of a protocol's shared tables, for tests.
@@ -516,7 +554,9 @@ fn bucket(conn: &Connection, key: &Key, frame: &Frame) -> Option<Bucket> {
     for field in &key.fields {
         parts.push(match field {
             KeyField::Direction => Ident::Str(frame.direction.to_owned()),
-            KeyField::Reverse => Ident::Str(if frame.direction == TO_CLIENT { &*conn.to_server } else { TO_CLIENT }.to_owned()),
+            KeyField::Reverse => {
+                Ident::Str(if frame.direction == TO_CLIENT { &*conn.to_server } else { TO_CLIENT }.to_owned())
+            }
             KeyField::Serial => Ident::of(Some(&Value::from(frame.pdu.tube()?.serial as i64))),
             KeyField::Command(name) => match frame.pdu.command.as_ref()?.get(name)? {
                 Value::Null => return None,
@@ -529,7 +569,10 @@ fn bucket(conn: &Connection, key: &Key, frame: &Frame) -> Option<Bucket> {
 
 /// The `key` parameter of a finding: the key's fields and this frame's values.
 fn key_param(conn: &Connection, key: &Key, frame: &Frame) -> Value {
-    let map: Map = key.fields.iter().zip(&key.names)
+    let map: Map = key
+        .fields
+        .iter()
+        .zip(&key.names)
         .map(|(field, name)| (Text::Owned(name.clone()), key_value(conn, field, frame).unwrap_or(Value::Null)))
         .collect();
     Value::Map(map)
@@ -537,17 +580,28 @@ fn key_param(conn: &Connection, key: &Key, frame: &Frame) -> Value {
 
 /// A response: the request it answers (forgotten unless the answer is interim), with `answers`,
 /// `latency_ms`, `request_type`, `response.slow` and `response.before_request`; or `response.unmatched`.
-fn answer(options: &PairingOptions, table: &CommandTable, conn: &mut Connection, frame: &Frame, spec: &CommandSpec,
-          notes: &mut Map, findings: &mut Vec<Finding>) -> Option<Waiting> {
+fn answer(
+    options: &PairingOptions,
+    table: &CommandTable,
+    conn: &mut Connection,
+    frame: &Frame,
+    spec: &CommandSpec,
+    notes: &mut Map,
+    findings: &mut Vec<Finding>,
+) -> Option<Waiting> {
     let mut first_key = None;
     for key in &spec.answers {
         let Some(bucket) = bucket(conn, key, frame) else { continue };
         if first_key.is_none() {
             first_key = Some(key);
         }
-        let Some(request) = conn.waiting.get(&bucket)
+        let Some(request) = conn
+            .waiting
+            .get(&bucket)
             .and_then(|waiting| waiting.iter().find(|w| spec.can_answer(w.type_name.as_str())))
-        else { continue };
+        else {
+            continue;
+        };
         let latency = frame.time - request.time;
         notes.push(entry(name!("answers"), request.index));
         notes.push(entry(name!("latency_ms"), Value::Float(round3(latency * 1000.0))));
@@ -564,9 +618,10 @@ fn answer(options: &PairingOptions, table: &CommandTable, conn: &mut Connection,
                                    "latency_ms" => Value::Float(round3(latency * 1000.0)),
                                    "request_type" => request.type_name, "request" => request.index));
         }
-        let interim = spec.interim.as_ref().is_some_and(|(field, value)| {
-            frame.pdu.command.as_ref().and_then(|c| c.get(field)) == Some(value)
-        });
+        let interim = spec
+            .interim
+            .as_ref()
+            .is_some_and(|(field, value)| frame.pdu.command.as_ref().and_then(|c| c.get(field)) == Some(value));
         let index = request.index;
         if interim {
             return Some(request.clone());
@@ -584,8 +639,16 @@ fn answer(options: &PairingOptions, table: &CommandTable, conn: &mut Connection,
 /// A request: waits under its key; returns a deadline for the analyzer's heap when the connection has none
 /// there yet.
 #[allow(clippy::too_many_arguments)]
-fn wait(options: &PairingOptions, table: &CommandTable, conn: &mut Connection, frame: &Frame, spec: &CommandSpec,
-        key: &Key, findings: &mut Vec<Finding>, events: &mut Vec<Event>) -> Option<f64> {
+fn wait(
+    options: &PairingOptions,
+    table: &CommandTable,
+    conn: &mut Connection,
+    frame: &Frame,
+    spec: &CommandSpec,
+    key: &Key,
+    findings: &mut Vec<Finding>,
+    events: &mut Vec<Event>,
+) -> Option<f64> {
     let space = &table.spaces[key.space];
     let to_client = frame.direction == TO_CLIENT;
     if (space.opened_by == OpenedBy::Client && to_client) || (space.opened_by == OpenedBy::Server && !to_client) {
@@ -593,7 +656,9 @@ fn wait(options: &PairingOptions, table: &CommandTable, conn: &mut Connection, f
     }
     let bucket = bucket(conn, key, frame)?;
     let command = frame.pdu.command.as_ref();
-    let kept: Map = spec.remember.iter()
+    let kept: Map = spec
+        .remember
+        .iter()
         .map(|name| (Text::Owned(name.clone()), command.and_then(|c| c.get(name)).cloned().unwrap_or(Value::Null)))
         .collect();
     let request = Waiting {
@@ -645,8 +710,13 @@ fn wait(options: &PairingOptions, table: &CommandTable, conn: &mut Connection, f
             }
         }
         let limit = options.max_pending_requests as u64;
-        if let Some(event) = conn.drops.drop(name!("max_pending_requests"), name!("requests awaiting an answer"), limit,
-                                             frame.time, frame.packet) {
+        if let Some(event) = conn.drops.drop(
+            name!("max_pending_requests"),
+            name!("requests awaiting an answer"),
+            limit,
+            frame.time,
+            frame.packet,
+        ) {
             events.push(event);
         }
     }
@@ -676,26 +746,74 @@ mod tests {
     #[test]
     fn rounds_as_python() {
         // round(x, 3) in CPython for each
-        for (x, expected) in [(0.0625, 0.062), (0.0635, 0.064), (1.0005, 1.0), (2.675, 2.675), (0.1235, 0.123),
-                              (-0.0625, -0.062), (123.4565, 123.457), (1e-9, 0.0), (0.30000000000000004, 0.3),
-                              (5.4104, 5.41), (-2.0004999, -2.0), (1e15 + 0.3, 1e15 + 0.3)] {
+        for (x, expected) in [
+            (0.0625, 0.062),
+            (0.0635, 0.064),
+            (1.0005, 1.0),
+            (2.675, 2.675),
+            (0.1235, 0.123),
+            (-0.0625, -0.062),
+            (123.4565, 123.457),
+            (1e-9, 0.0),
+            (0.30000000000000004, 0.3),
+            (5.4104, 5.41),
+            (-2.0004999, -2.0),
+            (1e15 + 0.3, 1e15 + 0.3),
+        ] {
             assert_eq!(round3(x), expected, "{x}");
         }
         // CPython's round(x, 3) of exact binary ties (n/16, n/8192) and random values
         for (x, expected) in [
-            (0.0625, 0.062), (0.1875, 0.188), (0.3125, 0.312), (0.4375, 0.438), (0.5625, 0.562), (0.6875, 0.688),
-            (0.8125, 0.812), (0.9375, 0.938), (1.0625, 1.062), (1.1875, 1.188), (1.3125, 1.312), (1.4375, 1.438),
-            (1.5625, 1.562), (1.6875, 1.688), (1.8125, 1.812), (1.9375, 1.938), (2.0625, 2.062), (2.1875, 2.188),
-            (2.3125, 2.312), (2.4375, 2.438), (0.0001220703125, 0.0), (0.00048828125, 0.0),
-            (0.0008544921875, 0.001), (0.001220703125, 0.001), (0.0015869140625, 0.002), (0.001953125, 0.002),
-            (0.0023193359375, 0.002), (0.002685546875, 0.003), (0.0030517578125, 0.003), (0.00341796875, 0.003),
-            (32.38327648331624, 32.383), (15.084917392450192, 15.085), (65.09344730398537, 65.093),
-            (7.243628666754276, 7.244), (53.58820043066892, 53.588), (36.56889169125856, 36.569),
-            (5.799892477470681, 5.8), (50.743573318942026, 50.744), (3.749565844198488, 3.75),
-            (43.364568366238586, 43.365), (6.985542357461894, 6.986), (9.071301334386506, 9.071),
-            (42.451918914251394, 42.452), (82.68521246720381, 82.685), (12.380196114964559, 12.38),
-            (0.0022323896460701453, 0.002), (0.006274332224055893, 0.006), (0.009477089424570057, 0.009),
-            (0.005771029486174987, 0.006), (0.003966804746507802, 0.004)
+            (0.0625, 0.062),
+            (0.1875, 0.188),
+            (0.3125, 0.312),
+            (0.4375, 0.438),
+            (0.5625, 0.562),
+            (0.6875, 0.688),
+            (0.8125, 0.812),
+            (0.9375, 0.938),
+            (1.0625, 1.062),
+            (1.1875, 1.188),
+            (1.3125, 1.312),
+            (1.4375, 1.438),
+            (1.5625, 1.562),
+            (1.6875, 1.688),
+            (1.8125, 1.812),
+            (1.9375, 1.938),
+            (2.0625, 2.062),
+            (2.1875, 2.188),
+            (2.3125, 2.312),
+            (2.4375, 2.438),
+            (0.0001220703125, 0.0),
+            (0.00048828125, 0.0),
+            (0.0008544921875, 0.001),
+            (0.001220703125, 0.001),
+            (0.0015869140625, 0.002),
+            (0.001953125, 0.002),
+            (0.0023193359375, 0.002),
+            (0.002685546875, 0.003),
+            (0.0030517578125, 0.003),
+            (0.00341796875, 0.003),
+            (32.38327648331624, 32.383),
+            (15.084917392450192, 15.085),
+            (65.09344730398537, 65.093),
+            (7.243628666754276, 7.244),
+            (53.58820043066892, 53.588),
+            (36.56889169125856, 36.569),
+            (5.799892477470681, 5.8),
+            (50.743573318942026, 50.744),
+            (3.749565844198488, 3.75),
+            (43.364568366238586, 43.365),
+            (6.985542357461894, 6.986),
+            (9.071301334386506, 9.071),
+            (42.451918914251394, 42.452),
+            (82.68521246720381, 82.685),
+            (12.380196114964559, 12.38),
+            (0.0022323896460701453, 0.002),
+            (0.006274332224055893, 0.006),
+            (0.009477089424570057, 0.009),
+            (0.005771029486174987, 0.006),
+            (0.003966804746507802, 0.004),
         ] {
             assert_eq!(round3(x), expected, "{x}");
         }

@@ -124,18 +124,30 @@ enum Order {
 
 fn u16_at(buf: &[u8], at: usize, order: Order) -> u16 {
     let b = [buf[at], buf[at + 1]];
-    if order == Order::Little { u16::from_le_bytes(b) } else { u16::from_be_bytes(b) }
+    if order == Order::Little {
+        u16::from_le_bytes(b)
+    } else {
+        u16::from_be_bytes(b)
+    }
 }
 
 fn u32_at(buf: &[u8], at: usize, order: Order) -> u32 {
     let b = [buf[at], buf[at + 1], buf[at + 2], buf[at + 3]];
-    if order == Order::Little { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) }
+    if order == Order::Little {
+        u32::from_le_bytes(b)
+    } else {
+        u32::from_be_bytes(b)
+    }
 }
 
 fn i64_at(buf: &[u8], at: usize, order: Order) -> i64 {
     let mut b = [0u8; 8];
     b.copy_from_slice(&buf[at..at + 8]);
-    if order == Order::Little { i64::from_le_bytes(b) } else { i64::from_be_bytes(b) }
+    if order == Order::Little {
+        i64::from_le_bytes(b)
+    } else {
+        i64::from_be_bytes(b)
+    }
 }
 
 /// (byte order, units per second, record header size) of a classic pcap magic read little-endian.
@@ -207,7 +219,11 @@ struct Interface {
 }
 
 fn interface_name(interface: u64, section: u64) -> String {
-    if section == 1 { format!("interface {interface}") } else { format!("interface {interface} of section {section}") }
+    if section == 1 {
+        format!("interface {interface}")
+    } else {
+        format!("interface {interface} of section {section}")
+    }
 }
 
 /// (new end, new orig_len) of packet data [start, end) without its trailing frame check sequence.
@@ -330,7 +346,9 @@ impl Reader {
         if magic == PCAPNG_SHB {
             self.kind = "pcapng";
             if have < 12 {
-                return Err(Stop::Message(format!("{what}: pcapng section header truncated (file has only {have} bytes)")));
+                return Err(Stop::Message(format!(
+                    "{what}: pcapng section header truncated (file has only {have} bytes)"
+                )));
             }
             let order = if u32_at(&self.buf, 8, Order::Little) == BYTE_ORDER_MAGIC {
                 Order::Little
@@ -349,7 +367,9 @@ impl Reader {
                 return Err(Stop::Message(format!("{what}: pcapng section header block has invalid length {length}")));
             }
             if u64::from(length) > MAX_RECORD_SIZE {
-                return Err(Stop::Message(format!("{what}: pcapng section header block length {length} is implausible")));
+                return Err(Stop::Message(format!(
+                    "{what}: pcapng section header block length {length} is implausible"
+                )));
             }
             if !self.fill(length as usize)? {
                 return Err(Stop::Message(format!(
@@ -363,7 +383,9 @@ impl Reader {
         if pcap_magic(magic).is_some() {
             self.kind = "pcap";
             if have < 24 {
-                return Err(Stop::Message(format!("{what}: pcap global header truncated: file has {have} bytes, the header needs 24")));
+                return Err(Stop::Message(format!(
+                    "{what}: pcap global header truncated: file has {have} bytes, the header needs 24"
+                )));
             }
             self.pos = 24;
             self.format = self.pcap_header(0, "the file".to_owned());
@@ -422,8 +444,11 @@ impl Reader {
                 Some(name) => format!("{linktype} ({name})"),
                 None => linktype.to_string(),
             };
-            self.note(NoteKey::Linktype(linktype), "capture.unsupported_linktype",
-                      vec![("linktype", NoteValue::Text(label)), ("where", NoteValue::Text(place))]);
+            self.note(
+                NoteKey::Linktype(linktype),
+                "capture.unsupported_linktype",
+                vec![("linktype", NoteValue::Text(label)), ("where", NoteValue::Text(place))],
+            );
         }
     }
 
@@ -465,7 +490,10 @@ impl Reader {
 
     fn stream_end_message(&self, index: u64) -> String {
         let source = if self.compressed { "gzip stream" } else { "read" };
-        format!("capture file truncated after packet record {index}: {source} error: {}", self.stream_error.as_deref().unwrap_or(""))
+        format!(
+            "capture file truncated after packet record {index}: {source} error: {}",
+            self.stream_error.as_deref().unwrap_or("")
+        )
     }
 
     /// The message for a record starting at buffer position `start` that needs `need` bytes from there.
@@ -486,7 +514,8 @@ impl Reader {
     // ------------------------------------------------------------------------------------------------ pcap
     /// The format of the pcap global header at `at` (24 bytes there, its magic known), with its notes.
     fn pcap_header(&mut self, at: usize, place: String) -> Format {
-        let (order, units, record_header) = pcap_magic(u32_at(&self.buf, at, Order::Little)).unwrap_or((Order::Little, 1_000_000, 16));
+        let (order, units, record_header) =
+            pcap_magic(u32_at(&self.buf, at, Order::Little)).unwrap_or((Order::Little, 1_000_000, 16));
         let (major, minor) = (u16_at(&self.buf, at + 4, order), u16_at(&self.buf, at + 6, order));
         let snaplen = u32_at(&self.buf, at + 16, order);
         let network = u32_at(&self.buf, at + 20, order);
@@ -494,13 +523,21 @@ impl Reader {
             self.note(NoteKey::Modified, "capture.modified_pcap", vec![]);
         }
         if major != 2 {
-            self.note(NoteKey::Version, "capture.pcap_version", vec![("version", NoteValue::Text(format!("{major}.{minor}")))]);
+            self.note(
+                NoteKey::Version,
+                "capture.pcap_version",
+                vec![("version", NoteValue::Text(format!("{major}.{minor}")))],
+            );
         }
         self.snaplen = Some(snaplen);
         let fcs = if network & 0x04000000 != 0 { ((network >> 28) & 0xF) * 2 } else { 0 }; // in 16-bit words
         let linktype = i64::from(network & 0xFFFF);
         if network & 0x03FF0000 != 0 {
-            self.note(NoteKey::ReservedBits, "capture.linktype_reserved_bits", vec![("field", NoteValue::Int(network.into()))]);
+            self.note(
+                NoteKey::ReservedBits,
+                "capture.linktype_reserved_bits",
+                vec![("field", NoteValue::Int(network.into()))],
+            );
         }
         self.linktype = Some(linktype);
         self.fcs_len = Some(fcs);
@@ -521,14 +558,20 @@ impl Reader {
 
     fn next_pcap(&mut self) -> Result<Packet, Stop> {
         loop {
-            let Format::Pcap { order, units, record_header, linktype, fcs } = self.format else { return Err(Stop::end()) };
+            let Format::Pcap { order, units, record_header, linktype, fcs } = self.format else {
+                return Err(Stop::end());
+            };
             let index = self.packets;
             if self.pos + record_header > self.buf.len() && !self.fill(record_header)? {
                 let have = self.buf.len() - self.pos;
                 return Err(Stop::Message(if have >= 12 {
                     // the captured length is there: report the whole record
                     let caplen = u32_at(&self.buf, self.pos + 8, order);
-                    self.cut_message(&format!("packet record {}", index + 1), self.pos, record_header as u64 + u64::from(caplen))
+                    self.cut_message(
+                        &format!("packet record {}", index + 1),
+                        self.pos,
+                        record_header as u64 + u64::from(caplen),
+                    )
                 } else if have > 0 {
                     self.cut_message(&format!("packet record {} header", index + 1), self.pos, record_header as u64)
                 } else if self.stream_error.is_some() {
@@ -547,8 +590,11 @@ impl Reader {
                 if self.another_pcap_header(self.pos) {
                     // the next file of a rotation, appended by cat: read on with its own header
                     let offset = self.base + self.pos as u64;
-                    self.note(NoteKey::Concatenated(offset), "capture.concatenated",
-                              vec![("offset", NoteValue::Int(offset as i64)), ("packet", NoteValue::Int(index as i64 + 1))]);
+                    self.note(
+                        NoteKey::Concatenated(offset),
+                        "capture.concatenated",
+                        vec![("offset", NoteValue::Int(offset as i64)), ("packet", NoteValue::Int(index as i64 + 1))],
+                    );
                     self.format = self.pcap_header(self.pos, format!("the file at byte {offset}"));
                     self.pos += 24;
                     continue;
@@ -565,7 +611,11 @@ impl Reader {
                     )));
                 }
                 if !self.fill(need)? {
-                    return Err(Stop::Message(self.cut_message(&format!("packet record {}", index + 1), self.pos, need as u64)));
+                    return Err(Stop::Message(self.cut_message(
+                        &format!("packet record {}", index + 1),
+                        self.pos,
+                        need as u64,
+                    )));
                 }
             }
             let start = self.pos + record_header;
@@ -599,7 +649,8 @@ impl Reader {
             if self.pos + 12 > self.buf.len() && !self.fill(12)? {
                 let have = self.buf.len() - self.pos;
                 return Err(Stop::Message(if have >= 8 && u32_at(&self.buf, self.pos, order) != PCAPNG_SHB {
-                    let (block_type, length) = (u32_at(&self.buf, self.pos, order), u32_at(&self.buf, self.pos + 4, order));
+                    let (block_type, length) =
+                        (u32_at(&self.buf, self.pos, order), u32_at(&self.buf, self.pos + 4, order));
                     self.cut_message(&Self::block_what(block_type, index), self.pos, u64::from(length.max(12)))
                 } else if have > 0 {
                     self.cut_message(&format!("block header after packet record {index}"), self.pos, 12)
@@ -637,7 +688,11 @@ impl Reader {
             }
             let length = length as usize;
             if self.pos + length > self.buf.len() && !self.fill(length)? {
-                return Err(Stop::Message(self.cut_message(&Self::block_what(block_type, index), self.pos, length as u64)));
+                return Err(Stop::Message(self.cut_message(
+                    &Self::block_what(block_type, index),
+                    self.pos,
+                    length as u64,
+                )));
             }
             let pos = self.pos;
             let end = pos + length;
@@ -666,8 +721,11 @@ impl Reader {
                 4 | 5 => None, // name resolution, interface statistics: normal, nothing we need
                 _ => {
                     let name = block_name(block_type).map_or(NoteValue::Nothing, |n| NoteValue::Text(n.to_owned()));
-                    self.note(NoteKey::BlockSkipped(block_type), "capture.block_skipped",
-                              vec![("block", name), ("type", NoteValue::Int(block_type.into()))]);
+                    self.note(
+                        NoteKey::BlockSkipped(block_type),
+                        "capture.block_skipped",
+                        vec![("block", name), ("type", NoteValue::Int(block_type.into()))],
+                    );
                     None
                 }
             };
@@ -696,10 +754,21 @@ impl Reader {
     }
 
     fn short_block(&mut self, block_type: u32, name: &str) {
-        self.note(NoteKey::ShortBlock(block_type), "capture.short_block", vec![("block", NoteValue::Text(name.to_owned()))]);
+        self.note(
+            NoteKey::ShortBlock(block_type),
+            "capture.short_block",
+            vec![("block", NoteValue::Text(name.to_owned()))],
+        );
     }
 
-    fn enhanced_packet_block(&mut self, order: Order, pos: usize, body: usize, body_end: usize, index: u64) -> Option<Packet> {
+    fn enhanced_packet_block(
+        &mut self,
+        order: Order,
+        pos: usize,
+        body: usize,
+        body_end: usize,
+        index: u64,
+    ) -> Option<Packet> {
         if body_end - body < 20 {
             self.short_block(6, "Enhanced Packet Block");
             return None;
@@ -712,7 +781,11 @@ impl Reader {
         let mut data_end = start + caplen;
         if data_end > body_end {
             let offset = self.base + pos as u64;
-            self.note(NoteKey::CaplenBeyondBlock, "capture.caplen_beyond_block", vec![("offset", NoteValue::Int(offset as i64))]);
+            self.note(
+                NoteKey::CaplenBeyondBlock,
+                "capture.caplen_beyond_block",
+                vec![("offset", NoteValue::Int(offset as i64))],
+            );
             data_end = body_end;
         }
         self.block_packet(interface, ts_hi, ts_lo, start, data_end, orig_len, index + 1)
@@ -733,11 +806,23 @@ impl Reader {
 
     /// The packet of an Enhanced or obsolete Packet Block; None (noted) when its interface is undefined.
     #[allow(clippy::too_many_arguments)]
-    fn block_packet(&mut self, interface: u32, ts_hi: u32, ts_lo: u32, start: usize, end: usize, orig_len: u64, index: u64) -> Option<Packet> {
+    fn block_packet(
+        &mut self,
+        interface: u32,
+        ts_hi: u32,
+        ts_lo: u32,
+        start: usize,
+        end: usize,
+        orig_len: u64,
+        index: u64,
+    ) -> Option<Packet> {
         let section = self.section();
         let Some(itf) = self.interfaces().get(interface as usize) else {
-            self.note(NoteKey::UndefinedInterface(section, interface), "capture.undefined_interface",
-                      vec![("interface", NoteValue::Text(interface_name(interface.into(), section)))]);
+            self.note(
+                NoteKey::UndefinedInterface(section, interface),
+                "capture.undefined_interface",
+                vec![("interface", NoteValue::Text(interface_name(interface.into(), section)))],
+            );
             return None;
         };
         let (mut end, mut orig_len) = (end, orig_len);
@@ -796,7 +881,8 @@ impl Reader {
                 match code {
                     9 if len >= 1 => {
                         let r = value[0];
-                        itf.units = if r & 0x80 != 0 { Units::Two(u32::from(r & 0x7F)) } else { Units::Ten(u32::from(r)) };
+                        itf.units =
+                            if r & 0x80 != 0 { Units::Two(u32::from(r & 0x7F)) } else { Units::Ten(u32::from(r)) };
                     }
                     14 if len >= 8 => itf.offset = i64_at(value, 0, order),
                     13 if len >= 1 => itf.fcs = u32::from(value[0]),
@@ -822,8 +908,14 @@ impl Reader {
         if body_end - body >= 8 {
             let (major, minor) = (u16_at(&self.buf, body + 4, order), u16_at(&self.buf, body + 6, order));
             if major != 1 {
-                self.note(NoteKey::SectionVersion(major, minor), "capture.pcapng_version",
-                          vec![("section", NoteValue::Int(section as i64)), ("version", NoteValue::Text(format!("{major}.{minor}")))]);
+                self.note(
+                    NoteKey::SectionVersion(major, minor),
+                    "capture.pcapng_version",
+                    vec![
+                        ("section", NoteValue::Int(section as i64)),
+                        ("version", NoteValue::Text(format!("{major}.{minor}"))),
+                    ],
+                );
             }
         }
     }

@@ -140,8 +140,17 @@ impl<S: Source> Gzip<S> {
     /// `read_ahead`: bytes already read from `inner` (the start of the stream).
     pub fn new(inner: S, read_ahead: Vec<u8>) -> Gzip<S> {
         let inner_total = read_ahead.len() as u64;
-        Gzip { inner, inner_done: false, input: read_ahead, input_pos: 0, inner_total, member_start: 0,
-               inflater: Decompress::new(false), member: Member::Start, crc: Crc::new() }
+        Gzip {
+            inner,
+            inner_done: false,
+            input: read_ahead,
+            input_pos: 0,
+            inner_total,
+            member_start: 0,
+            inflater: Decompress::new(false),
+            member: Member::Start,
+            crc: Crc::new(),
+        }
     }
 
     fn available(&self) -> usize {

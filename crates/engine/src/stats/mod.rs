@@ -18,15 +18,47 @@ macro_rules! names {
 /// The keys of a record the statistics read (the command and the messages last), and of its command and
 /// messages: a record is made or converted only that far (a full record's messages can be most of it).
 pub static READ_KEYS: [Name; 29] = names![
-    "index", "time", "type", "conn", "direction", "size", "src", "dst", "problems", "expert", "producer", "consumer",
-    "latency_ms", "request_type", "payload_size", "metadata", "answers", "messages_summary", "delivery", "acks",
-    "reassembled", "uncompressed_size", "details", "protocol", "topic", "client_id", "group", "command", "messages",
+    "index",
+    "time",
+    "type",
+    "conn",
+    "direction",
+    "size",
+    "src",
+    "dst",
+    "problems",
+    "expert",
+    "producer",
+    "consumer",
+    "latency_ms",
+    "request_type",
+    "payload_size",
+    "metadata",
+    "answers",
+    "messages_summary",
+    "delivery",
+    "acks",
+    "reassembled",
+    "uncompressed_size",
+    "details",
+    "protocol",
+    "topic",
+    "client_id",
+    "group",
+    "command",
+    "messages",
 ];
 /// [`READ_KEYS`], and of the command [`COMMAND_KEYS`], as the core's record sink keeps them.
 pub static STATS_KEPT: std::sync::LazyLock<crate::records::KeptKeys> =
     std::sync::LazyLock::new(|| crate::records::KeptKeys::new(&READ_KEYS).picking("command", &COMMAND_KEYS));
 pub static COMMAND_KEYS: [Name; 8] = names![
-    "client_version", "protocol_version", "server_version", "error", "message_id", "redelivery_count", "messagePermits",
+    "client_version",
+    "protocol_version",
+    "server_version",
+    "error",
+    "message_id",
+    "redelivery_count",
+    "messagePermits",
     "errCode",
 ];
 /// TubeMQ clients remembered (by client id); beyond, the oldest is forgotten and counted.
@@ -71,7 +103,6 @@ fn int(value: Option<&Value>) -> i64 {
         _ => 0,
     }
 }
-
 
 /// Python's `str(value)` (`None` for an absent value): what the tables show of an error code or an id.
 fn python_str(value: Option<&Value>) -> String {
@@ -454,19 +485,22 @@ impl Stats {
             if self.conns.len() >= self.max_connections.max(1) {
                 self.forget_a_connection();
             }
-            self.conns.insert(id, Conn {
-                conn: id,
-                client: Value::Null,
-                broker: Value::Null,
-                first_time: time,
-                last_time: time,
-                frames: [0; 3],
-                bytes: [0; 3],
-                problems: 0,
-                extra: Map::new(),
-                events: Counts::default(),
-                latency: LatencyTable::default(),
-            });
+            self.conns.insert(
+                id,
+                Conn {
+                    conn: id,
+                    client: Value::Null,
+                    broker: Value::Null,
+                    first_time: time,
+                    last_time: time,
+                    frames: [0; 3],
+                    bytes: [0; 3],
+                    problems: 0,
+                    extra: Map::new(),
+                    events: Counts::default(),
+                    latency: LatencyTable::default(),
+                },
+            );
         }
         self.conns.get_mut(&id).expect("inserted above")
     }
@@ -510,7 +544,10 @@ impl Stats {
                     .iter()
                     .find(|(k, _)| k.as_str() != "client" && k.as_str() != "mid_stream")
                     .map_or(Value::Null, |(_, v)| v.clone());
-                let mid_stream = details.iter().find(|(k, _)| k.as_str() == "mid_stream").map_or(Value::Bool(false), |(_, v)| v.clone());
+                let mid_stream = details
+                    .iter()
+                    .find(|(k, _)| k.as_str() == "mid_stream")
+                    .map_or(Value::Bool(false), |(_, v)| v.clone());
                 conn.set(crate::name!("mid_stream"), mid_stream);
             }
             "CONNECTION_CLOSED" => {
@@ -549,13 +586,17 @@ impl Stats {
             let dst = get(rec, "dst").cloned().unwrap_or(Value::Null);
             (conn.client, conn.broker) = if direction == "to_client" { (dst, src) } else { (src, dst) };
         }
-        let field = |key: &str, default: Value| command.iter().find(|(k, _)| k.as_str() == key).map_or(default, |(_, v)| v.clone());
+        let field = |key: &str, default: Value| {
+            command.iter().find(|(k, _)| k.as_str() == key).map_or(default, |(_, v)| v.clone())
+        };
         match kind {
             "CONNECT" => {
                 conn.set(crate::name!("client_version"), field("client_version", Value::from(String::new())));
                 conn.set(crate::name!("protocol_version"), field("protocol_version", Value::Int(0)));
             }
-            "CONNECTED" => conn.set(crate::name!("server_version"), field("server_version", Value::from(String::new()))),
+            "CONNECTED" => {
+                conn.set(crate::name!("server_version"), field("server_version", Value::from(String::new())))
+            }
             _ => {}
         }
         conn.problems += get(rec, "problems").and_then(Value::as_list).map_or(0, |p| p.len() as i64);
@@ -574,7 +615,8 @@ impl Stats {
         let actors = self.producers.len() + self.consumers.len();
         if let Some(latency) = get(rec, "latency_ms") {
             let latency = number(Some(latency));
-            let request_type = get(rec, "request_type").filter(|v| v.truthy()).map_or(kind.to_owned(), |v| python_str(Some(v)));
+            let request_type =
+                get(rec, "request_type").filter(|v| v.truthy()).map_or(kind.to_owned(), |v| python_str(Some(v)));
             let (cap, actor_cap) = (self.latency_samples, self.actor_latency_samples);
             self.latency.add(&request_type, latency, cap);
             self.plot.add((time, request_type.clone(), latency, kind == "ERROR" || kind == "SEND_ERROR"));
@@ -630,12 +672,20 @@ impl Stats {
             }
         }
         match sent {
-            Some(true) => (client.messages_sent, client.bytes_sent) = (client.messages_sent + n, client.bytes_sent + size),
-            Some(false) => (client.messages_received, client.bytes_received) = (client.messages_received + n, client.bytes_received + size),
+            Some(true) => {
+                (client.messages_sent, client.bytes_sent) = (client.messages_sent + n, client.bytes_sent + size)
+            }
+            Some(false) => {
+                (client.messages_received, client.bytes_received) =
+                    (client.messages_received + n, client.bytes_received + size)
+            }
             None => {}
         }
         if let Some(code) = get(command, "errCode").and_then(Value::as_i64).filter(|&c| c != 200) {
-            client.errors.add(crate::protocols::tubemq::error_code_name(code).map_or_else(|| code.to_string(), str::to_owned), 1);
+            client.errors.add(
+                crate::protocols::tubemq::error_code_name(code).map_or_else(|| code.to_string(), str::to_owned),
+                1,
+            );
         }
     }
 
@@ -692,7 +742,9 @@ impl Stats {
     /// Messages and bytes of one SEND (`sent`) or MESSAGE (not `sent`) for its actor and topic.
     fn count_messages(&mut self, rec: &Map, info: &Map, sent: bool, time: f64, to_client: bool) -> (i64, i64) {
         let topic_name = get(info, "topic").filter(|v| v.truthy()).map_or("?".to_owned(), |v| python_str(Some(v)));
-        let who = get(info, "name").filter(|v| v.truthy()).map_or_else(|| python_str(get(info, "id")), |v| python_str(Some(v)));
+        let who = get(info, "name")
+            .filter(|v| v.truthy())
+            .map_or_else(|| python_str(get(info, "id")), |v| python_str(Some(v)));
         let (n, size) = message_totals(rec);
         self.count_throughput(time, to_client, n, size);
         self.count_topic(topic_name, who, sent, n, size);
@@ -767,7 +819,8 @@ impl Stats {
                 let empty = Map::new();
                 let id = get_map(command, "message_id").unwrap_or(&empty);
                 // one integer per entry, not a pair: less memory
-                let entry = (u128::from(int(get(id, "ledgerId")) as u64) << 64) | u128::from(int(get(id, "entryId")) as u64);
+                let entry =
+                    (u128::from(int(get(id, "ledgerId")) as u64) << 64) | u128::from(int(get(id, "entryId")) as u64);
                 if !actor.entries.contains_key(&entry) {
                     actor.distinct += n;
                 }

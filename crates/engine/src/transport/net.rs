@@ -157,7 +157,13 @@ fn ip_version(etype: u16) -> Option<u8> {
 }
 
 /// The TCP segment of one captured packet (``linktype`` as in pcap), or None.
-pub fn tcp_segment(packet_index: i64, timestamp: f64, linktype: u32, data: &[u8], orig_len: usize) -> Option<Segment<'_>> {
+pub fn tcp_segment(
+    packet_index: i64,
+    timestamp: f64,
+    linktype: u32,
+    data: &[u8],
+    orig_len: usize,
+) -> Option<Segment<'_>> {
     let dlen = data.len();
     let (version, off) = match linktype {
         1 => {
@@ -187,7 +193,11 @@ pub fn tcp_segment(packet_index: i64, timestamp: f64, linktype: u32, data: &[u8]
                 u32::from_be_bytes(raw)
             } else {
                 let le = u32::from_le_bytes(raw);
-                if le > 0xFFFF { u32::from_be_bytes(raw) } else { le } // written by a big-endian machine
+                if le > 0xFFFF {
+                    u32::from_be_bytes(raw)
+                } else {
+                    le
+                } // written by a big-endian machine
             };
             match family {
                 2 => (4, 4),
@@ -301,5 +311,18 @@ pub fn tcp_segment(packet_index: i64, timestamp: f64, linktype: u32, data: &[u8]
         let wire_end = ip_end.min(orig_len as isize);
         (&data[start..], (wire_end - dlen as isize).max(0) as usize)
     };
-    Some(Segment { packet_index, timestamp, src, src_port, dst, dst_port, seq, ack, flags, window, payload, missing_tail })
+    Some(Segment {
+        packet_index,
+        timestamp,
+        src,
+        src_port,
+        dst,
+        dst_port,
+        seq,
+        ack,
+        flags,
+        window,
+        payload,
+        missing_tail,
+    })
 }

@@ -66,17 +66,63 @@ pub struct ConnInfo {
 /// Side 0 is ``a``, side 1 is ``b``.
 #[derive(Clone, Debug)]
 pub enum StreamEvent {
-    Opened { conn: ConnInfo, time: f64, packet: i64, mid_stream: bool },
-    Data { conn: u64, side: usize, saw_syn: bool, data: Rc<[u8]>, offset: i64, time: f64, packet: i64 },
-    Gap { conn: u64, side: usize, saw_syn: bool, offset: i64, length: i64, time: f64, packet: i64, reason: &'static str },
-    Closed { conn: u64, time: f64, packet: i64, how: &'static str, bytes: [i64; 2], isn: [Option<u32>; 2], first_fin_from: Option<usize>, rst_from: Option<usize>, saw_syn: bool },
+    Opened {
+        conn: ConnInfo,
+        time: f64,
+        packet: i64,
+        mid_stream: bool,
+    },
+    Data {
+        conn: u64,
+        side: usize,
+        saw_syn: bool,
+        data: Rc<[u8]>,
+        offset: i64,
+        time: f64,
+        packet: i64,
+    },
+    Gap {
+        conn: u64,
+        side: usize,
+        saw_syn: bool,
+        offset: i64,
+        length: i64,
+        time: f64,
+        packet: i64,
+        reason: &'static str,
+    },
+    Closed {
+        conn: u64,
+        time: f64,
+        packet: i64,
+        how: &'static str,
+        bytes: [i64; 2],
+        isn: [Option<u32>; 2],
+        first_fin_from: Option<usize>,
+        rst_from: Option<usize>,
+        saw_syn: bool,
+    },
     /// Bytes the stream does not carry but that were on the wire, at [offset, offset + length) of one side:
     /// ``kind`` is ``RETRANSMISSION_CONFLICT`` (bytes sent again differ from the first copy, which is kept),
     /// ``DATA_ON_RST`` (a RST's payload, ignored) or ``DATA_AFTER_FIN`` (bytes beyond the FIN, ignored).
-    Ignored { conn: u64, side: usize, kind: &'static str, offset: i64, length: i64, time: f64, packet: i64 },
+    Ignored {
+        conn: u64,
+        side: usize,
+        kind: &'static str,
+        offset: i64,
+        length: i64,
+        time: f64,
+        packet: i64,
+    },
     /// The out-of-order bytes held over all connections went above ``max_buffered_total``: the holes of the
     /// connection holding bytes the longest were declared lost (``dropped``: how often so far).
-    BufferDropped { conn: u64, time: f64, packet: i64, limit: i64, dropped: u64 },
+    BufferDropped {
+        conn: u64,
+        time: f64,
+        packet: i64,
+        limit: i64,
+        dropped: u64,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -97,13 +143,13 @@ pub struct Stats {
     pub gap_bytes: i64,
     pub snaplen_gaps: u64,
     pub buffer_limit_gaps: u64,
-    pub total_buffer_limit_gaps: u64, // holes given up for max_buffered_total
-    pub bytes_before_start: i64,    // mid-stream: bytes just before the first byte seen, ignored
-    pub bytes_after_fin: i64,       // data beyond the FIN, ignored
-    pub rst_payload_bytes: u64,     // payload carried by RST segments, ignored
-    pub segments_after_close: u64,  // segments of a forgotten connection (final ACKs, retransmissions)
-    pub ignored_segments: u64,      // pure ACKs of unknown connections (they open nothing)
-    pub max_buffered_bytes: i64,    // high-water mark of one direction's out-of-order buffer
+    pub total_buffer_limit_gaps: u64,  // holes given up for max_buffered_total
+    pub bytes_before_start: i64,       // mid-stream: bytes just before the first byte seen, ignored
+    pub bytes_after_fin: i64,          // data beyond the FIN, ignored
+    pub rst_payload_bytes: u64,        // payload carried by RST segments, ignored
+    pub segments_after_close: u64,     // segments of a forgotten connection (final ACKs, retransmissions)
+    pub ignored_segments: u64,         // pure ACKs of unknown connections (they open nothing)
+    pub max_buffered_bytes: i64,       // high-water mark of one direction's out-of-order buffer
     pub max_buffered_total_bytes: i64, // high-water mark of the out-of-order bytes of every connection
 }
 
@@ -207,8 +253,21 @@ struct Half {
 impl Half {
     fn new(ep: Endpoint, key: Key) -> Half {
         Half {
-            ep, key, started: false, isn: None, next_seq: 0, next_off: 0, buf: Vec::new(), buf_bytes: 0, hole_seg: 0,
-            hole_time: 0.0, fin_off: None, finished: false, last_data: None, last_off: 0, window: -1,
+            ep,
+            key,
+            started: false,
+            isn: None,
+            next_seq: 0,
+            next_off: 0,
+            buf: Vec::new(),
+            buf_bytes: 0,
+            hole_seg: 0,
+            hole_time: 0.0,
+            fin_off: None,
+            finished: false,
+            last_data: None,
+            last_off: 0,
+            window: -1,
         }
     }
     fn start(&mut self, seq: u32) {
@@ -259,7 +318,14 @@ struct Ctx<'a> {
 
 impl Conn {
     fn info(&self) -> ConnInfo {
-        ConnInfo { id: self.id, a: self.h[0].ep, b: self.h[1].ep, saw_syn: self.saw_syn, first_time: self.first_time, first_packet: self.first_packet }
+        ConnInfo {
+            id: self.id,
+            a: self.h[0].ep,
+            b: self.h[1].ep,
+            saw_syn: self.saw_syn,
+            first_time: self.first_time,
+            first_packet: self.first_packet,
+        }
     }
 
     fn zero_window_probe(&mut self, side: usize, st: &mut Stats) {
@@ -277,7 +343,15 @@ impl Conn {
         h.last_data = Some(data.clone());
         h.last_off = off;
         *cx.delivered += n as u64;
-        cx.out.push(StreamEvent::Data { conn: self.id, side, saw_syn: self.saw_syn, data, offset: off, time: ts, packet: idx });
+        cx.out.push(StreamEvent::Data {
+            conn: self.id,
+            side,
+            saw_syn: self.saw_syn,
+            data,
+            offset: off,
+            time: ts,
+            packet: idx,
+        });
     }
 
     fn gap(&mut self, side: usize, length: i64, ts: f64, idx: i64, reason: &'static str, cx: &mut Ctx) {
@@ -291,7 +365,16 @@ impl Conn {
         if reason == "snaplen" {
             cx.st.snaplen_gaps += 1;
         }
-        cx.out.push(StreamEvent::Gap { conn: self.id, side, saw_syn: self.saw_syn, offset: off, length, time: ts, packet: idx, reason });
+        cx.out.push(StreamEvent::Gap {
+            conn: self.id,
+            side,
+            saw_syn: self.saw_syn,
+            offset: off,
+            length,
+            time: ts,
+            packet: idx,
+            reason,
+        });
     }
 
     fn refresh(&mut self, cx: &mut Ctx) {
@@ -363,7 +446,15 @@ impl Conn {
     }
 
     /// Declare every hole of one side lost (terminates: each round delivers at least the first piece).
-    fn flush_holes_while(&mut self, side: usize, reason: &'static str, ts: f64, idx: i64, cx: &mut Ctx, cond: &dyn Fn(&Half, i64) -> bool) {
+    fn flush_holes_while(
+        &mut self,
+        side: usize,
+        reason: &'static str,
+        ts: f64,
+        idx: i64,
+        cx: &mut Ctx,
+        cond: &dyn Fn(&Half, i64) -> bool,
+    ) {
         while !self.h[side].buf.is_empty() && cond(&self.h[side], self.segments) {
             let before = self.h[side].buf.len();
             self.declare_hole(side, reason, ts, idx, cx);
@@ -398,7 +489,14 @@ impl Conn {
             cx.pending.insert(self.id, ());
         }
         let arrival = self.segments;
-        self.h[side].buf.push(Piece { off: fin_off, end: fin_off, data: Some(Rc::from(&[][..])), ts, arrival, reason: None });
+        self.h[side].buf.push(Piece {
+            off: fin_off,
+            end: fin_off,
+            data: Some(Rc::from(&[][..])),
+            ts,
+            arrival,
+            reason: None,
+        });
     }
 
     /// Compare retransmitted bytes with the last delivered payload, where they overlap it.
@@ -411,7 +509,9 @@ impl Conn {
             return;
         }
         cx.st.overlap_bytes += hi - lo;
-        if data[(lo - off) as usize..(hi - off) as usize] != last[(lo - h.last_off) as usize..(hi - h.last_off) as usize] {
+        if data[(lo - off) as usize..(hi - off) as usize]
+            != last[(lo - h.last_off) as usize..(hi - h.last_off) as usize]
+        {
             cx.st.inconsistent_overlaps += 1;
             self.ignored(side, "RETRANSMISSION_CONFLICT", lo, hi - lo, ts, idx, cx);
         }
@@ -431,7 +531,18 @@ impl Conn {
 
     /// Insert [off, end) into the buffer, keeping only the parts not already buffered (first copy wins).
     #[allow(clippy::too_many_arguments)]
-    fn insert(&mut self, side: usize, off: i64, end: i64, data: Option<&[u8]>, ts: f64, arrival: i64, reason: Option<&'static str>, idx: i64, cx: &mut Ctx) {
+    fn insert(
+        &mut self,
+        side: usize,
+        off: i64,
+        end: i64,
+        data: Option<&[u8]>,
+        ts: f64,
+        arrival: i64,
+        reason: Option<&'static str>,
+        idx: i64,
+        cx: &mut Ctx,
+    ) {
         let id = self.id;
         let st = &mut *cx.st;
         let h = &mut self.h[side];
@@ -468,7 +579,15 @@ impl Conn {
                     st.overlap_bytes += hi - lo;
                     if d[(lo - off) as usize..(hi - off) as usize] != pd[(lo - p.off) as usize..(hi - p.off) as usize] {
                         st.inconsistent_overlaps += 1;
-                        cx.out.push(StreamEvent::Ignored { conn: id, side, kind: "RETRANSMISSION_CONFLICT", offset: lo, length: hi - lo, time: ts, packet: idx });
+                        cx.out.push(StreamEvent::Ignored {
+                            conn: id,
+                            side,
+                            kind: "RETRANSMISSION_CONFLICT",
+                            offset: lo,
+                            length: hi - lo,
+                            time: ts,
+                            packet: idx,
+                        });
                     }
                 }
                 st.retransmitted_bytes += hi - lo;
@@ -522,7 +641,17 @@ impl Conn {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn data(&mut self, side: usize, seq: u32, payload: &[u8], mut missing: i64, fin: bool, ts: f64, idx: i64, cx: &mut Ctx) {
+    fn data(
+        &mut self,
+        side: usize,
+        seq: u32,
+        payload: &[u8],
+        mut missing: i64,
+        fin: bool,
+        ts: f64,
+        idx: i64,
+        cx: &mut Ctx,
+    ) {
         let mut payload = payload;
         let mut n = payload.len() as i64;
         let mut total = n + missing;
@@ -703,7 +832,9 @@ impl Conn {
             let wait = cx.cfg.ooo_wait_packets;
             let (ts, idx) = (self.last_time, self.last_packet);
             for side in 0..2 {
-                self.flush_holes_while(side, "missing segment", ts, idx, cx, &|h, segments| segments - h.hole_seg > wait);
+                self.flush_holes_while(side, "missing segment", ts, idx, cx, &|h, segments| {
+                    segments - h.hole_seg > wait
+                });
             }
         }
         if self.rst {
@@ -753,8 +884,8 @@ pub struct Reassembler {
     // eleven slots, half empty when keys only grow
     pending: OrderedMap<u64, ()>, // open connections with holes or closing
     tombs: OrderedMap<Key, (Option<u32>, Option<u32>, f64)>, // (end_seq, isn, time)
-    buffered_total: i64,             // out-of-order data bytes held over every connection
-    holders: OrderedMap<u64, ()>,    // connections holding some, the longest holder first
+    buffered_total: i64,          // out-of-order data bytes held over every connection
+    holders: OrderedMap<u64, ()>, // connections holding some, the longest holder first
     total_drops: u64,
     next_id: u64,
     npackets: i64,
@@ -768,9 +899,20 @@ impl Reassembler {
         cfg.max_connections = cfg.max_connections.max(1);
         let next_sweep = cfg.sweep_every as i64;
         Reassembler {
-            cfg, st: Stats::default(), delivered: 0, halves: FastMap::default(), conns: BTreeMap::new(),
-            pending: OrderedMap::new(), tombs: OrderedMap::new(), buffered_total: 0, holders: OrderedMap::new(),
-            total_drops: 0, next_id: 1, npackets: 0, next_sweep, now: 0.0,
+            cfg,
+            st: Stats::default(),
+            delivered: 0,
+            halves: FastMap::default(),
+            conns: BTreeMap::new(),
+            pending: OrderedMap::new(),
+            tombs: OrderedMap::new(),
+            buffered_total: 0,
+            holders: OrderedMap::new(),
+            total_drops: 0,
+            next_id: 1,
+            npackets: 0,
+            next_sweep,
+            now: 0.0,
         }
     }
 
@@ -808,14 +950,26 @@ impl Reassembler {
         if let Some((cid, side)) = found {
             if let Some(conn) = self.conns.get_mut(&cid) {
                 let half = &mut conn.h[side];
-                if !conn.slow && half.started && seg.seq == half.next_seq && seg.flags & (SYN | FIN | RST) == 0 && seg.missing_tail == 0 {
+                if !conn.slow
+                    && half.started
+                    && seg.seq == half.next_seq
+                    && seg.flags & (SYN | FIN | RST) == 0
+                    && seg.missing_tail == 0
+                {
                     // fast path: in-order segment, nothing buffered, no FIN/RST in the connection
                     conn.segments += 1;
                     conn.last_time = seg.timestamp;
                     conn.last_packet = seg.packet_index;
                     half.window = seg.window as i32;
                     if !seg.payload.is_empty() {
-                        let mut cx = Ctx { st: &mut self.st, out, pending: &mut self.pending, cfg: &self.cfg, delivered: &mut self.delivered, npackets: self.npackets };
+                        let mut cx = Ctx {
+                            st: &mut self.st,
+                            out,
+                            pending: &mut self.pending,
+                            cfg: &self.cfg,
+                            delivered: &mut self.delivered,
+                            npackets: self.npackets,
+                        };
                         conn.deliver(side, Rc::from(seg.payload), seg.timestamp, seg.packet_index, &mut cx);
                         if seg.payload.len() == 1 {
                             conn.zero_window_probe(side, &mut self.st);
@@ -877,7 +1031,14 @@ impl Reassembler {
         true
     }
 
-    fn ctx<'a>(st: &'a mut Stats, out: &'a mut Vec<StreamEvent>, pending: &'a mut OrderedMap<u64, ()>, cfg: &'a Config, delivered: &'a mut u64, npackets: i64) -> Ctx<'a> {
+    fn ctx<'a>(
+        st: &'a mut Stats,
+        out: &'a mut Vec<StreamEvent>,
+        pending: &'a mut OrderedMap<u64, ()>,
+        cfg: &'a Config,
+        delivered: &'a mut u64,
+        npackets: i64,
+    ) -> Ctx<'a> {
         Ctx { st, out, pending, cfg, delivered, npackets }
     }
 
@@ -926,7 +1087,10 @@ impl Reassembler {
                     } else if payload.is_empty() && missing == 0 {
                         st.segments_after_close += 1;
                         return;
-                    } else if end_seq.map(|e| sdiff(seq.wrapping_add(payload.len() as u32).wrapping_add(missing as u32), e) <= 0).unwrap_or(false) {
+                    } else if end_seq
+                        .map(|e| sdiff(seq.wrapping_add(payload.len() as u32).wrapping_add(missing as u32), e) <= 0)
+                        .unwrap_or(false)
+                    {
                         st.segments_after_close += 1;
                         st.retransmitted_bytes += payload.len() as i64 + missing;
                         return;
@@ -1033,7 +1197,13 @@ impl Reassembler {
             let (ts, idx) = (conn.last_time, conn.last_packet);
             self.total_drops += 1;
             self.st.total_buffer_limit_gaps += 1;
-            out.push(StreamEvent::BufferDropped { conn: cid, time: ts, packet: idx, limit: self.cfg.max_buffered_total, dropped: self.total_drops });
+            out.push(StreamEvent::BufferDropped {
+                conn: cid,
+                time: ts,
+                packet: idx,
+                limit: self.cfg.max_buffered_total,
+                dropped: self.total_drops,
+            });
             let close = {
                 let mut cx = Self::ctx(&mut self.st, out, &mut self.pending, &self.cfg, &mut self.delivered, npackets);
                 for side in 0..2 {
@@ -1067,10 +1237,22 @@ impl Reassembler {
         let id = self.next_id;
         self.next_id += 1;
         let conn = Conn {
-            id, saw_syn: syn, first_time: seg.timestamp, first_packet: seg.packet_index, last_time: seg.timestamp,
-            last_packet: seg.packet_index, segments: 0, first_fin_from: None, rst_from: None,
-            h: [Half::new(a, ka), Half::new(b, kb)], buffering: 0, slow: false, rst: false, rst_info: None,
-            closing_pkt: -1, closing_time: 0.0,
+            id,
+            saw_syn: syn,
+            first_time: seg.timestamp,
+            first_packet: seg.packet_index,
+            last_time: seg.timestamp,
+            last_packet: seg.packet_index,
+            segments: 0,
+            first_fin_from: None,
+            rst_from: None,
+            h: [Half::new(a, ka), Half::new(b, kb)],
+            buffering: 0,
+            slow: false,
+            rst: false,
+            rst_info: None,
+            closing_pkt: -1,
+            closing_time: 0.0,
         };
         self.halves.insert(ka, (id, 0));
         self.halves.insert(kb, (id, 1));
@@ -1078,13 +1260,26 @@ impl Reassembler {
         if !syn {
             self.st.connections_mid_stream += 1;
         }
-        out.push(StreamEvent::Opened { conn: conn.info(), time: seg.timestamp, packet: seg.packet_index, mid_stream: !syn });
+        out.push(StreamEvent::Opened {
+            conn: conn.info(),
+            time: seg.timestamp,
+            packet: seg.packet_index,
+            mid_stream: !syn,
+        });
         self.conns.insert(id, Box::new(conn));
         (id, if ka == key { 0 } else { 1 })
     }
 
     /// Flush both directions (holes become gaps), emit Closed and forget the connection.
-    fn close(&mut self, cid: u64, how: &'static str, ts: f64, idx: i64, reason: &'static str, out: &mut Vec<StreamEvent>) {
+    fn close(
+        &mut self,
+        cid: u64,
+        how: &'static str,
+        ts: f64,
+        idx: i64,
+        reason: &'static str,
+        out: &mut Vec<StreamEvent>,
+    ) {
         let npackets = self.npackets;
         let Some(mut conn) = self.conns.remove(&cid) else { return };
         self.buffered_total -= conn.buffered();
@@ -1106,8 +1301,15 @@ impl Reassembler {
             self.prune_tombs(true);
         }
         out.push(StreamEvent::Closed {
-            conn: cid, time: ts, packet: idx, how, bytes: [conn.h[0].next_off, conn.h[1].next_off], isn: [conn.h[0].isn, conn.h[1].isn],
-            first_fin_from: conn.first_fin_from, rst_from: conn.rst_from, saw_syn: conn.saw_syn,
+            conn: cid,
+            time: ts,
+            packet: idx,
+            how,
+            bytes: [conn.h[0].next_off, conn.h[1].next_off],
+            isn: [conn.h[0].isn, conn.h[1].isn],
+            first_fin_from: conn.first_fin_from,
+            rst_from: conn.rst_from,
+            saw_syn: conn.saw_syn,
         });
     }
 
@@ -1146,7 +1348,9 @@ impl Reassembler {
             let close = {
                 let mut cx = Self::ctx(&mut self.st, out, &mut self.pending, &self.cfg, &mut self.delivered, npackets);
                 for side in 0..2 {
-                    conn.flush_holes_while(side, "missing segment", ts, idx, &mut cx, &|h, _| now - h.hole_time > timeout);
+                    conn.flush_holes_while(side, "missing segment", ts, idx, &mut cx, &|h, _| {
+                        now - h.hole_time > timeout
+                    });
                 }
                 if conn.closing_pkt >= 0
                     && (npackets - conn.closing_pkt > cx.cfg.close_wait_packets || now - conn.closing_time > timeout)

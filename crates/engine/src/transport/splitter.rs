@@ -27,7 +27,10 @@ pub enum PduLength {
 /// The head of a PDU above the size limit.
 pub enum Head {
     /// its first ``head`` bytes are worth decoding alone; the PDU is ``length`` bytes long
-    Found { head: usize, length: usize },
+    Found {
+        head: usize,
+        length: usize,
+    },
     NeedMore,
     /// the size is not to be trusted: skip it and resync
     Skip,
@@ -108,7 +111,8 @@ pub enum Split {
 pub const PROXY_V2_SIGNATURE: &[u8] = b"\r\n\r\n\x00\r\nQUIT\n";
 /// bytes buffered at most to find the head of a PDU above the size limit
 pub const OVERSIZED_HEAD_LIMIT: usize = 64 * 1024;
-const HTTP_PREFIXES: [&[u8]; 10] = [b"GET ", b"POST", b"PUT ", b"HEAD", b"HTTP", b"OPTI", b"DELE", b"PATC", b"CONN", b"PRI "];
+const HTTP_PREFIXES: [&[u8]; 10] =
+    [b"GET ", b"POST", b"PUT ", b"HEAD", b"HTTP", b"OPTI", b"DELE", b"PATC", b"CONN", b"PRI "];
 
 /// Name the protocol when the first bytes of a stream are clearly not a binary RPC protocol (TLS as the
 /// framing names it).
@@ -148,7 +152,11 @@ fn proxy_header_length(buf: &[u8], pos: usize) -> Option<usize> {
         return None;
     }
     let length = 16 + u16::from_be_bytes([rest[14], rest[15]]) as usize;
-    if rest.len() >= length { Some(length) } else { None } // wait for the whole v2 header
+    if rest.len() >= length {
+        Some(length)
+    } else {
+        None
+    } // wait for the whole v2 header
 }
 
 /// Splits one direction of a TCP stream into the PDUs of one protocol.
@@ -176,9 +184,20 @@ pub struct Splitter {
 impl Splitter {
     pub fn new(synced: bool, max_frame_size: usize, start_offset: i64) -> Splitter {
         Splitter {
-            awaiting_head: false, synced, max_frame_size, buf: Vec::new(), buf_offset: start_offset, buf_packet: 0,
-            buf_time: 0.0, at_stream_start: synced && start_offset == 0, skip: 0, foreign: None, foreign_bytes: 0,
-            skipped_run: 0, skipped_run_start: 0, resync_wait: 0,
+            awaiting_head: false,
+            synced,
+            max_frame_size,
+            buf: Vec::new(),
+            buf_offset: start_offset,
+            buf_packet: 0,
+            buf_time: 0.0,
+            at_stream_start: synced && start_offset == 0,
+            skip: 0,
+            foreign: None,
+            foreign_bytes: 0,
+            skipped_run: 0,
+            skipped_run_start: 0,
+            resync_wait: 0,
         }
     }
 
@@ -240,12 +259,28 @@ impl Splitter {
                     if n >= fr.min_pdu() {
                         // missing counts every byte of the PDU not in data: the lost ones and those after the gap
                         out.push(Split::Pdu(RawPdu {
-                            data: std::mem::take(&mut self.buf), offset: self.buf_offset, first_packet: self.buf_packet,
-                            last_packet: packet, first_time: self.buf_time, time, missing: remaining, oversized: false,
+                            data: std::mem::take(&mut self.buf),
+                            offset: self.buf_offset,
+                            first_packet: self.buf_packet,
+                            last_packet: packet,
+                            first_time: self.buf_time,
+                            time,
+                            missing: remaining,
+                            oversized: false,
                         }));
                     } else {
-                        out.push(self.note("TRUNCATED", self.buf_offset, n as i64, time, packet, vec![],
-                            vec![entry(name!("case"), name!("lost_in_gap")), entry(name!("frame_length"), frame_len as i64)]));
+                        out.push(self.note(
+                            "TRUNCATED",
+                            self.buf_offset,
+                            n as i64,
+                            time,
+                            packet,
+                            vec![],
+                            vec![
+                                entry(name!("case"), name!("lost_in_gap")),
+                                entry(name!("frame_length"), frame_len as i64),
+                            ],
+                        ));
                     }
                     self.buf_offset += n as i64 + lost;
                     self.buf.clear();
@@ -263,7 +298,15 @@ impl Splitter {
         }
         if !self.buf.is_empty() {
             let n = self.buf.len() as i64;
-            out.push(self.note("TRUNCATED", self.buf_offset, n, time, packet, vec![], vec![entry(name!("case"), name!("before_gap"))]));
+            out.push(self.note(
+                "TRUNCATED",
+                self.buf_offset,
+                n,
+                time,
+                packet,
+                vec![],
+                vec![entry(name!("case"), name!("before_gap"))],
+            ));
             self.buf_offset += n;
             self.buf.clear();
         }
@@ -288,15 +331,36 @@ impl Splitter {
             PduLength::Complete(fl) if fl > n => {
                 if n >= fr.min_pdu() {
                     out.push(Split::Pdu(RawPdu {
-                        data: self.buf.clone(), offset: self.buf_offset, first_packet: self.buf_packet, last_packet: packet,
-                        first_time: self.buf_time, time, missing: (fl - n) as i64, oversized: false,
+                        data: self.buf.clone(),
+                        offset: self.buf_offset,
+                        first_packet: self.buf_packet,
+                        last_packet: packet,
+                        first_time: self.buf_time,
+                        time,
+                        missing: (fl - n) as i64,
+                        oversized: false,
                     }));
                 } else {
-                    out.push(self.note("TRUNCATED", self.buf_offset, n as i64, time, packet, vec![],
-                        vec![entry(name!("case"), name!("inside_frame")), entry(name!("frame_length"), fl as i64)]));
+                    out.push(self.note(
+                        "TRUNCATED",
+                        self.buf_offset,
+                        n as i64,
+                        time,
+                        packet,
+                        vec![],
+                        vec![entry(name!("case"), name!("inside_frame")), entry(name!("frame_length"), fl as i64)],
+                    ));
                 }
             }
-            _ => out.push(self.note("TRUNCATED", self.buf_offset, n as i64, time, packet, vec![], vec![entry(name!("case"), name!("not_a_frame"))])),
+            _ => out.push(self.note(
+                "TRUNCATED",
+                self.buf_offset,
+                n as i64,
+                time,
+                packet,
+                vec![],
+                vec![entry(name!("case"), name!("not_a_frame"))],
+            )),
         }
         self.buf_offset += n as i64;
         self.buf.clear();
@@ -374,8 +438,14 @@ impl Splitter {
             let frame_end = pos + frame_len;
             let (first_packet, first_time) = if pos == 0 { (self.buf_packet, self.buf_time) } else { (packet, time) };
             out.push(Split::Pdu(RawPdu {
-                data: self.buf[pos..frame_end].to_vec(), offset: self.buf_offset + pos as i64, first_packet,
-                last_packet: packet, first_time, time, missing: 0, oversized: false,
+                data: self.buf[pos..frame_end].to_vec(),
+                offset: self.buf_offset + pos as i64,
+                first_packet,
+                last_packet: packet,
+                first_time,
+                time,
+                missing: 0,
+                oversized: false,
             }));
             pos = frame_end;
         }
@@ -394,10 +464,18 @@ impl Splitter {
         let limit = pos + OVERSIZED_HEAD_LIMIT;
         match fr.oversized_head(&self.buf[pos..end.min(limit)]) {
             Head::NeedMore => {
-                if give_up || end >= limit { Head::Skip } else { Head::NeedMore }
+                if give_up || end >= limit {
+                    Head::Skip
+                } else {
+                    Head::NeedMore
+                }
             }
             Head::Found { head, length } => {
-                if head > 0 && head <= (end - pos).min(length) { Head::Found { head, length } } else { Head::Skip }
+                if head > 0 && head <= (end - pos).min(length) {
+                    Head::Found { head, length }
+                } else {
+                    Head::Skip
+                }
             }
             Head::Skip => Head::Skip,
         }
@@ -406,13 +484,30 @@ impl Splitter {
     /// The OVERSIZED note, then the PDU's head as a PDU with the rest missing; the rest is skipped (what of
     /// it is buffered now, and ``skip`` for the bytes still to come). Returns the position after it.
     #[allow(clippy::too_many_arguments)]
-    fn emit_oversized_head(&mut self, fr: &dyn Framing, pos: usize, end: usize, bad: &BadLength, head: usize, length: usize, out: &mut Vec<Split>, time: f64, packet: i64) -> usize {
+    fn emit_oversized_head(
+        &mut self,
+        fr: &dyn Framing,
+        pos: usize,
+        end: usize,
+        bad: &BadLength,
+        head: usize,
+        length: usize,
+        out: &mut Vec<Split>,
+        time: f64,
+        packet: i64,
+    ) -> usize {
         let foreign = sniff_foreign_protocol(fr, slice(&self.buf, pos, pos + 4));
         out.push(self.bad_length_note(pos, bad, time, packet, foreign));
         let (first_packet, first_time) = if pos == 0 { (self.buf_packet, self.buf_time) } else { (packet, time) };
         out.push(Split::Pdu(RawPdu {
-            data: self.buf[pos..pos + head].to_vec(), offset: self.buf_offset + pos as i64, first_packet, last_packet: packet,
-            first_time, time, missing: (length - head) as i64, oversized: true,
+            data: self.buf[pos..pos + head].to_vec(),
+            offset: self.buf_offset + pos as i64,
+            first_packet,
+            last_packet: packet,
+            first_time,
+            time,
+            missing: (length - head) as i64,
+            oversized: true,
         }));
         if pos + length > end {
             self.skip = (pos + length - end) as i64;
@@ -422,7 +517,14 @@ impl Splitter {
     }
 
     /// At offset 0: skip a PROXY protocol header, or recognise a foreign protocol.
-    fn check_stream_start(&mut self, fr: &dyn Framing, pos: usize, out: &mut Vec<Split>, time: f64, packet: i64) -> usize {
+    fn check_stream_start(
+        &mut self,
+        fr: &dyn Framing,
+        pos: usize,
+        out: &mut Vec<Split>,
+        time: f64,
+        packet: i64,
+    ) -> usize {
         let head = slice(&self.buf, pos, pos + 16);
         if head.len() < 6 && b"PROXY ".starts_with(head) {
             return pos; // maybe a PROXY v1 header: wait for "PROXY " to be complete
@@ -431,8 +533,15 @@ impl Splitter {
         if head.starts_with(b"PROXY ") || head.starts_with(sig) {
             let Some(length) = proxy_header_length(&self.buf, pos) else { return pos };
             let text: String = slice(&self.buf, pos, pos + length).iter().take(200).map(|&b| b as char).collect();
-            out.push(self.note("PROXY_HEADER", self.buf_offset + pos as i64, length as i64, time, packet,
-                vec![entry(name!("header"), text)], vec![]));
+            out.push(self.note(
+                "PROXY_HEADER",
+                self.buf_offset + pos as i64,
+                length as i64,
+                time,
+                packet,
+                vec![entry(name!("header"), text)],
+                vec![],
+            ));
             self.at_stream_start = false;
             return pos + length;
         }
@@ -443,18 +552,44 @@ impl Splitter {
         pos
     }
 
-    fn become_foreign(&mut self, fr: &dyn Framing, name: &str, pos: usize, out: &mut Vec<Split>, time: f64, packet: i64) {
+    fn become_foreign(
+        &mut self,
+        fr: &dyn Framing,
+        name: &str,
+        pos: usize,
+        out: &mut Vec<Split>,
+        time: f64,
+        packet: i64,
+    ) {
         // reported at once (a live view should say so now), not when the stream ends
         self.foreign = Some(name.to_string());
         let offset = self.buf_offset + pos as i64;
         self.foreign_bytes = (self.buf.len() - pos) as i64;
-        out.push(self.note(fr.foreign_kind(), offset, self.foreign_bytes, time, packet,
-            vec![entry(name!("protocol"), name.to_owned()), entry(name!("head_hex"), hex(slice(&self.buf, pos, pos + 16)))], vec![]));
+        out.push(self.note(
+            fr.foreign_kind(),
+            offset,
+            self.foreign_bytes,
+            time,
+            packet,
+            vec![
+                entry(name!("protocol"), name.to_owned()),
+                entry(name!("head_hex"), hex(slice(&self.buf, pos, pos + 16))),
+            ],
+            vec![],
+        ));
         self.buf_offset += self.buf.len() as i64;
         self.buf.clear();
     }
 
-    fn report_bad_length(&mut self, fr: &dyn Framing, pos: usize, bad: &BadLength, out: &mut Vec<Split>, time: f64, packet: i64) {
+    fn report_bad_length(
+        &mut self,
+        fr: &dyn Framing,
+        pos: usize,
+        bad: &BadLength,
+        out: &mut Vec<Split>,
+        time: f64,
+        packet: i64,
+    ) {
         let foreign = sniff_foreign_protocol(fr, slice(&self.buf, pos, pos + 4));
         if let Some(name) = foreign {
             if self.buf_offset + pos as i64 == 0 {

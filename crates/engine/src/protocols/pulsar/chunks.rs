@@ -23,8 +23,8 @@ use sha2::{Digest, Sha256};
 use crate::analysis::bounded::OrderedMap;
 use crate::analysis::{map_get, round3, Ident, TO_CLIENT};
 use crate::codecs::{self, Problem};
-use crate::protocols::pulsar::payload::decompression_finding;
 use crate::model::Finding;
+use crate::protocols::pulsar::payload::decompression_finding;
 use crate::value::{entry, Map, Text, Value};
 use crate::{finding, name};
 
@@ -157,7 +157,7 @@ pub struct ChunkAssembler {
     max_decompressed: u64,
     max_pending: usize,
     max_kept: u64,
-    kept_bytes: u64, // bytes of compressed chunks held, over every message in progress
+    kept_bytes: u64,   // bytes of compressed chunks held, over every message in progress
     remembered: usize, // finished messages and consumers remembered
     mid_stream: Option<bool>,
     client_max: usize,
@@ -167,8 +167,14 @@ pub struct ChunkAssembler {
 impl ChunkAssembler {
     /// `mid_stream`: whether the connection was first seen after its start (None: not known); only when it is
     /// known not to be can a chunk with no chunk 0 before it be called one the client never had.
-    pub fn new(max_decompressed: u64, max_pending: usize, max_kept_bytes: Option<u64>, mid_stream: Option<bool>,
-               client_max_pending: usize, client_expire_s: f64) -> ChunkAssembler {
+    pub fn new(
+        max_decompressed: u64,
+        max_pending: usize,
+        max_kept_bytes: Option<u64>,
+        mid_stream: Option<bool>,
+        client_max_pending: usize,
+        client_expire_s: f64,
+    ) -> ChunkAssembler {
         ChunkAssembler {
             partials: OrderedMap::new(),
             consumers: OrderedMap::new(),
@@ -200,8 +206,15 @@ impl ChunkAssembler {
 
     /// Messages still being reassembled (not those whose payload is already known to be lost).
     pub fn pending(&self) -> Vec<PendingMessage> {
-        self.partials.values().filter(|p| !p.lost)
-            .map(|p| PendingMessage { uuid: p.uuid.clone(), frames: p.frames.clone(), seen: p.next_chunk, num_chunks: p.num_chunks })
+        self.partials
+            .values()
+            .filter(|p| !p.lost)
+            .map(|p| PendingMessage {
+                uuid: p.uuid.clone(),
+                frames: p.frames.clone(),
+                seen: p.next_chunk,
+                num_chunks: p.num_chunks,
+            })
             .collect()
     }
 
@@ -241,7 +254,9 @@ impl ChunkAssembler {
                 }
                 // chunk 0 again with other bytes: the producer started the message over
                 let num_chunks = self.partials.get(&full).map_or(0, |p| p.num_chunks);
-                findings.push(finding!("chunk.restarted", "uuid" => uuid, "seen" => next_chunk, "num_chunks" => num_chunks));
+                findings.push(
+                    finding!("chunk.restarted", "uuid" => uuid, "seen" => next_chunk, "num_chunks" => num_chunks),
+                );
                 self.forget(&full);
                 self.start(&full, chunk, findings);
             }
@@ -289,8 +304,14 @@ impl ChunkAssembler {
                 }
                 while let Some(oldest) = self.cache_to_drop(source) {
                     let limit = self.client_max;
-                    self.client_drop(&oldest, name!("cache_full"), chunk.frame, findings, None,
-                                     vec![entry(name!("limit"), limit)]);
+                    self.client_drop(
+                        &oldest,
+                        name!("cache_full"),
+                        chunk.frame,
+                        findings,
+                        None,
+                        vec![entry(name!("limit"), limit)],
+                    );
                 }
                 self.start(&full, chunk, findings);
                 if !self.partials.contains_key(&full) {
@@ -305,14 +326,22 @@ impl ChunkAssembler {
                     // frames of this message were lost from the capture: the client may have had the chunks between
                     self.forget(&full);
                     self.remember(&full, GoneState::Broken, chunk.frame, None);
-                    findings.push(finding!("chunk.missing", "chunk_id" => cid, "uuid" => uuid, "expected" => next_chunk));
+                    findings
+                        .push(finding!("chunk.missing", "chunk_id" => cid, "uuid" => uuid, "expected" => next_chunk));
                     return None;
                 }
                 if cid < next_chunk {
                     findings.push(finding!("chunk.duplicate", "chunk_id" => cid, "uuid" => uuid));
                 }
                 let reason = if cid < next_chunk { name!("duplicate") } else { name!("out_of_order") };
-                self.client_drop(&full, reason, chunk.frame, findings, Some(cid), vec![entry(name!("expected"), next_chunk)]);
+                self.client_drop(
+                    &full,
+                    reason,
+                    chunk.frame,
+                    findings,
+                    Some(cid),
+                    vec![entry(name!("expected"), next_chunk)],
+                );
                 return None;
             }
             Some(_) => {}
@@ -368,8 +397,15 @@ impl ChunkAssembler {
 
     /// The client drops the message in progress at `full`; `chunk_id` is this frame's when the drop is about
     /// it, `more` says why.
-    fn client_drop(&mut self, full: &MessageKey, reason: &'static crate::value::Name, frame: u64, findings: &mut Vec<Finding>,
-                   chunk_id: Option<i64>, more: Map) {
+    fn client_drop(
+        &mut self,
+        full: &MessageKey,
+        reason: &'static crate::value::Name,
+        frame: u64,
+        findings: &mut Vec<Finding>,
+        chunk_id: Option<i64>,
+        more: Map,
+    ) {
         let Some(part) = self.forget(full) else { return };
         self.remember(full, GoneState::Dropped, frame, None);
         let mut params = vec![entry(name!("reason"), reason), entry(name!("uuid"), part.uuid.clone())];
@@ -411,10 +447,17 @@ impl ChunkAssembler {
             for full in cached {
                 let last_time = self.partials.get(&full).and_then(|p| p.last_time);
                 let Some(last_time) = last_time.filter(|last| fire > last + period) else { break };
-                self.client_drop(&full, name!("expired"), frame, findings, None, vec![
-                    entry(name!("idle_s"), Value::Float(round3(fire - last_time))),
-                    entry(name!("expire_s"), Value::Float(period)),
-                ]);
+                self.client_drop(
+                    &full,
+                    name!("expired"),
+                    frame,
+                    findings,
+                    None,
+                    vec![
+                        entry(name!("idle_s"), Value::Float(round3(fire - last_time))),
+                        entry(name!("expire_s"), Value::Float(period)),
+                    ],
+                );
             }
             fire += period;
             if let Some(consumer) = self.consumers.get_mut(source) {
@@ -534,27 +577,34 @@ impl ChunkAssembler {
         let Some(full) = self.partials.keys().next().cloned() else { return };
         let Some(oldest) = self.forget(&full) else { return };
         self.remember(&full, GoneState::Abandoned, oldest.frames.last().copied().unwrap_or(0), None);
-        findings.push(Finding { id: name!("chunk.abandoned"), params: vec![
-            why,
-            entry(name!("uuid"), oldest.uuid),
-            entry(name!("seen"), oldest.next_chunk),
-            entry(name!("num_chunks"), oldest.num_chunks),
-        ] });
+        findings.push(Finding {
+            id: name!("chunk.abandoned"),
+            params: vec![
+                why,
+                entry(name!("uuid"), oldest.uuid),
+                entry(name!("seen"), oldest.next_chunk),
+                entry(name!("num_chunks"), oldest.num_chunks),
+            ],
+        });
     }
 
     /// The reassembled message, and whether the client's decompression would fail on it too.
     fn complete(&self, mut part: Partial, findings: &mut Vec<Finding>) -> (Map, bool) {
-        let lost = |part: Partial| vec![
-            entry(name!("uuid"), part.uuid),
-            entry(name!("payload_size"), Value::Null),
-            entry(name!("payload_sha256"), Value::Null),
-            entry(name!("chunks"), frames_value(&part.frames)),
-        ];
+        let lost = |part: Partial| {
+            vec![
+                entry(name!("uuid"), part.uuid),
+                entry(name!("payload_size"), Value::Null),
+                entry(name!("payload_sha256"), Value::Null),
+                entry(name!("chunks"), frames_value(&part.frames)),
+            ]
+        };
         if part.lost {
             return (lost(part), false);
         }
         if let Some(total) = part.total_size.filter(|total| part.size as i128 != *total as i128) {
-            findings.push(finding!("chunk.size_mismatch", "uuid" => part.uuid.clone(), "size" => part.size, "total" => total));
+            findings.push(
+                finding!("chunk.size_mismatch", "uuid" => part.uuid.clone(), "size" => part.size, "total" => total),
+            );
         }
         let mut size = part.size;
         if let Some(kept) = part.kept.take() {
@@ -573,12 +623,15 @@ impl ChunkAssembler {
         }
         let sha = part.sha.finalize();
         let hex: String = sha.iter().map(|b| format!("{b:02x}")).collect();
-        (vec![
-            entry(name!("uuid"), part.uuid),
-            entry(name!("payload_size"), size),
-            entry(name!("payload_sha256"), hex),
-            entry(name!("chunks"), frames_value(&part.frames)),
-        ], false)
+        (
+            vec![
+                entry(name!("uuid"), part.uuid),
+                entry(name!("payload_size"), size),
+                entry(name!("payload_sha256"), hex),
+                entry(name!("chunks"), frames_value(&part.frames)),
+            ],
+            false,
+        )
     }
 }
 

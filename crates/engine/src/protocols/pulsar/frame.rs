@@ -1,12 +1,12 @@
 //! One Pulsar frame → [`Decoded`]: sizes, the BaseCommand and its sub-command, and for SEND and
 //! MESSAGE the payload section. A pure function of the bytes (and of the decompression limit).
 
+use super::Core;
 use crate::model::{Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
 use crate::protocols::pulsar::payload;
 use crate::schema::Kind;
 use crate::value::{Text, Value};
-use super::Core;
 use crate::{finding, name};
 
 /// The command type's name, `UNKNOWN(n)` for a number the schema does not know, `MALFORMED` without one.
@@ -56,7 +56,8 @@ fn peek_command_type(buf: &[u8]) -> Option<u64> {
 pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, depth: payload::Depth) -> Decoded {
     let size = frame.len() + missing;
     let mut findings = Vec::new();
-    let malformed = |findings| Decoded { type_name: Text::Name(name!("MALFORMED")), command: None, size, findings, body: None };
+    let malformed =
+        |findings| Decoded { type_name: Text::Name(name!("MALFORMED")), command: None, size, findings, body: None };
     let (Some(total), Some(cmd_size)) = (u32_at(frame, 0), u32_at(frame, 4)) else {
         findings.push(finding!("frame.too_short", "length" => frame.len()));
         return malformed(findings);
@@ -99,7 +100,9 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
         (None, _) => findings.push(finding!("command.no_type")),
         (Some(n), None) => findings.push(finding!("command.unknown_type", "number" => n)),
         (Some(n), Some(_)) => {
-            let field = schema.messages[core.base_command].field(n as u32).map(|f| &schema.messages[core.base_command].fields[f]);
+            let field = schema.messages[core.base_command]
+                .field(n as u32)
+                .map(|f| &schema.messages[core.base_command].fields[f]);
             match base.message(schema, n as u32) {
                 Some(sub) if field.is_some() => {
                     command = Some(sub);
@@ -110,7 +113,8 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
                 }
                 _ => {
                     let field_name = field.map_or(Text::Name(name!("sub-command")), |f| Text::Name(&f.name));
-                    findings.push(finding!("command.missing_subcommand", "type" => name.clone(), "field" => field_name));
+                    findings
+                        .push(finding!("command.missing_subcommand", "type" => name.clone(), "field" => field_name));
                 }
             }
         }
@@ -130,14 +134,17 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
     if !unknown.is_empty() {
         unknown.sort_unstable();
         unknown.dedup();
-        findings.push(finding!("command.unknown_fields", "fields" => unknown.into_iter().map(Value::from).collect::<Vec<_>>()));
+        findings.push(
+            finding!("command.unknown_fields", "fields" => unknown.into_iter().map(Value::from).collect::<Vec<_>>()),
+        );
     }
     let command_value = command.map(|c| c.to_value(schema));
     let mut body = None;
     if type_num == Some(core.send) || type_num == Some(core.message) {
         let is_message = type_num == Some(core.message);
         let ack_set = if is_message { command.map(|c| c.varints(schema, core.message_ack_set)) } else { None };
-        let section = payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, depth);
+        let section =
+            payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, depth);
         findings.extend(section.findings.iter().cloned());
         body = Some(crate::model::Body::Payload(section));
     } else if cmd_end < frame.len() {
@@ -219,7 +226,11 @@ fn required_problems(core: &Core, command: &Parsed, name: &Text, errors: Vec<Str
     let (mut missing, mut odd) = (Vec::new(), Vec::new());
     for path in errors {
         let odd_field = ty.field_by_name(&path).is_some_and(|f| command.unknown.contains(&f.number));
-        if odd_field { odd.push(Value::from(path)) } else { missing.push(Value::from(path)) }
+        if odd_field {
+            odd.push(Value::from(path))
+        } else {
+            missing.push(Value::from(path))
+        }
     }
     if !missing.is_empty() {
         findings.push(finding!("command.missing_required", "type" => name.clone(), "fields" => missing));

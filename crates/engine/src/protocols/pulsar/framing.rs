@@ -4,9 +4,9 @@
 //! Wire layout (big-endian): ``[TOTAL_SIZE u32][CMD_SIZE u32][BaseCommand][payload section]`` where
 //! TOTAL_SIZE counts everything after itself.
 
+use crate::name;
 use crate::pb;
 use crate::schema::{self, EnumType, Schema};
-use crate::name;
 use crate::transport::splitter::{BadLength, Framing, Head, PduLength};
 use crate::value::entry;
 
@@ -120,7 +120,11 @@ impl PulsarFraming {
         PduLength::Bad(BadLength {
             kind: "BAD_SIZE".into(),
             details: vec![entry(name!("total_size"), total), entry(name!("cmd_size"), cmd_size)],
-            params: vec![entry(name!("field"), name!("TOTAL_SIZE")), entry(name!("size"), total), entry(name!("reason"), reason)],
+            params: vec![
+                entry(name!("field"), name!("TOTAL_SIZE")),
+                entry(name!("size"), total),
+                entry(name!("reason"), reason),
+            ],
         })
     }
 
@@ -251,8 +255,12 @@ impl Framing for PulsarFraming {
             return PduLength::NeedMore;
         }
         let total = u32_at(buf, 0);
-        let size_fields = || (vec![entry(name!("total_size"), total)],
-                              vec![entry(name!("field"), name!("TOTAL_SIZE")), entry(name!("size"), total)]);
+        let size_fields = || {
+            (
+                vec![entry(name!("total_size"), total)],
+                vec![entry(name!("field"), name!("TOTAL_SIZE")), entry(name!("size"), total)],
+            )
+        };
         if total as usize > max_size {
             let (details, params) = size_fields();
             return PduLength::Bad(BadLength { kind: "OVERSIZED".into(), details, params });
@@ -273,9 +281,15 @@ impl Framing for PulsarFraming {
             if buf.len() >= 10 && buf[8] == 0x08 {
                 let type_num = buf[9];
                 if !self.payload_type(type_num) && total != cmd_size + 4 {
-                    let name = self.command_types.name(type_num as i32).map_or_else(|| format!("type {type_num}"), |n| n.as_str().to_owned());
-                    return Self::disagree(total, cmd_size, format!(
-                        "disagrees with CMD_SIZE {cmd_size} of a {name} command, which carries no payload"));
+                    let name = self
+                        .command_types
+                        .name(type_num as i32)
+                        .map_or_else(|| format!("type {type_num}"), |n| n.as_str().to_owned());
+                    return Self::disagree(
+                        total,
+                        cmd_size,
+                        format!("disagrees with CMD_SIZE {cmd_size} of a {name} command, which carries no payload"),
+                    );
                 }
             }
         }
@@ -325,7 +339,8 @@ impl Framing for PulsarFraming {
             return Head::NeedMore;
         }
         let (total, cmd_size) = (u32_at(buf, 0) as usize, u32_at(buf, 4) as usize);
-        if buf[8] != 0x08 || !self.payload_type(buf[9]) || !(2..=HEAD_LIMIT).contains(&cmd_size) || cmd_size + 4 > total {
+        if buf[8] != 0x08 || !self.payload_type(buf[9]) || !(2..=HEAD_LIMIT).contains(&cmd_size) || cmd_size + 4 > total
+        {
             return Head::Skip;
         }
         let cmd_end = 8 + cmd_size;

@@ -13,12 +13,11 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-
+use super::Core;
 use crate::codecs::{self, Problem};
 use crate::model::{Checksum, Finding, PayloadSection};
 use crate::pb::{self, b64, Parsed};
 use crate::value::{entry, text, Map, Name, Text, Value};
-use super::Core;
 use crate::{finding, name};
 
 const MAGIC_CRC32C: u16 = 0x0e01;
@@ -52,7 +51,11 @@ pub enum Depth {
 
 impl Depth {
     pub fn brief(brief: bool) -> Depth {
-        if brief { Depth::Brief } else { Depth::Full }
+        if brief {
+            Depth::Brief
+        } else {
+            Depth::Full
+        }
     }
 }
 
@@ -253,7 +256,11 @@ fn decode_messages(
     }
     let mut data: Cow<[u8]> = Cow::Borrowed(payload);
     if compression != 0 {
-        let declared = if md.has(schema, f.uncompressed_size) { md.varint(schema, f.uncompressed_size).map(|v| v as u32 as u64) } else { None };
+        let declared = if md.has(schema, f.uncompressed_size) {
+            md.varint(schema, f.uncompressed_size).map(|v| v as u32 as u64)
+        } else {
+            None
+        };
         let result = codecs::decompress(compression, payload, declared, max_decompressed);
         if let Some(problem) = &result.problem {
             sec.findings.push(decompression_finding(problem));
@@ -280,16 +287,23 @@ fn decode_messages(
         let expected = get_i32(md, core, f.num_messages_in_batch) as i64;
         if depth != Depth::Full {
             let mut bytes = 0i64;
-            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, |e| bytes += e.payload.len() as i64);
+            let entries =
+                split_batch(core, &data, expected, &mut sec.findings, ack_set, |e| bytes += e.payload.len() as i64);
             let ack_set = ack_set.map(<[u64]>::to_vec);
             let summary = Value::Map(vec![entry(name!("count"), entries), entry(name!("bytes"), bytes)]);
             sec.batch_later = Some(Box::new(BatchLater {
-                data: data.into_owned(), expected, ack_set, entries, keep_payloads, summary,
+                data: data.into_owned(),
+                expected,
+                ack_set,
+                entries,
+                keep_payloads,
+                summary,
             }));
         } else {
             let messages = &mut sec.messages;
-            split_batch(core, &data, expected, &mut sec.findings, ack_set,
-                        |e| messages.push(Value::Map(batch_message(core, e, keep_payloads))));
+            split_batch(core, &data, expected, &mut sec.findings, ack_set, |e| {
+                messages.push(Value::Map(batch_message(core, e, keep_payloads)))
+            });
         }
         return;
     }
@@ -305,7 +319,9 @@ pub fn decompression_finding(problem: &Problem) -> Finding {
         Problem::OverLimit { codec: c, declared, limit } => {
             params.extend([codec_name(c), entry(name!("declared"), *declared), entry(name!("limit"), *limit)])
         }
-        Problem::BombDeclared { codec: c, declared } => params.extend([codec_name(c), entry(name!("declared"), *declared)]),
+        Problem::BombDeclared { codec: c, declared } => {
+            params.extend([codec_name(c), entry(name!("declared"), *declared)])
+        }
         Problem::BombLimit { codec: c, limit } => params.extend([codec_name(c), entry(name!("limit"), *limit)]),
         Problem::Failed { codec: c, error } => params.extend([codec_name(c), entry(name!("error"), error.clone())]),
         Problem::SizeMismatch { codec: c, declared, actual } => {
@@ -345,8 +361,18 @@ fn single_message(core: &Core, md: &Parsed, payload: Option<Vec<u8>>, size: usiz
 // The MessageMetadata fields one-line views show and the session reads: what a summary decode keeps, in
 // this order (the order of the record's keys).
 pub const BRIEF_METADATA: [&str; 12] = [
-    "producer_name", "compression", "uncompressed_size", "num_messages_in_batch", "schema_version", "encryption_algo",
-    "marker_type", "uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size", "deliver_at_time",
+    "producer_name",
+    "compression",
+    "uncompressed_size",
+    "num_messages_in_batch",
+    "schema_version",
+    "encryption_algo",
+    "marker_type",
+    "uuid",
+    "chunk_id",
+    "num_chunks_from_msg",
+    "total_chunk_msg_size",
+    "deliver_at_time",
 ];
 
 fn brief_metadata(core: &Core, md: &Parsed) -> Value {
@@ -414,7 +440,14 @@ impl BatchLater {
 
     /// Each entry of the batch, in order (its findings were the check's).
     pub fn entries(&self, each: impl FnMut(&BatchEntry<'_>)) {
-        split_batch(crate::protocols::pulsar::core(), &self.data, self.expected, &mut Vec::new(), self.ack_set.as_deref(), each);
+        split_batch(
+            crate::protocols::pulsar::core(),
+            &self.data,
+            self.expected,
+            &mut Vec::new(),
+            self.ack_set.as_deref(),
+            each,
+        );
     }
 }
 
@@ -429,8 +462,14 @@ pub struct BatchEntry<'a> {
 
 /// Split a batch payload into its entries, `each` called with each; read every readable entry even when the
 /// batch is damaged, its damage in `findings`. Returns the entries read.
-fn split_batch(core: &Core, payload: &[u8], expected: i64, findings: &mut Vec<Finding>, ack_set: Option<&[u64]>,
-               mut each: impl FnMut(&BatchEntry<'_>)) -> usize {
+fn split_batch(
+    core: &Core,
+    payload: &[u8],
+    expected: i64,
+    findings: &mut Vec<Finding>,
+    ack_set: Option<&[u64]>,
+    mut each: impl FnMut(&BatchEntry<'_>),
+) -> usize {
     let schema = core.schema;
     let end = payload.len();
     let mut pos = 0usize;
@@ -461,7 +500,11 @@ fn split_batch(core: &Core, payload: &[u8], expected: i64, findings: &mut Vec<Fi
             break;
         };
         if size < 0 || pos + size as usize > end {
-            findings.push(batch_problem(index, name!("payload_size"), vec![entry(name!("size"), size), entry(name!("left"), end - pos)]));
+            findings.push(batch_problem(
+                index,
+                name!("payload_size"),
+                vec![entry(name!("size"), size), entry(name!("left"), end - pos)],
+            ));
             break;
         }
         let size = size as usize;
@@ -520,8 +563,8 @@ fn decode_marker(core: &Core, sec: &mut PayloadSection, marker_type: i32, payloa
         Err(_) => {
             let full = &core.schema.messages[msg].full_name;
             let short = full.rsplit('.').next().unwrap_or(full);
-            sec.findings.push(finding!("marker.unparsable", "marker" => short.to_owned(), "error" => parse_error(core, msg)));
+            sec.findings
+                .push(finding!("marker.unparsable", "marker" => short.to_owned(), "error" => parse_error(core, msg)));
         }
     }
 }
-

@@ -44,7 +44,7 @@ const BUDGET_EVERY: u64 = 1024; // deliveries between two looks at the global bu
 const EXCLUSIVE: [&str; 3] = ["Exclusive", "WaitForExclusive", "ExclusiveWithFencing"];
 const LINKS_SHOWN: usize = 100; // frame indexes a record lists at most (the count says how many in all)
 const FRAMES_KEPT: usize = 20; // deliveries of one message remembered for its REDELIVERED warning (the count is exact)
-// delivered-table values: the delivery count above, the first delivery's frame below
+                               // delivered-table values: the delivery count above, the first delivery's frame below
 const COUNT_SHIFT: u32 = 48;
 const FRAME_MASK: u64 = (1 << COUNT_SHIFT) - 1;
 
@@ -86,7 +86,7 @@ struct Repeat {
 
 struct Consumer {
     id: Value,
-    info: Map, // replaced, never edited: records that carry it must not change afterwards
+    info: Map,     // replaced, never edited: records that carry it must not change afterwards
     durable: bool, // a reader's subscription is not: it never acknowledges, by design
     permits: i64,
     flow_seen: bool,
@@ -140,8 +140,13 @@ pub struct SharedState {
 
 impl SharedState {
     fn new(options: &PulsarOptions) -> SharedState {
-        SharedState { cap: options.max_actors, topic_producers: OrderedMap::new(), budget: options.max_remembered_total,
-                      tables: Vec::new(), deliveries: 0 }
+        SharedState {
+            cap: options.max_actors,
+            topic_producers: OrderedMap::new(),
+            budget: options.max_remembered_total,
+            tables: Vec::new(),
+            deliveries: 0,
+        }
     }
 
     fn live_tables(&mut self) -> Vec<Rc<RefCell<Remembered>>> {
@@ -178,7 +183,8 @@ impl SharedState {
             }
             let mut largest = largest.borrow_mut();
             let remembered = &mut *largest;
-            let table = if !remembered.delivered.is_empty() { &mut remembered.delivered } else { &mut remembered.unacked };
+            let table =
+                if !remembered.delivered.is_empty() { &mut remembered.delivered } else { &mut remembered.unacked };
             if table.is_empty() {
                 break;
             }
@@ -198,9 +204,11 @@ impl SharedState {
         if mode == "ExclusiveWithFencing" {
             held.clear(); // it fences the others out: the broker closes them
         }
-        let conflicts = held.iter()
+        let conflicts = held
+            .iter()
             .filter(|(_, other)| EXCLUSIVE.contains(&mode) || EXCLUSIVE.contains(&access_mode(other)))
-            .cloned().collect();
+            .cloned()
+            .collect();
         let key = (conn, Ident::of(map_get(info, "id")));
         match held.iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = info.clone(),
@@ -267,7 +275,7 @@ pub struct PulsarSession {
     mid_stream: bool,
     producers: OrderedMap<Ident, Producer>,
     consumers: OrderedMap<Ident, Consumer>,
-    redirects: FastMap<Ident, u64>, // topic -> lookups redirected
+    redirects: FastMap<Ident, u64>,          // topic -> lookups redirected
     closed: OrderedMap<(Actor, Ident), Map>, // closed actors -> their info
     chunks: ChunkAssembler,
     drops: DropCounter,
@@ -305,9 +313,14 @@ fn int_value(v: i128) -> Value {
 
 impl PulsarSession {
     fn new(options: Rc<PulsarOptions>, conn: u64, mid_stream: bool, shared: Rc<RefCell<SharedState>>) -> PulsarSession {
-        let chunks = ChunkAssembler::new(options.max_decompressed, options.max_chunked_messages,
-                                         Some(options.max_chunk_bytes), Some(mid_stream), CLIENT_MAX_PENDING,
-                                         CLIENT_EXPIRE_S);
+        let chunks = ChunkAssembler::new(
+            options.max_decompressed,
+            options.max_chunked_messages,
+            Some(options.max_chunk_bytes),
+            Some(mid_stream),
+            CLIENT_MAX_PENDING,
+            CLIENT_EXPIRE_S,
+        );
         PulsarSession {
             options,
             conn,
@@ -404,8 +417,10 @@ impl PulsarSession {
                         "other_mode" => access_mode(&other).to_owned()));
                 }
             }
-        } else if t == "LOOKUP_RESPONSE" && request_type == "LOOKUP"
-            && field(cmd, "response").and_then(Value::as_str) == Some("Redirect") {
+        } else if t == "LOOKUP_RESPONSE"
+            && request_type == "LOOKUP"
+            && field(cmd, "response").and_then(Value::as_str) == Some("Redirect")
+        {
             let topic = map_get(&request.kept, "topic").cloned().unwrap_or(Value::Null);
             let count = self.redirects.entry(Ident::of(Some(&topic))).or_insert(0);
             *count += 1;
@@ -417,7 +432,14 @@ impl PulsarSession {
 
     /// The actor is gone: later frames about it are a client bug; messages it never acked and messages
     /// delivered more than once are said now.
-    fn on_close(&mut self, frame: &Frame, scope: Actor, cmd: &Value, findings: &mut Vec<Finding>, events: &mut Vec<Event>) {
+    fn on_close(
+        &mut self,
+        frame: &Frame,
+        scope: Actor,
+        cmd: &Value,
+        findings: &mut Vec<Finding>,
+        events: &mut Vec<Event>,
+    ) {
         let id_field = if scope == Actor::Producer { "producer_id" } else { "consumer_id" };
         let id = field_or_null(cmd, id_field);
         let ident = Ident::of(Some(&id));
@@ -495,7 +517,8 @@ impl PulsarSession {
                         "previous" => int_value(previous), "producer_id" => pid,
                         "name" => map_get(&producer.info, "name").cloned().unwrap_or(Value::Null)));
                 } else if first > previous + 1 {
-                    findings.push(finding!("sequence.gap", "first" => int_value(first), "previous" => int_value(previous)));
+                    findings
+                        .push(finding!("sequence.gap", "first" => int_value(first), "previous" => int_value(previous)));
                 }
             }
         }
@@ -524,8 +547,14 @@ impl PulsarSession {
 
     // ------------------------------------------------------------------------------------------- consumers
 
-    fn on_message(&mut self, frame: &Frame, cmd: &Value, notes: &mut Map, findings: &mut Vec<Finding>,
-                  events: &mut Vec<Event>) {
+    fn on_message(
+        &mut self,
+        frame: &Frame,
+        cmd: &Value,
+        notes: &mut Map,
+        findings: &mut Vec<Finding>,
+        events: &mut Vec<Event>,
+    ) {
         let cid = field_or_null(cmd, "consumer_id");
         let max_reported = self.options.max_redelivered_reported;
         let cap = self.options.max_remembered_messages;
@@ -546,7 +575,8 @@ impl PulsarSession {
                 Value::Float(v) => *v,
                 _ => f64::NAN,
             };
-            let shared_type = matches!(map_get(&consumer.info, "type").and_then(Value::as_str), Some("Shared" | "Key_Shared"));
+            let shared_type =
+                matches!(map_get(&consumer.info, "type").and_then(Value::as_str), Some("Shared" | "Key_Shared"));
             if frame.time * 1000.0 < at && shared_type {
                 findings.push(finding!("message.early_delivery", "early_ms" => Value::Float(at - frame.time * 1000.0),
                                        "deliver_at" => deliver_at.clone()));
@@ -621,7 +651,12 @@ impl PulsarSession {
         let excess = self.shared.borrow_mut().over_budget();
         if excess > 0 {
             self.shared.borrow_mut().shrink(excess);
-            self.dropped(frame, name!("max_remembered_total"), name!("message ids remembered over all consumers"), events);
+            self.dropped(
+                frame,
+                name!("max_remembered_total"),
+                name!("message ids remembered over all consumers"),
+                events,
+            );
         } else if dropped {
             self.dropped(frame, name!("max_remembered_messages"), name!("delivered message ids"), events);
         }
@@ -664,7 +699,8 @@ impl PulsarSession {
         let zero = Value::Int(0);
         let ids = field(cmd, "message_ids").and_then(Value::as_list).unwrap_or(&[]);
         let (mut frames, count) = if !ids.is_empty() {
-            let keys: Vec<EntryKey> = ids.iter()
+            let keys: Vec<EntryKey> = ids
+                .iter()
                 .map(|m| entry_key(m.get("ledgerId").unwrap_or(&zero), m.get("entryId").unwrap_or(&zero)))
                 .collect();
             let frames: Vec<u64> = keys.iter().filter_map(|k| remembered.unacked.get(k).copied()).collect();
@@ -688,10 +724,16 @@ impl PulsarSession {
     }
 }
 
-
 impl Session for PulsarSession {
-    fn on_frame(&mut self, frame: &Frame, spec: Option<&CommandSpec>, request: Option<&Waiting>, notes: &mut Map,
-                findings: &mut Vec<Finding>, events: &mut Vec<Event>) {
+    fn on_frame(
+        &mut self,
+        frame: &Frame,
+        spec: Option<&CommandSpec>,
+        request: Option<&Waiting>,
+        notes: &mut Map,
+        findings: &mut Vec<Finding>,
+        events: &mut Vec<Event>,
+    ) {
         let (Some(spec), Some(cmd)) = (spec, frame.pdu.command.as_ref()) else {
             return; // an unknown or malformed command: nothing to learn from it
         };
@@ -763,10 +805,16 @@ impl Session for PulsarSession {
 
     fn close(&mut self, time: f64, packet: u64, events: &mut Vec<Event>) {
         for part in self.chunks.pending() {
-            let mut event = Event::new(name!("UNFINISHED_CHUNKS"), time, packet, Some(self.conn), vec![
-                entry(name!("uuid"), part.uuid),
-                entry(name!("chunks"), Value::List(part.frames.into_iter().map(Value::from).collect())),
-            ]);
+            let mut event = Event::new(
+                name!("UNFINISHED_CHUNKS"),
+                time,
+                packet,
+                Some(self.conn),
+                vec![
+                    entry(name!("uuid"), part.uuid),
+                    entry(name!("chunks"), Value::List(part.frames.into_iter().map(Value::from).collect())),
+                ],
+            );
             event.params = vec![entry(name!("seen"), part.seen), entry(name!("num_chunks"), part.num_chunks)];
             events.push(event);
         }
@@ -788,14 +836,18 @@ impl Session for PulsarSession {
     }
 
     fn sizes(&self) -> Map {
-        let consumers: Vec<Value> = self.consumers.iter().map(|(ident, c)| {
-            let remembered = c.remembered.borrow();
-            Value::Map(vec![
-                entry(name!("id"), ident.to_value()),
-                entry(name!("delivered"), remembered.delivered.len()),
-                entry(name!("unacked"), remembered.unacked.len()),
-            ])
-        }).collect();
+        let consumers: Vec<Value> = self
+            .consumers
+            .iter()
+            .map(|(ident, c)| {
+                let remembered = c.remembered.borrow();
+                Value::Map(vec![
+                    entry(name!("id"), ident.to_value()),
+                    entry(name!("delivered"), remembered.delivered.len()),
+                    entry(name!("unacked"), remembered.unacked.len()),
+                ])
+            })
+            .collect();
         vec![entry(name!("consumers"), Value::List(consumers))]
     }
 }

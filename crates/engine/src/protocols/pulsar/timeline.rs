@@ -32,10 +32,8 @@ fn summary<'a>(payload: &PayloadFacts<'a>) -> Summary<'a> {
         };
     }
     let messages = payload.messages.unwrap_or(&[]);
-    let bytes = messages
-        .iter()
-        .filter_map(|m| m.get("payload_size").and_then(Value::as_i64))
-        .fold(0i64, i64::saturating_add);
+    let bytes =
+        messages.iter().filter_map(|m| m.get("payload_size").and_then(Value::as_i64)).fold(0i64, i64::saturating_add);
     Summary {
         count: Atom::Int(messages.len() as i64),
         bytes: Atom::Int(bytes),
@@ -67,7 +65,8 @@ pub fn pieces(facts: &LineFacts, line: &mut Line) {
         if let Some(version) = md("schema_version").filter(|v| v.truthy()) {
             line.push(Role::Label, " schema=");
             let hex = match version.as_str() {
-                Some(b64) => b64_decode(b64).map_or_else(|| b64.to_owned(), |raw| raw.iter().map(|b| format!("{b:02x}")).collect()),
+                Some(b64) => b64_decode(b64)
+                    .map_or_else(|| b64.to_owned(), |raw| raw.iter().map(|b| format!("{b:02x}")).collect()),
                 None => text::py_str(version),
             };
             text::push_safe_text(&hex, 20, &mut line.text);

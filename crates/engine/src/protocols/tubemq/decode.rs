@@ -171,8 +171,12 @@ fn envelope(f: &mut Frame<'_>, brief: bool) -> (Text, Option<Value>, Vec<Value>)
             let Some(body) = f.next(t.exception_body, EXCEPTION) else { return malformed };
             let exception = body.to_value(t.schema);
             let name_of = exception.get("exceptionName").and_then(Value::as_str).unwrap_or("").to_owned();
-            let first_line = exception.get("stackTrace").and_then(Value::as_str)
-                .and_then(|s| s.lines().next()).unwrap_or("").to_owned();
+            let first_line = exception
+                .get("stackTrace")
+                .and_then(Value::as_str)
+                .and_then(|s| s.lines().next())
+                .unwrap_or("")
+                .to_owned();
             let short = name_of.rsplit('.').next().unwrap_or(&name_of).to_owned();
             f.findings.push(if short == "StandbyException" {
                 finding!("tubemq.standby_master", "exception" => name_of, "message" => first_line)
@@ -199,8 +203,13 @@ fn service(f: &mut Frame<'_>, header: &Parsed<'_>, service_field: u32, version_f
 }
 
 /// The message of method `method` in `bytes`: the request's or the response's, by the method table.
-fn method_message(f: &mut Frame<'_>, method: Option<i64>, request: bool, bytes: &[u8], brief: bool)
-                  -> (Text, Option<Value>, Vec<Value>) {
+fn method_message(
+    f: &mut Frame<'_>,
+    method: Option<i64>,
+    request: bool,
+    bytes: &[u8],
+    brief: bool,
+) -> (Text, Option<Value>, Vec<Value>) {
     let Some(method) = method else {
         f.findings.push(finding!("tubemq.unparsable", "message" => (if request { "RequestBody" } else { "RspResponseBody" }).to_owned()));
         return (Text::Name(name!("MALFORMED")), None, Vec::new());
@@ -209,8 +218,11 @@ fn method_message(f: &mut Frame<'_>, method: Option<i64>, request: bool, bytes: 
     let Some(&(spec, request_msg, response_msg)) = f.t.method(method) else {
         f.findings.push(finding!("tubemq.unknown_method", "method" => method, "length" => bytes.len()));
         // one type for every unknown id (the id is in `rpc`), with an empty command: its response still pairs
-        return (Text::Name(if request { name!("UNKNOWN_REQUEST") } else { name!("UNKNOWN_RESPONSE") }),
-                Some(Value::Map(Map::new())), Vec::new());
+        return (
+            Text::Name(if request { name!("UNKNOWN_REQUEST") } else { name!("UNKNOWN_RESPONSE") }),
+            Some(Value::Map(Map::new())),
+            Vec::new(),
+        );
     };
     f.rpc.push(entry(name!("method_name"), spec.constant.to_owned()));
     // a request for a method of another service: the server refuses it ("No method N in service S")
@@ -300,8 +312,14 @@ fn take_field(command: &mut Value, field: &str) {
 
 /// One application message: its data split as the consumer splits it (`[attrLen][attributes][payload]`
 /// when flag bit 0 is set), its checksum checked (`checksum_wire` -1: not supplied).
-fn message_record(f: &mut Frame<'_>, data: &[u8], flag: Option<i64>, checksum_wire: Option<i64>, id: Option<i64>,
-                  brief: bool) -> Value {
+fn message_record(
+    f: &mut Frame<'_>,
+    data: &[u8],
+    flag: Option<i64>,
+    checksum_wire: Option<i64>,
+    id: Option<i64>,
+    brief: bool,
+) -> Value {
     let mut fields: Map = Vec::with_capacity(8);
     let (mut payload, mut attributes) = (data, None);
     if flag.is_some_and(|flag| flag & 1 == 1) {
@@ -311,7 +329,9 @@ fn message_record(f: &mut Frame<'_>, data: &[u8], flag: Option<i64>, checksum_wi
                 attributes = Some(crate::value::text(&data[4..4 + length]));
                 payload = &data[4 + length..];
             }
-            other => f.findings.push(finding!("tubemq.message_attributes", "message_id" => id.map_or(Value::Null, Value::from),
+            other => f
+                .findings
+                .push(finding!("tubemq.message_attributes", "message_id" => id.map_or(Value::Null, Value::from),
                 "attr_len" => other.map_or(Value::Null, |n| Value::from(n as i64)), "data_size" => data.len())),
         }
     }

@@ -41,11 +41,21 @@ impl Framing for TubeMqFraming {
     fn pdu_length(&self, buf: &[u8], max_size: usize) -> PduLength {
         if !token_prefix(buf) {
             let seen = u32_at(buf, 0).map_or(0, u64::from);
-            return bad("BAD_SIZE", name!("begin token"), seen, format!("is not TubeMQ's begin token 0x{BEGIN_TOKEN:08X}"));
+            return bad(
+                "BAD_SIZE",
+                name!("begin token"),
+                seen,
+                format!("is not TubeMQ's begin token 0x{BEGIN_TOKEN:08X}"),
+            );
         }
         let Some(list_size) = u32_at(buf, 8) else { return PduLength::NeedMore };
         if list_size > MAX_LIST_SIZE {
-            return bad("BAD_SIZE", name!("list size"), list_size as u64, format!("is above the {MAX_LIST_SIZE} blocks servers accept"));
+            return bad(
+                "BAD_SIZE",
+                name!("list size"),
+                list_size as u64,
+                format!("is above the {MAX_LIST_SIZE} blocks servers accept"),
+            );
         }
         let mut pos = HEADER_SIZE;
         for _ in 0..list_size {
@@ -144,7 +154,9 @@ mod tests {
         let mut f = frame(1, &[&[2, 8, 0]]);
         f[8..12].copy_from_slice(&100_000u32.to_be_bytes());
         assert!(matches!(TubeMqFraming.pdu_length(&f, 1 << 20), PduLength::Bad(b) if b.kind == "BAD_SIZE"));
-        assert!(matches!(TubeMqFraming.pdu_length(b"GET / HTTP/1.1", 1 << 20), PduLength::Bad(b) if b.kind == "BAD_SIZE"));
+        assert!(
+            matches!(TubeMqFraming.pdu_length(b"GET / HTTP/1.1", 1 << 20), PduLength::Bad(b) if b.kind == "BAD_SIZE")
+        );
     }
 
     #[test]

@@ -63,8 +63,11 @@ pub fn topic_info(text: &str) -> Option<Value> {
         if numbers.next().is_some() {
             return None;
         }
-        brokers.push(Value::Map(vec![entry(name!("broker_id"), id), entry(name!("partitions"), partitions),
-                                     entry(name!("stores"), stores)]));
+        brokers.push(Value::Map(vec![
+            entry(name!("broker_id"), id),
+            entry(name!("partitions"), partitions),
+            entry(name!("stores"), stores),
+        ]));
     }
     let mut out = vec![entry(name!("topic"), topic.to_owned()), entry(name!("brokers"), Value::List(brokers))];
     match segments.next() {

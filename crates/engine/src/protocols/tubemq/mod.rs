@@ -34,12 +34,21 @@ pub struct Method {
 impl Method {
     /// The role of the server that answers it: the master (MasterService), else a broker.
     pub fn server_role(&self) -> &'static str {
-        if self.service_type == MASTER { "master" } else { "broker" }
+        if self.service_type == MASTER {
+            "master"
+        } else {
+            "broker"
+        }
     }
 }
 
-const fn method(id: i32, constant: &'static str, service_type: i64, request: Option<&'static str>,
-                response: Option<&'static str>) -> Method {
+const fn method(
+    id: i32,
+    constant: &'static str,
+    service_type: i64,
+    request: Option<&'static str>,
+    response: Option<&'static str>,
+) -> Method {
     Method { id, constant, service_type, request, response }
 }
 
@@ -61,7 +70,13 @@ pub static METHODS: [Method; 21] = [
     method(9, "MASTER_BROKER_CLOSECLIENT", MASTER, Some("CloseRequestB2M"), Some("CloseResponseM2B")),
     method(11, "BROKER_PRODUCER_REGISTER", BROKER_WRITE, None, None),
     method(12, "BROKER_PRODUCER_HEARTBEAT", BROKER_WRITE, None, None),
-    method(13, "BROKER_PRODUCER_SENDMESSAGE", BROKER_WRITE, Some("SendMessageRequestP2B"), Some("SendMessageResponseB2P")),
+    method(
+        13,
+        "BROKER_PRODUCER_SENDMESSAGE",
+        BROKER_WRITE,
+        Some("SendMessageRequestP2B"),
+        Some("SendMessageResponseB2P"),
+    ),
     method(14, "BROKER_PRODUCER_CLOSE", BROKER_WRITE, None, None),
     method(15, "BROKER_CONSUMER_REGISTER", BROKER_READ, Some("RegisterRequestC2B"), Some("RegisterResponseB2C")),
     method(16, "BROKER_CONSUMER_HEARTBEAT", BROKER_READ, Some("HeartBeatRequestC2B"), Some("HeartBeatResponseB2C")),

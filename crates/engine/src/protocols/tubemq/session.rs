@@ -33,8 +33,15 @@ fn from(map: Option<&Map>, key: &str) -> Option<Value> {
 }
 
 impl Session for TubeSession {
-    fn on_frame(&mut self, frame: &Frame, _spec: Option<&CommandSpec>, request: Option<&Waiting>, notes: &mut Map,
-                _findings: &mut Vec<Finding>, _events: &mut Vec<Event>) {
+    fn on_frame(
+        &mut self,
+        frame: &Frame,
+        _spec: Option<&CommandSpec>,
+        request: Option<&Waiting>,
+        notes: &mut Map,
+        _findings: &mut Vec<Finding>,
+        _events: &mut Vec<Event>,
+    ) {
         let command = frame.pdu.command.as_ref().and_then(Value::as_map);
         for (field, note) in ABOUT {
             let value = from(command, field).or_else(|| from(request.map(|r| &r.kept), field));

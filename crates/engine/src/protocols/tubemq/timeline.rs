@@ -12,10 +12,17 @@ pub fn pieces(facts: &LineFacts, line: &mut Line) {
         line.end(Role::Plain);
     }
     let (count, bytes) = match (facts.payload.summary, facts.payload.messages) {
-        (Some(summary), _) => (summary.get("count").and_then(Value::as_i64).unwrap_or(0),
-                               summary.get("bytes").and_then(Value::as_i64).unwrap_or(0)),
-        (None, Some(messages)) if !messages.is_empty() => (messages.len() as i64,
-            messages.iter().filter_map(|m| m.get("payload_size").and_then(Value::as_i64)).fold(0i64, i64::saturating_add)),
+        (Some(summary), _) => (
+            summary.get("count").and_then(Value::as_i64).unwrap_or(0),
+            summary.get("bytes").and_then(Value::as_i64).unwrap_or(0),
+        ),
+        (None, Some(messages)) if !messages.is_empty() => (
+            messages.len() as i64,
+            messages
+                .iter()
+                .filter_map(|m| m.get("payload_size").and_then(Value::as_i64))
+                .fold(0i64, i64::saturating_add),
+        ),
         _ => return,
     };
     line.text.push_str(&format!(" msgs={count} bytes={bytes}"));
