@@ -16,7 +16,7 @@ impl Rng {
         Rng((seed as u64) << 32 | 0x9E37_79B9 ^ seed as u64 | 1)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -27,7 +27,7 @@ impl Rng {
         if n == 0 {
             0
         } else {
-            (self.next() % n as u64) as usize
+            (self.next_u64() % n as u64) as usize
         }
     }
 
@@ -287,7 +287,7 @@ fn mutate_payload(data: &mut [u8], start: usize, end: usize, rng: &mut Rng) -> b
             match rng.below(3) {
                 0 => {
                     let i = m + rng.below(2);
-                    data[i] = if rng.below(2) == 0 { data[i] ^ 1 << rng.below(8) } else { rng.next() as u8 };
+                    data[i] = if rng.below(2) == 0 { data[i] ^ 1 << rng.below(8) } else { rng.next_u64() as u8 };
                     true
                 }
                 1 if rng.below(2) == 0 && m + 6 <= end => {

@@ -128,7 +128,7 @@ impl Pipeline {
                 table: tables::TableTemplate::new(json),
             };
         let protos = vec![
-            proto("pulsar", Kind::Pulsar, Box::new(PulsarFraming::default()), pulsar),
+            proto("pulsar", Kind::Pulsar, Box::<PulsarFraming>::default(), pulsar),
             proto("tubemq", Kind::TubeMq, Box::new(TubeMqFraming), tubemq),
         ];
         Pipeline { protos }
@@ -303,8 +303,8 @@ impl Run<'_> {
                 });
                 self.close_splitters(conn, &mut state, time, packet, Some((how, closed_by.clone())))?;
                 let mut details = vec![entry(name!("how"), how.to_owned())];
-                for side in 0..2 {
-                    details.push((Text::Owned(format!("bytes_{}", state.direction[side])), Value::from(bytes[side])));
+                for (direction, bytes) in state.direction.iter().zip(bytes) {
+                    details.push((Text::Owned(format!("bytes_{direction}")), Value::from(bytes)));
                 }
                 if let Some(by) = closed_by {
                     details.push(entry(name!("closed_by"), by));

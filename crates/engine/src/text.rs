@@ -221,7 +221,7 @@ fn even_on_a_tie(v: f64, exponent: i32, digits: &mut String) {
         let text = format!("0.{}e{}", String::from_utf8_lossy(candidate), exponent + 1);
         text.parse::<f64>().is_ok_and(|read| read == v)
     };
-    let even = if floor[n - 1] % 2 == 0 { floor } else { &above[..] };
+    let even = if floor[n - 1].is_multiple_of(2) { floor } else { &above[..] };
     if reads_back(floor) && reads_back(&above) {
         *digits = String::from_utf8_lossy(even).into_owned();
     }

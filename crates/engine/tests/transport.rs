@@ -242,7 +242,7 @@ fn pdus(items: &[Split]) -> Vec<(Vec<u8>, i64)> {
 fn splitting_with_a_toy_framing() {
     let mut wire = Vec::new();
     for body in [&b"abc"[..], b"", b"defgh"] {
-        wire.extend_from_slice(&(body.len() as u16 + 0).to_be_bytes());
+        wire.extend_from_slice(&(body.len() as u16).to_be_bytes());
         wire.extend_from_slice(body);
     }
     // byte by byte: the same PDUs; the empty one has a bad size and is skipped (the toy cannot resync)

@@ -73,7 +73,7 @@ impl Column {
     }
 
     fn mark(&mut self, valid: bool) {
-        if self.rows % 8 == 0 {
+        if self.rows.is_multiple_of(8) {
             self.valid.push(0);
         }
         if valid {
@@ -94,7 +94,7 @@ impl Column {
             (Kind::Float, Cell::Float(v)) => self.push_fixed(&v.to_le_bytes(), true),
             (Kind::Int | Kind::Float, _) => self.push_fixed(&[0; 8], false),
             (Kind::Bool, cell) => {
-                if self.rows % 8 == 0 {
+                if self.rows.is_multiple_of(8) {
                     self.values.push(0);
                 }
                 if matches!(cell, Cell::Bool(true)) {

@@ -266,10 +266,13 @@ fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(out)
 }
 
-/// TubeMQ's method table (core/src/tubemq/mod.rs, the one place it is written): (id, constant, server role,
+/// (id, constant, server role, request message, response message) of a TubeMQ method.
+type MethodRow = (i32, &'static str, &'static str, Option<&'static str>, Option<&'static str>);
+
+/// TubeMQ's method table (crates/engine/src/protocols/tubemq/mod.rs, the one place it is written): (id, constant, server role,
 /// request message, response message), None for a method upstream declares but never encodes.
 #[pyfunction]
-fn tubemq_methods() -> Vec<(i32, &'static str, &'static str, Option<&'static str>, Option<&'static str>)> {
+fn tubemq_methods() -> Vec<MethodRow> {
     engine::protocols::tubemq::METHODS
         .iter()
         .map(|m| (m.id, m.constant, m.server_role(), m.request, m.response))

@@ -23,6 +23,9 @@ use engine::{finding, name};
 /// A protocol's largest frame when neither the options nor the protocol say (`protocols/base.py`).
 const DEFAULT_MAX_FRAME_SIZE: usize = 5 * 1024 * 1024 + 10 * 1024;
 
+/// A protocol by name, and the server's role on its port (None: the protocol's first server role).
+pub type ProtocolRole = (String, Option<String>);
+
 pub struct Settings {
     pub detect: bool,
     pub detect_budget: i64,
@@ -30,7 +33,7 @@ pub struct Settings {
     pub max_frame_size: Option<usize>,
     pub keep_frame_bytes: bool,
     /// extra server ports: the first protocol's (None), or a protocol's by name with the server's role there
-    pub extra_ports: Vec<(u16, Option<(String, Option<String>)>)>,
+    pub extra_ports: Vec<(u16, Option<ProtocolRole>)>,
     pub reassembly: Config,
     pub decode: DecodeOptions,
 }
@@ -535,8 +538,8 @@ impl Pipeline {
                 if state.confirmed {
                     let details = PyDict::new(py);
                     details.set_item("how", how)?;
-                    for side in 0..2 {
-                        details.set_item(format!("bytes_{}", self.direction(py, &state, side)), bytes[side])?;
+                    for (side, bytes) in bytes.iter().enumerate() {
+                        details.set_item(format!("bytes_{}", self.direction(py, &state, side)), bytes)?;
                     }
                     if let Some(by) = closed_by {
                         details.set_item("closed_by", by)?;

@@ -225,7 +225,10 @@ fn required_problems(core: &Core, command: &Parsed, name: &Text, errors: Vec<Str
     let ty = &core.schema.messages[command.msg];
     let (mut missing, mut odd) = (Vec::new(), Vec::new());
     for path in errors {
-        let odd_field = ty.field_by_name(&path).is_some_and(|f| command.unknown.contains(&f.number));
+        // (only an enum field: a scalar of the wrong wire type is kept among the unknown fields too, and missing)
+        let odd_field = ty
+            .field_by_name(&path)
+            .is_some_and(|f| matches!(f.kind, Kind::Enum(_)) && command.unknown.contains(&f.number));
         if odd_field {
             odd.push(Value::from(path))
         } else {

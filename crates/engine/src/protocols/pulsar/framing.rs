@@ -145,7 +145,8 @@ impl PulsarFraming {
             return Ok(false);
         }
         let payload = self.payload_type(type_num);
-        if !payload && total as u64 != cmd_size as u64 + 4 {
+        // CMD_SIZE must fit in TOTAL_SIZE: what follows subtracts the one from the other
+        if cmd_size as u64 + 4 > total as u64 || (!payload && total as u64 != cmd_size as u64 + 4) {
             return Ok(false);
         }
         // Encoders write BaseCommand as [type][sub-command N]: check that shape on the bytes at hand first, so
