@@ -1,6 +1,6 @@
 """Wires the stages together: packets → TCP segments → reassembled streams → PDUs → decoded frames.
 
-The stages themselves are the compiled core's (``core/src/transport/``: the network layers, the TCP
+The stages themselves are the compiled core's (``crates/engine/src/transport/``: the network layers, the TCP
 reassembly, the PDU splitter with each protocol's framing, the decoders, and the pipeline that joins them);
 ``Dissector`` is its Python face. It is a push machine (``feed_packet`` / ``feed_segment`` / ``tick``) so a
 live sniffer and a file reader drive the same code; ``dissect_file`` is the pull-style wrapper for files. It

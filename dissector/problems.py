@@ -115,7 +115,7 @@ def expert_record(f: Finding) -> dict[str, str]:
 
 
 class _SeverityAndMessage:
-    """What a record shows of a finding besides its id, for the core's record writer (core/src/records.rs):
+    """What a record shows of a finding besides its id, for the core's record writer (crates/engine/src/records.rs):
     called with (id, params), (severity, text); ``pieces(id)``: (severity, the template's pieces) when it is
     a ``Pieces`` template or a format string (one piece), which the core then renders itself; None for a
     function."""

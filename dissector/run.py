@@ -24,7 +24,7 @@ def analysed_events(path, options: Options | None = None, report: dict | None = 
 def analysed_records(path, options: Options | None = None, *, payload_bytes: bool = False,
                      summary: bool = False, report: dict | None = None, stats=None) -> Iterator[dict]:
     """The JSON Lines contract of a capture, one dict per frame or event, in capture order: the frames'
-    records made by the core (``core/src/records.rs``), the events' by ``output.records.event_record``.
+    records made by the core (``crates/engine/src/records.rs``), the events' by ``output.records.event_record``.
     ``summary`` records (for one-line views) also decode only what those views read (``Options.summary``);
     ``payload_bytes``: each message's payload too (``output.records.record``). With ``stats`` (a
     ``StatsCollector``'s ``core``), every record goes into those statistics in the core, in capture order, and

@@ -1,4 +1,4 @@
-"""The core's own JSON writer (core/src/value.rs: ``Value::write_json``, for the native output to come) writes
+"""The core's own JSON writer (crates/engine/src/value.rs: ``Value::write_json``, for the native output to come) writes
 exactly what ``dissector.output.jsonl.dumps`` writes: byte for byte, on every value the decoder gives for the
 shipped captures, on every golden record, and on the floats and strings where JSON writers differ."""
 

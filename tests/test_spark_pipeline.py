@@ -281,7 +281,7 @@ def test_a_standalone_master(tmp_path):
 
 
 def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
-    """The core's columns of records (`core/src/columns.rs`, the sink the decoding tasks' records are built
+    """The core's columns of records (`crates/python/src/columns.rs`, the sink the decoding tasks' records are built
     into, here fed records as dicts): a key of the wrong type is null in its column, strings are themselves,
     objects keep their JSON text, messages are expanded (a list item that is no object is no row), a record
     that answers a request is an exchange (the request's time and packet unknown to a record made elsewhere)."""

@@ -1,5 +1,5 @@
-"""The timeline's line and the escape of wire strings, both in the compiled core (core/src/timeline.rs,
-core/src/text.rs): one escape for every renderer, one line whether the core writes it from its own frame
+"""The timeline's line and the escape of wire strings, both in the compiled core (crates/engine/src/timeline.rs,
+crates/engine/src/text.rs): one escape for every renderer, one line whether the core writes it from its own frame
 (``--plain`` with nothing to filter) or makes it from a record dict (filters, ``-V``, the terminal).
 
 Hostile strings (terminal escapes, BEL, C1 controls, bidi overrides, rich markup, newlines, invalid UTF-8)

@@ -1,6 +1,6 @@
-"""Writes core/src/printable.rs: the code points Python's ``str.isprintable`` rejects, as ranges.
+"""Writes crates/engine/src/printable.rs: the code points Python's ``str.isprintable`` rejects, as ranges.
 
-``safe`` (core/src/text.rs) escapes exactly what Python's ``str.isprintable`` calls not printable (the Unicode
+``safe`` (crates/engine/src/text.rs) escapes exactly what Python's ``str.isprintable`` calls not printable (the Unicode
 categories Cc, Cf, Cs, Co, Cn, Zl, Zp and Zs other than the space), as the Python running this script knows
 them; the table is fixed in the core, so every Python the tool runs on escapes the same characters. Rerun it
 to follow a newer Unicode database (``unicodedata.unidata_version``; tests/test_text_safe.py checks the
@@ -15,7 +15,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "core" / "src" / "printable.rs"
+OUT = Path(__file__).resolve().parent.parent / "crates" / "engine" / "src" / "printable.rs"
 
 
 def ranges() -> list[tuple[int, int]]:

@@ -1,7 +1,7 @@
 """Conversation analysis: request/response pairing for any protocol, and the protocol's own session state.
 
-The analysis is the compiled core's (``core/src/analysis/``: the generic pairing, driven by the protocol's
-command table; ``core/src/pulsar/``: Pulsar's session and chunked-message reassembly). It runs after decoding,
+The analysis is the compiled core's (``crates/engine/src/analysis/``: the generic pairing, driven by the protocol's
+command table; ``crates/engine/src/protocols/pulsar/``: Pulsar's session and chunked-message reassembly). It runs after decoding,
 one item at a time, in capture order. A request waits under a key (a space and some command fields) until a
 response looks under the same key; the pair gives ``answers``, ``latency_ms`` and ``request_type``, and the
 findings ``response.slow``, ``response.unmatched`` and ``request.duplicate_id``. A request still waiting when
@@ -78,11 +78,11 @@ def analysed_dissector(options: Options, *, records: str | None = None, summary:
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
     trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``records`` ("dict" or
     "json"), a frame comes out as its record (the JSON Lines contract; ``summary`` and ``payload_bytes`` as in
-    ``output.records.record``), made by the core (``core/src/records.rs``: Python makes only the texts of its
+    ``output.records.record``), made by the core (``crates/engine/src/records.rs``: Python makes only the texts of its
     findings): a dict, or its JSON line (consecutive lines come as one bytes object). With ``stats`` (a
     ``StatsCollector``'s ``core``) the records go into those statistics, in the core, events too (which still
     come out). With ``timeline`` (the core's ``TimelineFormat`` of a renderer), a frame comes out as its plain
-    timeline line (``core/src/timeline.rs``), consecutive lines as one bytes object."""
+    timeline line (``crates/engine/src/timeline.rs``), consecutive lines as one bytes object."""
     classes = (Frame, Event, Decoded, Finding, Annotated)
     mode = None if records is None else (records if records == "columns" else records == "json", summary, payload_bytes,
                                          severity_and_message)

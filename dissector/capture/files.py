@@ -1,6 +1,6 @@
 """Stage 1: read packets from a classic pcap or pcapng capture file (optionally gzip-compressed).
 
-The reading is the compiled core's (``core/src/capture/``): streaming, memory bounded by the read size
+The reading is the compiled core's (``crates/engine/src/capture/``): streaming, memory bounded by the read size
 (1 MiB) plus the largest record, whatever the file size. This module is its Python face: the packets as
 ``CapturedPacket``s, the notes' texts (registered here, the one place of them), open_capture. A pipeline stage
 can also read the core's reader itself, many packets per call (``pipeline.read_file``).

@@ -1,6 +1,6 @@
 """Stage 2: link layer -> IPv4/IPv6 -> TCP, one captured packet at a time.
 
-The parsing is the compiled core's (``core/src/transport/net.rs``: link types, VLANs, IPv4 options and
+The parsing is the compiled core's (``crates/engine/src/transport/net.rs``: link types, VLANs, IPv4 options and
 fragments, IPv6 extension headers, TCP options, snaplen-cut payloads); the pipeline feeds it packets directly.
 This module is its Python face for the tools and tests that want the segments themselves:
 ``tcp_segment(pkt)`` returns a :class:`TcpSegment` for a TCP packet and ``None`` for anything else (non-IP,

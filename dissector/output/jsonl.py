@@ -3,7 +3,7 @@
 JSON allows C1 controls (U+0080..U+009F), DEL, U+2028/U+2029 and the bidi controls (U+202A..U+202E,
 U+2066..U+2069) raw; a terminal obeys the first ones, ``str.splitlines`` and JavaScript end a line at the
 separators, and the bidi ones reorder what is shown. They are written as ``\\uXXXX``, as the core's JSON
-writer writes them (``core/src/value.rs: write_json_str``), byte for byte.
+writer writes them (``crates/engine/src/value.rs: write_json_str``), byte for byte.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from ..problems import NOTE, message, severity, severity_and_message
 
 @functools.lru_cache(maxsize=None)
 def _frame_records(payload_bytes: bool, summary: bool):
-    """The core's record maker for Annotated frames held in Python (``core/src/records.rs``)."""
+    """The core's record maker for Annotated frames held in Python (``crates/engine/src/records.rs``)."""
     return _core.FrameRecords(severity_and_message, protocols.get, summary, payload_bytes)
 
 

@@ -58,7 +58,7 @@ CHUNK_MEMORY = 20_000  # chunk frames of unfinished compressed messages remember
 
 
 class StatsCollector:
-    """Gathers records one at a time, in the core (``core/src/stats``: the counting, the bounded tables, the
+    """Gathers records one at a time, in the core (``crates/engine/src/stats``: the counting, the bounded tables, the
     seeded samples); ``result()`` turns its figures into the plain data of ``stats --json``."""
 
     def __init__(self, options: Options | None = None) -> None:

@@ -2,7 +2,7 @@
 
 Wire strings are untrusted: a topic name may hold terminal escape sequences, rich markup, bidi overrides or
 newlines. ``safe`` makes any value printable, single-line and length-limited; renderers append it as plain
-text (never parsed as markup). The escape is the compiled core's (``core/src/text.rs``), the same function
+text (never parsed as markup). The escape is the compiled core's (``crates/engine/src/text.rs``), the same function
 that makes the timeline's lines there: every character Python's ``str.isprintable`` rejects is written as
 ``unicode_escape`` writes it, a dict or list is shown as compact JSON, then the text is cut to ``limit``
 characters (the last one "…").

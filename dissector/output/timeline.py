@@ -1,6 +1,6 @@
 """The terminal timeline: one line per frame or event, built from the JSON-contract records.
 
-The line itself is made by the compiled core (``core/src/timeline.rs``), in one implementation whether it
+The line itself is made by the compiled core (``crates/engine/src/timeline.rs``), in one implementation whether it
 comes from a frame the core decoded (``--plain``, written by the core in batches: ``run.analysed_timeline_lines``)
 or from a record dict (``TimelineRenderer``): as (text, role) pieces, which this module styles by role
 (``STYLES``) and folds to the console width, or as plain text. Python keeps what is declarative: which fields a
@@ -26,7 +26,7 @@ from rich.text import Text
 from .. import protocols
 from .text import BYTES_FIELDS, bytes_kind, date_ms, hex_dump, safe, shown_b64
 
-# The style of each role of a line's pieces (the core names the roles: core/src/timeline.rs).
+# The style of each role of a line's pieces (the core names the roles: crates/engine/src/timeline.rs).
 STYLES = {
     "plain": "", "index": "dim", "time": "cyan", "packets": "dim", "conn": "magenta", "arrow": "bold", "port": "dim",
     "type": "bold", "type_error": "bold red", "type_payload": "bold green", "type_response": "blue",

@@ -4,7 +4,7 @@ A protocol is one folder under ``dissector/protocols/`` whose ``__init__`` build
 
 - where it lives: server ports (and the role of the server on each);
 - its framing and decoding. A protocol implemented in the compiled core names it (``core``: Pulsar's
-  ``Framing`` in ``core/src/framing.rs`` — how long a PDU is, where the next one may start after lost bytes,
+  ``Framing`` in ``crates/engine/src/protocols/pulsar/framing.rs`` — how long a PDU is, where the next one may start after lost bytes,
   the head of a PDU above the size limit — and its decoder, which makes ``model.Decoded`` plain data, and
   what proves it on a connection off its ports for ``--detect``). A protocol declared in Python only (a
   plug-in, a test's toy) gives the same as callables instead: ``pdu_length`` (complete length / need more /
@@ -13,17 +13,17 @@ A protocol is one folder under ``dissector/protocols/`` whose ``__init__`` build
   calls them. A callable given beside ``core`` takes the place of the core's;
 - its roles and its one command table (per type: who sends it, what answers it and under which key, the
   fields the timeline shows, which actor it is about);
-- its session (``session``: the name of its conversation state in the compiled core, ``core/src/<name>/``,
+- its session (``session``: the name of its conversation state in the compiled core, ``crates/engine/src/protocols/<name>/``,
   which the core's analyzer runs per connection; None: pairing only) and its problem ids (registered in
   ``dissector.problems`` when the package is imported);
 - how its frames look in a record (``record_fields``: for a protocol declared in Python whose frames have a
-  body; the rest of a frame's record is generic, made by the core: ``core/src/records.rs``) and on a timeline
+  body; the rest of a frame's record is generic, made by the core: ``crates/engine/src/records.rs``) and on a timeline
   line (``timeline_pieces``: the name of its pieces in the compiled core, as ``session``).
 
 Everything below the boundary (capture, network layers, TCP reassembly, the PDU splitter: the core's
 ``transport``) and above it (pairing, records, renderers, statistics) is generic and reads only these
 declarations and plain data. The command table is declared here, in Python, once: the timeline reads it, and
-the core's analyzer (``core/src/analysis/``) compiles it when it meets the protocol's first frame.
+the core's analyzer (``crates/engine/src/analysis/``) compiles it when it meets the protocol's first frame.
 """
 
 from __future__ import annotations
@@ -142,10 +142,10 @@ class ProtocolSpec:
     # connections), by name: "pulsar"; None: request/response pairing only
     session: str | None = None
     # (frame, payload_bytes, summary) -> the record keys of a frame with a body (Decoded.body), for a protocol
-    # declared in Python; None: the core's (core/src/records.rs: Pulsar's payload section)
+    # declared in Python; None: the core's (crates/engine/src/records.rs: Pulsar's payload section)
     record_fields: Callable[[Frame, bool, bool], dict] | None = None
     # the name of its own pieces of a timeline line (after the key fields) in the compiled core ("pulsar":
-    # core/src/pulsar/timeline.rs); None: the key fields only
+    # crates/engine/src/protocols/pulsar/timeline.rs); None: the key fields only
     timeline_pieces: str | None = None
     title: str = ""  # how messages name it ("Pulsar"); "" : its name
     # its largest frame when Options.max_frame_size does not say (None: DEFAULT_MAX_FRAME_SIZE); a bigger one

@@ -1,6 +1,6 @@
 """The ``frames``, ``messages`` and ``exchanges`` tables, and the frames' findings in ``problems``, as the decoding
 tasks write them: the core makes each frame's record (the CLI's ``--json`` line, docs/records.schema.json)
-straight into Arrow columns (``core/src/columns.rs``: no Python object per value, nothing parsed back), an
+straight into Arrow columns (``crates/python/src/columns.rs``: no Python object per value, nothing parsed back), an
 exchange for each frame that answers a request (the analysis paired them: the request's time and packet come
 with the answer), and each task writes its own Parquet file of each table, so a gigabyte of records never
 passes through Spark's rows. Spark SQL reads these files back for the rest of ``problems``, ``files`` and the

@@ -1,6 +1,6 @@
 """TCP reassembly: TcpSegment objects in, per-connection / per-direction byte-stream events out.
 
-The reassembly is the compiled core's (``core/src/transport/reassembly.rs``), which the pipeline drives
+The reassembly is the compiled core's (``crates/engine/src/transport/reassembly.rs``), which the pipeline drives
 directly. This module is its Python face for the tools and tests that want the stream events themselves: a
 thin binding that turns the core's plain tuples into the classes below. The policies, as the core applies
 them:
@@ -186,7 +186,7 @@ class ReassemblyStats:
     """The core's counters, as attributes (``segments``, ``connections``, ``delivered_bytes``,
     ``retransmitted_bytes``, ``out_of_order_segments``, ``overlap_bytes``, ``inconsistent_overlaps``,
     ``keepalives``, ``zero_window_probes``, ``gaps``, ``gap_bytes``, ``max_buffered_bytes``, ...: what each
-    counts is said where the core declares it, ``Stats`` in ``core/src/transport/reassembly.rs``)."""
+    counts is said where the core declares it, ``Stats`` in ``crates/engine/src/transport/reassembly.rs``)."""
 
     __slots__ = ("_counters",)
 

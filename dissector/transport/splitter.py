@@ -1,6 +1,6 @@
 """The PDU splitter: one direction of a reassembled TCP stream in, whole PDUs (frames) out.
 
-The splitter is the compiled core's (``core/src/transport/splitter.rs``), which the pipeline drives
+The splitter is the compiled core's (``crates/engine/src/transport/splitter.rs``), which the pipeline drives
 directly; this module is its Python face for the tools and tests that split a stream themselves: a thin
 binding that turns the core's plain tuples into :class:`RawFrame` and :class:`StreamNote`.
 

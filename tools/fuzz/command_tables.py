@@ -1,8 +1,8 @@
-"""Write the command tables of the protocols as JSON, for the compiled core's fuzz target (core/fuzz/).
+"""Write the command tables of the protocols as JSON, for the engine's fuzz target (fuzz/).
 
 The tables are declared once, in Python (dissector/protocols/<name>/commands.py); the core's analysis reads
 them through the Python binding. The fuzz target runs without importing the dissector package, so
-tools/fuzz/run_core.sh writes this file before each run (core/fuzz/command_tables.json).
+tools/fuzz/run_core.sh writes this file before each run (fuzz/command_tables.json).
 
 usage: python tools/fuzz/command_tables.py OUT.json
 """

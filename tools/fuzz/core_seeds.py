@@ -1,4 +1,4 @@
-"""Seeds for the compiled core's fuzz target (core/fuzz/): the shipped captures, and windows of them.
+"""Seeds for the engine's fuzz target (fuzz/): the shipped captures, and windows of them.
 
 The target runs fastest on small inputs (-max_len=8192 in run_core.sh), and a whole capture would be cut
 to its first 8 KiB: so besides the captures themselves, every classic pcap is also written as windows of 12

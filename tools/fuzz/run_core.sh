@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz the compiled core's whole Rust pipeline (core/fuzz: target `pipeline`) with cargo fuzz, on the stable
+# Fuzz the engine's whole Rust pipeline (fuzz/: target `pipeline`, on the engine crate alone) with cargo fuzz, on the stable
 # toolchain (-s none: no sanitizer, which would need nightly; coverage, trace-compares and overflow checks
 # work on stable).
 #
@@ -8,8 +8,8 @@
 #
 # It installs cargo-fuzz if missing, writes the command tables the target compiles in (from the Python
 # declarations) and the seeds (the shipped captures and 8 KiB windows of them), builds, and runs one
-# process. The corpus grows in core/fuzz/corpus/pipeline (kept between runs); a crash, timeout or OOM is
-# written to core/fuzz/artifacts/pipeline/ and the exit status is non-zero: minimise it
+# process. The corpus grows in fuzz/corpus/pipeline (kept between runs); a crash, timeout or OOM is
+# written to fuzz/artifacts/pipeline/ and the exit status is non-zero: minimise it
 # (`cargo fuzz tmin -s none pipeline FILE`), copy it to tests/fuzz_regressions/ once understood.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,22 +21,21 @@ export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-1}
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --version 0.13.2 --locked
 # the tables come from dissector/protocols/*/commands.py; without an environment that imports the package,
 # the committed copy is used
-PYTHONPATH=. "$PYTHON" tools/fuzz/command_tables.py core/fuzz/command_tables.json \
+PYTHONPATH=. "$PYTHON" tools/fuzz/command_tables.py fuzz/command_tables.json \
   || echo "run_core.sh: command tables not regenerated ($PYTHON cannot import dissector): using the committed copy" >&2
-python3 tools/fuzz/core_seeds.py core/fuzz/corpus/seeds >/dev/null
+python3 tools/fuzz/core_seeds.py fuzz/corpus/seeds >/dev/null
 
 FLAGS=(-s none)
-TARGET_DIR=core/fuzz/target
+TARGET_DIR=fuzz/target
 if [ -n "${CORE_FUZZ_FAST:-}" ]; then
   FLAGS+=(--no-trace-compares)
-  TARGET_DIR=core/fuzz/target-fast
+  TARGET_DIR=fuzz/target-fast
 fi
-mkdir -p core/fuzz/corpus/pipeline core/fuzz/artifacts/pipeline
-cd core
-CARGO_TARGET_DIR=fuzz/${TARGET_DIR#core/fuzz/} cargo fuzz build "${FLAGS[@]}" pipeline
-TARGET="fuzz/${TARGET_DIR#core/fuzz/}/$(rustc -vV | sed -n 's/^host: //p')/release/pipeline"
+mkdir -p fuzz/corpus/pipeline fuzz/artifacts/pipeline
+CARGO_TARGET_DIR=$TARGET_DIR cargo fuzz build --fuzz-dir fuzz "${FLAGS[@]}" pipeline
+TARGET="$TARGET_DIR/$(rustc -vV | sed -n 's/^host: //p')/release/pipeline"
 # first every input that ever broke something (each run once): a finding fixed stays fixed in the core too
-if ! replayed=$("$TARGET" -timeout=5 -rss_limit_mb=2048 ../tests/fuzz_regressions/*.pcap* 2>&1); then
+if ! replayed=$("$TARGET" -timeout=5 -rss_limit_mb=2048 tests/fuzz_regressions/*.pcap* 2>&1); then
   echo "$replayed" >&2
   echo "run_core.sh: an input of tests/fuzz_regressions/ fails again" >&2
   exit 1

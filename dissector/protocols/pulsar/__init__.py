@@ -3,9 +3,9 @@
 The folder holds everything the tool knows about Pulsar: the schema (``pb/``, generated from
 ``proto/pulsar/``), the command table (``commands``), framing and resynchronisation (``framing``), frame and
 payload decoding (``decode``, ``payload``, ``codecs``) and the problem ids (``problems``). How its frames look in
-records is the core's (``core/src/records.rs``: the payload section's keys). Its conversation state (producers, consumers, flow, acks, redeliveries, seeks, chunked
-messages) is the compiled core's session (``core/src/pulsar/``), named here by ``session``, and its pieces of
-a timeline line the core's too (``core/src/pulsar/timeline.rs``), named by ``timeline_pieces``; ``chunks``
+records is the core's (``crates/engine/src/records.rs``: the payload section's keys). Its conversation state (producers, consumers, flow, acks, redeliveries, seeks, chunked
+messages) is the compiled core's session (``crates/engine/src/protocols/pulsar/``), named here by ``session``, and its pieces of
+a timeline line the core's too (``crates/engine/src/protocols/pulsar/timeline.rs``), named by ``timeline_pieces``; ``chunks``
 binds its chunk reassembly alone.
 """
 
@@ -30,6 +30,6 @@ PULSAR = ProtocolSpec(
     # framing (TOTAL_SIZE + 4, resynchronisation, the head of a SEND or MESSAGE above --max-frame-size),
     # decoding and what proves Pulsar off its ports: the compiled core's
     core="pulsar",
-    session="pulsar",  # the core's Pulsar session (core/src/pulsar/session.rs, chunks.rs)
-    timeline_pieces="pulsar",  # the payload section and the analysis' links on a line: core/src/pulsar/timeline.rs
+    session="pulsar",  # the core's Pulsar session (crates/engine/src/protocols/pulsar/session.rs, chunks.rs)
+    timeline_pieces="pulsar",  # the payload section and the analysis' links on a line: crates/engine/src/protocols/pulsar/timeline.rs
 )

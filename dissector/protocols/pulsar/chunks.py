@@ -1,4 +1,4 @@
-"""Reassembly of chunked messages alone, as Pulsar's session does it (``core/src/pulsar/chunks.rs``; the facts
+"""Reassembly of chunked messages alone, as Pulsar's session does it (``crates/engine/src/protocols/pulsar/chunks.rs``; the facts
 are in ``docs/chunks.md``): a thin binding of the compiled core for tests and tools that feed chunks directly.
 The session itself runs in the core and never goes through here."""
 

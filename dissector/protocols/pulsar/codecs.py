@@ -1,6 +1,6 @@
 """Payload decompression for MessageMetadata.compression, bounded against bombs and lying sizes.
 
-The codecs are the compiled core's (``core/src/codecs.rs``): every codec writes into a buffer whose size is
+The codecs are the compiled core's (``crates/engine/src/codecs.rs``): every codec writes into a buffer whose size is
 fixed before decompression starts (the declared ``uncompressed_size`` capped by a global limit), so no input
 can make us allocate more than that. The frame decoder uses them there; chunked messages, decompressed only
 once reassembled, come through here.

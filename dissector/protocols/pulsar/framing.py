@@ -2,7 +2,7 @@
 frame above the size limit.
 
 Wire layout (big-endian): ``[TOTAL_SIZE u32][CMD_SIZE u32][BaseCommand][payload section]`` where TOTAL_SIZE
-counts everything after itself. The framing is the compiled core's (``core/src/framing.rs``, the ``Framing``
+counts everything after itself. The framing is the compiled core's (``crates/engine/src/protocols/pulsar/framing.rs``, the ``Framing``
 the generic splitter asks; ``PULSAR.core = "pulsar"`` names it); this module binds two of its answers for the
 tools and tests that ask them of bytes directly.
 """

@@ -14,7 +14,7 @@ An application message (a whole non-batched payload, one batch entry, or one chu
 be recovered) always; then only the fields present on the wire: batch_index, sequence_id, partition_key,
 ordering_key (bytes), properties, event_time, null_value, null_partition_key, compacted_out, acked,
 encrypted, and for a chunk chunk_id, num_chunks, uuid. With ``Options.summary`` the metadata keeps only the
-fields one-line views show and the session reads (``core/src/payload.rs: BRIEF_METADATA``).
+fields one-line views show and the session reads (``crates/engine/src/protocols/pulsar/payload.rs: BRIEF_METADATA``).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@ protocol boundary.
 
 Its framing (begin token, serial number, blocks), its envelope and method messages, the messages it carries
 (checksums as the consumer checks them) and the structured strings inside them are decoded by the compiled
-core (``core/src/tubemq/``, from the schema compiled from ``proto/tubemq/``); its command table is
+core (``crates/engine/src/protocols/tubemq/``, from the schema compiled from ``proto/tubemq/``); its command table is
 ``commands`` (requests and responses paired by serial number), its problem ids ``problems``, its pieces of a
-timeline line ``core/src/tubemq/timeline.rs``. A frame's ``body`` is a dict: ``serial``, ``rpc`` (the
+timeline line ``crates/engine/src/protocols/tubemq/timeline.rs``. A frame's ``body`` is a dict: ``serial``, ``rpc`` (the
 envelope) and ``messages``.
 """
 
@@ -27,6 +27,6 @@ TUBEMQ = ProtocolSpec(
     ports=PORTS,
     commands=COMMANDS,
     core="tubemq",  # framing (token, blocks, resynchronisation), decoding and --detect: the compiled core's
-    session="tubemq",  # topic, partition, client id and group as notes: core/src/tubemq/session.rs
-    timeline_pieces="tubemq",  # serial number and messages on a line: core/src/tubemq/timeline.rs
+    session="tubemq",  # topic, partition, client id and group as notes: crates/engine/src/protocols/tubemq/session.rs
+    timeline_pieces="tubemq",  # serial number and messages on a line: crates/engine/src/protocols/tubemq/timeline.rs
 )

@@ -1,7 +1,7 @@
 """The one command table of TubeMQ's RPC.
 
 A TubeMQ frame's type is the message its method carries (``RegisterRequestP2M``, ``SendMessageResponseB2P``):
-per method of the compiled core's method table (``core/src/tubemq/mod.rs``, the one place the method ids and
+per method of the compiled core's method table (``crates/engine/src/protocols/tubemq/mod.rs``, the one place the method ids and
 their messages are written) a request, sent by the connection's client, and its response, sent by the
 server, which answers it under the frame's serial number. An exception (``RspExceptionBody``) answers any
 request. Methods upstream declares but never encodes, and ids nobody declares, are types too, so that their

@@ -56,7 +56,7 @@ fn read_varint(buf: &[u8], mut pos: usize, limit: usize) -> Varint {
     Varint::Truncated
 }
 
-/// Pulsar's framing on the embedded schema, for Rust callers outside the crate (the fuzz target, core/fuzz/),
+/// Pulsar's framing on the embedded schema, for Rust callers outside the crate (the fuzz target, fuzz/),
 /// which cannot name the schema.
 impl Default for PulsarFraming {
     fn default() -> PulsarFraming {
