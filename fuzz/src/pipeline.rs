@@ -14,13 +14,11 @@
 
 use std::collections::HashMap;
 
-use pulsar_dissect_engine::analysis::{Analyzer, Frame, Output, PairingOptions, Protocol as AnalysisProtocol};
+use pulsar_dissect_engine::analysis::{Analyzer, Frame, Output, PairingOptions, ProtocolAnalysis};
 use pulsar_dissect_engine::capture::source::{Foreign, SliceSource, SourceError};
 use pulsar_dissect_engine::capture::Reader;
 use pulsar_dissect_engine::model::{Decoded, Finding};
-use pulsar_dissect_engine::protocols::pulsar::framing::PulsarFraming;
-use pulsar_dissect_engine::protocols::pulsar::session::{PulsarOptions, PulsarSessions};
-use pulsar_dissect_engine::protocols::tubemq::framing::TubeMqFraming;
+use pulsar_dissect_engine::protocols::{by_name, Depth, Limits, Protocol, REGISTRY};
 use pulsar_dissect_engine::records::{
     build_record, Expert, JsonSink, MapSink, Message, NoFront, RecordInput, RecordStyle,
 };
@@ -52,15 +50,9 @@ fn expert(finding: &Finding) -> Expert<NoFront> {
 #[derive(Debug)]
 pub struct Broken(pub String);
 
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Pulsar,
-    TubeMq,
-}
-
 struct Proto {
     name: &'static str,
-    kind: Kind,
+    engine: &'static dyn Protocol,
     framing: Box<dyn Framing>,
     max_frame_size: usize,
     client_role: String,
@@ -115,30 +107,32 @@ fn error_text(error: SourceError) -> Result<String, Foreign> {
 impl Pipeline {
     /// Read the tables.
     pub fn new() -> Pipeline {
-        let (pulsar, tubemq) = tables::load();
-        let proto =
-            |name: &'static str, kind: Kind, framing: Box<dyn Framing>, json: &'static tables::ProtocolJson| Proto {
-                name,
-                kind,
-                framing,
-                max_frame_size: json.max_frame_size.unwrap_or(5 * 1024 * 1024 + 10 * 1024),
-                client_role: json.client_role.clone(),
-                ports: json.ports.iter().map(|(p, role)| (p.parse().expect("a port"), role.clone())).collect(),
-                json,
-                table: tables::TableTemplate::new(json),
-            };
-        let protos = vec![
-            proto("pulsar", Kind::Pulsar, Box::<PulsarFraming>::default(), pulsar),
-            proto("tubemq", Kind::TubeMq, Box::new(TubeMqFraming), tubemq),
-        ];
+        let tables = tables::load();
+        // every protocol of the engine's registry that the Python side declares a table for
+        let protos = REGISTRY
+            .iter()
+            .filter_map(|&engine| {
+                let json = *tables.get(engine.name())?;
+                Some(Proto {
+                    name: engine.name(),
+                    engine,
+                    framing: engine.framing(),
+                    max_frame_size: json.max_frame_size.unwrap_or(5 * 1024 * 1024 + 10 * 1024),
+                    client_role: json.client_role.clone(),
+                    ports: json.ports.iter().map(|(p, role)| (p.parse().expect("a port"), role.clone())).collect(),
+                    json,
+                    table: tables::TableTemplate::new(json),
+                })
+            })
+            .collect();
         Pipeline { protos }
     }
 }
 
 /// A protocol as the analysis knows it, added on its first frame (as the binding does: most inputs have
 /// frames of one protocol, or none).
-fn analysis_protocol(proto: &Proto) -> AnalysisProtocol {
-    let options = PulsarOptions {
+fn analysis_protocol(proto: &Proto) -> ProtocolAnalysis {
+    let options = Limits {
         max_actors: 10_000,
         max_remembered_messages: 100_000,
         max_remembered_total: 200_000,
@@ -148,13 +142,9 @@ fn analysis_protocol(proto: &Proto) -> AnalysisProtocol {
         max_decompressed: MAX_DECOMPRESSED,
         redirect_loop_limit: 8,
     };
-    let sessions: Option<Box<dyn pulsar_dissect_engine::analysis::Sessions>> = match proto.json.session.as_deref() {
-        Some("pulsar") => Some(Box::new(PulsarSessions::new(options))),
-        Some("tubemq") => Some(Box::new(pulsar_dissect_engine::protocols::tubemq::session::TubeSessions)),
-        _ => None,
-    };
+    let sessions = proto.json.session.as_deref().and_then(by_name).and_then(|protocol| protocol.sessions(&options));
     let role = proto.json.server_roles.first().cloned().unwrap_or_else(|| "server".into());
-    AnalysisProtocol { table: proto.table.build(), default_to_server: format!("to_{role}"), sessions }
+    ProtocolAnalysis { table: proto.table.build(), default_to_server: format!("to_{role}"), sessions }
 }
 
 impl Pipeline {
@@ -379,12 +369,7 @@ impl Run<'_> {
                 let protos = self.protos;
                 let proto = &protos[state.proto];
                 let missing = usize::try_from(pdu.missing).unwrap_or(0);
-                let mut decoded = match proto.kind {
-                    Kind::Pulsar => {
-                        pulsar_dissect_engine::protocols::pulsar::decode(&pdu.data, missing, MAX_DECOMPRESSED, false)
-                    }
-                    Kind::TubeMq => pulsar_dissect_engine::protocols::tubemq::decode(&pdu.data, missing, false),
-                };
+                let mut decoded = proto.engine.decode(&pdu.data, missing, MAX_DECOMPRESSED, Depth::Full);
                 if pdu.missing > 0 {
                     decoded.findings.insert(0, incomplete(&decoded, &pdu, end));
                 }

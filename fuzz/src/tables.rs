@@ -49,12 +49,10 @@ pub struct SpecJson {
     remember: Vec<String>,
 }
 
-/// The two protocols' declarations: (pulsar, tubemq), read once for the process.
-pub fn load() -> (&'static ProtocolJson, &'static ProtocolJson) {
-    let mut all: BTreeMap<String, ProtocolJson> = serde_json::from_str(TABLES).expect("command_tables.json is valid");
-    let pulsar = all.remove("pulsar").expect("pulsar's table");
-    let tubemq = all.remove("tubemq").expect("tubemq's table");
-    (Box::leak(Box::new(pulsar)), Box::leak(Box::new(tubemq)))
+/// The protocols' declarations by name, read once for the process.
+pub fn load() -> BTreeMap<String, &'static ProtocolJson> {
+    let all: BTreeMap<String, ProtocolJson> = serde_json::from_str(TABLES).expect("command_tables.json is valid");
+    all.into_iter().map(|(name, json)| (name, &*Box::leak(Box::new(json)))).collect()
 }
 
 fn key(table: &mut CommandTable, key: &KeyJson) -> Key {

@@ -16,11 +16,9 @@
 
 use std::hash::Hasher;
 
-use crate::analysis::{map_get, Frame};
-use crate::model::{Checksum, Decoded, PayloadSection, TubeBody};
+use crate::analysis::Frame;
 use crate::name;
 use crate::pb::b64;
-use crate::protocols::pulsar::payload::{self, BatchLater};
 use crate::value::{text_lossless, write_json_str, Map, Name, Text, Value};
 use rayon::prelude::*;
 
@@ -101,18 +99,15 @@ pub trait RecordSink<F: Front> {
     /// Open an object (or a list) under `key`; what follows goes in it until [`RecordSink::close`].
     fn open(&mut self, key: Key<'_>, list: bool) -> SinkResult<()>;
     fn close(&mut self) -> SinkResult<()>;
-    /// A frame's messages (the contract's `messages`, [`write_messages`]): a sink may write them its own way.
-    fn messages(
+    /// A list of many items whose records are costly, written by `write` on several threads where the sink
+    /// can ([`JsonSink`]); false when it did not: the caller writes them itself.
+    fn par_items<T: Sync>(
         &mut self,
-        key: Key<'_>,
-        messages: &[Value],
-        base: Option<&Value>,
-        payload_bytes: bool,
-    ) -> SinkResult<()>
-    where
-        Self: Sized,
-    {
-        write_messages(self, key, messages, base, payload_bytes)
+        _key: Key<'_>,
+        _items: &[T],
+        _write: impl Fn(&mut JsonSink<'_>, &T) -> SinkResult<()> + Sync,
+    ) -> SinkResult<bool> {
+        Ok(false)
     }
     /// A note of the analysis.
     fn note(&mut self, key: &Text, value: &Value) -> SinkResult<()> {
@@ -196,34 +191,28 @@ impl<F: Front> RecordSink<F> for JsonSink<'_> {
         Ok(())
     }
 
-    /// A large batch's message records (hashing and JSON: most of a batched frame's cost) are written in
-    /// pieces on the thread pool and joined in order: the same bytes as one loop, on every core.
-    fn messages(
+    /// Written in pieces on the thread pool and joined in order (a large batch's messages: hashing and JSON,
+    /// most of a batched frame's cost): the same bytes as one loop, on every core. Not when it is not worth it:
+    /// few items, one thread, or on the pool already, as the records of the binding's thread pool are (the
+    /// other threads are busy with other frames).
+    fn par_items<T: Sync>(
         &mut self,
         key: Key<'_>,
-        messages: &[Value],
-        base: Option<&Value>,
-        payload_bytes: bool,
-    ) -> SinkResult<()> {
-        // (on a thread of the pool already, as the records of `analysis/pooled.rs` are: the other threads are
-        // busy with other frames)
-        if messages.len() < PARALLEL_MESSAGES
-            || rayon::current_num_threads() < 2
-            || rayon::current_thread_index().is_some()
-        {
-            return write_messages::<F>(self, key, messages, base, payload_bytes);
+        items: &[T],
+        write: impl Fn(&mut JsonSink<'_>, &T) -> SinkResult<()> + Sync,
+    ) -> SinkResult<bool> {
+        if items.len() < PARALLEL_ITEMS || rayon::current_num_threads() < 2 || rayon::current_thread_index().is_some() {
+            return Ok(false);
         }
-        RecordSink::<F>::open(self, key, true)?;
-        let pieces: Vec<SinkResult<Vec<u8>>> = messages
-            .par_chunks(PARALLEL_MESSAGES / 2)
+        RecordSink::<NoFront>::open(self, key, true)?;
+        let pieces: Vec<SinkResult<Vec<u8>>> = items
+            .par_chunks(PARALLEL_ITEMS / 2)
             .map(|piece| {
                 let mut out = Vec::with_capacity(piece.len() * 200);
                 let mut sink = JsonSink::new(&mut out);
                 sink.open.push((true, true)); // inside the list: items after the first get their comma
-                let base = base.map(MessageIdBase::of);
-                for message in piece {
-                    // (a message carries no front end's object)
-                    write_message::<NoFront>(&mut sink, message, base.as_ref(), payload_bytes)?;
+                for item in piece {
+                    write(&mut sink, item)?;
                 }
                 Ok(out)
             })
@@ -237,13 +226,14 @@ impl<F: Front> RecordSink<F> for JsonSink<'_> {
         if let Some((empty, _)) = self.open.last_mut() {
             *empty = false;
         }
-        RecordSink::<F>::close(self)
+        RecordSink::<NoFront>::close(self)?;
+        Ok(true)
     }
 }
 
-/// Messages in a frame from which the JSON sink writes their records on several threads, in pieces of half
-/// this many: below, one thread is quicker than handing out the work.
-const PARALLEL_MESSAGES: usize = 128;
+/// Items of a list from which the JSON sink writes their records on several threads, in pieces of half this
+/// many: below, one thread is quicker than handing out the work.
+const PARALLEL_ITEMS: usize = 128;
 
 /// A hash of a value's content.
 pub fn content_hash(value: &Value, hasher: &mut impl Hasher) {
@@ -520,7 +510,7 @@ pub fn notes_replace_a_key(notes: &Map) -> bool {
 
 /// The keys merged over the record (a protocol's keys, then the notes), with `dict.update`'s semantics: a
 /// key already in the record keeps its place and takes the last value given for it.
-struct Merged<'a> {
+pub struct Merged<'a> {
     layers: [&'a [(Text, Value)]; 2],
     used: [Vec<bool>; 2],
     /// A bit per key of the layers (`key_bit`): most of the record's keys are in no layer, and are passed by
@@ -560,7 +550,7 @@ impl<'a> Merged<'a> {
 
     /// Put the record's own `key` unless a later layer replaces its value: then that value, in its place.
     /// True when it was replaced.
-    fn replaced<F: Front>(&mut self, sink: &mut impl RecordSink<F>, key: &'static Name) -> SinkResult<bool> {
+    pub fn replaced<F: Front>(&mut self, sink: &mut impl RecordSink<F>, key: &'static Name) -> SinkResult<bool> {
         if self.keys & key_bit(key.as_str()) == 0 {
             return Ok(false);
         }
@@ -599,12 +589,13 @@ impl<'a> Merged<'a> {
 /// ([`Merged::replaced`]).
 macro_rules! own {
     ($merged:expr, $sink:expr, $key:literal, $put:expr) => {
-        if !$merged.replaced($sink, name!($key))? {
-            let key = Key::Name(name!($key));
+        if !$merged.replaced($sink, $crate::name!($key))? {
+            let key = $crate::records::Key::Name($crate::name!($key));
             ($put)(key)?;
         }
     };
 }
+pub(crate) use own;
 
 /// Write a frame's record to `sink`. Returns the number of its problems (what --strict counts).
 pub fn build_record<F: Front>(
@@ -665,10 +656,8 @@ pub fn build_record<F: Front>(
     if u64::try_from(input.first_packet).ok() != Some(frame.packet) {
         own!(merged, sink, "first_packet", |key| sink.put(key, Atom::Value(&Value::Int(input.first_packet))));
     }
-    if let Some(section) = pdu.payload() {
-        section_keys(sink, &mut merged, pdu, section, style)?;
-    } else if let Some(tube) = pdu.tube() {
-        tube_keys(sink, &mut merged, tube, style)?;
+    if let Some(body) = &pdu.body {
+        body.write_keys(sink, &mut merged, pdu, style)?;
     }
     merged.rest(sink)?;
     if let Some(data) = input.data {
@@ -678,296 +667,12 @@ pub fn build_record<F: Front>(
     Ok(problems)
 }
 
-fn map_get_slice<'m>(map: &'m [(Text, Value)], key: &str) -> Option<&'m Value> {
+pub fn map_get_slice<'m>(map: &'m [(Text, Value)], key: &str) -> Option<&'m Value> {
     map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
 }
 
-/// Pulsar's payload section keys.
-fn section_keys<F: Front>(
-    sink: &mut impl RecordSink<F>,
-    merged: &mut Merged<'_>,
-    pdu: &Decoded,
-    section: &PayloadSection,
-    style: RecordStyle,
-) -> SinkResult<()> {
-    own!(merged, sink, "checksum", |key| sink.put(key, Atom::Name(section.checksum.name())));
-    own!(merged, sink, "broker_entry_metadata", |key| match &section.broker_entry_metadata {
-        Some(value) => sink.put(key, Atom::Value(value)),
-        None => sink.put(key, Atom::Value(&Value::Null)),
-    });
-    own!(merged, sink, "metadata", |key| match (&section.metadata, style.summary) {
-        (Some(Value::Map(metadata)), true) => brief_metadata(sink, key, metadata),
-        (Some(metadata), _) => sink.put(key, Atom::Value(metadata)),
-        (None, _) => sink.put(key, Atom::Value(&Value::Null)),
-    });
-    own!(merged, sink, "payload_size", |key| sink.put(key, Atom::Value(&Value::from(section.payload_size))));
-    if section.checksum == Checksum::Invalid {
-        own!(merged, sink, "checksum_detail", |key| -> SinkResult<()> {
-            sink.open(key, false)?;
-            sink.put(Key::Name(name!("wire")), Atom::Value(&Value::from(section.checksum_wire)))?;
-            sink.put(Key::Name(name!("computed")), Atom::Value(&Value::from(section.checksum_computed)))?;
-            sink.close()
-        });
-    }
-    if let Some(size) = section.uncompressed_size {
-        own!(merged, sink, "uncompressed_size", |key| sink.put(key, Atom::Value(&Value::from(size))));
-    }
-    if section.encrypted {
-        own!(merged, sink, "encrypted", |key| sink.put(key, Atom::Value(&Value::Bool(true))));
-    }
-    if let Some(marker) = &section.marker {
-        own!(merged, sink, "marker", |key| sink.put(key, Atom::Value(marker)));
-    }
-    if style.summary {
-        own!(merged, sink, "messages_summary", |key| match &section.batch_later {
-            Some(batch) => sink.put(key, Atom::Value(&batch.summary)),
-            None => messages_summary(sink, key, &section.messages),
-        });
-        return Ok(());
-    }
-    own!(merged, sink, "messages", |key| {
-        let base = if pdu.type_name.as_str() == "MESSAGE" {
-            pdu.command.as_ref().and_then(|c| c.get("message_id"))
-        } else {
-            None
-        };
-        match &section.batch_later {
-            Some(batch) => write_batch_messages(sink, key, batch, base, style.payload_bytes),
-            None => sink.messages(key, &section.messages, base, style.payload_bytes),
-        }
-    });
-    Ok(())
-}
-
-/// TubeMQ's keys: the serial number, the envelope, the messages carried.
-fn tube_keys<F: Front>(
-    sink: &mut impl RecordSink<F>,
-    merged: &mut Merged<'_>,
-    tube: &TubeBody,
-    style: RecordStyle,
-) -> SinkResult<()> {
-    own!(merged, sink, "serial", |key| sink.put(key, Atom::Value(&Value::from(tube.serial as i64))));
-    own!(merged, sink, "rpc", |key| -> SinkResult<()> {
-        sink.open(key, false)?;
-        for (k, v) in &tube.rpc {
-            sink.put(Key::Text(k), Atom::Value(v))?;
-        }
-        sink.close()
-    });
-    if tube.messages.is_empty() {
-        return Ok(());
-    }
-    own!(merged, sink, "checksum", |key| sink.put(
-        key,
-        Atom::Name(match crate::protocols::tubemq::checksum_verdict(&tube.messages) {
-            "invalid" => name!("invalid"),
-            "valid" => name!("valid"),
-            _ => name!("absent"),
-        })
-    ));
-    if style.summary {
-        own!(merged, sink, "messages_summary", |key| messages_summary(sink, key, &tube.messages));
-        return Ok(());
-    }
-    own!(merged, sink, "messages", |key| write_carried_messages(sink, key, &tube.messages, style.payload_bytes));
-    Ok(())
-}
-
-/// The records of messages a protocol decoded as maps already in their record's order (TubeMQ's): the
-/// payload's size and SHA-256 first, then the fields as they are, the payload itself only with
-/// `payload_bytes` (`payload_text`, else `payload_b64`).
-fn write_carried_messages<F: Front>(
-    sink: &mut impl RecordSink<F>,
-    key: Key<'_>,
-    messages: &[Value],
-    payload_bytes: bool,
-) -> SinkResult<()> {
-    sink.open(key, true)?;
-    for message in messages {
-        let fields = message.as_map().map_or(&[][..], Vec::as_slice);
-        let payload = map_get_slice(fields, "payload").and_then(Value::as_bytes);
-        sink.open(Key::Item, false)?;
-        put_payload_digest(sink, map_get_slice(fields, "payload_size").unwrap_or(&Value::Null), payload)?;
-        for (k, v) in fields.iter().filter(|(k, _)| !matches!(k.as_str(), "payload" | "payload_size")) {
-            sink.put(Key::Text(k), Atom::Value(v))?;
-        }
-        if let (true, Some(payload)) = (payload_bytes, payload) {
-            put_payload_bytes(sink, payload)?;
-        }
-        sink.close()?;
-    }
-    sink.close()
-}
-
-/// Where a message's field goes among its record's keys after payload_size, payload_sha256 and message_id.
-fn record_place(key: &str) -> Option<usize> {
-    Some(match key {
-        "batch_index" => 0,
-        "sequence_id" => 1,
-        "partition_key" => 2,
-        "ordering_key" => 3,
-        "properties" => 4,
-        "event_time" => 5,
-        "null_value" => 6,
-        "null_partition_key" => 7,
-        "compacted_out" => 8,
-        "acked" => 9,
-        "encrypted" => 10,
-        "chunk_id" => 11,
-        "num_chunks" => 12,
-        "uuid" => 13,
-        _ => return None,
-    })
-}
-
-/// The records of a frame's messages (the contract's `messages`), written as they are read off the decoded
-/// messages (no record made first): sizes, the payload's SHA-256, for a MESSAGE frame each one's id (`base`:
-/// the command's message_id), then the fields present, ordering_key as text when UTF-8 (else
-/// `ordering_key_b64`); with `payload_bytes` the payload too (`payload_text`, else `payload_b64`).
-pub fn write_messages<F: Front>(
-    sink: &mut impl RecordSink<F>,
-    key: Key<'_>,
-    messages: &[Value],
-    base: Option<&Value>,
-    payload_bytes: bool,
-) -> SinkResult<()> {
-    sink.open(key, true)?;
-    let base = base.map(MessageIdBase::of);
-    for message in messages {
-        write_message(sink, message, base.as_ref(), payload_bytes)?;
-    }
-    sink.close()
-}
-
-/// A MESSAGE frame's message_id, the start of each of its messages' ids: read once per frame, not per message.
-struct MessageIdBase<'a> {
-    ledger: &'a Value,
-    entry: &'a Value,
-    partition: &'a Value,
-}
-
-impl<'a> MessageIdBase<'a> {
-    fn of(id: &'a Value) -> MessageIdBase<'a> {
-        MessageIdBase {
-            ledger: id.get("ledgerId").unwrap_or(&Value::Null),
-            entry: id.get("entryId").unwrap_or(&Value::Null),
-            partition: id.get("partition").unwrap_or(&Value::Int(-1)),
-        }
-    }
-}
-
-/// The records of a batch kept whole by the decoder (`payload::BatchLater`), as [`write_messages`] writes
-/// those of the messages it splits into: each entry's record is written from the entry as read (its fields put
-/// in their places, no message map made), its payload hashed where it lies in the batch.
-pub fn write_batch_messages<F: Front>(
-    sink: &mut impl RecordSink<F>,
-    key: Key<'_>,
-    batch: &BatchLater,
-    base: Option<&Value>,
-    payload_bytes: bool,
-) -> SinkResult<()> {
-    let core = crate::protocols::pulsar::core();
-    sink.open(key, true)?;
-    let base = base.map(MessageIdBase::of);
-    let mut result = Ok(());
-    batch.entries(|e| {
-        if result.is_ok() {
-            result = write_batch_entry(sink, core, e, batch.keep_payloads, base.as_ref(), payload_bytes);
-        }
-    });
-    result?;
-    sink.close()
-}
-
-/// One batch entry's record: what `write_message` writes of `payload::batch_message`'s map.
-fn write_batch_entry<F: Front>(
-    sink: &mut impl RecordSink<F>,
-    core: &crate::protocols::pulsar::Core,
-    e: &payload::BatchEntry<'_>,
-    batch_keeps_payloads: bool,
-    base: Option<&MessageIdBase<'_>>,
-    payload_bytes: bool,
-) -> SinkResult<()> {
-    // entry_fields gives the same names in the same order every time: their places are looked up once
-    static PLACES_OF_FIELDS: std::sync::OnceLock<Vec<Option<usize>>> = std::sync::OnceLock::new();
-    let fields = payload::entry_fields(core, e);
-    let places = PLACES_OF_FIELDS.get_or_init(|| fields.iter().map(|(name, _)| record_place(name.as_str())).collect());
-    let mut placed: Placed<'_> = [None; PLACES];
-    for ((name, value), place) in fields.iter().zip(places) {
-        if let (Some(value), Some(place)) = (value, place) {
-            placed[*place] = Some((Key::Name(name), value));
-        }
-    }
-    let payload = batch_keeps_payloads.then_some(e.payload);
-    write_message_parts(sink, &Value::from(e.payload.len()), payload, &placed, base, payload_bytes)
-}
-
-/// One message's record (see [`write_messages`]).
-fn write_message<F: Front>(
-    sink: &mut impl RecordSink<F>,
-    message: &Value,
-    base: Option<&MessageIdBase<'_>>,
-    payload_bytes: bool,
-) -> SinkResult<()> {
-    let (mut payload_size, mut payload) = (&Value::Null, None);
-    let mut placed: Placed<'_> = [None; PLACES];
-    for (key, value) in message.as_map().map_or(&[][..], Vec::as_slice) {
-        match key.as_str() {
-            "payload_size" => payload_size = value,
-            "payload" => payload = value.as_bytes(),
-            name => {
-                if let Some(place) = record_place(name) {
-                    placed[place] = Some((Key::Text(key), value));
-                }
-            }
-        }
-    }
-    write_message_parts(sink, payload_size, payload, &placed, base, payload_bytes)
-}
-
-/// Places of a message record's fields after payload_size, payload_sha256 and message_id (`record_place`).
-const PLACES: usize = 14;
-/// A message's fields at their places in its record.
-type Placed<'a> = [Option<(Key<'a>, &'a Value)>; PLACES];
-
-/// A message's record from its size, payload and fields in their places.
-fn write_message_parts<F: Front>(
-    sink: &mut impl RecordSink<F>,
-    payload_size: &Value,
-    payload: Option<&[u8]>,
-    placed: &Placed<'_>,
-    base: Option<&MessageIdBase<'_>>,
-    payload_bytes: bool,
-) -> SinkResult<()> {
-    sink.open(Key::Item, false)?;
-    put_payload_digest(sink, payload_size, payload)?;
-    if let Some(base) = base {
-        let batch_index = placed[0].map(|(_, v)| v).filter(|v| !v.is_null());
-        sink.open(Key::Name(name!("message_id")), false)?;
-        sink.put(Key::Name(name!("ledger_id")), Atom::Value(base.ledger))?;
-        sink.put(Key::Name(name!("entry_id")), Atom::Value(base.entry))?;
-        sink.put(Key::Name(name!("partition")), Atom::Value(base.partition))?;
-        sink.put(Key::Name(name!("batch_index")), Atom::Value(batch_index.unwrap_or(&Value::Int(-1))))?;
-        sink.close()?;
-    }
-    for (place, (key, value)) in placed.iter().enumerate().filter_map(|(place, field)| Some((place, (*field)?))) {
-        match (place, value) {
-            (3, Value::Bytes(raw)) => match std::str::from_utf8(raw) {
-                // ordering_key: as text when it is UTF-8
-                Ok(text) => sink.put(Key::Name(name!("ordering_key")), Atom::Str(text, None))?,
-                Err(_) => sink.put(Key::Name(name!("ordering_key_b64")), Atom::Str(&b64(raw), None))?,
-            },
-            _ => sink.put(key, Atom::Value(value))?,
-        }
-    }
-    if let (true, Some(payload)) = (payload_bytes, payload) {
-        put_payload_bytes(sink, payload)?;
-    }
-    sink.close()
-}
-
 /// A message record's `payload_size` and `payload_sha256` (null without the payload).
-fn put_payload_digest<F: Front>(
+pub fn put_payload_digest<F: Front>(
     sink: &mut impl RecordSink<F>,
     payload_size: &Value,
     payload: Option<&[u8]>,
@@ -980,7 +685,7 @@ fn put_payload_digest<F: Front>(
 }
 
 /// A message's payload itself (`--payload`): `payload_text` when it is UTF-8, else `payload_b64`.
-fn put_payload_bytes<F: Front>(sink: &mut impl RecordSink<F>, payload: &[u8]) -> SinkResult<()> {
+pub fn put_payload_bytes<F: Front>(sink: &mut impl RecordSink<F>, payload: &[u8]) -> SinkResult<()> {
     match std::str::from_utf8(payload) {
         Ok(text) => sink.put(Key::Name(name!("payload_text")), Atom::Str(text, None)),
         Err(_) => sink.put(Key::Name(name!("payload_b64")), Atom::Str(&b64(payload), None)),
@@ -988,7 +693,7 @@ fn put_payload_bytes<F: Front>(sink: &mut impl RecordSink<F>, payload: &[u8]) ->
 }
 
 /// The SHA-256 of `data` in hex, written into `hex` (no allocation per message).
-fn sha256_hex<'h>(data: &[u8], hex: &'h mut [u8; 64]) -> &'h str {
+pub fn sha256_hex<'h>(data: &[u8], hex: &'h mut [u8; 64]) -> &'h str {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     for (pair, b) in hex.chunks_exact_mut(2).zip(crate::codecs::sha256(data).iter()) {
         pair[0] = HEX[(b >> 4) as usize];
@@ -997,32 +702,8 @@ fn sha256_hex<'h>(data: &[u8], hex: &'h mut [u8; 64]) -> &'h str {
     std::str::from_utf8(hex).unwrap_or_default() // ASCII digits only
 }
 
-/// The metadata fields a one-line view shows.
-fn brief_metadata<F: Front>(sink: &mut impl RecordSink<F>, key: Key<'_>, metadata: &Map) -> SinkResult<()> {
-    const BRIEF: [&str; 6] =
-        ["compression", "schema_version", "encryption_algo", "marker_type", "num_messages_in_batch", "deliver_at_time"];
-    sink.open(key, false)?;
-    for field in BRIEF {
-        let Some((name, value)) = metadata.iter().find(|(k, _)| k.as_str() == field) else { continue };
-        if field == "compression" && value.as_str() == Some("NONE") {
-            continue;
-        }
-        sink.put(Key::Text(name), Atom::Value(value))?;
-    }
-    if let Some(keys) = map_get(metadata, "encryption_keys") {
-        sink.open(Key::Name(name!("encryption_keys")), true)?;
-        for k in keys.as_list().unwrap_or(&[]) {
-            sink.open(Key::Item, false)?;
-            sink.put(Key::Name(name!("key")), Atom::Value(k.get("key").unwrap_or(&Value::Null)))?;
-            sink.close()?;
-        }
-        sink.close()?;
-    }
-    sink.close()
-}
-
 /// count, bytes, and a chunk's ids.
-fn messages_summary<F: Front>(sink: &mut impl RecordSink<F>, key: Key<'_>, messages: &[Value]) -> SinkResult<()> {
+pub fn messages_summary<F: Front>(sink: &mut impl RecordSink<F>, key: Key<'_>, messages: &[Value]) -> SinkResult<()> {
     let bytes: i64 = messages.iter().filter_map(|m| m.get("payload_size").and_then(Value::as_i64)).sum();
     sink.open(key, false)?;
     sink.put(Key::Name(name!("count")), Atom::Value(&Value::from(messages.len())))?;

@@ -17,7 +17,8 @@
 use std::fmt::Write as _;
 
 use crate::analysis::map_get;
-use crate::model::Decoded;
+use crate::model::{Body, Decoded};
+use crate::protocols::{self, Protocol};
 use crate::text::{self, BytesKind, MAX_VALUE};
 use crate::value::{Map, Value};
 use crate::FastMap;
@@ -306,18 +307,7 @@ impl<'a> LineFacts<'a> {
     /// The facts of a frame the engine decoded and analysed: where it was, its decoded data, the analysis'
     /// notes and the texts of its findings.
     pub fn of_frame(at: FrameAt<'a>, pdu: &'a Decoded, notes: &'a Map, findings: &'a [FindingText]) -> LineFacts<'a> {
-        let payload = match pdu.payload() {
-            Some(section) => PayloadFacts {
-                // (a batch kept whole: its count and bytes)
-                messages: section.batch_later.is_none().then_some(section.messages.as_slice()),
-                summary: section.batch_later.as_ref().map(|batch| &batch.summary),
-                metadata: section.metadata.as_ref(),
-                checksum: Some(section.checksum.name().as_str()),
-                encrypted: section.encrypted,
-                marker: section.marker.as_ref(),
-            },
-            None => PayloadFacts { messages: pdu.tube().map(|b| b.messages.as_slice()), ..PayloadFacts::default() },
-        };
+        let payload = pdu.body.as_ref().map(Body::line_facts).unwrap_or_default();
         LineFacts {
             index: Some(Atom::Int(at.index as i64)),
             time: Atom::Float(at.time),
@@ -334,7 +324,7 @@ impl<'a> LineFacts<'a> {
             message: None,
             notes,
             payload,
-            serial: pdu.tube().map(|b| Atom::Int(b.serial as i64)),
+            serial: pdu.body.as_ref().and_then(Body::serial).map(|serial| Atom::Int(serial as i64)),
         }
     }
 }
@@ -391,17 +381,11 @@ impl FieldPlan {
     }
 }
 
-/// The protocol's own pieces, by the name its `ProtocolSpec.timeline_pieces` gives.
-#[derive(Clone, Copy)]
-enum Pieces {
-    Pulsar,
-    TubeMq,
-}
-
 /// A protocol's plan: per command type the style of its name and its key fields, and its own pieces.
 pub struct ProtocolPlan {
     types: FastMap<String, TypePlan>,
-    pieces: Option<Pieces>,
+    /// The protocol whose own pieces the lines show (`ProtocolSpec.timeline_pieces`).
+    pieces: Option<&'static dyn Protocol>,
 }
 
 impl ProtocolPlan {
@@ -409,9 +393,9 @@ impl ProtocolPlan {
     pub fn new(pieces: Option<&str>) -> Result<ProtocolPlan, String> {
         let pieces = match pieces {
             None => None,
-            Some("pulsar") => Some(Pieces::Pulsar),
-            Some("tubemq") => Some(Pieces::TubeMq),
-            Some(other) => return Err(format!("the core has no timeline pieces named {other:?}")),
+            Some(name) => Some(
+                protocols::by_name(name).ok_or_else(|| format!("the core has no timeline pieces named {name:?}"))?,
+            ),
         };
         Ok(ProtocolPlan { types: FastMap::default(), pieces })
     }
@@ -537,10 +521,8 @@ impl Format {
                     line.push_safe(Role::Actor, name, 30);
                 }
             }
-            match plan.and_then(|p| p.pieces) {
-                Some(Pieces::Pulsar) => crate::protocols::pulsar::timeline::pieces(facts, line),
-                Some(Pieces::TubeMq) => crate::protocols::tubemq::timeline::pieces(facts, line),
-                None => {}
+            if let Some(protocol) = plan.and_then(|p| p.pieces) {
+                protocol.timeline_pieces(facts, line);
             }
             if let Some(answers) = facts.note("answers") {
                 line.text.push_str(" ⟵ #");

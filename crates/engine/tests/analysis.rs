@@ -6,7 +6,7 @@
 use pulsar_dissect_engine::analysis::bounded::{remember_bounded, DropCounter, OrderedMap};
 use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use pulsar_dissect_engine::analysis::{
-    intern, map_get, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol,
+    intern, map_get, Analyzer, Event, Frame, Ident, Output, PairingOptions, ProtocolAnalysis,
 };
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::value::{Map, Text, Value};
@@ -85,7 +85,7 @@ fn options(timeout: f64, max_pending: usize) -> PairingOptions {
 
 fn analyzer_with(table: CommandTable, opts: PairingOptions) -> Analyzer {
     let mut a = Analyzer::new(opts);
-    a.add_protocol(P, Protocol { table, default_to_server: TO_SERVER.into(), sessions: None });
+    a.add_protocol(P, ProtocolAnalysis { table, default_to_server: TO_SERVER.into(), sessions: None });
     a
 }
 

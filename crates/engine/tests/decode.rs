@@ -1,7 +1,7 @@
 //! Decoding in Rust alone: this test binary does not link Python, so nothing on the decode path may need it.
 
-use pulsar_dissect_engine::model::Checksum;
 use pulsar_dissect_engine::protocols::pulsar::decode;
+use pulsar_dissect_engine::protocols::pulsar::payload::Checksum;
 use pulsar_dissect_engine::value::Value;
 
 fn varint(mut v: u64, out: &mut Vec<u8>) {

@@ -4,9 +4,10 @@
 //! original bytes.
 
 use pulsar_dissect_engine::analysis::{Ident, TO_CLIENT};
-use pulsar_dissect_engine::model::{Checksum, Finding};
+use pulsar_dissect_engine::model::Finding;
 use pulsar_dissect_engine::protocols::pulsar::chunks::{Chunk, ChunkAssembler, ChunkMetadata, ChunkSource};
 use pulsar_dissect_engine::protocols::pulsar::decode;
+use pulsar_dissect_engine::protocols::pulsar::payload::Checksum;
 use pulsar_dissect_engine::value::{Map, Value};
 
 mod pulsar_support;

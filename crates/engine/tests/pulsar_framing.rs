@@ -2,9 +2,9 @@
 //! disagree, resynchronisation after lost bytes, the head of a frame above the size limit; and the generic
 //! splitter driven by it over streams of frames encoded by prost-reflect.
 
-use pulsar_dissect_engine::model::Checksum;
 use pulsar_dissect_engine::protocols::pulsar::decode;
 use pulsar_dissect_engine::protocols::pulsar::framing::PulsarFraming;
+use pulsar_dissect_engine::protocols::pulsar::payload::Checksum;
 use pulsar_dissect_engine::transport::splitter::{Framing, Head, PduLength, Split, Splitter};
 use pulsar_dissect_engine::value::Value;
 

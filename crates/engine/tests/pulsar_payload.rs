@@ -3,9 +3,10 @@
 //! SingleMessageMetadata entries, encryption, markers and chunks, and frames that lost their end. Metadata and
 //! entries are encoded by prost-reflect; checksums by the `crc32c` crate; payloads by the codec crates.
 
-use pulsar_dissect_engine::model::{Checksum, Decoded, PayloadSection};
-use pulsar_dissect_engine::protocols::pulsar::payload::Depth;
+use pulsar_dissect_engine::model::Decoded;
+use pulsar_dissect_engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use pulsar_dissect_engine::protocols::pulsar::{decode, decode_to};
+use pulsar_dissect_engine::protocols::Depth;
 use pulsar_dissect_engine::value::Value;
 
 mod pulsar_support;

@@ -4,9 +4,12 @@
 //! by hand (plain data), with the values worked out in the comments.
 
 use pulsar_dissect_engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use pulsar_dissect_engine::analysis::{intern, map_get, Analyzer, Event, Frame, Output, PairingOptions, Protocol};
+use pulsar_dissect_engine::analysis::{
+    intern, map_get, Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis,
+};
 use pulsar_dissect_engine::model::Decoded;
-use pulsar_dissect_engine::protocols::pulsar::session::{PulsarOptions, PulsarSessions};
+use pulsar_dissect_engine::protocols::pulsar::session::PulsarSessions;
+use pulsar_dissect_engine::protocols::Limits;
 use pulsar_dissect_engine::value::{Map, Text, Value};
 
 const TO_BROKER: &str = "to_broker";
@@ -24,8 +27,8 @@ fn id(ledger: i64, entry: i64) -> Value {
     obj(&[("ledgerId", Value::Int(ledger)), ("entryId", Value::Int(entry))])
 }
 
-fn options() -> PulsarOptions {
-    PulsarOptions {
+fn options() -> Limits {
+    Limits {
         max_actors: 100,
         max_remembered_messages: 1000,
         max_remembered_total: 100_000,
@@ -147,13 +150,13 @@ impl Result {
 }
 
 impl Capture {
-    fn with(options: PulsarOptions) -> Capture {
+    fn with(options: Limits) -> Capture {
         let mut analyzer = Analyzer::new(PairingOptions {
             request_timeout: 1000.0,
             request_timeout_value: Value::Int(1000),
             max_pending_requests: 1000,
         });
-        let protocol = Protocol {
+        let protocol = ProtocolAnalysis {
             table: table(),
             default_to_server: TO_BROKER.into(),
             sessions: Some(Box::new(PulsarSessions::new(options))),
@@ -549,7 +552,7 @@ fn shared_producers_do_not_conflict_and_a_closed_one_no_longer_holds() {
 #[test]
 fn producers_beyond_the_cap_are_dropped_and_said_once() {
     // the 3rd PRODUCER is the first over the cap: its STATE_DROPPED event; then the total at the close
-    let mut c = Capture::with(PulsarOptions { max_actors: 2, ..options() });
+    let mut c = Capture::with(Limits { max_actors: 2, ..options() });
     let mut events = Vec::new();
     for p in 1..=4 {
         let fields = [("request_id", Value::Int(200 + p)), ("producer_id", Value::Int(p)), ("topic", st("t"))];

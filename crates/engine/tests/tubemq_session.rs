@@ -4,7 +4,7 @@
 //! answers its method's request; an exception answers any).
 
 use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use pulsar_dissect_engine::analysis::{intern, map_get, Analyzer, Frame, Output, PairingOptions, Protocol};
+use pulsar_dissect_engine::analysis::{intern, map_get, Analyzer, Frame, Output, PairingOptions, ProtocolAnalysis};
 use pulsar_dissect_engine::model::Decoded;
 use pulsar_dissect_engine::protocols::tubemq::info::{broker_info, partition_info, reader, subscribe_info, topic_info};
 use pulsar_dissect_engine::protocols::tubemq::session::TubeSessions;
@@ -173,7 +173,7 @@ impl Conversation {
         });
         analyzer.add_protocol(
             "tubemq",
-            Protocol {
+            ProtocolAnalysis {
                 table: tube_table(),
                 default_to_server: "to_broker".into(),
                 sessions: Some(Box::new(TubeSessions)),

@@ -29,12 +29,13 @@ use crate::transport::{feed_packet, other_tcp_rows, pipeline as transport_pipeli
 use engine::analysis::bounded::FastMap;
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use engine::analysis::{
-    intern as intern_name, Analyzer, Event, Frame, Ident, Output, PairingOptions, Protocol, Sessions,
+    intern as intern_name, Analyzer, Event, Frame, Ident, Output, PairingOptions, ProtocolAnalysis, Sessions,
 };
-use engine::model::{Checksum, Decoded, Finding, PayloadSection};
+use engine::model::{Decoded, Finding};
 use engine::name;
 use engine::protocols::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
-use engine::protocols::pulsar::session::{PulsarOptions, PulsarSessions};
+use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
+use engine::protocols::{self, Limits};
 use engine::records::{build_record, JsonSink, MapSink, RecordInput, RecordStyle, SinkResult};
 use engine::stats::STATS_KEPT;
 use engine::transport::net::Segment;
@@ -105,9 +106,10 @@ fn pairing_options(options: &Bound<'_, PyAny>) -> PyResult<PairingOptions> {
     })
 }
 
-fn pulsar_options(options: &Bound<'_, PyAny>) -> PyResult<PulsarOptions> {
+/// The caps of decoding and of the protocols' sessions (`dissector.options.Options`).
+fn limits(options: &Bound<'_, PyAny>) -> PyResult<Limits> {
     let get = |name: &str| options.getattr(name);
-    Ok(PulsarOptions {
+    Ok(Limits {
         max_actors: get("max_actors")?.extract()?,
         max_remembered_messages: get("max_remembered_messages")?.extract()?,
         max_remembered_total: get("max_remembered_total")?.extract()?,
@@ -352,9 +354,9 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
         findings: finding_ids(&pdu.getattr(intern!(py, "findings"))?)?,
         // a body of a protocol declared in Python that is not one of the core's means nothing to the analysis
         body: if crate::is_payload_section(&body) {
-            Some(engine::model::Body::Payload(section(&body)?))
+            Some(engine::model::Body::Pulsar(section(&body)?))
         } else if let Ok(tube) = body.cast::<PyDict>() {
-            Some(engine::model::Body::Tube(crate::tube_from_py(tube)?))
+            Some(engine::model::Body::TubeMq(crate::tube_from_py(tube)?))
         } else {
             None
         },
@@ -388,11 +390,12 @@ impl ConversationCore {
         let session: Option<String> = spec.getattr("session")?.extract()?;
         let sessions: Option<Box<dyn Sessions>> = match session.as_deref() {
             None => None,
-            Some("pulsar") => Some(Box::new(PulsarSessions::new(pulsar_options(self.options.bind(py))?))),
-            Some("tubemq") => Some(Box::new(engine::protocols::tubemq::session::TubeSessions)),
-            Some(other) => return Err(PyRuntimeError::new_err(format!("the core has no session named {other:?}"))),
+            Some(name) => match protocols::by_name(name) {
+                Some(protocol) => protocol.sessions(&limits(self.options.bind(py))?),
+                None => return Err(PyRuntimeError::new_err(format!("the core has no session named {name:?}"))),
+            },
         };
-        let protocol = Protocol {
+        let protocol = ProtocolAnalysis {
             table: command_table(&spec.getattr("commands")?)?,
             default_to_server: format!("to_{server_role}"),
             sessions,

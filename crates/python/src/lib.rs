@@ -10,9 +10,13 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use engine::codecs;
-use engine::model::{Body, Decoded, Finding, PayloadSection, TubeBody};
+use engine::model::{Body, Decoded, Finding};
+use engine::protocols::pulsar::payload::PayloadSection;
+use engine::protocols::pulsar::record::write_messages;
 use engine::protocols::pulsar::{core, payload};
-use engine::records::{write_messages, Key, MapSink, NoFront, RecordSink};
+use engine::protocols::tubemq::TubeBody;
+use engine::protocols::Depth;
+use engine::records::{Key, MapSink, NoFront, RecordSink};
 use engine::value::Value;
 use pyo3::IntoPyObjectExt;
 
@@ -121,11 +125,11 @@ impl Classes {
 
     fn decoded<'py>(&self, py: Python<'py>, d: &Decoded) -> PyResult<Bound<'py, PyAny>> {
         let (body, section_findings) = match &d.body {
-            Some(Body::Payload(section)) => {
+            Some(Body::Pulsar(section)) => {
                 let (body, findings) = self.section(py, section)?;
                 (Some(body), findings)
             }
-            Some(Body::Tube(tube)) => (Some(tube_to_py(py, tube)?.into_any()), Vec::new()),
+            Some(Body::TubeMq(tube)) => (Some(tube_to_py(py, tube)?.into_any()), Vec::new()),
             None => (None, Vec::new()),
         };
         // the frame's findings end with its section's: the same objects in both lists
@@ -184,7 +188,7 @@ fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAn
 
 /// A frame shorter than this decodes in about a microsecond: releasing the GIL and taking it back would cost
 /// a tenth of that, and no other thread would get far meanwhile.
-const RELEASE_GIL_FROM: usize = 4096;
+pub(crate) const RELEASE_GIL_FROM: usize = 4096;
 
 /// Decode one frame in Rust, the GIL released when that is worth it.
 pub(crate) fn decode_detached(
@@ -192,7 +196,7 @@ pub(crate) fn decode_detached(
     frame: &[u8],
     missing: usize,
     max_decompressed: u64,
-    depth: payload::Depth,
+    depth: Depth,
 ) -> Decoded {
     let decode = || engine::protocols::pulsar::decode_to(frame, missing, max_decompressed, depth);
     if frame.len() < RELEASE_GIL_FROM {
@@ -218,7 +222,7 @@ fn decode_frame<'py>(
     brief: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let classes = classes(py)?;
-    classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, payload::Depth::brief(brief)))
+    classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, Depth::brief(brief)))
 }
 
 type BytesAndProblem<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>);

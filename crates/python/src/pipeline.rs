@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use crate::convert::map_to_py;
 use crate::protocol::{confirms, decode_pdu, DecodeOptions, DecodedPdu, Protocol};
 use engine::model::{Decoded, Finding};
-use engine::protocols::pulsar::payload::Depth;
+use engine::protocols::Depth;
 use engine::transport::net::{endpoint_text, Ip, Segment, ACK, SYN};
 use engine::transport::reassembly::{Config, ConnInfo, FastMap, Reassembler, StreamEvent};
 use engine::transport::splitter::{Split, Splitter};
@@ -309,7 +309,7 @@ impl Pipeline {
         }
     }
 
-    /// Keep batches whole, to be split where their records are written (`payload::Depth::BatchesLater`); a
+    /// Keep batches whole, to be split where their records are written (`Depth::BatchesLater`); a
     /// brief decode keeps them so anyway.
     pub fn set_batches_later(&mut self, later: bool) {
         let decode = &mut self.settings.decode;

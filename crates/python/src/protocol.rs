@@ -10,22 +10,15 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::convert::{map_from_py, map_to_py, value_from_py, StrToPy};
 use engine::model::{Decoded, Finding};
-use engine::protocols::pulsar::framing::PulsarFraming;
+use engine::protocols::{self, Depth, Protocol as EngineProtocol};
 use engine::transport::splitter::{BadLength, Framing, Head, PduLength};
 use engine::value::Value;
-
-/// The protocols whose framing and decoding are compiled in, by ``ProtocolSpec.core``.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum CoreProtocol {
-    Pulsar,
-    TubeMq,
-}
 
 /// What the decoder needs of the options.
 pub struct DecodeOptions {
     pub max_decompressed: u64,
-    /// How deep Pulsar's payload sections are decoded (Brief: also TubeMQ's messages).
-    pub depth: engine::protocols::pulsar::payload::Depth,
+    /// How deep bodies are decoded.
+    pub depth: Depth,
     pub options: Py<PyAny>, // for the decoders of protocols declared in Python
 }
 
@@ -49,7 +42,8 @@ pub struct Protocol {
     pub framing: SpecFraming,
     /// its largest frame when the options do not say (`ProtocolSpec.max_frame_size`)
     pub max_frame_size: Option<usize>,
-    core: Option<CoreProtocol>,
+    /// The protocol compiled into the engine by that name (``ProtocolSpec.core``), if any.
+    core: Option<&'static dyn EngineProtocol>,
     decode: Option<Py<PyAny>>,
     confirms: Option<Py<PyAny>>,
 }
@@ -62,19 +56,14 @@ fn optional(spec: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<Py<PyAny>>> 
 impl Protocol {
     /// Read a ``ProtocolSpec``.
     pub fn from_spec(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<Protocol> {
-        let core = match spec.getattr("core")?.extract::<Option<String>>()?.as_deref() {
-            None => None,
-            Some("pulsar") => Some(CoreProtocol::Pulsar),
-            Some("tubemq") => Some(CoreProtocol::TubeMq),
-            Some(other) => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!("no protocol {other:?} in the core")))
-            }
-        };
-        let core_framing: Option<Box<dyn Framing>> = match core {
-            Some(CoreProtocol::Pulsar) => Some(Box::new(PulsarFraming::new(engine::protocols::pulsar::schema()))),
-            Some(CoreProtocol::TubeMq) => Some(Box::new(engine::protocols::tubemq::framing::TubeMqFraming)),
-            None => None,
-        };
+        let core =
+            match spec.getattr("core")?.extract::<Option<String>>()?.as_deref() {
+                None => None,
+                Some(name) => Some(protocols::by_name(name).ok_or_else(|| {
+                    pyo3::exceptions::PyValueError::new_err(format!("no protocol {name:?} in the core"))
+                })?),
+            };
+        let core_framing = core.map(|protocol| protocol.framing());
         let min_pdu = match spec.getattr("min_pdu")?.extract::<Option<usize>>()? {
             Some(n) => n,
             None => core_framing.as_ref().map(|f| f.min_pdu()).unwrap_or(1),
@@ -226,17 +215,11 @@ pub fn decode_pdu<'py>(
         ))?));
     }
     match protocol.core {
-        Some(CoreProtocol::Pulsar) => {
+        Some(core) => {
             let missing = usize::try_from(missing).unwrap_or(0);
-            Ok(DecodedPdu::Core(crate::decode_detached(py, data, missing, options.max_decompressed, options.depth)))
-        }
-        Some(CoreProtocol::TubeMq) => {
-            let missing = usize::try_from(missing).unwrap_or(0);
-            Ok(DecodedPdu::Core(engine::protocols::tubemq::decode(
-                data,
-                missing,
-                options.depth == engine::protocols::pulsar::payload::Depth::Brief,
-            )))
+            let decode = || core.decode(data, missing, options.max_decompressed, options.depth);
+            // a large frame's decoding (decompression above all) lets other Python threads run
+            Ok(DecodedPdu::Core(if data.len() < crate::RELEASE_GIL_FROM { decode() } else { py.detach(decode) }))
         }
         None => Err(pyo3::exceptions::PyValueError::new_err("no decoder")),
     }
@@ -248,15 +231,10 @@ pub fn confirms<'py>(py: Python<'py>, protocol: &Protocol, decoded: &mut Decoded
     if let Some(f) = &protocol.confirms {
         return f.bind(py).call1((decoded.as_py(py)?,))?.is_truthy();
     }
-    let no_findings = !decoded.has_findings()?;
+    let has_findings = decoded.has_findings()?;
     Ok(match protocol.core {
-        // Pulsar: decoded whole, without problems, as a type the schema knows
-        Some(CoreProtocol::Pulsar) => {
-            no_findings && engine::protocols::pulsar::core().command_types.number(&decoded.type_name()?).is_some()
-        }
-        // TubeMQ: a whole envelope of a method the table knows (its type is then a message name)
-        Some(CoreProtocol::TubeMq) => no_findings && engine::protocols::tubemq::known_type(&decoded.type_name()?),
-        None => no_findings,
+        Some(core) => core.confirms(&decoded.type_name()?, has_findings),
+        None => !has_findings,
     })
 }
 

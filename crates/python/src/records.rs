@@ -8,8 +8,9 @@ use std::marker::PhantomData;
 use engine::analysis::bounded::FastMap;
 use engine::analysis::intern as intern_name;
 use engine::analysis::Frame;
-use engine::model::{Body, Checksum, Decoded, Finding, PayloadSection};
+use engine::model::{Body, Decoded, Finding};
 use engine::name;
+use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::records::{
     build_record, content_hash, Atom, Expert, Front, JsonSink, Key, Message, RecordInput, RecordSink, RecordStyle,
     SinkError, SinkResult,
@@ -333,9 +334,9 @@ impl<'py> PyFrameData<'py> {
                 let keys = record_fields.call1((frame, style.payload_bytes, style.summary))?;
                 (None, Some(crate::convert::map_from_py(&keys)?))
             } else if crate::is_payload_section(&body) {
-                (Some(Body::Payload(section_from_py(&body)?)), None)
+                (Some(Body::Pulsar(section_from_py(&body)?)), None)
             } else if let Ok(tube) = body.cast::<pyo3::types::PyDict>() {
-                (Some(Body::Tube(crate::tube_from_py(tube)?)), None)
+                (Some(Body::TubeMq(crate::tube_from_py(tube)?)), None)
             } else {
                 (None, None)
             }

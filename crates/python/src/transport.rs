@@ -75,7 +75,7 @@ pub fn pipeline(
         reassembly: reassembly_config(options)?,
         decode: DecodeOptions {
             max_decompressed: options.getattr("max_decompressed")?.extract()?,
-            depth: engine::protocols::pulsar::payload::Depth::brief(options.getattr("summary")?.extract()?),
+            depth: engine::protocols::Depth::brief(options.getattr("summary")?.extract()?),
             options: options.clone().unbind(),
         },
     };

@@ -119,7 +119,7 @@ pub trait Sessions {
 
 /// What the analyzer knows of a protocol: its table, the direction of its client's requests before any
 /// is seen, and its sessions (None: pairing only).
-pub struct Protocol {
+pub struct ProtocolAnalysis {
     pub table: CommandTable,
     pub default_to_server: String,
     pub sessions: Option<Box<dyn Sessions>>,
@@ -275,7 +275,7 @@ impl Ord for Deadline {
 /// Pairing and session state for every connection. Feed each item in capture order.
 pub struct Analyzer {
     options: PairingOptions,
-    protocols: FastMap<Rc<str>, Protocol>,
+    protocols: FastMap<Rc<str>, ProtocolAnalysis>,
     conns: OrderedMap<u64, Connection>,
     mid_stream: FastMap<u64, bool>,           // opened connections without a frame yet
     deadlines: BinaryHeap<Reverse<Deadline>>, // at most one per connection
@@ -298,7 +298,7 @@ impl Analyzer {
         self.protocols.contains_key(name)
     }
 
-    pub fn add_protocol(&mut self, name: &str, protocol: Protocol) {
+    pub fn add_protocol(&mut self, name: &str, protocol: ProtocolAnalysis) {
         self.protocols.insert(Rc::from(name), protocol);
     }
 
@@ -540,7 +540,7 @@ fn key_value(conn: &Connection, field: &KeyField, frame: &Frame) -> Option<Value
             let reverse = if frame.direction == TO_CLIENT { &*conn.to_server } else { TO_CLIENT };
             Some(Value::from(reverse.to_owned()))
         }
-        KeyField::Serial => Some(Value::from(frame.pdu.tube()?.serial as i64)),
+        KeyField::Serial => Some(Value::from(frame.pdu.body.as_ref()?.serial()? as i64)),
         KeyField::Command(name) => match frame.pdu.command.as_ref()?.get(name)? {
             Value::Null => None, // the command lacks the field it would be paired by
             value => Some(value.clone()),
@@ -557,7 +557,7 @@ fn bucket(conn: &Connection, key: &Key, frame: &Frame) -> Option<Bucket> {
             KeyField::Reverse => {
                 Ident::Str(if frame.direction == TO_CLIENT { &*conn.to_server } else { TO_CLIENT }.to_owned())
             }
-            KeyField::Serial => Ident::of(Some(&Value::from(frame.pdu.tube()?.serial as i64))),
+            KeyField::Serial => Ident::of(Some(&Value::from(frame.pdu.body.as_ref()?.serial()? as i64))),
             KeyField::Command(name) => match frame.pdu.command.as_ref()?.get(name)? {
                 Value::Null => return None,
                 value => Ident::of(Some(value)),

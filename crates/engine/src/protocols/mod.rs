@@ -1,5 +1,144 @@
-//! The protocols, one folder each: what is particular to a protocol (framing, decoding, sessions, its record
-//! keys and timeline pieces) lives in its folder, and nothing outside names it.
+//! The protocols, one folder each, and the one place that lists them ([`REGISTRY`]). What is particular to a
+//! protocol — its framing, decoding, body, conversation state, record keys and timeline pieces — lives in its
+//! folder behind the [`Protocol`] trait; nothing outside `protocols/` names a protocol. A new protocol is a
+//! new folder, a line in [`REGISTRY`] and, if its frames carry more than a command, a variant of [`Body`].
+
+use crate::analysis::Sessions;
+use crate::model::Decoded;
+use crate::records::{Front, Merged, RecordSink, RecordStyle, SinkResult};
+use crate::timeline::{Line, LineFacts, PayloadFacts};
+use crate::transport::splitter::Framing;
+use crate::value::JsonObject;
 
 pub mod pulsar;
 pub mod tubemq;
+
+/// Every protocol compiled into the engine.
+pub static REGISTRY: &[&dyn Protocol] = &[&pulsar::Pulsar, &tubemq::TubeMq];
+
+/// The protocol compiled in under `name` (`ProtocolSpec.core` on the Python side).
+pub fn by_name(name: &str) -> Option<&'static dyn Protocol> {
+    REGISTRY.iter().copied().find(|p| p.name() == name)
+}
+
+/// How much of a frame's body to decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// Everything, each message with its payload.
+    Full,
+    /// For one-line views and statistics, which read sizes only: no message's payload copied, and a batch
+    /// kept whole with its count and bytes (what those views show of it), its messages made only if asked
+    /// for.
+    Brief,
+    /// As `Full`, but a batch is only checked (its findings, its entries) and kept whole: it is split into its
+    /// messages where its record is written, on a thread pool.
+    BatchesLater,
+}
+
+impl Depth {
+    pub fn brief(brief: bool) -> Depth {
+        if brief {
+            Depth::Brief
+        } else {
+            Depth::Full
+        }
+    }
+}
+
+/// The caps decoding and the conversation state keep to (the options' defaults live with the front end).
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub max_decompressed: u64,
+    pub max_actors: usize,
+    pub max_remembered_messages: usize,
+    pub max_remembered_total: usize,
+    pub max_redelivered_reported: usize,
+    pub max_chunked_messages: usize,
+    pub max_chunk_bytes: u64,
+    pub redirect_loop_limit: u64,
+}
+
+/// A protocol compiled into the engine.
+pub trait Protocol: Sync {
+    /// Its name: the records' `protocol`, and `ProtocolSpec.core` of its Python declaration.
+    fn name(&self) -> &'static str;
+    /// Its framing: how long a PDU is, where the next may start after lost bytes.
+    fn framing(&self) -> Box<dyn Framing>;
+    /// One PDU decoded, whose last `missing` bytes were lost; decompressed bodies within `max_decompressed`.
+    fn decode(&self, pdu: &[u8], missing: usize, max_decompressed: u64, depth: Depth) -> Decoded;
+    /// Whether a PDU decoded as `type_name`, with or without findings, proves the protocol on a connection
+    /// off its ports (`--detect`).
+    fn confirms(&self, type_name: &str, has_findings: bool) -> bool;
+    /// Its conversation state per connection, for the analysis; None: request/response pairing only.
+    fn sessions(&self, limits: &Limits) -> Option<Box<dyn Sessions>>;
+    /// Its own pieces of a frame's timeline line (after the key fields).
+    fn timeline_pieces(&self, facts: &LineFacts, line: &mut Line);
+    /// The ids of the findings its decoding and sessions make (`dissector/problems.py` registers each with
+    /// its severity and text).
+    fn problem_ids(&self) -> &'static [&'static str];
+}
+
+/// What a protocol's frames carry beside their command, by protocol.
+#[derive(Debug)]
+pub enum Body {
+    /// Pulsar's payload section (SEND, MESSAGE).
+    Pulsar(pulsar::payload::PayloadSection),
+    /// TubeMQ's RPC envelope and the messages it carries.
+    TubeMq(tubemq::TubeBody),
+}
+
+impl Body {
+    /// The frame's serial number, for a protocol that numbers its frames (pairing by serial).
+    pub fn serial(&self) -> Option<u64> {
+        match self {
+            Body::Pulsar(_) => None,
+            Body::TubeMq(body) => Some(body.serial as u64),
+        }
+    }
+
+    /// What a timeline line shows of the body.
+    pub fn line_facts(&self) -> PayloadFacts<'_> {
+        match self {
+            Body::Pulsar(section) => section.line_facts(),
+            Body::TubeMq(body) => body.line_facts(),
+        }
+    }
+
+    /// How many messages the body holds (what writing their records costs).
+    pub fn message_count(&self) -> usize {
+        match self {
+            Body::Pulsar(section) => section.message_count(),
+            Body::TubeMq(body) => body.messages.len(),
+        }
+    }
+
+    /// The body in `Decoded::write_json`'s object (Pulsar's payload section under `payload`; brief: without its
+    /// messages' records).
+    pub fn write_json(&self, pdu: &Decoded, object: &mut JsonObject<'_>, brief: bool) {
+        match self {
+            Body::Pulsar(section) => {
+                let base = if pdu.type_name.as_str() == "MESSAGE" {
+                    pdu.command.as_ref().and_then(|c| c.get("message_id"))
+                } else {
+                    None
+                };
+                section.write_json(object.key(crate::name!("payload")), (!brief).then_some(base));
+            }
+            Body::TubeMq(_) => {}
+        }
+    }
+
+    /// The body's keys of the frame's record.
+    pub fn write_keys<F: Front>(
+        &self,
+        sink: &mut impl RecordSink<F>,
+        merged: &mut Merged<'_>,
+        pdu: &Decoded,
+        style: RecordStyle,
+    ) -> SinkResult<()> {
+        match self {
+            Body::Pulsar(section) => pulsar::record::section_keys(sink, merged, pdu, section, style),
+            Body::TubeMq(body) => tubemq::record::body_keys(sink, merged, body, style),
+        }
+    }
+}

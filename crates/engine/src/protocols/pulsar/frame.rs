@@ -5,6 +5,7 @@ use super::Core;
 use crate::model::{Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
 use crate::protocols::pulsar::payload;
+use crate::protocols::Depth;
 use crate::schema::Kind;
 use crate::value::{Text, Value};
 use crate::{finding, name};
@@ -53,7 +54,7 @@ fn peek_command_type(buf: &[u8]) -> Option<u64> {
     None
 }
 
-pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, depth: payload::Depth) -> Decoded {
+pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, depth: Depth) -> Decoded {
     let size = frame.len() + missing;
     let mut findings = Vec::new();
     let malformed =
@@ -146,7 +147,7 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
         let section =
             payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, depth);
         findings.extend(section.findings.iter().cloned());
-        body = Some(crate::model::Body::Payload(section));
+        body = Some(crate::model::Body::Pulsar(section));
     } else if cmd_end < frame.len() {
         findings.push(finding!("command.trailing_bytes", "length" => frame.len() - cmd_end, "type" => name.clone()));
     }

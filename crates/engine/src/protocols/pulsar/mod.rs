@@ -7,13 +7,19 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use crate::analysis::Sessions;
+use crate::model::Decoded;
+use crate::protocols::{Body, Depth, Limits, Protocol};
 use crate::schema::{EnumType, Schema};
+use crate::timeline::{Line, LineFacts};
+use crate::transport::splitter::Framing;
 use crate::{model, value};
 
 pub mod chunks;
 pub mod frame;
 pub mod framing;
 pub mod payload;
+pub mod record;
 pub mod session;
 pub mod timeline;
 
@@ -146,10 +152,97 @@ impl Core {
 /// decompressed payloads may not exceed `max_decompressed` bytes. `summary` keeps only the metadata fields
 /// one-line views show and makes no message records. Pure Rust: no Python involved.
 pub fn decode(frame: &[u8], missing: usize, max_decompressed: u64, summary: bool) -> model::Decoded {
-    frame::decode(core(), frame, missing, max_decompressed, payload::Depth::brief(summary))
+    frame::decode(core(), frame, missing, max_decompressed, Depth::brief(summary))
 }
 
-/// [`decode`] to a [`payload::Depth`].
-pub fn decode_to(frame: &[u8], missing: usize, max_decompressed: u64, depth: payload::Depth) -> model::Decoded {
+/// [`decode`] to a [`Depth`].
+pub fn decode_to(frame: &[u8], missing: usize, max_decompressed: u64, depth: Depth) -> model::Decoded {
     frame::decode(core(), frame, missing, max_decompressed, depth)
+}
+
+impl Decoded {
+    /// Pulsar's payload section, when the frame has one.
+    pub fn payload(&self) -> Option<&payload::PayloadSection> {
+        match &self.body {
+            Some(Body::Pulsar(section)) => Some(section),
+            _ => None,
+        }
+    }
+}
+
+/// Apache Pulsar's binary protocol.
+pub struct Pulsar;
+
+/// The ids of the findings Pulsar's decoding and session make.
+static PROBLEM_IDS: &[&str] = &[
+    "actor.used_after_close",
+    "batch.count_mismatch",
+    "checksum.invalid",
+    "chunk.dropped_by_client",
+    "chunk.duplicate",
+    "chunk.lost",
+    "chunk.missing",
+    "chunk.orphan",
+    "chunk.restarted",
+    "chunk.size_mismatch",
+    "chunk.too_large",
+    "command.extra_subcommands",
+    "command.missing_required",
+    "command.missing_subcommand",
+    "command.no_type",
+    "command.trailing_bytes",
+    "command.unknown_enum",
+    "command.unknown_fields",
+    "command.unknown_type",
+    "command.unparsable",
+    "flow.overrun",
+    "frame.cmd_size",
+    "frame.size_mismatch",
+    "frame.too_short",
+    "frame.truncated",
+    "lookup.redirect_loop",
+    "marker.unparsable",
+    "message.early_delivery",
+    "payload.broker_entry_metadata",
+    "payload.checksum_cut",
+    "payload.incomplete",
+    "payload.metadata_missing_required",
+    "payload.metadata_size",
+    "payload.metadata_unparsable",
+    "producer.exclusive_conflict",
+    "send.unknown_producer",
+    "sequence.gap",
+    "sequence.regression",
+    "server.error",
+];
+
+impl Protocol for Pulsar {
+    fn name(&self) -> &'static str {
+        "pulsar"
+    }
+
+    fn framing(&self) -> Box<dyn Framing> {
+        Box::new(framing::PulsarFraming::new(schema()))
+    }
+
+    fn decode(&self, pdu: &[u8], missing: usize, max_decompressed: u64, depth: Depth) -> Decoded {
+        decode_to(pdu, missing, max_decompressed, depth)
+    }
+
+    /// Decoded whole, without problems, as a type the schema knows.
+    fn confirms(&self, type_name: &str, has_findings: bool) -> bool {
+        !has_findings && core().command_types.number(type_name).is_some()
+    }
+
+    fn sessions(&self, limits: &Limits) -> Option<Box<dyn Sessions>> {
+        Some(Box::new(session::PulsarSessions::new(limits.clone())))
+    }
+
+    fn timeline_pieces(&self, facts: &LineFacts, line: &mut Line) {
+        timeline::pieces(facts, line)
+    }
+
+    fn problem_ids(&self) -> &'static [&'static str] {
+        PROBLEM_IDS
+    }
 }

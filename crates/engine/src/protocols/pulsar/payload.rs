@@ -15,9 +15,11 @@ use std::collections::HashMap;
 
 use super::Core;
 use crate::codecs::{self, Problem};
-use crate::model::{Checksum, Finding, PayloadSection};
+use crate::model::Finding;
 use crate::pb::{self, b64, Parsed};
-use crate::value::{entry, text, Map, Name, Text, Value};
+use crate::protocols::Depth;
+use crate::timeline::PayloadFacts;
+use crate::value::{entry, text, JsonObject, Map, Name, Text, Value};
 use crate::{finding, name};
 
 const MAGIC_CRC32C: u16 = 0x0e01;
@@ -35,27 +37,110 @@ fn parse_error(core: &Core, msg: usize) -> String {
     format!("Error parsing message with type '{}'", core.schema.messages[msg].full_name)
 }
 
-/// How much of a payload section to decode.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Depth {
-    /// Everything, each message with its payload.
-    Full,
-    /// For one-line views and statistics, which read sizes only: the metadata's `BRIEF_METADATA` fields, no
-    /// message's payload copied, and a batch kept whole as `BatchesLater` keeps it, with its count and bytes
-    /// (`BatchLater::summary`: what those views show of it), its messages made only if asked for.
-    Brief,
-    /// As `Full`, but a batch is only checked (its findings, its entries) and kept whole (`BatchLater`): it is
-    /// split into its messages where its record is written, on the thread pool (`analysis/pooled.rs`).
-    BatchesLater,
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checksum {
+    #[default]
+    Absent,
+    Valid,
+    Invalid,
+    /// The frame lost bytes to a capture gap: the checksum cannot be computed.
+    Unverified,
 }
 
-impl Depth {
-    pub fn brief(brief: bool) -> Depth {
-        if brief {
-            Depth::Brief
-        } else {
-            Depth::Full
+impl Checksum {
+    pub fn name(self) -> &'static Name {
+        match self {
+            Checksum::Absent => crate::name!("absent"),
+            Checksum::Valid => crate::name!("valid"),
+            Checksum::Invalid => crate::name!("invalid"),
+            Checksum::Unverified => crate::name!("unverified"),
         }
+    }
+}
+
+/// The payload section of a SEND or MESSAGE frame.
+#[derive(Debug, Default)]
+pub struct PayloadSection {
+    pub checksum: Checksum,
+    pub checksum_wire: Option<u32>,
+    pub checksum_computed: Option<u32>,
+    pub broker_entry_metadata: Option<Value>,
+    /// MessageMetadata in the JSON contract's form (briefly: only the fields one-line views show).
+    pub metadata: Option<Value>,
+    pub metadata_size: Option<usize>,
+    /// The codec's number, also one this schema does not know.
+    pub compression: i64,
+    /// Bytes as on the wire (compressed, encrypted, batched).
+    pub payload_size: usize,
+    /// Bytes after decompression, when it was decompressed.
+    pub uncompressed_size: Option<usize>,
+    pub encrypted: bool,
+    /// The application messages (maps: `payload_size`, `payload` as bytes, then the fields present).
+    pub messages: Vec<Value>,
+    /// A batch not split yet (a `Depth::BatchesLater` or `Brief` decode): its messages are `messages_split`'s.
+    pub batch_later: Option<Box<BatchLater>>,
+    /// The decoded PulsarMarkers message.
+    pub marker: Option<Value>,
+    pub findings: Vec<Finding>,
+}
+
+impl PayloadSection {
+    /// The messages, a batch kept whole split now.
+    pub fn messages_split(&self) -> std::borrow::Cow<'_, [Value]> {
+        match &self.batch_later {
+            Some(batch) => std::borrow::Cow::Owned(batch.messages()),
+            None => std::borrow::Cow::Borrowed(&self.messages),
+        }
+    }
+
+    /// How many messages the section holds (also those of a batch not split yet).
+    pub fn message_count(&self) -> usize {
+        self.batch_later.as_ref().map_or(self.messages.len(), |batch| batch.entries)
+    }
+}
+
+impl PayloadSection {
+    /// What a timeline line shows of the section.
+    pub fn line_facts(&self) -> PayloadFacts<'_> {
+        PayloadFacts {
+            // (a batch kept whole: its count and bytes)
+            messages: self.batch_later.is_none().then_some(self.messages.as_slice()),
+            summary: self.batch_later.as_ref().map(|batch| &batch.summary),
+            metadata: self.metadata.as_ref(),
+            checksum: Some(self.checksum.name().as_str()),
+            encrypted: self.encrypted,
+            marker: self.marker.as_ref(),
+        }
+    }
+}
+
+impl PayloadSection {
+    /// `messages`: write the messages' records, with this MESSAGE command's message_id.
+    pub fn write_json(&self, out: &mut Vec<u8>, messages: Option<Option<&Value>>) {
+        let mut object = JsonObject::start(out);
+        self.checksum.name().write_json(object.key(name!("checksum")));
+        object.field(name!("checksum_wire"), &Value::from(self.checksum_wire));
+        object.field(name!("checksum_computed"), &Value::from(self.checksum_computed));
+        object.field_or_null(name!("broker_entry_metadata"), self.broker_entry_metadata.as_ref());
+        object.field_or_null(name!("metadata"), self.metadata.as_ref());
+        object.field(name!("metadata_size"), &Value::from(self.metadata_size));
+        object.field(name!("compression"), &Value::from(self.compression));
+        object.field(name!("payload_size"), &Value::from(self.payload_size));
+        object.field(name!("uncompressed_size"), &Value::from(self.uncompressed_size));
+        object.field(name!("encrypted"), &Value::Bool(self.encrypted));
+        object.field_or_null(name!("marker"), self.marker.as_ref());
+        if let Some(base) = messages {
+            let mut sink = crate::records::JsonSink::new(object.key(name!("messages")));
+            // a JSON sink writes bytes only: it has no error to give
+            let _ = super::record::write_messages::<crate::records::NoFront>(
+                &mut sink,
+                crate::records::Key::Item,
+                &self.messages_split(),
+                base,
+                false,
+            );
+        }
+        object.end();
     }
 }
 

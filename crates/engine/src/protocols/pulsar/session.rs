@@ -9,34 +9,22 @@ use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
 use super::chunks::{Chunk, ChunkAssembler, ChunkMetadata, ChunkSource, CLIENT_EXPIRE_S, CLIENT_MAX_PENDING};
+use super::payload::Checksum;
 use crate::analysis::bounded::{remember_bounded, DropCounter, FastMap, OrderedMap};
 use crate::analysis::table::{Actor, CommandSpec};
 use crate::analysis::{map_get, Event, Frame, Ident, Session, Sessions, Waiting, TO_CLIENT};
-use crate::model::{Checksum, Finding};
+use crate::model::Finding;
+use crate::protocols::Limits;
 use crate::value::{entry, Map, Name, Text, Value};
 use crate::{finding, name};
 
-/// The caps of Pulsar's analysis (`dissector.options.Options`).
-#[derive(Clone, Debug)]
-pub struct PulsarOptions {
-    pub max_actors: usize,
-    pub max_remembered_messages: usize,
-    pub max_remembered_total: usize,
-    pub max_redelivered_reported: usize,
-    pub max_chunked_messages: usize,
-    pub max_chunk_bytes: u64,
-    pub max_decompressed: u64,
-    pub redirect_loop_limit: u64,
-}
-
-impl PulsarOptions {
-    fn limit(&self, option: &Name) -> u64 {
-        match option.as_str() {
-            "max_actors" => self.max_actors as u64,
-            "max_remembered_messages" => self.max_remembered_messages as u64,
-            "max_remembered_total" => self.max_remembered_total as u64,
-            _ => 0,
-        }
+/// The value of the cap named `option` (as the STATE_DROPPED events name it).
+fn limit(limits: &Limits, option: &Name) -> u64 {
+    match option.as_str() {
+        "max_actors" => limits.max_actors as u64,
+        "max_remembered_messages" => limits.max_remembered_messages as u64,
+        "max_remembered_total" => limits.max_remembered_total as u64,
+        _ => 0,
     }
 }
 
@@ -139,7 +127,7 @@ pub struct SharedState {
 }
 
 impl SharedState {
-    fn new(options: &PulsarOptions) -> SharedState {
+    fn new(options: &Limits) -> SharedState {
         SharedState {
             cap: options.max_actors,
             topic_producers: OrderedMap::new(),
@@ -246,12 +234,12 @@ fn access_mode(info: &Map) -> &str {
 
 /// Pulsar's sessions of one analysis, and their shared state.
 pub struct PulsarSessions {
-    options: Rc<PulsarOptions>,
+    options: Rc<Limits>,
     shared: Rc<RefCell<SharedState>>,
 }
 
 impl PulsarSessions {
-    pub fn new(options: PulsarOptions) -> PulsarSessions {
+    pub fn new(options: Limits) -> PulsarSessions {
         let shared = Rc::new(RefCell::new(SharedState::new(&options)));
         PulsarSessions { options: Rc::new(options), shared }
     }
@@ -268,7 +256,7 @@ impl Sessions for PulsarSessions {
 }
 
 pub struct PulsarSession {
-    options: Rc<PulsarOptions>,
+    options: Rc<Limits>,
     conn: u64,
     shared: Rc<RefCell<SharedState>>,
     seeks: FastMap<(Ident, Ident), u64>, // (topic, subscription) -> SEEK frame whose first delivery is still to come
@@ -312,7 +300,7 @@ fn int_value(v: i128) -> Value {
 }
 
 impl PulsarSession {
-    fn new(options: Rc<PulsarOptions>, conn: u64, mid_stream: bool, shared: Rc<RefCell<SharedState>>) -> PulsarSession {
+    fn new(options: Rc<Limits>, conn: u64, mid_stream: bool, shared: Rc<RefCell<SharedState>>) -> PulsarSession {
         let chunks = ChunkAssembler::new(
             options.max_decompressed,
             options.max_chunked_messages,
@@ -337,7 +325,7 @@ impl PulsarSession {
     }
 
     fn dropped(&mut self, frame: &Frame, option: &'static Name, what: &'static Name, events: &mut Vec<Event>) {
-        if let Some(event) = self.drops.drop(option, what, self.options.limit(option), frame.time, frame.packet) {
+        if let Some(event) = self.drops.drop(option, what, limit(&self.options, option), frame.time, frame.packet) {
             events.push(event);
         }
     }

@@ -4,8 +4,9 @@
 //! consumer checks it. A pure function of the bytes.
 
 use super::framing::{u32_at, HEADER_SIZE, MAX_BLOCK_SIZE};
+use super::TubeBody;
 use super::{error_code_name, event_type_name, info, service_name, tube, TubeSchema, EXCEPTION};
-use crate::model::{Body, Decoded, Finding, TubeBody};
+use crate::model::{Body, Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
 use crate::value::{entry, Map, Text, Value};
 use crate::{finding, name};
@@ -117,7 +118,7 @@ pub fn decode(frame: &[u8], missing: usize, brief: bool) -> Decoded {
         command,
         size,
         findings: f.findings,
-        body: Some(Body::Tube(TubeBody { serial, rpc, messages })),
+        body: Some(Body::TubeMq(TubeBody { serial, rpc, messages })),
     }
 }
 

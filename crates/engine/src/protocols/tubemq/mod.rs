@@ -6,7 +6,13 @@
 
 use std::sync::OnceLock;
 
+use crate::analysis::Sessions;
+use crate::model::Decoded;
+use crate::protocols::{Body, Depth, Limits, Protocol};
 use crate::schema::Schema;
+use crate::timeline::{Line, LineFacts, PayloadFacts};
+use crate::transport::splitter::Framing;
+use crate::value::{Map, Value};
 
 /// The descriptor set of proto/tubemq, compiled by build.rs.
 static DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tubemq_descriptor.bin"));
@@ -14,6 +20,7 @@ static DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tubemq_desc
 pub mod decode;
 pub mod framing;
 pub mod info;
+pub mod record;
 pub mod session;
 pub mod timeline;
 
@@ -224,4 +231,87 @@ pub fn checksum_verdict(messages: &[crate::value::Value]) -> &'static str {
 /// Whether `name` is the type of a decodable method's request or response, or an exception.
 pub fn known_type(name: &str) -> bool {
     name == EXCEPTION || METHODS.iter().any(|m| m.request == Some(name) || m.response == Some(name))
+}
+
+/// A TubeMQ frame's envelope (what is not its command) and the messages it carries.
+#[derive(Debug, Default)]
+pub struct TubeBody {
+    /// the frame header's serial number: what pairs a response with its request
+    pub serial: u32,
+    /// the envelope in the JSON contract's form: kind, service, method, protocol version, status ...
+    pub rpc: Map,
+    /// the application messages (maps: `payload_size`, `payload` as bytes, then their fields)
+    pub messages: Vec<Value>,
+}
+
+impl TubeBody {
+    /// What a timeline line shows of the envelope: the messages carried.
+    pub fn line_facts(&self) -> PayloadFacts<'_> {
+        PayloadFacts { messages: Some(self.messages.as_slice()), ..PayloadFacts::default() }
+    }
+}
+
+impl Decoded {
+    /// TubeMQ's envelope, when the frame is TubeMQ's.
+    pub fn tube(&self) -> Option<&TubeBody> {
+        match &self.body {
+            Some(Body::TubeMq(body)) => Some(body),
+            _ => None,
+        }
+    }
+}
+
+/// Apache InLong TubeMQ's RPC protocol.
+pub struct TubeMq;
+
+/// The ids of the findings TubeMQ's decoding makes.
+static PROBLEM_IDS: &[&str] = &[
+    "tubemq.bad_flag",
+    "tubemq.block_oversized",
+    "tubemq.checksum_invalid",
+    "tubemq.consume_wait",
+    "tubemq.envelope_cut",
+    "tubemq.error_code",
+    "tubemq.exception",
+    "tubemq.message_attributes",
+    "tubemq.missing_required",
+    "tubemq.service_mismatch",
+    "tubemq.standby_master",
+    "tubemq.too_short",
+    "tubemq.trailing_bytes",
+    "tubemq.truncated",
+    "tubemq.undecodable_method",
+    "tubemq.unknown_method",
+    "tubemq.unparsable",
+];
+
+impl Protocol for TubeMq {
+    fn name(&self) -> &'static str {
+        "tubemq"
+    }
+
+    fn framing(&self) -> Box<dyn Framing> {
+        Box::new(framing::TubeMqFraming)
+    }
+
+    fn decode(&self, pdu: &[u8], missing: usize, _max_decompressed: u64, depth: Depth) -> Decoded {
+        decode::decode(pdu, missing, depth == Depth::Brief)
+    }
+
+    /// A whole envelope of a method the table knows (its type is then a message name).
+    fn confirms(&self, type_name: &str, has_findings: bool) -> bool {
+        !has_findings && known_type(type_name)
+    }
+
+    fn sessions(&self, _limits: &Limits) -> Option<Box<dyn Sessions>> {
+        Some(Box::new(session::TubeSessions))
+    }
+
+    fn timeline_pieces(&self, facts: &LineFacts, line: &mut Line) {
+        timeline::pieces(facts, line)
+    }
+
+    fn problem_ids(&self) -> &'static [&'static str] {
+        PROBLEM_IDS
+    }
 }
