@@ -369,7 +369,7 @@ mod tests {
     use super::*;
 
     fn capture(name: &str) -> Vec<u8> {
-        std::fs::read(format!("{}/../../captures/{name}", env!("CARGO_MANIFEST_DIR"))).expect("a shipped capture")
+        std::fs::read(format!("{}/../captures/{name}", env!("CARGO_MANIFEST_DIR"))).expect("a shipped capture")
     }
 
     /// Every mutation keeps the size and, on a shipped capture, almost always finds a field to rewrite.

@@ -1,16 +1,22 @@
-//! pulsar-dissect's compiled core: the transport stages (network layers, TCP reassembly, the PDU splitter
-//! and the pipeline: `transport`), Pulsar's framing (`framing`) and Pulsar frame decoding (sizes,
-//! BaseCommand, payload section, CRC32C, decompression, batches, markers), walked off the schema compiled
-//! from the .proto contract.
+//! pulsar-dissect's engine: Pulsar's and TubeMQ's wire protocols from capture bytes to records, in Rust with
+//! no Python anywhere in its dependency tree. The stages, in the order the data goes through them, each a
+//! module with plain data between them:
 //!
-//! Decoding needs no Python: [`decode`] gives Rust plain data ([`model::Decoded`] of [`value::Value`]s),
-//! which other Rust code reads and writes as JSON. The Python module (`binding`) converts it, in one step,
-//! into the Python classes Python bound once, so what crosses the boundary is the same whatever decodes.
-//! The pipeline (`transport`) keeps the Rust data while it works and converts it where it builds a frame.
+//! - `capture`: the capture file reader (pcap, pcapng, gzip), streaming;
+//! - `transport`: network layers, TCP reassembly, the PDU splitter (which asks a protocol's `Framing`);
+//! - `protocols`: one folder per protocol behind the `Protocol` trait, and the registry that lists them;
+//! - `analysis`: request/response pairing from a command table, and the protocols' sessions;
+//! - `records`, `stats`, `timeline`: each frame's record written to a sink (JSON, Rust maps, a front end's
+//!   own), the statistics counted from records, a timeline line made from a record or a frame;
+//! - `engine`: the stages composed ([`Engine`]), for Rust callers.
+//!
+//! Front ends (the Python binding, `crates/python`) declare what they own — command tables, the texts of
+//! findings — as plain data or through traits, and convert the engine's plain data into their own objects.
 
 pub mod analysis;
 pub mod capture;
 pub mod codecs;
+pub mod engine;
 pub mod model;
 mod ordered;
 pub mod pb;
@@ -29,3 +35,5 @@ pub mod value;
 /// wire, so a capture could choose them: foldhash is as fast as a multiplicative hash on such short keys and
 /// seeded per process, so colliding keys cannot be prepared in a capture file.
 pub type FastMap<K, V> = foldhash::HashMap<K, V>;
+
+pub use engine::Engine;
