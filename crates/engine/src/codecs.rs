@@ -1,6 +1,6 @@
 //! Payload decompression for `MessageMetadata.compression`, bounded against bombs and lying sizes.
 //!
-//! A port of `dissector/protocols/pulsar/codecs.py` (the contract: same cases, same params). The output may
+//! Once a port of the pure-Python codecs (same cases, same params, which `dissector/problems.py` words). The output may
 //! never exceed `min(declared_size, max_size)`, and no input makes us allocate more than that (plus one byte
 //! and a little codec state); buffers are zero-filled as they are written, so a lying size costs address
 //! space, not memory:
@@ -130,7 +130,7 @@ fn failed(error: impl ToString) -> Error {
     Error::Failed(error.to_string())
 }
 
-/// A first buffer size when no size is declared (`codecs.py` `_FIRST_GUESS`).
+/// A first buffer size when no size is declared.
 const FIRST_GUESS: usize = 256 * 1024;
 /// How much of a streaming buffer is zero-filled (touched) at a time.
 const CHUNK: usize = 128 * 1024;
@@ -500,7 +500,7 @@ impl Bounded {
     }
 }
 
-/// The first line of an error message, at most 200 characters (`codecs.py` `_one_line`).
+/// The first line of an error message, at most 200 characters.
 fn one_line(message: &str) -> String {
     // str.splitlines() boundaries
     let is_break = |c: char| {
@@ -609,13 +609,13 @@ mod tests {
     }
 
     #[test]
-    fn codec_names_match_codecs_py() {
+    fn codec_names_are_pulsars_compression_types() {
         let names: Vec<_> = (-1..=5).map(codec_name).collect();
         assert_eq!(names, [None, Some("NONE"), Some("LZ4"), Some("ZLIB"), Some("ZSTD"), Some("SNAPPY"), None]);
     }
 
     #[test]
-    fn problem_cases_match_codecs_py() {
+    fn problem_cases_and_their_params() {
         let cases = [
             Problem::UnknownCodec { codec: 7 },
             Problem::OverLimit { codec: "LZ4", declared: 2, limit: 1 },
@@ -954,7 +954,7 @@ mod tests {
         }
     }
 
-    /// Payloads from captures/03_compression_*.pcap (pulsar-client 3.13, C++), as codecs.py decompressed
+    /// Payloads from captures/03_compression_*.pcap (pulsar-client 3.13, C++), as the pure-Python codecs decompressed
     /// them: (name, block, declared uncompressed_size, sha256 of the output).
     const CAPTURED: [(&str, &[u8], u64, &str); 8] = [
         (

@@ -346,11 +346,8 @@ fn a_third_protocol_plugs_in_through_the_trait_alone() {
 
 #[test]
 fn the_toy_frames_records_carry_no_body_keys() {
-    let capture = pcap(&[
-        (2.0, true, 0, 0x02, b""),
-        (2.001, false, 0, 0x12, b""),
-        (2.002, true, 1, 0x18, b"\x00\x02Q\x01"),
-    ]);
+    let capture =
+        pcap(&[(2.0, true, 0, 0x02, b""), (2.001, false, 0, 0x12, b""), (2.002, true, 1, 0x18, b"\x00\x02Q\x01")]);
     let mut lines = JsonLines::new(IdTexts, RecordStyle::default());
     toy_engine().run(&mut reader(capture), &mut lines).expect("no sink error");
     let text = String::from_utf8(lines.out).expect("UTF-8");

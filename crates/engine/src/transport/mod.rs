@@ -3,11 +3,10 @@
 //! ```text
 //! packet bytes ─ net::tcp_segment ─▶ Segment ─ reassembly::Reassembler ─▶ StreamEvent
 //!   (Opened / Data / Gap / Closed) ─ splitter::Splitter + a protocol's Framing ─▶ Split (RawPdu / Note)
-//!   ─ pipeline::Pipeline ─▶ decoded frames and events (the Python ``model.Frame`` / ``model.Event``)
 //! ```
 //!
-//! Nothing below the pipeline knows a protocol: a protocol is its ``Framing`` (Pulsar's is
-//! ``crate::protocols::pulsar::framing``) and its decoder, reached through ``protocol::decode_pdu``.
+//! Nothing here knows a protocol: a protocol is its ``Framing`` (``crate::protocols``), which the splitter
+//! asks; the PDUs go on to the protocol's decoder (``crate::engine``, or the binding's pipeline).
 
 pub mod net;
 pub mod reassembly;
