@@ -1,7 +1,7 @@
 //! Payload decompression for `MessageMetadata.compression`, bounded against bombs and lying sizes.
 //!
-//! Once a port of the pure-Python codecs (same cases, same params, which `dissector/problems.py` words). The output may
-//! never exceed `min(declared_size, max_size)`, and no input makes us allocate more than that (plus one byte
+//! Once a port of the pure-Python codecs (same cases, same params, which `dissector/problems.py` words). The
+//! output may never exceed `min(declared_size, max_size)`, and no input makes us allocate more than that (plus one byte
 //! and a little codec state); buffers are zero-filled as they are written, so a lying size costs address
 //! space, not memory:
 //!
