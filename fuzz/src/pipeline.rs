@@ -71,20 +71,14 @@ impl Sink for Checked {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         let (start, frame) = (self.lines.out.len(), matches!(item, Item::Frame { .. }));
         let what = if frame { "a frame's JSON line" } else { "an event's line" };
-        let counted = match &item {
-            Item::Frame { frame, first_packet, notes, findings } => {
-                Item::Frame { frame, first_packet: *first_packet, notes, findings }
-            }
-            Item::Event { kind, time, conn, details } => Item::Event { kind, time: *time, conn: *conn, details },
-        };
-        self.lines.item(item)?;
+        self.lines.item(item.again())?;
         let line = &self.lines.out[start..self.lines.out.len() - 1];
         check_line(line, what).map_err(|broken| SinkError::Front(broken.0.into()))?;
         if let (true, Some(out)) = (frame, self.frame_lines.as_mut()) {
             out.extend_from_slice(&self.lines.out[start..]);
         }
         self.lines.out.clear();
-        self.stats.item(counted)
+        self.stats.item(item)
     }
 }
 

@@ -96,6 +96,31 @@ pub enum Item<'a> {
     },
 }
 
+impl Item<'_> {
+    /// The same item again, for a sink that hands it on and uses it after.
+    pub fn again(&self) -> Item<'_> {
+        match self {
+            Item::Frame { frame, first_packet, notes, findings } => {
+                Item::Frame { frame, first_packet: *first_packet, notes, findings }
+            }
+            Item::Event { kind, time, conn, details } => Item::Event { kind, time: *time, conn: *conn, details },
+        }
+    }
+}
+
+/// A frame's record input (with the texts of its findings), for `build`.
+fn with_record<R>(
+    texts: &mut impl FindingTexts,
+    frame: &Frame,
+    first_packet: i64,
+    notes: &Map,
+    findings: &[Finding],
+    build: impl FnOnce(&RecordInput<'_, NoFront>) -> R,
+) -> R {
+    let expert: Vec<Expert<NoFront>> = frame.pdu.findings.iter().chain(findings).map(|f| texts.expert(f)).collect();
+    build(&RecordInput { frame, route: None, first_packet, expert: &expert, protocol_keys: None, notes, data: None })
+}
+
 /// Where frames and events go.
 pub trait Sink {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()>;
@@ -133,18 +158,10 @@ impl<T: FindingTexts> Sink for JsonLines<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings } => {
-                let expert: Vec<Expert<NoFront>> =
-                    frame.pdu.findings.iter().chain(findings).map(|f| self.texts.expert(f)).collect();
-                let input = RecordInput {
-                    frame,
-                    route: None,
-                    first_packet,
-                    expert: &expert,
-                    protocol_keys: None,
-                    notes,
-                    data: None,
-                };
-                build_record(&mut JsonSink::new(&mut self.out), &input, self.style)?;
+                let (out, style) = (&mut self.out, self.style);
+                with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                    build_record(&mut JsonSink::new(out), input, style)
+                })?;
             }
             Item::Event { kind, time, conn, details } => {
                 write_json_map(&event_record(kind, time, conn, details), &mut self.out);
@@ -166,19 +183,11 @@ impl<T: FindingTexts> Sink for Statistics<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings } => {
-                let expert: Vec<Expert<NoFront>> =
-                    frame.pdu.findings.iter().chain(findings).map(|f| self.texts.expert(f)).collect();
-                let input = RecordInput {
-                    frame,
-                    route: None,
-                    first_packet,
-                    expert: &expert,
-                    protocol_keys: None,
-                    notes,
-                    data: None,
-                };
+                // as `stats` reads them: the summary record, only the keys it counts
                 let mut sink = MapSink::new(Some(&STATS_KEPT));
-                build_record(&mut sink, &input, RecordStyle { summary: true, payload_bytes: false })?;
+                with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                    build_record(&mut sink, input, RecordStyle { summary: true, payload_bytes: false })
+                })?;
                 if let Some(record) = sink.into_record() {
                     self.stats.add(&record);
                 }
@@ -192,13 +201,7 @@ impl<T: FindingTexts> Sink for Statistics<T> {
 /// Two sinks fed the same items, the first first.
 impl<A: Sink, B: Sink> Sink for (A, B) {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
-        let copy = match &item {
-            Item::Frame { frame, first_packet, notes, findings } => {
-                Item::Frame { frame, first_packet: *first_packet, notes, findings }
-            }
-            Item::Event { kind, time, conn, details } => Item::Event { kind, time: *time, conn: *conn, details },
-        };
-        self.0.item(copy)?;
+        self.0.item(item.again())?;
         self.1.item(item)
     }
 }
