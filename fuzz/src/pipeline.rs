@@ -18,6 +18,7 @@ use pulsar_dissect_engine::analysis::{Analyzer, Frame, Output, PairingOptions, P
 use pulsar_dissect_engine::capture::source::{Foreign, SliceSource, SourceError};
 use pulsar_dissect_engine::capture::Reader;
 use pulsar_dissect_engine::model::{Decoded, Finding};
+use pulsar_dissect_engine::problems::GenericProblem;
 use pulsar_dissect_engine::protocols::{by_name, Depth, Limits, Protocol, REGISTRY};
 use pulsar_dissect_engine::records::{
     build_record, Expert, JsonSink, MapSink, Message, NoFront, RecordInput, RecordStyle,
@@ -484,12 +485,13 @@ impl Run<'_> {
 /// Why a PDU's last bytes are missing (`transport/pipeline.rs: incomplete`).
 fn incomplete(decoded: &Decoded, pdu: &RawPdu, end: &End<'_>) -> Finding {
     if pdu.oversized {
-        return finding!("frame.oversized_head", "head" => pdu.data.len(), "missing" => pdu.missing, "size" => decoded.size);
+        return finding!(GenericProblem::FrameOversizedHead, "head" => pdu.data.len(), "missing" => pdu.missing,
+                        "size" => decoded.size);
     }
     match end {
-        None => finding!("frame.gap_damaged", "missing" => pdu.missing, "size" => decoded.size),
+        None => finding!(GenericProblem::FrameGapDamaged, "missing" => pdu.missing, "size" => decoded.size),
         Some((how, closed_by)) => {
-            let mut finding = finding!("frame.cut_at_end", "missing" => pdu.missing, "size" => decoded.size,
+            let mut finding = finding!(GenericProblem::FrameCutAtEnd, "missing" => pdu.missing, "size" => decoded.size,
                                        "how" => how.to_string());
             if let Some(by) = closed_by {
                 finding.params.push(entry(name!("closed_by"), by.clone()));
