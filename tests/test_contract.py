@@ -124,14 +124,18 @@ def test_every_id_the_corpus_emits_is_registered():
 
 
 def test_every_id_the_compiled_core_can_emit_is_registered():
-    """The core (Rust) emits finding ids as strings; the registry (Python) declares them with severity and text:
-    one place must not name an id the other does not know."""
+    """The core (Rust) names its problem ids by enums (crates/engine/src/problems.rs, one problems.rs per
+    protocol folder), the registry (Python) declares them with severity and text: one place must not name an id
+    the other does not know. The ids are read off the enums' `Variant => "id"` lines; `finding!` takes only a
+    variant, so no other id can reach a finding."""
+    engine = ROOT / "crates" / "engine" / "src"
     emitted = set()
-    for source in (ROOT / "crates" / "engine" / "src").rglob("*.rs"):
-        emitted |= set(re.findall(r'finding!\(\s*"([a-zA-Z_.]+)"', source.read_text()))
-        emitted |= set(re.findall(r'Finding \{\s*id: name!\("([a-zA-Z_.]+)"\)', source.read_text()))
-    assert len(emitted) >= 20  # the scan found the calls
+    for source in engine.rglob("problems.rs"):
+        emitted |= set(re.findall(r'^\s*[A-Z][A-Za-z0-9]* => "([a-z_]+\.[a-z_]+)",?$', source.read_text(), re.M))
+    assert len(emitted) >= 20  # the scan found the enums
     assert sorted(pid for pid in emitted if pid not in REGISTRY) == []
+    bare = [source.name for source in engine.rglob("*.rs") if re.search(r'finding!\(\s*"', source.read_text())]
+    assert bare == []  # no id is a bare string any more
 
 
 def _json_lines(path, options=None, **style) -> list[bytes]:

@@ -14,6 +14,7 @@ use crate::analysis::table::CommandTable;
 use crate::analysis::{Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis};
 use crate::capture::Reader;
 use crate::model::{Decoded, Finding};
+use crate::problems::GenericProblem;
 use crate::protocols::{Depth, Limits, Protocol};
 use crate::records::{
     build_record, Expert, JsonSink, MapSink, NoFront, RecordInput, RecordStyle, SinkError, SinkResult,
@@ -532,12 +533,13 @@ impl<'e, 's> Run<'e, 's> {
 /// Why a PDU's last bytes are missing.
 fn incomplete(decoded: &Decoded, pdu: &RawPdu, end: &End<'_>) -> Finding {
     if pdu.oversized {
-        return finding!("frame.oversized_head", "head" => pdu.data.len(), "missing" => pdu.missing, "size" => decoded.size);
+        let (head, missing, size) = (pdu.data.len(), pdu.missing, decoded.size);
+        return finding!(GenericProblem::FrameOversizedHead, "head" => head, "missing" => missing, "size" => size);
     }
     match end {
-        None => finding!("frame.gap_damaged", "missing" => pdu.missing, "size" => decoded.size),
+        None => finding!(GenericProblem::FrameGapDamaged, "missing" => pdu.missing, "size" => decoded.size),
         Some((how, closed_by)) => {
-            let mut finding = finding!("frame.cut_at_end", "missing" => pdu.missing, "size" => decoded.size,
+            let mut finding = finding!(GenericProblem::FrameCutAtEnd, "missing" => pdu.missing, "size" => decoded.size,
                                        "how" => how.to_string());
             if let Some(by) = closed_by {
                 finding.params.push(entry(name!("closed_by"), by.clone()));

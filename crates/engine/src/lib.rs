@@ -22,6 +22,7 @@ mod ordered;
 pub mod pb;
 pub mod pieces;
 pub(crate) mod printable;
+pub mod problems;
 pub mod protocols;
 pub mod records;
 pub mod schema;

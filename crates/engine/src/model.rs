@@ -13,12 +13,13 @@ pub struct Finding {
     pub params: Map,
 }
 
-/// `finding!(ID, KEY => VALUE, ...)`: a [`Finding`] whose id and keys are declared names (string literals).
+/// `finding!(PROBLEM, KEY => VALUE, ...)`: a [`Finding`] whose id is a problem enum's variant
+/// (`PulsarProblem::ChunkLost`, see [`crate::problems`]) and whose keys are declared names (string literals).
 #[macro_export]
 macro_rules! finding {
-    ($id:literal $(, $key:literal => $value:expr)* $(,)?) => {
+    ($id:expr $(, $key:literal => $value:expr)* $(,)?) => {
         $crate::model::Finding {
-            id: $crate::name!($id),
+            id: ($id).name(),
             params: vec![$($crate::value::entry($crate::name!($key), $value)),*],
         }
     };

@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use crate::convert::map_to_py;
 use crate::protocol::{confirms, decode_pdu, DecodeOptions, DecodedPdu, Protocol};
 use engine::model::{Decoded, Finding};
+use engine::problems::GenericProblem;
 use engine::protocols::Depth;
 use engine::transport::net::{endpoint_text, Ip, Segment, ACK, SYN};
 use engine::transport::reassembly::{Config, ConnInfo, FastMap, Reassembler, StreamEvent};
@@ -867,12 +868,14 @@ impl Pipeline {
     ) -> PyResult<Finding> {
         let size = decoded.size()?;
         Ok(if pdu.oversized {
-            finding!("frame.oversized_head", "head" => pdu.data.len(), "missing" => pdu.missing, "size" => size)
+            finding!(GenericProblem::FrameOversizedHead, "head" => pdu.data.len(), "missing" => pdu.missing,
+                     "size" => size)
         } else {
             match end {
-                None => finding!("frame.gap_damaged", "missing" => pdu.missing, "size" => size),
+                None => finding!(GenericProblem::FrameGapDamaged, "missing" => pdu.missing, "size" => size),
                 Some((how, closed_by)) => {
-                    let mut finding = finding!("frame.cut_at_end", "missing" => pdu.missing, "size" => size, "how" => how.to_string());
+                    let mut finding = finding!(GenericProblem::FrameCutAtEnd, "missing" => pdu.missing, "size" => size,
+                                               "how" => how.to_string());
                     if let Some(by) = closed_by {
                         finding.params.push(entry(name!("closed_by"), by.clone()));
                     }

@@ -25,6 +25,7 @@ use std::rc::Rc;
 use std::sync::Mutex;
 
 use crate::model::{Decoded, Finding};
+use crate::problems::GenericProblem;
 use crate::value::{entry, Map, Name, Text, Value};
 use crate::{finding, name};
 use bounded::{DropCounter, FastMap, OrderedMap};
@@ -529,7 +530,7 @@ impl Analyzer {
 }
 
 fn cut_short(pdu: &Decoded) -> bool {
-    pdu.findings.iter().any(|f| f.id.as_str() == "frame.cut_at_end")
+    pdu.findings.iter().any(|f| f.id.as_str() == GenericProblem::FrameCutAtEnd.id())
 }
 
 /// The value of one key field for this frame.
@@ -607,14 +608,15 @@ fn answer(
         notes.push(entry(name!("latency_ms"), Value::Float(round3(latency * 1000.0))));
         notes.push(entry(name!("request_type"), request.type_name));
         if latency > options.request_timeout {
-            findings.push(finding!("response.slow", "type" => spec.name, "latency_s" => Value::Float(latency),
+            findings.push(finding!(GenericProblem::ResponseSlow, "type" => spec.name,
+                                   "latency_s" => Value::Float(latency),
                                    "request_type" => request.type_name, "request" => request.index,
                                    "timeout_s" => options.request_timeout_value.clone()));
         }
         if latency < 0.0 {
             // the capture's clock went backwards between the two (merged captures, a clock stepped back):
             // the latency is kept as measured, but says it cannot be right
-            findings.push(finding!("response.before_request", "type" => spec.name,
+            findings.push(finding!(GenericProblem::ResponseBeforeRequest, "type" => spec.name,
                                    "latency_ms" => Value::Float(round3(latency * 1000.0)),
                                    "request_type" => request.type_name, "request" => request.index));
         }
@@ -630,7 +632,9 @@ fn answer(
     }
     if let Some(key) = first_key {
         if table.spaces[key.space].unmatched && !conn.mid_stream {
-            findings.push(finding!("response.unmatched", "type" => spec.name, "key" => key_param(conn, key, frame)));
+            findings.push(
+                finding!(GenericProblem::ResponseUnmatched, "type" => spec.name, "key" => key_param(conn, key, frame)),
+            );
         }
     }
     None
@@ -686,7 +690,7 @@ fn wait(
         Some(waiting) => {
             if space.duplicates && waiting.iter().any(|w| w.type_name == spec.name) {
                 let key_param = key_param(conn, key, frame);
-                findings.push(finding!("request.duplicate_id", "type" => spec.name, "key" => key_param));
+                findings.push(finding!(GenericProblem::RequestDuplicateId, "type" => spec.name, "key" => key_param));
             }
             // `conn` was borrowed for the parameter: look the list up again
             if let Some(waiting) = conn.waiting.get_mut(&bucket) {

@@ -13,6 +13,7 @@ pub mod source;
 
 use std::collections::HashSet;
 
+use crate::problems::CaptureProblem;
 use source::{Foreign, Gzip, Source, SourceError};
 
 /// Bytes read from the source at a time.
@@ -432,9 +433,9 @@ impl Reader {
         self.pos = 0;
     }
 
-    fn note(&mut self, key: NoteKey, id: &'static str, params: Vec<(&'static str, NoteValue)>) {
+    fn note(&mut self, key: NoteKey, id: CaptureProblem, params: Vec<(&'static str, NoteValue)>) {
         if self.noted.insert(key) {
-            self.notes.push(Note { id, params });
+            self.notes.push(Note { id: id.id(), params });
         }
     }
 
@@ -446,7 +447,7 @@ impl Reader {
             };
             self.note(
                 NoteKey::Linktype(linktype),
-                "capture.unsupported_linktype",
+                CaptureProblem::UnsupportedLinktype,
                 vec![("linktype", NoteValue::Text(label)), ("where", NoteValue::Text(place))],
             );
         }
@@ -520,12 +521,12 @@ impl Reader {
         let snaplen = u32_at(&self.buf, at + 16, order);
         let network = u32_at(&self.buf, at + 20, order);
         if record_header == 24 {
-            self.note(NoteKey::Modified, "capture.modified_pcap", vec![]);
+            self.note(NoteKey::Modified, CaptureProblem::ModifiedPcap, vec![]);
         }
         if major != 2 {
             self.note(
                 NoteKey::Version,
-                "capture.pcap_version",
+                CaptureProblem::PcapVersion,
                 vec![("version", NoteValue::Text(format!("{major}.{minor}")))],
             );
         }
@@ -535,7 +536,7 @@ impl Reader {
         if network & 0x03FF0000 != 0 {
             self.note(
                 NoteKey::ReservedBits,
-                "capture.linktype_reserved_bits",
+                CaptureProblem::LinktypeReservedBits,
                 vec![("field", NoteValue::Int(network.into()))],
             );
         }
@@ -592,7 +593,7 @@ impl Reader {
                     let offset = self.base + self.pos as u64;
                     self.note(
                         NoteKey::Concatenated(offset),
-                        "capture.concatenated",
+                        CaptureProblem::Concatenated,
                         vec![("offset", NoteValue::Int(offset as i64)), ("packet", NoteValue::Int(index as i64 + 1))],
                     );
                     self.format = self.pcap_header(self.pos, format!("the file at byte {offset}"));
@@ -723,7 +724,7 @@ impl Reader {
                     let name = block_name(block_type).map_or(NoteValue::Nothing, |n| NoteValue::Text(n.to_owned()));
                     self.note(
                         NoteKey::BlockSkipped(block_type),
-                        "capture.block_skipped",
+                        CaptureProblem::BlockSkipped,
                         vec![("block", name), ("type", NoteValue::Int(block_type.into()))],
                     );
                     None
@@ -756,7 +757,7 @@ impl Reader {
     fn short_block(&mut self, block_type: u32, name: &str) {
         self.note(
             NoteKey::ShortBlock(block_type),
-            "capture.short_block",
+            CaptureProblem::ShortBlock,
             vec![("block", NoteValue::Text(name.to_owned()))],
         );
     }
@@ -783,7 +784,7 @@ impl Reader {
             let offset = self.base + pos as u64;
             self.note(
                 NoteKey::CaplenBeyondBlock,
-                "capture.caplen_beyond_block",
+                CaptureProblem::CaplenBeyondBlock,
                 vec![("offset", NoteValue::Int(offset as i64))],
             );
             data_end = body_end;
@@ -820,7 +821,7 @@ impl Reader {
         let Some(itf) = self.interfaces().get(interface as usize) else {
             self.note(
                 NoteKey::UndefinedInterface(section, interface),
-                "capture.undefined_interface",
+                CaptureProblem::UndefinedInterface,
                 vec![("interface", NoteValue::Text(interface_name(interface.into(), section)))],
             );
             return None;
@@ -836,7 +837,7 @@ impl Reader {
     fn simple_packet_block(&mut self, order: Order, body: usize, body_end: usize, index: u64) -> Option<Packet> {
         let section = self.section();
         if body_end - body < 4 || self.interfaces().is_empty() {
-            self.note(NoteKey::SimpleBlockSkipped(section), "capture.simple_block_skipped", vec![]);
+            self.note(NoteKey::SimpleBlockSkipped(section), CaptureProblem::SimpleBlockSkipped, vec![]);
             return None;
         }
         let mut orig_len = u64::from(u32_at(&self.buf, body, order));
@@ -851,7 +852,7 @@ impl Reader {
         if fcs != 0 {
             (caplen, orig_len) = strip_fcs(fcs, 0, caplen, orig_len);
         }
-        self.note(NoteKey::SimpleBlockTime, "capture.simple_block_time", vec![]);
+        self.note(NoteKey::SimpleBlockTime, CaptureProblem::SimpleBlockTime, vec![]);
         let Format::Pcapng { last_time, .. } = self.format else { return None };
         Some(Packet { index: index + 1, timestamp: last_time, linktype, start, end: start + caplen, orig_len })
     }
@@ -910,7 +911,7 @@ impl Reader {
             if major != 1 {
                 self.note(
                     NoteKey::SectionVersion(major, minor),
-                    "capture.pcapng_version",
+                    CaptureProblem::PcapngVersion,
                     vec![
                         ("section", NoteValue::Int(section as i64)),
                         ("version", NoteValue::Text(format!("{major}.{minor}"))),

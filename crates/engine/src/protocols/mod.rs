@@ -74,7 +74,7 @@ pub trait Protocol: Sync {
     /// Its own pieces of a frame's timeline line (after the key fields).
     fn timeline_pieces(&self, facts: &LineFacts, line: &mut Line);
     /// The ids of the findings its decoding and sessions make (`dissector/problems.py` registers each with
-    /// its severity and text).
+    /// its severity and text): the `IDS` of its problems enum (`protocols/<name>/problems.rs`).
     fn problem_ids(&self) -> &'static [&'static str];
 }
 

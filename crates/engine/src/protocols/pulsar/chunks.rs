@@ -25,6 +25,7 @@ use crate::analysis::{map_get, round3, Ident, TO_CLIENT};
 use crate::codecs::{self, Problem};
 use crate::model::Finding;
 use crate::protocols::pulsar::payload::decompression_finding;
+use crate::protocols::pulsar::problems::PulsarProblem;
 use crate::value::{entry, Map, Text, Value};
 use crate::{finding, name};
 
@@ -231,17 +232,19 @@ impl ChunkAssembler {
                 if cid == 0 {
                     if let (Some((GoneState::Complete, first)), Some(payload)) = (gone, chunk.payload) {
                         if first == Some(digest(payload)) {
-                            findings.push(finding!("chunk.duplicate", "chunk_id" => cid, "uuid" => uuid));
+                            findings.push(finding!(PulsarProblem::ChunkDuplicate, "chunk_id" => cid, "uuid" => uuid));
                             return None;
                         }
                     }
                     self.start(&full, chunk, findings);
                 } else if gone.is_none() {
-                    findings.push(finding!("chunk.orphan", "chunk_id" => cid, "num_chunks" => n, "uuid" => uuid));
+                    findings.push(
+                        finding!(PulsarProblem::ChunkOrphan, "chunk_id" => cid, "num_chunks" => n, "uuid" => uuid),
+                    );
                     return None;
                 } else {
                     if gone.is_some_and(|(state, _)| state == GoneState::Complete) {
-                        findings.push(finding!("chunk.duplicate", "chunk_id" => cid, "uuid" => uuid));
+                        findings.push(finding!(PulsarProblem::ChunkDuplicate, "chunk_id" => cid, "uuid" => uuid));
                     }
                     return None; // a message already said to be broken or abandoned: nothing more to say
                 }
@@ -249,21 +252,22 @@ impl ChunkAssembler {
             Some((next_chunk, first)) if cid < next_chunk => {
                 let restarted = cid == 0 && first.is_some() && chunk.payload.is_some_and(|p| Some(digest(p)) != first);
                 if !restarted {
-                    findings.push(finding!("chunk.duplicate", "chunk_id" => cid, "uuid" => uuid));
+                    findings.push(finding!(PulsarProblem::ChunkDuplicate, "chunk_id" => cid, "uuid" => uuid));
                     return None;
                 }
                 // chunk 0 again with other bytes: the producer started the message over
                 let num_chunks = self.partials.get(&full).map_or(0, |p| p.num_chunks);
-                findings.push(
-                    finding!("chunk.restarted", "uuid" => uuid, "seen" => next_chunk, "num_chunks" => num_chunks),
-                );
+                findings.push(finding!(PulsarProblem::ChunkRestarted, "uuid" => uuid, "seen" => next_chunk,
+                             "num_chunks" => num_chunks));
                 self.forget(&full);
                 self.start(&full, chunk, findings);
             }
             Some((next_chunk, _)) if cid > next_chunk => {
                 self.forget(&full);
                 self.remember(&full, GoneState::Broken, chunk.frame, None);
-                findings.push(finding!("chunk.missing", "chunk_id" => cid, "uuid" => uuid, "expected" => next_chunk));
+                findings.push(
+                    finding!(PulsarProblem::ChunkMissing, "chunk_id" => cid, "uuid" => uuid, "expected" => next_chunk),
+                );
                 return None;
             }
             Some(_) => {}
@@ -286,7 +290,7 @@ impl ChunkAssembler {
         }
         if chunk.bad_checksum {
             // discarded before any chunk handling: the cache is left as it was, this chunk never reaches it
-            findings.push(finding!("chunk.dropped_by_client", "reason" => name!("checksum"), "uuid" => uuid,
+            findings.push(finding!(PulsarProblem::ChunkDroppedByClient, "reason" => name!("checksum"), "uuid" => uuid,
                                    "chunk_id" => cid, "num_chunks" => n));
             return None;
         }
@@ -326,12 +330,12 @@ impl ChunkAssembler {
                     // frames of this message were lost from the capture: the client may have had the chunks between
                     self.forget(&full);
                     self.remember(&full, GoneState::Broken, chunk.frame, None);
-                    findings
-                        .push(finding!("chunk.missing", "chunk_id" => cid, "uuid" => uuid, "expected" => next_chunk));
+                    findings.push(finding!(PulsarProblem::ChunkMissing, "chunk_id" => cid, "uuid" => uuid,
+                                       "expected" => next_chunk));
                     return None;
                 }
                 if cid < next_chunk {
-                    findings.push(finding!("chunk.duplicate", "chunk_id" => cid, "uuid" => uuid));
+                    findings.push(finding!(PulsarProblem::ChunkDuplicate, "chunk_id" => cid, "uuid" => uuid));
                 }
                 let reason = if cid < next_chunk { name!("duplicate") } else { name!("out_of_order") };
                 self.client_drop(
@@ -354,8 +358,10 @@ impl ChunkAssembler {
         let (whole, client_fails) = self.complete(part, findings);
         if client_fails {
             self.remember(&full, GoneState::Dropped, chunk.frame, None);
-            findings.push(finding!("chunk.dropped_by_client", "reason" => name!("decompression"), "uuid" => uuid,
-                                   "chunk_id" => cid, "num_chunks" => num_chunks, "seen" => seen, "frames" => frames));
+            findings.push(
+                finding!(PulsarProblem::ChunkDroppedByClient, "reason" => name!("decompression"), "uuid" => uuid,
+                                   "chunk_id" => cid, "num_chunks" => num_chunks, "seen" => seen, "frames" => frames),
+            );
             return None;
         }
         self.remember(&full, GoneState::Complete, chunk.frame, first);
@@ -375,19 +381,22 @@ impl ChunkAssembler {
     fn uncached(&self, full: &MessageKey, cid: i64, n: i64, uuid: Value, findings: &mut Vec<Finding>) {
         match self.gone.get(full) {
             None if self.mid_stream == Some(false) => {
-                findings.push(finding!("chunk.dropped_by_client", "reason" => name!("uncached"), "uuid" => uuid,
+                findings
+                    .push(finding!(PulsarProblem::ChunkDroppedByClient, "reason" => name!("uncached"), "uuid" => uuid,
                                        "chunk_id" => cid, "num_chunks" => n));
             }
             None => {
                 // its chunk 0 may have come before the capture did
-                findings.push(finding!("chunk.orphan", "chunk_id" => cid, "num_chunks" => n, "uuid" => uuid));
+                findings
+                    .push(finding!(PulsarProblem::ChunkOrphan, "chunk_id" => cid, "num_chunks" => n, "uuid" => uuid));
             }
             Some(gone) if gone.state == GoneState::Complete => {
                 // a chunk of a message the client already has: discarded, and nothing is lost
-                findings.push(finding!("chunk.duplicate", "chunk_id" => cid, "uuid" => uuid));
+                findings.push(finding!(PulsarProblem::ChunkDuplicate, "chunk_id" => cid, "uuid" => uuid));
             }
             Some(gone) if gone.state == GoneState::Dropped => {
-                findings.push(finding!("chunk.dropped_by_client", "reason" => name!("uncached"), "uuid" => uuid,
+                findings
+                    .push(finding!(PulsarProblem::ChunkDroppedByClient, "reason" => name!("uncached"), "uuid" => uuid,
                                        "chunk_id" => cid, "num_chunks" => n, "dropped_at" => gone.frame));
             }
             // broken or abandoned: what the client holds is not known here, and the message was reported already
@@ -418,7 +427,7 @@ impl ChunkAssembler {
             entry(name!("frames"), shown(&part.frames)),
         ]);
         params.extend(more);
-        findings.push(Finding { id: name!("chunk.dropped_by_client"), params });
+        findings.push(Finding { id: PulsarProblem::ChunkDroppedByClient.name(), params });
     }
 
     /// Run the client's expiry timer up to `now`: it fires every `client_expire_s` from the consumer's first
@@ -524,7 +533,7 @@ impl ChunkAssembler {
         }
         match chunk.payload {
             None => {
-                findings.push(finding!("chunk.lost", "chunk_id" => cid, "uuid" => part.uuid.clone()));
+                findings.push(finding!(PulsarProblem::ChunkLost, "chunk_id" => cid, "uuid" => part.uuid.clone()));
                 part.lost = true;
                 // let go of the compressed chunks held: they can never be decompressed
                 let released = part.kept_bytes() as u64;
@@ -578,7 +587,7 @@ impl ChunkAssembler {
         let Some(oldest) = self.forget(&full) else { return };
         self.remember(&full, GoneState::Abandoned, oldest.frames.last().copied().unwrap_or(0), None);
         findings.push(Finding {
-            id: name!("chunk.abandoned"),
+            id: PulsarProblem::ChunkAbandoned.name(),
             params: vec![
                 why,
                 entry(name!("uuid"), oldest.uuid),
@@ -602,9 +611,8 @@ impl ChunkAssembler {
             return (lost(part), false);
         }
         if let Some(total) = part.total_size.filter(|total| part.size as i128 != *total as i128) {
-            findings.push(
-                finding!("chunk.size_mismatch", "uuid" => part.uuid.clone(), "size" => part.size, "total" => total),
-            );
+            findings.push(finding!(PulsarProblem::ChunkSizeMismatch, "uuid" => part.uuid.clone(), "size" => part.size,
+                         "total" => total));
         }
         let mut size = part.size;
         if let Some(kept) = part.kept.take() {
@@ -618,7 +626,7 @@ impl ChunkAssembler {
             part.sha.update(&data);
             size = data.len() as u64;
         } else if part.compression != 0 {
-            findings.push(finding!("chunk.too_large", "uuid" => part.uuid.clone()));
+            findings.push(finding!(PulsarProblem::ChunkTooLarge, "uuid" => part.uuid.clone()));
             return (lost(part), false);
         }
         let sha = part.sha.finalize();

@@ -1,6 +1,7 @@
 //! One Pulsar frame → [`Decoded`]: sizes, the BaseCommand and its sub-command, and for SEND and
 //! MESSAGE the payload section. A pure function of the bytes (and of the decompression limit).
 
+use super::problems::PulsarProblem;
 use super::Core;
 use crate::model::{Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
@@ -60,19 +61,19 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
     let malformed =
         |findings| Decoded { type_name: Text::Name(name!("MALFORMED")), command: None, size, findings, body: None };
     let (Some(total), Some(cmd_size)) = (u32_at(frame, 0), u32_at(frame, 4)) else {
-        findings.push(finding!("frame.too_short", "length" => frame.len()));
+        findings.push(finding!(PulsarProblem::FrameTooShort, "length" => frame.len()));
         return malformed(findings);
     };
     let (total, cmd_size) = (total as usize, cmd_size as usize);
     if total + 4 != size {
-        findings.push(finding!("frame.size_mismatch", "total_size" => total, "following" => size - 4));
+        findings.push(finding!(PulsarProblem::FrameSizeMismatch, "total_size" => total, "following" => size - 4));
     }
     let cmd_end = 8 + cmd_size;
     if cmd_size + 4 > total {
-        findings.push(finding!("frame.cmd_size", "cmd_size" => cmd_size, "total_size" => total));
+        findings.push(finding!(PulsarProblem::FrameCmdSize, "cmd_size" => cmd_size, "total_size" => total));
     }
     if cmd_end > frame.len() {
-        findings.push(finding!("frame.truncated"));
+        findings.push(finding!(PulsarProblem::FrameTruncated));
         if missing > 0 && cmd_size + 4 <= total {
             // The wire carried the frame whole and the capture lost its end inside the command: the fields that
             // arrived whole (the type, then the ids, written first) still say what it was, e.g. so that the SEND
@@ -91,15 +92,15 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
         Ok(base) => base,
         Err(_) => {
             let error = format!("Error parsing message with type '{}'", schema.messages[core.base_command].full_name);
-            findings.push(finding!("command.unparsable", "error" => error));
+            findings.push(finding!(PulsarProblem::CommandUnparsable, "error" => error));
             return Decoded { type_name: name, command: None, size, findings, body: None };
         }
     };
     let mut command: Option<&Parsed> = None;
     let known = type_num.and_then(|n| i32::try_from(n).ok()).filter(|&n| core.command_types.contains(n));
     match (type_num, known) {
-        (None, _) => findings.push(finding!("command.no_type")),
-        (Some(n), None) => findings.push(finding!("command.unknown_type", "number" => n)),
+        (None, _) => findings.push(finding!(PulsarProblem::CommandNoType)),
+        (Some(n), None) => findings.push(finding!(PulsarProblem::CommandUnknownType, "number" => n)),
         (Some(n), Some(_)) => {
             let field = schema.messages[core.base_command]
                 .field(n as u32)
@@ -114,8 +115,8 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
                 }
                 _ => {
                     let field_name = field.map_or(Text::Name(name!("sub-command")), |f| Text::Name(&f.name));
-                    findings
-                        .push(finding!("command.missing_subcommand", "type" => name.clone(), "field" => field_name));
+                    findings.push(finding!(PulsarProblem::CommandMissingSubcommand, "type" => name.clone(),
+                                       "field" => field_name));
                 }
             }
         }
@@ -129,15 +130,14 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
             .filter(|&n| extra(n))
             .map(|n| Value::Str(type_name(core, Some(n as u64))))
             .collect();
-        findings.push(finding!("command.extra_subcommands", "types" => types));
+        findings.push(finding!(PulsarProblem::CommandExtraSubcommands, "types" => types));
     }
     let mut unknown: Vec<u32> = base.unknown.iter().copied().filter(|&n| n != 1).collect();
     if !unknown.is_empty() {
         unknown.sort_unstable();
         unknown.dedup();
-        findings.push(
-            finding!("command.unknown_fields", "fields" => unknown.into_iter().map(Value::from).collect::<Vec<_>>()),
-        );
+        findings.push(finding!(PulsarProblem::CommandUnknownFields,
+                     "fields" => unknown.into_iter().map(Value::from).collect::<Vec<_>>()));
     }
     let command_value = command.map(|c| c.to_value(schema));
     let mut body = None;
@@ -149,7 +149,9 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
         findings.extend(section.findings.iter().cloned());
         body = Some(crate::model::Body::Pulsar(section));
     } else if cmd_end < frame.len() {
-        findings.push(finding!("command.trailing_bytes", "length" => frame.len() - cmd_end, "type" => name.clone()));
+        findings.push(
+            finding!(PulsarProblem::CommandTrailingBytes, "length" => frame.len() - cmd_end, "type" => name.clone()),
+        );
     }
     Decoded { type_name: name, command: command_value, size, findings, body }
 }
@@ -237,9 +239,9 @@ fn required_problems(core: &Core, command: &Parsed, name: &Text, errors: Vec<Str
         }
     }
     if !missing.is_empty() {
-        findings.push(finding!("command.missing_required", "type" => name.clone(), "fields" => missing));
+        findings.push(finding!(PulsarProblem::CommandMissingRequired, "type" => name.clone(), "fields" => missing));
     }
     if !odd.is_empty() {
-        findings.push(finding!("command.unknown_enum", "type" => name.clone(), "fields" => odd));
+        findings.push(finding!(PulsarProblem::CommandUnknownEnum, "type" => name.clone(), "fields" => odd));
     }
 }

@@ -19,6 +19,7 @@ pub mod chunks;
 pub mod frame;
 pub mod framing;
 pub mod payload;
+pub mod problems;
 pub mod record;
 pub mod session;
 pub mod timeline;
@@ -173,49 +174,6 @@ impl Decoded {
 /// Apache Pulsar's binary protocol.
 pub struct Pulsar;
 
-/// The ids of the findings Pulsar's decoding and session make.
-static PROBLEM_IDS: &[&str] = &[
-    "actor.used_after_close",
-    "batch.count_mismatch",
-    "checksum.invalid",
-    "chunk.dropped_by_client",
-    "chunk.duplicate",
-    "chunk.lost",
-    "chunk.missing",
-    "chunk.orphan",
-    "chunk.restarted",
-    "chunk.size_mismatch",
-    "chunk.too_large",
-    "command.extra_subcommands",
-    "command.missing_required",
-    "command.missing_subcommand",
-    "command.no_type",
-    "command.trailing_bytes",
-    "command.unknown_enum",
-    "command.unknown_fields",
-    "command.unknown_type",
-    "command.unparsable",
-    "flow.overrun",
-    "frame.cmd_size",
-    "frame.size_mismatch",
-    "frame.too_short",
-    "frame.truncated",
-    "lookup.redirect_loop",
-    "marker.unparsable",
-    "message.early_delivery",
-    "payload.broker_entry_metadata",
-    "payload.checksum_cut",
-    "payload.incomplete",
-    "payload.metadata_missing_required",
-    "payload.metadata_size",
-    "payload.metadata_unparsable",
-    "producer.exclusive_conflict",
-    "send.unknown_producer",
-    "sequence.gap",
-    "sequence.regression",
-    "server.error",
-];
-
 impl Protocol for Pulsar {
     fn name(&self) -> &'static str {
         "pulsar"
@@ -243,6 +201,6 @@ impl Protocol for Pulsar {
     }
 
     fn problem_ids(&self) -> &'static [&'static str] {
-        PROBLEM_IDS
+        problems::PulsarProblem::IDS
     }
 }

@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use super::problems::PulsarProblem;
 use super::Core;
 use crate::codecs::{self, Problem};
 use crate::model::Finding;
@@ -160,18 +161,19 @@ pub fn decode_section(
     let schema = core.schema;
     if end - pos >= 2 && u16_at(frame, pos) == MAGIC_BROKER_ENTRY_METADATA {
         if end - pos < 6 {
-            sec.findings.push(finding!("payload.broker_entry_metadata", "case" => name!("cut")));
+            sec.findings.push(finding!(PulsarProblem::PayloadBrokerEntryMetadata, "case" => name!("cut")));
             return sec;
         }
         let size = u32_at(frame, pos + 2) as usize;
         let start = pos + 6;
         if start + size > end {
-            sec.findings.push(finding!("payload.broker_entry_metadata", "case" => name!("size"), "size" => size));
+            sec.findings
+                .push(finding!(PulsarProblem::PayloadBrokerEntryMetadata, "case" => name!("size"), "size" => size));
             return sec;
         }
         match pb::parse(schema, core.m.broker_entry_metadata, &frame[start..start + size]) {
             Ok(bem) => sec.broker_entry_metadata = Some(bem.to_value(schema)),
-            Err(_) => sec.findings.push(finding!("payload.broker_entry_metadata",
+            Err(_) => sec.findings.push(finding!(PulsarProblem::PayloadBrokerEntryMetadata,
                 "case" => name!("unparsable"),
                 "error" => parse_error(core, core.m.broker_entry_metadata),
             )),
@@ -180,7 +182,7 @@ pub fn decode_section(
     }
     if end - pos >= 2 && u16_at(frame, pos) == MAGIC_CRC32C {
         if end - pos < 6 {
-            sec.findings.push(finding!("payload.checksum_cut"));
+            sec.findings.push(finding!(PulsarProblem::PayloadChecksumCut));
             return sec;
         }
         let wire = u32_at(frame, pos + 2);
@@ -195,24 +197,26 @@ pub fn decode_section(
                 sec.checksum = Checksum::Valid;
             } else {
                 sec.checksum = Checksum::Invalid;
-                sec.findings.push(finding!("checksum.invalid", "wire" => wire, "computed" => computed));
+                sec.findings.push(finding!(PulsarProblem::ChecksumInvalid, "wire" => wire, "computed" => computed));
             }
         }
     }
     if end - pos < 4 {
-        sec.findings.push(finding!("payload.metadata_size"));
+        sec.findings.push(finding!(PulsarProblem::PayloadMetadataSize));
         return sec;
     }
     let msize = u32_at(frame, pos) as usize;
     pos += 4;
     if pos + msize > end {
-        sec.findings.push(finding!("payload.metadata_size", "size" => msize, "left" => end - pos));
+        sec.findings.push(finding!(PulsarProblem::PayloadMetadataSize, "size" => msize, "left" => end - pos));
         return sec;
     }
     let md = match pb::parse(schema, core.m.metadata, &frame[pos..pos + msize]) {
         Ok(md) => md,
         Err(_) => {
-            sec.findings.push(finding!("payload.metadata_unparsable", "error" => parse_error(core, core.m.metadata)));
+            sec.findings.push(
+                finding!(PulsarProblem::PayloadMetadataUnparsable, "error" => parse_error(core, core.m.metadata)),
+            );
             return sec;
         }
     };
@@ -220,14 +224,14 @@ pub fn decode_section(
     sec.metadata_size = Some(msize);
     let errors = md.init_errors(schema);
     if !errors.is_empty() {
-        sec.findings.push(finding!("payload.metadata_missing_required",
+        sec.findings.push(finding!(PulsarProblem::PayloadMetadataMissingRequired,
             "fields" => errors.into_iter().map(Value::from).collect::<Vec<_>>()));
     }
     let payload = &frame[pos + msize..];
     sec.payload_size = payload.len();
     let f = &core.m;
     if damaged {
-        sec.findings.push(finding!("payload.incomplete", "captured" => payload.len()));
+        sec.findings.push(finding!(PulsarProblem::PayloadIncomplete, "captured" => payload.len()));
         let mut msg = vec![entry(name!("payload_size"), payload.len()), entry(name!("payload"), Value::Null)];
         if md.has(schema, f.chunk_id) && md.has(schema, f.uuid) {
             // a damaged chunk: its message is lost (chunk.lost)
@@ -413,7 +417,7 @@ pub fn decompression_finding(problem: &Problem) -> Finding {
             params.extend([codec_name(c), entry(name!("declared"), *declared), entry(name!("actual"), *actual)])
         }
     }
-    Finding { id: name!("payload.decompression"), params }
+    Finding { id: PulsarProblem::PayloadDecompression.name(), params }
 }
 
 /// A non-batched message: its per-message fields live in the MessageMetadata.
@@ -495,7 +499,7 @@ fn brief_metadata(core: &Core, md: &Parsed) -> Value {
 fn batch_problem(entry_index: usize, case: &'static Name, more: Map) -> Finding {
     let mut params = vec![entry(name!("entry"), entry_index), entry(name!("case"), case)];
     params.extend(more);
-    Finding { id: name!("batch.malformed"), params }
+    Finding { id: PulsarProblem::BatchMalformed.name(), params }
 }
 
 /// A batch kept whole by a `Depth::BatchesLater` or `Brief` decode, checked: its (decompressed) payload and
@@ -599,7 +603,7 @@ fn split_batch(
         index += 1;
     }
     if index as i64 != expected {
-        findings.push(finding!("batch.count_mismatch", "entries" => index, "expected" => expected));
+        findings.push(finding!(PulsarProblem::BatchCountMismatch, "entries" => index, "expected" => expected));
     }
     index
 }
@@ -648,8 +652,8 @@ fn decode_marker(core: &Core, sec: &mut PayloadSection, marker_type: i32, payloa
         Err(_) => {
             let full = &core.schema.messages[msg].full_name;
             let short = full.rsplit('.').next().unwrap_or(full);
-            sec.findings
-                .push(finding!("marker.unparsable", "marker" => short.to_owned(), "error" => parse_error(core, msg)));
+            sec.findings.push(finding!(PulsarProblem::MarkerUnparsable, "marker" => short.to_owned(),
+                               "error" => parse_error(core, msg)));
         }
     }
 }

@@ -10,6 +10,7 @@ use std::rc::{Rc, Weak};
 
 use super::chunks::{Chunk, ChunkAssembler, ChunkMetadata, ChunkSource, CLIENT_EXPIRE_S, CLIENT_MAX_PENDING};
 use super::payload::Checksum;
+use super::problems::PulsarProblem;
 use crate::analysis::bounded::{remember_bounded, DropCounter, FastMap, OrderedMap};
 use crate::analysis::table::{Actor, CommandSpec};
 use crate::analysis::{map_get, Event, Frame, Ident, Session, Sessions, Waiting, TO_CLIENT};
@@ -396,7 +397,7 @@ impl PulsarSession {
                 let info = &producer.info;
                 let conflicts = self.shared.borrow_mut().producer_ready(self.conn, info);
                 for ((conn, other_id), other) in conflicts {
-                    findings.push(finding!("producer.exclusive_conflict",
+                    findings.push(finding!(PulsarProblem::ProducerExclusiveConflict,
                         "topic" => map_get(info, "topic").cloned().unwrap_or(Value::Null),
                         "mode" => access_mode(info).to_owned(),
                         "other_conn" => conn,
@@ -413,7 +414,7 @@ impl PulsarSession {
             let count = self.redirects.entry(Ident::of(Some(&topic))).or_insert(0);
             *count += 1;
             if *count == self.options.redirect_loop_limit {
-                findings.push(finding!("lookup.redirect_loop", "topic" => topic, "limit" => *count));
+                findings.push(finding!(PulsarProblem::LookupRedirectLoop, "topic" => topic, "limit" => *count));
             }
         }
     }
@@ -442,7 +443,7 @@ impl PulsarSession {
                 remember_bounded(&mut self.closed, (scope, ident), consumer.info.clone(), self.options.max_actors);
                 if !consumer.remembered.borrow().unacked.is_empty() && consumer.durable {
                     let params = consumer.unacked_params(id.clone()); // the id as this frame names it
-                    findings.push(Finding { id: name!("consumer.unacked"), params });
+                    findings.push(Finding { id: PulsarProblem::ConsumerUnacked.name(), params });
                 }
                 self.repeated(&id, &mut consumer, frame.time, frame.packet, events);
             }
@@ -486,7 +487,7 @@ impl PulsarSession {
         let Some(producer) = self.producers.get_mut(&ident) else {
             if !self.mid_stream && !self.closed.contains_key(&(Actor::Producer, ident)) {
                 // after a close: said already
-                findings.push(finding!("send.unknown_producer", "producer_id" => pid));
+                findings.push(finding!(PulsarProblem::SendUnknownProducer, "producer_id" => pid));
             }
             return;
         };
@@ -501,12 +502,12 @@ impl PulsarSession {
             if !chunk_again {
                 if first <= previous {
                     // A note, not a warning: an explicit sequence_id set by the application is legitimate.
-                    findings.push(finding!("sequence.regression", "first" => int_value(first),
+                    findings.push(finding!(PulsarProblem::SequenceRegression, "first" => int_value(first),
                         "previous" => int_value(previous), "producer_id" => pid,
                         "name" => map_get(&producer.info, "name").cloned().unwrap_or(Value::Null)));
                 } else if first > previous + 1 {
-                    findings
-                        .push(finding!("sequence.gap", "first" => int_value(first), "previous" => int_value(previous)));
+                    findings.push(finding!(PulsarProblem::SequenceGap, "first" => int_value(first),
+                                       "previous" => int_value(previous)));
                 }
             }
         }
@@ -548,7 +549,7 @@ impl PulsarSession {
         let cap = self.options.max_remembered_messages;
         let Some(consumer) = self.consumers.get_mut(&Ident::of(Some(&cid))) else { return };
         if consumer.flow_seen && consumer.permits <= 0 {
-            findings.push(finding!("flow.overrun", "consumer_id" => cid, "name" => consumer.name()));
+            findings.push(finding!(PulsarProblem::FlowOverrun, "consumer_id" => cid, "name" => consumer.name()));
         }
         let metadata = frame.pdu.payload().and_then(|b| b.metadata.as_ref());
         consumer.permits -= match metadata {
@@ -566,8 +567,10 @@ impl PulsarSession {
             let shared_type =
                 matches!(map_get(&consumer.info, "type").and_then(Value::as_str), Some("Shared" | "Key_Shared"));
             if frame.time * 1000.0 < at && shared_type {
-                findings.push(finding!("message.early_delivery", "early_ms" => Value::Float(at - frame.time * 1000.0),
-                                       "deliver_at" => deliver_at.clone()));
+                findings.push(
+                    finding!(PulsarProblem::MessageEarlyDelivery, "early_ms" => Value::Float(at - frame.time * 1000.0),
+                                       "deliver_at" => deliver_at.clone()),
+                );
             }
         }
         set_note(notes, name!("permits"), consumer.permits);
@@ -632,7 +635,7 @@ impl PulsarSession {
                 set_note(notes, name!("delivery"), count);
                 params.push(entry(name!("delivery"), count));
             }
-            findings.push(Finding { id: name!("message.redelivered"), params });
+            findings.push(Finding { id: PulsarProblem::MessageRedelivered.name(), params });
         }
         remember_bounded(&mut remembered.unacked, mid, frame.index, cap);
         drop(remembered);
@@ -740,9 +743,11 @@ impl Session for PulsarSession {
             } else if frame.direction != TO_CLIENT && t != "CLOSE_PRODUCER" && t != "CLOSE_CONSUMER" {
                 if let Some(info) = self.closed.get(&(*scope, ident)) {
                     set_note(notes, scope.name(), Value::Map(info.clone()));
-                    findings.push(finding!("actor.used_after_close", "type" => spec.name, "actor" => scope.name(),
+                    findings.push(
+                        finding!(PulsarProblem::ActorUsedAfterClose, "type" => spec.name, "actor" => scope.name(),
                         "id" => field_or_null(cmd, scope_id),
-                        "name" => map_get(info, "name").cloned().unwrap_or(Value::Null)));
+                        "name" => map_get(info, "name").cloned().unwrap_or(Value::Null)),
+                    );
                 }
             }
         }
@@ -777,7 +782,7 @@ impl Session for PulsarSession {
             }
             "ERROR" | "SEND_ERROR" => {
                 let error = field(cmd, "error").cloned().unwrap_or_else(|| Value::Str(Text::Name(name!("?"))));
-                findings.push(finding!("server.error", "type" => spec.name, "error" => error,
+                findings.push(finding!(PulsarProblem::ServerError, "type" => spec.name, "error" => error,
                                        "message" => field_or_null(cmd, "message")));
             }
             "CLOSE_PRODUCER" | "CLOSE_CONSUMER" => {

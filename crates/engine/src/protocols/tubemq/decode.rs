@@ -4,6 +4,7 @@
 //! consumer checks it. A pure function of the bytes.
 
 use super::framing::{u32_at, HEADER_SIZE, MAX_BLOCK_SIZE};
+use super::problems::TubeMqProblem;
 use super::TubeBody;
 use super::{error_code_name, event_type_name, info, service_name, tube, TubeSchema, EXCEPTION};
 use crate::model::{Body, Decoded, Finding};
@@ -37,13 +38,13 @@ impl<'a> Frame<'a> {
     /// The next envelope message, parsed; a finding when it is missing or does not parse.
     fn next(&mut self, msg: usize, what: &'static str) -> Option<Parsed<'a>> {
         let Some(bytes) = delimited(self.data, &mut self.pos) else {
-            self.findings.push(finding!("tubemq.envelope_cut", "message" => what.to_owned()));
+            self.findings.push(finding!(TubeMqProblem::EnvelopeCut, "message" => what.to_owned()));
             return None;
         };
         match pb::parse(self.t.schema, msg, bytes) {
             Ok(parsed) => Some(parsed),
             Err(_) => {
-                self.findings.push(finding!("tubemq.unparsable", "message" => what.to_owned()));
+                self.findings.push(finding!(TubeMqProblem::Unparsable, "message" => what.to_owned()));
                 None
             }
         }
@@ -64,14 +65,14 @@ impl<'a> Frame<'a> {
             Ok(parsed) => {
                 let errors = parsed.init_errors(self.t.schema);
                 if !errors.is_empty() {
-                    self.findings.push(finding!("tubemq.missing_required", "type" => type_name.to_owned(),
+                    self.findings.push(finding!(TubeMqProblem::MissingRequired, "type" => type_name.to_owned(),
                                                 "fields" => errors.into_iter().map(Value::from).collect::<Vec<_>>()));
                 }
                 let value = parsed.to_value(self.t.schema);
                 Some((parsed, value))
             }
             Err(_) => {
-                self.findings.push(finding!("tubemq.unparsable", "message" => type_name.to_owned()));
+                self.findings.push(finding!(TubeMqProblem::Unparsable, "message" => type_name.to_owned()));
                 None
             }
         }
@@ -83,7 +84,7 @@ pub fn decode(frame: &[u8], missing: usize, brief: bool) -> Decoded {
     let size = frame.len() + missing;
     let mut findings = Vec::new();
     let (Some(serial), Some(list_size)) = (u32_at(frame, 4), u32_at(frame, 8)) else {
-        findings.push(finding!("tubemq.too_short", "length" => frame.len()));
+        findings.push(finding!(TubeMqProblem::TooShort, "length" => frame.len()));
         return Decoded { type_name: Text::Name(name!("MALFORMED")), command: None, size, findings, body: None };
     };
     // the blocks' bytes, joined: block boundaries fall anywhere, also inside a varint
@@ -99,18 +100,18 @@ pub fn decode(frame: &[u8], missing: usize, brief: bool) -> Decoded {
         blocks += 1;
     }
     if widest > MAX_BLOCK_SIZE {
-        findings.push(finding!("tubemq.block_oversized", "length" => widest, "limit" => MAX_BLOCK_SIZE));
+        findings.push(finding!(TubeMqProblem::BlockOversized, "length" => widest, "limit" => MAX_BLOCK_SIZE));
     }
     let cut = missing > 0 || pos > frame.len() || blocks < list_size;
     if cut {
-        findings.push(finding!("tubemq.truncated", "captured" => frame.len(), "size" => size));
+        findings.push(finding!(TubeMqProblem::Truncated, "captured" => frame.len(), "size" => size));
     }
     let mut rpc = vec![entry(name!("blocks"), list_size)];
     let mut f = Frame { t, findings, rpc: Vec::new(), data: &data, pos: 0 };
     let (type_name, command, messages) = envelope(&mut f, brief);
     // bytes after the last message of a whole envelope (a broken one said why already)
     if !cut && f.pos < data.len() && type_name.as_str() != "MALFORMED" {
-        f.findings.push(finding!("tubemq.trailing_bytes", "length" => data.len() - f.pos));
+        f.findings.push(finding!(TubeMqProblem::TrailingBytes, "length" => data.len() - f.pos));
     }
     rpc.append(&mut f.rpc);
     Decoded {
@@ -132,7 +133,7 @@ fn envelope(f: &mut Frame<'_>, brief: bool) -> (Text, Option<Value>, Vec<Value>)
         Some(0) => "request",
         Some(1) => "response",
         _ => {
-            f.findings.push(finding!("tubemq.bad_flag", "flag" => flag.map_or(Value::Null, Value::from)));
+            f.findings.push(finding!(TubeMqProblem::BadFlag, "flag" => flag.map_or(Value::Null, Value::from)));
             return malformed;
         }
     };
@@ -180,9 +181,9 @@ fn envelope(f: &mut Frame<'_>, brief: bool) -> (Text, Option<Value>, Vec<Value>)
                 .to_owned();
             let short = name_of.rsplit('.').next().unwrap_or(&name_of).to_owned();
             f.findings.push(if short == "StandbyException" {
-                finding!("tubemq.standby_master", "exception" => name_of, "message" => first_line)
+                finding!(TubeMqProblem::StandbyMaster, "exception" => name_of, "message" => first_line)
             } else {
-                finding!("tubemq.exception", "exception" => name_of, "status" => status_name.to_owned(),
+                finding!(TubeMqProblem::Exception, "exception" => name_of, "status" => status_name.to_owned(),
                          "message" => first_line)
             });
             (Text::Name(name!("RspExceptionBody")), Some(exception), Vec::new())
@@ -212,12 +213,13 @@ fn method_message(
     brief: bool,
 ) -> (Text, Option<Value>, Vec<Value>) {
     let Some(method) = method else {
-        f.findings.push(finding!("tubemq.unparsable", "message" => (if request { "RequestBody" } else { "RspResponseBody" }).to_owned()));
+        f.findings.push(finding!(TubeMqProblem::Unparsable,
+                                 "message" => (if request { "RequestBody" } else { "RspResponseBody" }).to_owned()));
         return (Text::Name(name!("MALFORMED")), None, Vec::new());
     };
     f.rpc.push(entry(name!("method"), method));
     let Some(&(spec, request_msg, response_msg)) = f.t.method(method) else {
-        f.findings.push(finding!("tubemq.unknown_method", "method" => method, "length" => bytes.len()));
+        f.findings.push(finding!(TubeMqProblem::UnknownMethod, "method" => method, "length" => bytes.len()));
         // one type for every unknown id (the id is in `rpc`), with an empty command: its response still pairs
         return (
             Text::Name(if request { name!("UNKNOWN_REQUEST") } else { name!("UNKNOWN_RESPONSE") }),
@@ -230,14 +232,16 @@ fn method_message(
     let service_type = f.rpc.iter().find(|(k, _)| k.as_str() == "service_type").and_then(|(_, v)| v.as_i64());
     if let (true, Some(service_type)) = (request, service_type) {
         if service_type != spec.service_type {
-            f.findings.push(finding!("tubemq.service_mismatch", "method" => method, "service_type" => service_type,
+            f.findings
+                .push(finding!(TubeMqProblem::ServiceMismatch, "method" => method, "service_type" => service_type,
                                      "expected" => spec.service_type));
         }
     }
     let (msg, message_name) = if request { (request_msg, spec.request) } else { (response_msg, spec.response) };
     let (Some(msg), Some(message_name)) = (msg, message_name) else {
         // declared by upstream, never encoded by it: named, its bytes not decoded
-        f.findings.push(finding!("tubemq.undecodable_method", "method" => method, "name" => spec.constant.to_owned(),
+        f.findings
+            .push(finding!(TubeMqProblem::UndecodableMethod, "method" => method, "name" => spec.constant.to_owned(),
                                  "length" => bytes.len()));
         let suffix = if request { "REQUEST" } else { "RESPONSE" };
         return (Text::Owned(format!("{}_{suffix}", spec.constant)), Some(Value::Map(Map::new())), Vec::new());
@@ -270,9 +274,9 @@ fn error_code(f: &mut Frame<'_>, message_name: &str, command: &Value) {
     let code_name = error_code_name(code).map_or(Value::Null, |n| Value::from(n.to_owned()));
     let waiting = message_name == "GetMessageResponseB2C" && matches!(code, 404..=408);
     f.findings.push(if waiting {
-        finding!("tubemq.consume_wait", "code" => code, "name" => code_name, "message" => text)
+        finding!(TubeMqProblem::ConsumeWait, "code" => code, "name" => code_name, "message" => text)
     } else {
-        finding!("tubemq.error_code", "type" => message_name.to_owned(), "code" => code, "name" => code_name,
+        finding!(TubeMqProblem::ErrorCode, "type" => message_name.to_owned(), "code" => code, "name" => code_name,
                  "message" => text)
     });
 }
@@ -332,7 +336,7 @@ fn message_record(
             }
             other => f
                 .findings
-                .push(finding!("tubemq.message_attributes", "message_id" => id.map_or(Value::Null, Value::from),
+                .push(finding!(TubeMqProblem::MessageAttributes, "message_id" => id.map_or(Value::Null, Value::from),
                 "attr_len" => other.map_or(Value::Null, |n| Value::from(n as i64)), "data_size" => data.len())),
         }
     }
@@ -354,7 +358,8 @@ fn message_record(
     let verdict = match (checksum_wire, computed) {
         (Some(wire), Some(computed)) if wire == computed => name!("valid"),
         (Some(wire), Some(computed)) => {
-            f.findings.push(finding!("tubemq.checksum_invalid", "message_id" => id.map_or(Value::Null, Value::from),
+            f.findings
+                .push(finding!(TubeMqProblem::ChecksumInvalid, "message_id" => id.map_or(Value::Null, Value::from),
                                      "wire" => wire, "computed" => computed));
             name!("invalid")
         }

@@ -20,6 +20,7 @@ static DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tubemq_desc
 pub mod decode;
 pub mod framing;
 pub mod info;
+pub mod problems;
 pub mod record;
 pub mod session;
 pub mod timeline;
@@ -264,27 +265,6 @@ impl Decoded {
 /// Apache InLong TubeMQ's RPC protocol.
 pub struct TubeMq;
 
-/// The ids of the findings TubeMQ's decoding makes.
-static PROBLEM_IDS: &[&str] = &[
-    "tubemq.bad_flag",
-    "tubemq.block_oversized",
-    "tubemq.checksum_invalid",
-    "tubemq.consume_wait",
-    "tubemq.envelope_cut",
-    "tubemq.error_code",
-    "tubemq.exception",
-    "tubemq.message_attributes",
-    "tubemq.missing_required",
-    "tubemq.service_mismatch",
-    "tubemq.standby_master",
-    "tubemq.too_short",
-    "tubemq.trailing_bytes",
-    "tubemq.truncated",
-    "tubemq.undecodable_method",
-    "tubemq.unknown_method",
-    "tubemq.unparsable",
-];
-
 impl Protocol for TubeMq {
     fn name(&self) -> &'static str {
         "tubemq"
@@ -312,6 +292,6 @@ impl Protocol for TubeMq {
     }
 
     fn problem_ids(&self) -> &'static [&'static str] {
-        PROBLEM_IDS
+        problems::TubeMqProblem::IDS
     }
 }
