@@ -303,11 +303,6 @@ def bind(decoded: type[DataclassInstance], section: type[DataclassInstance], fin
 def decode_frame(frame: bytes, missing: int = 0, max_decompressed: int = ..., brief: bool = False) -> Decoded:
     """Decode one Pulsar frame (``missing`` bytes lost at its end) into the bound ``Decoded``."""
 
-def decompress(
-    codec: int, data: bytes, declared_size: int | None, max_size: int
-) -> tuple[bytes | None, Finding | None]:
-    """Decompress a payload, bounded: (bytes or None, payload.decompression finding or None)."""
-
 def message_records(messages: list[Any], base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The JSON-contract records of a frame's messages (``base``: a MESSAGE command's message_id)."""
 
@@ -456,8 +451,6 @@ class Dissector(Generic[_FrameT, _EventT]):
     @property
     def numbering(self) -> tuple[int, int]:
         """(frames numbered so far, the id of the next connection)."""
-    def set_numbering(self, frames: int | None = None, next_conn: int | None = None) -> None:
-        """Number the next frame ``frames`` + 1 and the next connection ``next_conn``."""
     def set_finish_base(self, conn: int, base: int) -> None:
         """Number the frames the end of the capture leaves on ``conn`` from ``base`` + 1."""
     @property
@@ -627,8 +620,6 @@ class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
     @property
     def numbering(self) -> tuple[int, int]:
         """(frames numbered so far, the id of the next connection)."""
-    def set_numbering(self, frames: int | None = None, next_conn: int | None = None) -> None:
-        """Number the next frame ``frames`` + 1 and the next connection ``next_conn``."""
     def set_finish_base(self, conn: int, base: int) -> None:
         """Number the frames the end of the capture leaves on ``conn`` from ``base`` + 1."""
     @property

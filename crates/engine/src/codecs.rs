@@ -1,6 +1,6 @@
 //! Payload decompression for `MessageMetadata.compression`, bounded against bombs and lying sizes.
 //!
-//! A port of `dissector/protocols/pulsar/codecs.py` (the contract: same cases, same params). The output may
+//! First a port of the package's Python decompression (the contract: same cases, same params). The output may
 //! never exceed `min(declared_size, max_size)`, and no input makes us allocate more than that (plus one byte
 //! and a little codec state); buffers are zero-filled as they are written, so a lying size costs address
 //! space, not memory:
@@ -130,7 +130,7 @@ fn failed(error: impl ToString) -> Error {
     Error::Failed(error.to_string())
 }
 
-/// A first buffer size when no size is declared (`codecs.py` `_FIRST_GUESS`).
+/// A first buffer size when no size is declared (the Python port's `_FIRST_GUESS`).
 const FIRST_GUESS: usize = 256 * 1024;
 /// How much of a streaming buffer is zero-filled (touched) at a time.
 const CHUNK: usize = 128 * 1024;
@@ -500,7 +500,7 @@ impl Bounded {
     }
 }
 
-/// The first line of an error message, at most 200 characters (`codecs.py` `_one_line`).
+/// The first line of an error message, at most 200 characters (the Python port's `_one_line`).
 fn one_line(message: &str) -> String {
     // str.splitlines() boundaries
     let is_break = |c: char| {
@@ -954,7 +954,7 @@ mod tests {
         }
     }
 
-    /// Payloads from captures/03_compression_*.pcap (pulsar-client 3.13, C++), as codecs.py decompressed
+    /// Payloads from captures/03_compression_*.pcap (pulsar-client 3.13, C++), as the Python port decompressed
     /// them: (name, block, declared uncompressed_size, sha256 of the output).
     const CAPTURED: [(&str, &[u8], u64, &str); 8] = [
         (

@@ -1133,7 +1133,7 @@ impl AnalysedDissector {
         read_selected(py, self, &reader, &Selection { flows, offset }, at_least, max_bytes)
     }
 
-    /// Numbers to set before packets (`set_numbering`), little-endian int64 buffers of the same length: the
+    /// Numbers to set before packets, little-endian int64 buffers of the same length: the
     /// packets (ascending), the frames numbered before each, the id of the connection it opens (-1: none).
     fn plan_numbering(&mut self, packets: &[u8], frames_before: &[u8], conns: &[u8]) -> PyResult<()> {
         let ints = |buffer: &[u8]| {
@@ -1179,16 +1179,10 @@ impl AnalysedDissector {
         self.pipeline.last_time
     }
 
-    /// (frames numbered so far, the id of the next connection): see `set_numbering`.
+    /// (frames numbered so far, the id of the next connection): (`plan_numbering` sets them).
     #[getter]
     fn numbering(&self) -> (u64, u64) {
         self.pipeline.numbering()
-    }
-
-    /// Number the next frame `frames` + 1 and the next connection `next_conn` (`Dissector.set_numbering`).
-    #[pyo3(signature = (frames=None, next_conn=None))]
-    fn set_numbering(&mut self, frames: Option<u64>, next_conn: Option<u64>) {
-        self.pipeline.set_numbering(frames, next_conn);
     }
 
     /// Number the frames the end of the capture leaves on connection `conn` from `base` + 1.

@@ -9,11 +9,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use engine::codecs;
 use engine::model::{Body, Decoded, Finding};
+use engine::protocols::pulsar::core;
 use engine::protocols::pulsar::payload::PayloadSection;
 use engine::protocols::pulsar::record::write_messages;
-use engine::protocols::pulsar::{core, payload};
 use engine::protocols::tubemq::TubeBody;
 use engine::protocols::Depth;
 use engine::records::{Key, MapSink, NoFront, RecordSink};
@@ -225,28 +224,6 @@ fn decode_frame<'py>(
     classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, Depth::brief(brief)))
 }
 
-type BytesAndProblem<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>);
-
-/// Decompress a payload (``codec`` as MessageMetadata.compression), bounded by ``declared_size`` and
-/// ``max_size``: returns (bytes or None, payload.decompression finding or None).
-#[pyfunction]
-#[pyo3(signature = (codec, data, declared_size, max_size))]
-fn decompress<'py>(
-    py: Python<'py>,
-    codec: i64,
-    data: &[u8],
-    declared_size: Option<u64>,
-    max_size: u64,
-) -> PyResult<BytesAndProblem<'py>> {
-    let classes = classes(py)?;
-    let result = py.detach(|| codecs::decompress(codec, data, declared_size, max_size));
-    let problem = match &result.problem {
-        Some(p) => Some(classes.finding(py, &payload::decompression_finding(p))?),
-        None => None,
-    };
-    Ok((result.data.map(|d| PyBytes::new(py, d.as_ref())), problem))
-}
-
 /// The BaseCommand type names by number, as the schema declares them.
 #[pyfunction]
 fn command_types(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
@@ -351,7 +328,6 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::tune_allocator();
     m.add_function(wrap_pyfunction!(bind, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
-    m.add_function(wrap_pyfunction!(decompress, m)?)?;
     m.add_function(wrap_pyfunction!(message_records, m)?)?;
     m.add_function(wrap_pyfunction!(crate::records::finding_text, m)?)?;
     m.add_function(wrap_pyfunction!(command_types, m)?)?;

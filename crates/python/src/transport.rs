@@ -298,17 +298,10 @@ impl Dissector {
         Ok(counts)
     }
 
-    /// (frames numbered so far, the id of the next connection): see `set_numbering`.
+    /// (frames numbered so far, the id of the next connection): a distributed run sets them through `plan_numbering`.
     #[getter]
     fn numbering(&self) -> (u64, u64) {
         self.inner.numbering()
-    }
-
-    /// Number the next frame `frames` + 1 and the next connection `next_conn`: a distributed run gives a
-    /// worker some connections of a capture, and numbers as a run over the whole capture does.
-    #[pyo3(signature = (frames=None, next_conn=None))]
-    fn set_numbering(&mut self, frames: Option<u64>, next_conn: Option<u64>) {
-        self.inner.set_numbering(frames, next_conn);
     }
 
     /// Number the frames the end of the capture leaves on connection `conn` from `base` + 1.
