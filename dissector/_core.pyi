@@ -534,11 +534,7 @@ def tcp_segment(
 ) -> _TcpSegmentFields | None:
     """The TCP segment of one captured packet as a tuple of a ``TcpSegment``'s fields, or None (not TCP)."""
 
-def pulsar_oversized_head(buf: ReadableBuffer, pos: int, end: int) -> tuple[int, int] | int | None:
-    """Pulsar: (head, frame length) of an oversized SEND/MESSAGE at ``pos``, 0 (need more), or None."""
 
-def pulsar_looks_like_frame(buf: ReadableBuffer, start: int, total: int, cmd_size: int, end: int) -> bool | None:
-    """Pulsar: whether a frame starts at ``start`` (None: more bytes up to ``end`` needed)."""
 
 def endpoint(ip_text: str, port: int) -> str:
     """``"ip:port"`` (IPv6 in brackets), as the records name an endpoint."""

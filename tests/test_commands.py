@@ -1,10 +1,7 @@
 """Tests of Pulsar frame decoding (dissector.protocols.pulsar.decode.decode_frame) on BaseCommand framing, types,
-required/unknown fields, sizes; the command table (dissector.protocols.pulsar.commands) and the frame-start check
-of resynchronisation (dissector.protocols.pulsar.framing.looks_like_frame)."""
+required/unknown fields, sizes; the command table (dissector.protocols.pulsar.commands)."""
 
 from __future__ import annotations
-
-import struct
 
 import pytest
 
@@ -16,7 +13,6 @@ from dissector.protocols.pulsar import PULSAR
 from dissector.protocols.pulsar.commands import (COMMANDS, MESSAGE, PAYLOAD_TYPES, SEND, SUBCOMMAND_FIELD, TYPE_NAMES,
                                                  TYPE_NUMBERS)
 from dissector.protocols.pulsar.decode import decode_frame
-from dissector.protocols.pulsar.framing import looks_like_frame
 from pulsar_pb import PulsarApi_pb2 as api
 from dissector.transport.splitter import PduSplitter, RawFrame
 
@@ -94,10 +90,6 @@ def test_every_type_round_trips(num):
     assert dec.command == message_to_dict(subcommand_for_type(num))
     assert dec.size == len(frame)
     assert (dec.body is not None) == (fb.TYPE_NAMES[num] in fb.PAYLOAD_TYPE_NAMES)
-    # resynchronisation recognises every type as a frame start
-    total, cmd_size = struct.unpack_from(">II", frame)
-    assert total == len(frame) - 4
-    assert looks_like_frame(frame, 0, total, cmd_size, len(frame)) is True
 
 
 @pytest.mark.parametrize("num", sorted(fb.TYPE_NAMES), ids=lambda n: fb.TYPE_NAMES[n])
@@ -139,7 +131,6 @@ def test_unknown_type_with_its_sub_command_field():
     assert dec.type == "UNKNOWN(99)" and dec.command is None
     assert found(dec, "command.unknown_type") == [{"number": 99}]
     assert any(99 in p["fields"] for p in found(dec, "command.unknown_fields"))
-    assert looks_like_frame(frame, 0, len(frame) - 4, len(frame) - 8, len(frame)) is False
 
 
 def test_type_not_first_on_the_wire():
@@ -297,19 +288,6 @@ def test_base_command_does_not_parse():
     dec = decode_frame(fb.raw_frame(b"\x08\x06\x32\x7f\x01"))  # send field claims 127 bytes, has 1
     assert dec.type == "SEND"
     assert "command.unparsable" in ids(dec)
-
-
-# ------------------------------------------------------------------------------------- looks_like_frame
-def test_looks_like_frame_verdicts():
-    frame = fb.send_frame(b"hello")
-    total, cmd = struct.unpack_from(">II", frame)
-    assert looks_like_frame(frame, 0, total, cmd, len(frame)) is True
-    assert looks_like_frame(frame[:9], 0, total, cmd, 9) is None
-    assert looks_like_frame(frame[:12], 0, total, cmd, 12) is None  # sub-command not complete yet
-    ping = fb.simple_frame("PING")
-    assert looks_like_frame(ping, 0, len(ping) - 4 + 1, len(ping) - 8, len(ping)) is False  # simple: TOTAL=CMD+4
-    garbage = b"\x00\x00\x00\x20\x00\x00\x00\x1c\x08\x06\x0a\x02zz" + b"\x00" * 20
-    assert looks_like_frame(garbage, 0, 0x20, 0x1C, len(garbage)) is False
 
 
 def test_unknown_enum_value_is_not_called_missing():

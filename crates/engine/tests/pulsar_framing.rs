@@ -446,6 +446,46 @@ fn looks_like_frame_refuses_a_send_whose_command_is_larger_than_its_total_size()
     assert_eq!(framing().looks_like_frame(&frame, 0, cmd, cmd, frame.len()), Some(false));
 }
 
+/// Every BaseCommand type of the schema (its sub-command with every required field set; SEND and MESSAGE with a
+/// payload section), as a frame: (type name, frame).
+fn a_frame_of_every_type() -> Vec<(String, Vec<u8>)> {
+    let base = descriptor("BaseCommand");
+    let prost_reflect::Kind::Enum(types) = base.get_field_by_name("type").unwrap().kind() else { panic!("an enum") };
+    let mut out = Vec::new();
+    for t in types.values() {
+        let Some(field) = base.get_field(t.number() as u32) else { continue };
+        let prost_reflect::Kind::Message(sub_type) = field.kind() else { continue };
+        let command = base_command(t.name(), &required_filled(&sub_type));
+        let frame = if t.name() == "SEND" || t.name() == "MESSAGE" {
+            payload_frame(&command, None, true, &encode(&metadata(&[])), b"payload")
+        } else {
+            simple_frame(&command)
+        };
+        out.push((t.name().to_owned(), frame));
+    }
+    out
+}
+
+#[test]
+fn every_command_type_is_a_frame_start_and_is_found_again_by_resync() {
+    let frames = a_frame_of_every_type();
+    // the reference notes count 70 command types, each with its sub-command field
+    assert_eq!(frames.len(), 70);
+    let junk = b"\x00\x01\x02\x03\x05".repeat(3);
+    for (name, frame) in frames {
+        let total = u32::from_be_bytes(frame[..4].try_into().unwrap());
+        let cmd_size = u32::from_be_bytes(frame[4..8].try_into().unwrap());
+        assert_eq!(total as usize, frame.len() - 4, "{name}");
+        assert_eq!(framing().looks_like_frame(&frame, 0, total, cmd_size, frame.len()), Some(true), "{name}");
+        assert_eq!(length(&frame), Ok(frame.len()), "{name}");
+        // joined mid-stream: 15 bytes of junk, the frame, a PING; the junk is skipped, both frames found
+        let stream = [junk.clone(), frame.clone(), ping()].concat();
+        let out = split(false, MAX, &[&stream]);
+        assert_eq!(pdus(&out), [(frame.clone(), 15), (ping(), 15 + frame.len() as i64)], "{name}");
+        assert_eq!(notes(&out), [("SKIPPED".to_owned(), 0, 15)], "{name}");
+    }
+}
+
 #[test]
 fn mutated_streams_never_panic_the_framing() {
     // hostile input: a xorshift-driven mutation of a stream of frames, through every framing entry point

@@ -1,6 +1,6 @@
 //! The transport stages as Python classes: ``Dissector`` (the pipeline ``dissector.pipeline`` wraps), and
 //! thin bindings of the stages on their own for the tests and tools (``tcp_segment``, ``TcpReassembler``,
-//! ``PduSplitter``, Pulsar's ``oversized_head`` and ``looks_like_frame``), returning plain tuples.
+//! ``PduSplitter``), returning plain tuples.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -8,10 +8,9 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::capture::{read_batch, selected_segments, FileStage, Selection};
 use crate::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
 use crate::protocol::{split_to_py, DecodeOptions, Protocol};
-use engine::protocols::pulsar::framing::PulsarFraming;
 use engine::transport::net::{endpoint_text, tcp_segment as parse_segment, Ip, Segment};
 use engine::transport::reassembly::{Config, Reassembler, StreamEvent};
-use engine::transport::splitter::{Framing, Head, Splitter};
+use engine::transport::splitter::{Framing, Splitter};
 
 /// Bytes of a ``bytes`` object without a copy, or of anything else with the buffer protocol.
 fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
@@ -641,42 +640,6 @@ impl PduSplitter {
     }
 }
 
-fn pulsar_framing() -> PulsarFraming {
-    PulsarFraming::new(engine::protocols::pulsar::schema())
-}
-
-/// Pulsar: (head, frame length) of the oversized SEND or MESSAGE frame at ``pos`` (bytes up to ``end``), 0
-/// (NEED_MORE) until its head is there, or None when the bytes do not look like such a frame.
-#[pyfunction]
-pub fn pulsar_oversized_head<'py>(
-    py: Python<'py>,
-    buf: Bound<'py, PyAny>,
-    pos: usize,
-    end: usize,
-) -> PyResult<Bound<'py, PyAny>> {
-    let framing = pulsar_framing();
-    let head =
-        with_bytes(&buf, |b| framing.oversized_head(&b[pos.min(b.len())..end.min(b.len()).max(pos.min(b.len()))]))?;
-    Ok(match head {
-        Head::Found { head, length } => (head, length).into_pyobject(py)?.into_any(),
-        Head::NeedMore => 0i64.into_pyobject(py)?.into_any(),
-        Head::Skip => py.None().into_bound(py),
-    })
-}
-
-/// Pulsar: whether a frame starts at ``start`` (True, False, or None when more bytes up to ``end`` are needed).
-#[pyfunction]
-pub fn pulsar_looks_like_frame(
-    buf: Bound<'_, PyAny>,
-    start: usize,
-    total: u32,
-    cmd_size: u32,
-    end: usize,
-) -> PyResult<Option<bool>> {
-    let framing = pulsar_framing();
-    with_bytes(&buf, |b| framing.looks_like_frame(b, start, total, cmd_size, end))
-}
-
 /// "ip:port" (IPv6 in brackets), as the records name an endpoint.
 #[pyfunction]
 pub fn endpoint(ip_text: &str, port: u16) -> PyResult<String> {
@@ -688,8 +651,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TcpReassembler>()?;
     m.add_class::<PduSplitter>()?;
     m.add_function(wrap_pyfunction!(tcp_segment, m)?)?;
-    m.add_function(wrap_pyfunction!(pulsar_oversized_head, m)?)?;
-    m.add_function(wrap_pyfunction!(pulsar_looks_like_frame, m)?)?;
     m.add_function(wrap_pyfunction!(endpoint, m)?)?;
     Ok(())
 }
