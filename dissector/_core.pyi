@@ -9,8 +9,8 @@ this stub's own: they describe the duck-typed Python objects the core reads (``d
 such names.
 
 The core builds instances of Python classes it is given: per object (``Dissector``, ``AnalysedDissector``,
-``ConversationCore``, ``CaptureReader``, ``ChunkAssembler``: generic in those classes), or once for the whole
-module by ``bind`` (``decode_frame``, ``decode_tubemq_frame``, ``decompress``: ``dissector.model.Decoded`` and
+``ConversationCore``, ``CaptureReader``: generic in those classes), or once for the whole module by ``bind``
+(``decode_frame``, ``decode_tubemq_frame``: ``dissector.model.Decoded`` and
 ``dissector.problems.Finding``, which ``dissector.protocols.pulsar.decode`` binds at import).
 
 Constructors are ``__new__`` (the core's ``#[new]``); a class Python cannot subclass is ``@final``. mypy's
@@ -634,40 +634,6 @@ class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
         """The number of the last packet fed."""
     def other_tcp(self, most: int) -> list[_OtherTcp]:
         """TCP off the protocols' ports: the busiest ``most`` server ports."""
-
-@final
-class ChunkAssembler(Generic[_FindingT]):
-    """Pulsar's chunked-message reassembly on its own, for tests."""
-
-    def __new__(
-        cls,
-        finding_class: _FindingClass[_FindingT],
-        max_decompressed: int,
-        max_pending: int,
-        max_kept_bytes: int | None = None,
-        mid_stream: bool | None = None,
-        client_max_pending: int = ...,
-        client_expire_s: float = ...,
-    ) -> ChunkAssembler[_FindingT]:
-        """An assembler with these caps, making findings of ``finding_class``."""
-    def add(
-        self,
-        key: tuple[str, _Plain],
-        frame_index: int,
-        md: dict[str, Any],
-        compression: int,
-        chunk: bytes | None,
-        findings: list[_FindingT],
-        time: float | None = None,
-        checksum: str | None = None,
-    ) -> dict[str, Any] | None:
-        """Feed one chunk (``key``: direction, producer or consumer id): the whole message or None; findings
-        appended to ``findings``."""
-    def pending(self) -> list[tuple[Any, list[int], int, int]]:
-        """Messages still being reassembled: (uuid, frames, chunks seen, num_chunks)."""
-    @property
-    def kept_bytes(self) -> int:
-        """Bytes of compressed chunks held."""
 
 # --------------------------------------------------------------------------------------------- records
 

@@ -18,8 +18,7 @@ import framebuild as fb
 
 from dissector.model import Annotated, Event
 from dissector.options import Options
-from dissector.problems import REGISTRY, Finding, message
-from dissector.protocols.pulsar.chunks import ChunkAssembler
+from dissector.problems import REGISTRY, message
 from dissector.output.timeline import timeline_format
 from dissector.run import analysed_events, analysed_records
 
@@ -216,73 +215,6 @@ def test_a_message_the_consumer_cannot_decompress_is_not_reassembled(tmp_path):
     assert sends[2].notes["reassembled"] == {"uuid": "u", "payload_size": None, "payload_sha256": None,
                                              "chunks": [s.frame.index for s in sends]}
     assert not any(found(s, "chunk.dropped_by_client") for s in sends)
-
-
-# ----------------------------------------------- what needs the session's frame time, checksum and start
-
-def feed(asm: ChunkAssembler, key: tuple, index: int, uuid: str, cid: int, n: int, body: bytes | None, **kw):
-    findings: list[Finding] = []
-    md = {"uuid": uuid, "chunk_id": cid, "num_chunks_from_msg": n, "producer_name": "p",
-          "total_chunk_msg_size": n * 10}
-    whole = asm.add(key, index, md, 0, body, findings, **kw)
-    for f in findings:
-        message(f.id, f.params)
-    return whole, findings
-
-
-def params(findings: list[Finding], pid: str) -> list[dict]:
-    return [f.params for f in findings if f.id == pid]
-
-
-def test_a_chunk_with_nothing_cached_is_dropped_when_the_connection_was_seen_from_its_start():
-    seen_whole = ChunkAssembler(1 << 20, 8, mid_stream=False)
-    _, findings = feed(seen_whole, ("to_client", 1), 5, "u", 1, 3, b"z" * 10)
-    assert [f.id for f in findings] == ["chunk.dropped_by_client"]
-    assert findings[0].params == {"reason": "uncached", "uuid": "u", "chunk_id": 1, "num_chunks": 3}
-    for mid_stream in (True, None):  # its first chunk may have come before the capture
-        _, findings = feed(ChunkAssembler(1 << 20, 8, mid_stream=mid_stream), ("to_client", 1), 5, "u", 1, 3, b"z")
-        assert [(f.id, f.params) for f in findings] == [("chunk.orphan", {"chunk_id": 1, "num_chunks": 3,
-                                                                          "uuid": "u"})]
-
-
-def test_a_chunk_with_a_bad_checksum_never_reaches_the_consumers_cache():
-    asm = ChunkAssembler(1 << 20, 8, mid_stream=False)
-    key = ("to_client", 1)
-    assert feed(asm, key, 1, "u", 0, 3, b"a" * 10, checksum="valid") == (None, [])
-    _, bad = feed(asm, key, 2, "u", 1, 3, b"b" * 10, checksum="invalid")
-    assert [(f.id, f.params) for f in bad] == [("chunk.dropped_by_client", {"reason": "checksum", "uuid": "u",
-                                                                            "chunk_id": 1, "num_chunks": 3})]
-    _, after = feed(asm, key, 3, "u", 2, 3, b"c" * 10, checksum="valid")
-    assert params(after, "chunk.dropped_by_client") == [{"reason": "out_of_order", "uuid": "u", "chunk_id": 2,
-                                                         "num_chunks": 3, "seen": 1, "frames": [1],
-                                                         "expected": 1}]
-
-
-def test_incomplete_messages_expire_on_the_consumers_timer():
-    """The timer starts with the consumer's first chunk and fires every 60 s; a message is dropped at a firing
-    more than 60 s after its last chunk, so 100 s of silence between two firings is not enough."""
-    asm = ChunkAssembler(1 << 20, 8, mid_stream=False)
-    key = ("to_client", 1)
-    assert feed(asm, key, 1, "u", 0, 4, b"a" * 10, time=0.0) == (None, [])  # firings at 60, 120, 180, ...
-    assert feed(asm, key, 2, "u", 1, 4, b"b" * 10, time=100.0) == (None, [])  # at 60: 60 s since chunk 0, kept
-    _, late = feed(asm, key, 3, "u", 2, 4, b"c" * 10, time=250.0)  # at 120: 20 s; at 180: 80 s: dropped
-    assert params(late, "chunk.dropped_by_client") == [
-        {"reason": "expired", "uuid": "u", "num_chunks": 4, "seen": 2, "frames": [1, 2], "idle_s": 80.0,
-         "expire_s": 60.0},
-        {"reason": "uncached", "uuid": "u", "chunk_id": 2, "num_chunks": 4, "dropped_at": 3}]
-    assert asm.pending() == []
-
-
-def test_the_producer_side_keeps_its_own_rules_whatever_the_consumer_model():
-    asm = ChunkAssembler(1 << 20, 8, mid_stream=False)
-    key = ("to_broker", 1)
-    feed(asm, key, 1, "u", 0, 3, b"a" * 10)
-    _, dup = feed(asm, key, 2, "u", 0, 3, b"a" * 10)
-    assert [(f.id, f.params) for f in dup] == [("chunk.duplicate", {"chunk_id": 0, "uuid": "u"})]
-    feed(asm, key, 3, "u", 1, 3, b"b" * 10)
-    whole, findings = feed(asm, key, 4, "u", 2, 3, b"c" * 10)
-    assert findings == [] and whole["chunks"] == [1, 3, 4] and whole["payload_sha256"] == sha(b"a" * 10 + b"b" * 10
-                                                                                                + b"c" * 10)
 
 
 # ------------------------------------------------------------------------------------------ chunk numbering

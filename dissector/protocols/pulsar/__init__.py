@@ -6,8 +6,7 @@ the problem ids (``problems``); framing and resynchronisation are the core's
 (``crates/engine/src/protocols/pulsar/framing.rs``). How its frames look in
 records is the core's (``crates/engine/src/records.rs``: the payload section's keys). Its conversation state (producers, consumers, flow, acks, redeliveries, seeks, chunked
 messages) is the compiled core's session (``crates/engine/src/protocols/pulsar/``), named here by ``session``, and its pieces of
-a timeline line the core's too (``crates/engine/src/protocols/pulsar/timeline.rs``), named by ``timeline_pieces``; ``chunks``
-binds its chunk reassembly alone.
+a timeline line the core's too (``crates/engine/src/protocols/pulsar/timeline.rs``), named by ``timeline_pieces``.
 """
 
 from __future__ import annotations
