@@ -74,12 +74,6 @@ _Closed: TypeAlias = tuple[
 ]
 _StreamEvent: TypeAlias = _Opened | _Data | _Gap | _Closed
 
-#: ``PduSplitter``'s items: ("pdu", data, offset, first_packet, last_packet, first_time, time, missing,
-#: oversized) and ("note", kind, offset, length, time, packet, details, params).
-_Pdu: TypeAlias = tuple[Literal["pdu"], bytes, int, int, int, float, float, int, bool]
-_Note: TypeAlias = tuple[Literal["note"], str, int, int, float, int, dict[str, Any], dict[str, Any]]
-_SplitItem: TypeAlias = _Pdu | _Note
-
 #: ``timeline.timeline_plan(protocol)``: (its pieces in the core or None, [(type, role, [(label, keys, how to
 #: show, bytes kind)] or None)]).
 _FieldPlan: TypeAlias = tuple[str, Sequence[str], str, str | None]
@@ -506,28 +500,6 @@ class TcpReassembler:
         """The ids of the open connections, oldest first."""
     def table_sizes(self) -> tuple[int, int, int]:
         """(directions tracked, connections pending, tombstones)."""
-
-@final
-class PduSplitter:
-    """The PDU splitter on its own, for one protocol: feed / gap / finish return PDU and note tuples."""
-
-    def __new__(cls, protocol: _WireSpec, *, synced: bool = True, max_frame_size: int, start_offset: int = 0) -> Self:
-        """A splitter for ``protocol``; ``synced``: the next byte is a PDU boundary."""
-    def feed(self, data: ReadableBuffer, timestamp: float, packet_index: int) -> list[_SplitItem]:
-        """Bytes of the stream: the PDUs and notes they complete."""
-    def gap(self, length: int, timestamp: float, packet_index: int) -> list[_SplitItem]:
-        """``length`` bytes were lost before the next data."""
-    def finish(self, timestamp: float, packet_index: int) -> list[_SplitItem]:
-        """The end of the stream: what could not be framed."""
-    @property
-    def synced(self) -> bool:
-        """Whether the next byte is known to be a PDU boundary."""
-    @property
-    def foreign(self) -> str | None:
-        """The protocol the stream was recognised as, if another."""
-    @property
-    def buffered(self) -> bytes:
-        """The bytes held for a PDU not yet complete."""
 
 def tcp_segment(
     index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int

@@ -9,12 +9,10 @@ import framebuild as fb
 from dissector.options import Options
 from dissector.problems import Finding, spec
 from pb_oracle import message_to_dict
-from dissector.protocols.pulsar import PULSAR
 from dissector.protocols.pulsar.commands import (COMMANDS, MESSAGE, PAYLOAD_TYPES, SEND, SUBCOMMAND_FIELD, TYPE_NAMES,
                                                  TYPE_NUMBERS)
 from dissector.protocols.pulsar.decode import decode_frame
 from pulsar_pb import PulsarApi_pb2 as api
-from dissector.transport.splitter import PduSplitter, RawFrame
 
 
 def frame_for_type(num: int) -> bytes:
@@ -90,16 +88,6 @@ def test_every_type_round_trips(num):
     assert dec.command == message_to_dict(subcommand_for_type(num))
     assert dec.size == len(frame)
     assert (dec.body is not None) == (fb.TYPE_NAMES[num] in fb.PAYLOAD_TYPE_NAMES)
-
-
-@pytest.mark.parametrize("num", sorted(fb.TYPE_NAMES), ids=lambda n: fb.TYPE_NAMES[n])
-def test_every_type_is_found_by_resync(num):
-    frame = frame_for_type(num)
-    follow = fb.simple_frame("PING")
-    sp = PduSplitter(PULSAR, synced=False, max_frame_size=PULSAR.max_frame_size)
-    junk = b"\x00\x01\x02\x03\x05" * 3
-    items = sp.feed(junk + frame + follow, 0.0, 1) + sp.finish(0.0, 1)
-    assert [i.data for i in items if isinstance(i, RawFrame)] == [frame, follow]
 
 
 def test_sub_command_fields_are_kept():

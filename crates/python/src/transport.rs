@@ -1,16 +1,15 @@
 //! The transport stages as Python classes: ``Dissector`` (the pipeline ``dissector.pipeline`` wraps), and
-//! thin bindings of the stages on their own for the tests and tools (``tcp_segment``, ``TcpReassembler``,
-//! ``PduSplitter``), returning plain tuples.
+//! thin bindings of the stages on their own for the tests and tools (``tcp_segment``, ``TcpReassembler``),
+//! returning plain tuples.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::capture::{read_batch, selected_segments, FileStage, Selection};
 use crate::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
-use crate::protocol::{split_to_py, DecodeOptions, Protocol};
+use crate::protocol::{DecodeOptions, Protocol};
 use engine::transport::net::{endpoint_text, tcp_segment as parse_segment, Ip, Segment};
 use engine::transport::reassembly::{Config, Reassembler, StreamEvent};
-use engine::transport::splitter::{Framing, Splitter};
 
 /// Bytes of a ``bytes`` object without a copy, or of anything else with the buffer protocol.
 fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
@@ -553,93 +552,6 @@ impl TcpReassembler {
     }
 }
 
-/// The splitter on its own, for one protocol (a ``ProtocolSpec``): feed / gap / finish return
-/// ("pdu", data, offset, first_packet, last_packet, first_time, time, missing, oversized) and
-/// ("note", kind, offset, length, time, packet, details, params) tuples.
-#[pyclass(unsendable, module = "dissector._core")]
-pub struct PduSplitter {
-    protocol: Protocol,
-    inner: Splitter,
-}
-
-impl PduSplitter {
-    fn run<'py>(
-        &mut self,
-        py: Python<'py>,
-        f: impl FnOnce(&mut Splitter, &dyn Framing, &mut Vec<engine::transport::splitter::Split>),
-    ) -> PyResult<Bound<'py, PyList>> {
-        let mut items = Vec::new();
-        f(&mut self.inner, &self.protocol.framing, &mut items);
-        if let Some(err) = PyErr::take(py) {
-            return Err(err);
-        }
-        let out = PyList::empty(py);
-        for item in &items {
-            out.append(split_to_py(py, item)?)?;
-        }
-        Ok(out)
-    }
-}
-
-#[pymethods]
-impl PduSplitter {
-    #[new]
-    #[pyo3(signature = (protocol, *, synced=true, max_frame_size, start_offset=0))]
-    fn new(
-        py: Python<'_>,
-        protocol: Bound<'_, PyAny>,
-        synced: bool,
-        max_frame_size: usize,
-        start_offset: i64,
-    ) -> PyResult<PduSplitter> {
-        Ok(PduSplitter {
-            protocol: Protocol::from_spec(py, &protocol)?,
-            inner: Splitter::new(synced, max_frame_size, start_offset),
-        })
-    }
-
-    fn feed<'py>(
-        &mut self,
-        py: Python<'py>,
-        data: Bound<'py, PyAny>,
-        timestamp: f64,
-        packet_index: i64,
-    ) -> PyResult<Bound<'py, PyList>> {
-        let data = with_bytes(&data, |b| b.to_vec())?;
-        self.run(py, |s, fr, out| s.feed(fr, &data, timestamp, packet_index, out))
-    }
-
-    fn gap<'py>(
-        &mut self,
-        py: Python<'py>,
-        length: i64,
-        timestamp: f64,
-        packet_index: i64,
-    ) -> PyResult<Bound<'py, PyList>> {
-        self.run(py, |s, fr, out| s.gap(fr, length, timestamp, packet_index, out))
-    }
-
-    fn finish<'py>(&mut self, py: Python<'py>, timestamp: f64, packet_index: i64) -> PyResult<Bound<'py, PyList>> {
-        self.run(py, |s, fr, out| s.finish(fr, timestamp, packet_index, out))
-    }
-
-    #[getter]
-    fn synced(&self) -> bool {
-        self.inner.synced
-    }
-
-    #[getter]
-    fn foreign(&self) -> Option<String> {
-        self.inner.foreign.clone()
-    }
-
-    /// The bytes buffered (a PDU not yet complete).
-    #[getter]
-    fn buffered<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, self.inner.buffered())
-    }
-}
-
 /// "ip:port" (IPv6 in brackets), as the records name an endpoint.
 #[pyfunction]
 pub fn endpoint(ip_text: &str, port: u16) -> PyResult<String> {
@@ -649,7 +561,6 @@ pub fn endpoint(ip_text: &str, port: u16) -> PyResult<String> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dissector>()?;
     m.add_class::<TcpReassembler>()?;
-    m.add_class::<PduSplitter>()?;
     m.add_function(wrap_pyfunction!(tcp_segment, m)?)?;
     m.add_function(wrap_pyfunction!(endpoint, m)?)?;
     Ok(())
