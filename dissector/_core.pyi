@@ -9,7 +9,7 @@ this stub's own: they describe the duck-typed Python objects the core reads (``d
 such names.
 
 The core builds instances of Python classes it is given: per object (``Dissector``, ``AnalysedDissector``,
-``ConversationCore``, ``CaptureReader``: generic in those classes), or once for the whole module by ``bind``
+``CaptureReader``: generic in those classes), or once for the whole module by ``bind``
 (``decode_frame``, ``decode_tubemq_frame``: ``dissector.model.Decoded`` and
 ``dissector.problems.Finding``, which ``dissector.protocols.pulsar.decode`` binds at import).
 
@@ -512,30 +512,6 @@ def endpoint(ip_text: str, port: int) -> str:
     """``"ip:port"`` (IPv6 in brackets), as the records name an endpoint."""
 
 # -------------------------------------------------------------------------------------------- analysis
-
-@final
-class ConversationCore(Generic[_FrameT, _AnnotatedT, _EventT]):
-    """Pairing and session state for every connection, fed Python frames and events."""
-
-    def __new__(
-        cls,
-        options: _AnalysisOptions,
-        classes: tuple[type[_FrameT], type[_AnnotatedT], type[_EventT], _FindingClass[Any]],
-        protocol_spec: _SpecOf,
-    ) -> ConversationCore[_FrameT, _AnnotatedT, _EventT]:
-        """``classes``: (Frame, Annotated, Event, Finding); ``protocol_spec``: the protocol registry's ``get``."""
-    def process(self, item: _FrameT | _EventT, out: list[_AnnotatedT | _EventT]) -> None:
-        """Append what ``item`` (a frame or an event) becomes, and the events it causes, to ``out``."""
-    def tick(self, now: float, out: list[_AnnotatedT | _EventT]) -> None:
-        """The clock moved to ``now``: append the requests past the operation timeout."""
-    def finish(self) -> list[_EventT]:
-        """The events of the end of every connection still open."""
-    def table_sizes(self, conn: int) -> dict[str, Any] | None:
-        """The sizes of a connection's tables (None when it is not open), for tests."""
-    def waiting(self, conn: int) -> list[tuple[int, str, dict[str, Any]]]:
-        """The requests waiting on a connection, oldest first: (index, type, kept fields), for tests."""
-    def shared_sizes(self, protocol: str) -> dict[str, Any]:
-        """The sizes of a protocol's state shared by its connections, for tests."""
 
 @final
 class AnalysedDissector(Generic[_AnnotatedT, _EventT]):

@@ -1,7 +1,8 @@
-//! The analysis for Python: `ConversationCore` (what `dissector/analysis/conversation.py` wraps),
-//! and `AnalysedDissector` (the pipeline and the analysis joined, what `dissector/run.py` uses).
+//! The analysis for Python: `AnalysedDissector` (the pipeline and the analysis joined, what
+//! `dissector/analysis/conversation.py: analysed_dissector` makes for `dissector/run.py`), and the
+//! `ConversationCore` it runs.
 //!
-//! `ConversationCore` takes Python `model.Frame` objects (tests, tools, protocols declared in Python): it
+//! `ConversationCore` takes Python `model.Frame` objects (the frames of protocols declared in Python): it
 //! reads only what the analysis reads (the frame's fields, its command, the ids of its findings, and of its
 //! payload section the checksum verdict, the codec, the MessageMetadata fields the session reads and a
 //! chunk's payload) into the Rust [`Frame`] the analyzer takes. `AnalysedDissector` gives the analyzer the
@@ -363,8 +364,9 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
 
 // ------------------------------------------------------------------------------------ ConversationCore
 
-/// Pairing and session state for every connection (the Rust analyzer), fed Python frames and events.
-#[pyclass(unsendable, module = "dissector._core")]
+/// Pairing and session state for every connection (the Rust analyzer), fed Python frames and events: the
+/// analysis `AnalysedDissector` runs (on the pipeline's Rust frames, or on the Python frames of a protocol
+/// declared in Python).
 pub struct ConversationCore {
     analyzer: Analyzer,
     classes: Classes,
@@ -870,11 +872,9 @@ impl RecordsMade {
     }
 }
 
-#[pymethods]
 impl ConversationCore {
     /// `options`: a `dissector.options.Options`; `classes`: (Frame, Annotated, Event, Finding);
     /// `protocol_spec`: the protocol registry's `get`.
-    #[new]
     fn new(
         py: Python<'_>,
         options: Bound<'_, PyAny>,
@@ -922,30 +922,6 @@ impl ConversationCore {
         let out = PyList::empty(py);
         self.flush(py, None, &out)?;
         Ok(out)
-    }
-
-    /// The sizes of a connection's tables (None when it is not open), for tests.
-    fn table_sizes<'py>(&self, py: Python<'py>, conn: u64) -> PyResult<Option<Bound<'py, PyDict>>> {
-        self.analyzer.sizes(conn).map(|sizes| map_to_py(py, &sizes)).transpose()
-    }
-
-    /// The requests waiting on a connection, oldest first: (index, type, kept fields), for tests.
-    #[allow(clippy::type_complexity)]
-    fn waiting<'py>(
-        &self,
-        py: Python<'py>,
-        conn: u64,
-    ) -> PyResult<Vec<(u64, Bound<'py, PyString>, Bound<'py, PyDict>)>> {
-        self.analyzer
-            .waiting(conn)
-            .into_iter()
-            .map(|(index, type_name, kept)| Ok((index, type_name.to_py(py).to_owned(), map_to_py(py, &kept)?)))
-            .collect()
-    }
-
-    /// The sizes of a protocol's state shared by its connections, for tests.
-    fn shared_sizes<'py>(&self, py: Python<'py>, protocol: &str) -> PyResult<Bound<'py, PyDict>> {
-        map_to_py(py, &self.analyzer.shared_sizes(protocol))
     }
 }
 
@@ -1297,7 +1273,6 @@ impl FileStage for AnalysedDissector {
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<ConversationCore>()?;
     m.add_class::<AnalysedDissector>()?;
     m.add_class::<crate::records::FrameRecords>()?;
     m.add_class::<JsonLines>()?;
