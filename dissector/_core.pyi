@@ -61,19 +61,6 @@ _LatencyFigures: TypeAlias = tuple[int, float, float | None, list[float], int]
 #: ack, flags, window, payload, missing_tail).
 _TcpSegmentFields: TypeAlias = tuple[int, float, str, int, str, int, int, int, int, int, bytes, int]
 
-#: ``TcpReassembler``'s stream events; side 0 is ``a``.
-#: ("opened", conn, time, packet, mid_stream, a_ip, a_port, b_ip, b_port, saw_syn)
-_Opened: TypeAlias = tuple[Literal["opened"], int, float, int, bool, str, int, str, int, bool]
-#: ("data", conn, side, data, offset, time, packet, saw_syn)
-_Data: TypeAlias = tuple[Literal["data"], int, int, bytes, int, float, int, bool]
-#: ("gap", conn, side, offset, length, time, packet, reason, saw_syn)
-_Gap: TypeAlias = tuple[Literal["gap"], int, int, int, int, float, int, str, bool]
-#: ("closed", conn, time, packet, how, [bytes_a, bytes_b], [isn_a, isn_b], first_fin_from, rst_from, saw_syn)
-_Closed: TypeAlias = tuple[
-    Literal["closed"], int, float, int, str, list[int], list[int | None], int | None, int | None, bool
-]
-_StreamEvent: TypeAlias = _Opened | _Data | _Gap | _Closed
-
 #: ``timeline.timeline_plan(protocol)``: (its pieces in the core or None, [(type, role, [(label, keys, how to
 #: show, bytes kind)] or None)]).
 _FieldPlan: TypeAlias = tuple[str, Sequence[str], str, str | None]
@@ -456,60 +443,10 @@ class Dissector(Generic[_FrameT, _EventT]):
     def other_tcp(self, most: int) -> list[_OtherTcp]:
         """TCP off the protocols' ports: the busiest ``most`` server ports."""
 
-@final
-class TcpReassembler:
-    """TCP reassembly on its own: segments in, stream events out as tuples."""
-
-    def __new__(
-        cls,
-        *,
-        max_buffered_bytes_per_direction: int = ...,
-        ooo_wait_packets: int = 1000,
-        hole_timeout: float = 10.0,
-        close_wait_packets: int = 1000,
-        sweep_every: int = 512,
-        tombstone_seconds: float = 240.0,
-        max_tombstones: int = 65536,
-        max_connections: int = 65536,
-        max_buffered_total: int = ...,
-    ) -> Self:
-        """A reassembler with these caps."""
-    def feed(
-        self,
-        packet_index: int,
-        timestamp: float,
-        src_ip: str,
-        src_port: int,
-        dst_ip: str,
-        dst_port: int,
-        seq: int,
-        ack: int,
-        flags: int,
-        window: int,
-        payload: ReadableBuffer,
-        missing_tail: int,
-    ) -> list[_StreamEvent]:
-        """One segment: the stream events it causes."""
-    def expire(self, now: float | None = None) -> list[_StreamEvent]:
-        """The time-based policies at ``now`` (default: the last timestamp seen)."""
-    def finish(self) -> list[_StreamEvent]:
-        """The end of the capture: holes lost, buffers delivered, every connection closed."""
-    def stats(self) -> dict[str, int]:
-        """The counters, by name, in order."""
-    def open_connections(self) -> list[int]:
-        """The ids of the open connections, oldest first."""
-    def table_sizes(self) -> tuple[int, int, int]:
-        """(directions tracked, connections pending, tombstones)."""
-
 def tcp_segment(
     index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int
 ) -> _TcpSegmentFields | None:
     """The TCP segment of one captured packet as a tuple of a ``TcpSegment``'s fields, or None (not TCP)."""
-
-
-
-def endpoint(ip_text: str, port: int) -> str:
-    """``"ip:port"`` (IPv6 in brackets), as the records name an endpoint."""
 
 # -------------------------------------------------------------------------------------------- analysis
 

@@ -1,6 +1,5 @@
 //! The transport stages as Python classes: ``Dissector`` (the pipeline ``dissector.pipeline`` wraps), and
-//! thin bindings of the stages on their own for the tests and tools (``tcp_segment``, ``TcpReassembler``),
-//! returning plain tuples.
+//! ``tcp_segment`` (a packet's TCP segment as a plain tuple, for ``dissector/capture/netlayers.py``).
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -8,8 +7,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::capture::{read_batch, selected_segments, FileStage, Selection};
 use crate::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
 use crate::protocol::{DecodeOptions, Protocol};
-use engine::transport::net::{endpoint_text, tcp_segment as parse_segment, Ip, Segment};
-use engine::transport::reassembly::{Config, Reassembler, StreamEvent};
+use engine::transport::net::{tcp_segment as parse_segment, Ip, Segment};
+use engine::transport::reassembly::Config;
 
 /// Bytes of a ``bytes`` object without a copy, or of anything else with the buffer protocol.
 fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
@@ -398,170 +397,8 @@ pub fn tcp_segment<'py>(
     })?
 }
 
-/// The reassembly on its own: segments in, stream events out as tuples —
-/// ("opened", conn, time, packet, mid_stream, a_ip, a_port, b_ip, b_port, saw_syn),
-/// ("data", conn, side, data, offset, time, packet, saw_syn), ("gap", conn, side, offset, length, time, packet,
-/// reason, saw_syn), ("closed", conn, time, packet, how, (bytes_a, bytes_b), (isn_a, isn_b), first_fin_from, rst_from, saw_syn);
-/// side 0 is ``a``.
-#[pyclass(unsendable, module = "dissector._core")]
-pub struct TcpReassembler {
-    inner: Reassembler,
-}
-
-fn events_to_py<'py>(py: Python<'py>, events: Vec<StreamEvent>) -> PyResult<Bound<'py, PyList>> {
-    let out = PyList::empty(py);
-    for ev in events {
-        let t = match ev {
-            StreamEvent::Opened { conn, time, packet, mid_stream } => (
-                "opened",
-                conn.id,
-                time,
-                packet,
-                mid_stream,
-                conn.a.ip.to_string(),
-                conn.a.port,
-                conn.b.ip.to_string(),
-                conn.b.port,
-                conn.saw_syn,
-            )
-                .into_pyobject(py)?
-                .into_any(),
-            StreamEvent::Data { conn, side, saw_syn, data, offset, time, packet } => {
-                ("data", conn, side, PyBytes::new(py, &data), offset, time, packet, saw_syn)
-                    .into_pyobject(py)?
-                    .into_any()
-            }
-            StreamEvent::Gap { conn, side, saw_syn, offset, length, time, packet, reason } => {
-                ("gap", conn, side, offset, length, time, packet, reason, saw_syn).into_pyobject(py)?.into_any()
-            }
-            StreamEvent::Closed { conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn } => {
-                ("closed", conn, time, packet, how, bytes, isn, first_fin_from, rst_from, saw_syn)
-                    .into_pyobject(py)?
-                    .into_any()
-            }
-            // counted in the stats; the pipeline reports them as events
-            StreamEvent::Ignored { .. } | StreamEvent::BufferDropped { .. } => continue,
-        };
-        out.append(t)?;
-    }
-    Ok(out)
-}
-
-#[pymethods]
-impl TcpReassembler {
-    #[new]
-    #[pyo3(signature = (*, max_buffered_bytes_per_direction=8 * 1024 * 1024, ooo_wait_packets=1000, hole_timeout=10.0,
-                        close_wait_packets=1000, sweep_every=512, tombstone_seconds=240.0, max_tombstones=65536,
-                        max_connections=65536, max_buffered_total=64 * 1024 * 1024))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        max_buffered_bytes_per_direction: i64,
-        ooo_wait_packets: i64,
-        hole_timeout: f64,
-        close_wait_packets: i64,
-        sweep_every: u64,
-        tombstone_seconds: f64,
-        max_tombstones: usize,
-        max_connections: usize,
-        max_buffered_total: i64,
-    ) -> TcpReassembler {
-        TcpReassembler {
-            inner: Reassembler::new(Config {
-                max_buffered: max_buffered_bytes_per_direction,
-                max_buffered_total,
-                ooo_wait_packets,
-                hole_timeout,
-                close_wait_packets,
-                sweep_every,
-                tombstone_seconds,
-                max_tombstones,
-                max_connections,
-            }),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn feed<'py>(
-        &mut self,
-        py: Python<'py>,
-        packet_index: i64,
-        timestamp: f64,
-        src_ip: &str,
-        src_port: u16,
-        dst_ip: &str,
-        dst_port: u16,
-        seq: u32,
-        ack: u32,
-        flags: u16,
-        window: u16,
-        payload: Bound<'py, PyAny>,
-        missing_tail: usize,
-    ) -> PyResult<Bound<'py, PyList>> {
-        let (src, dst) = (ip(src_ip)?, ip(dst_ip)?);
-        let mut events = Vec::new();
-        with_bytes(&payload, |payload| {
-            let seg = Segment {
-                packet_index,
-                timestamp,
-                src,
-                src_port,
-                dst,
-                dst_port,
-                seq,
-                ack,
-                flags,
-                window,
-                payload,
-                missing_tail,
-            };
-            self.inner.feed(&seg, &mut events);
-        })?;
-        events_to_py(py, events)
-    }
-
-    #[pyo3(signature = (now=None))]
-    fn expire<'py>(&mut self, py: Python<'py>, now: Option<f64>) -> PyResult<Bound<'py, PyList>> {
-        let mut events = Vec::new();
-        self.inner.expire(now, &mut events);
-        events_to_py(py, events)
-    }
-
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let mut events = Vec::new();
-        self.inner.finish(&mut events);
-        events_to_py(py, events)
-    }
-
-    /// The counters, by name, in order.
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        for (k, v) in self.inner.stats().items() {
-            d.set_item(k, v)?;
-        }
-        Ok(d)
-    }
-
-    /// The ids of the open connections, oldest first.
-    fn open_connections(&self) -> Vec<u64> {
-        self.inner.open_connections()
-    }
-
-    /// (directions tracked, connections pending, tombstones).
-    fn table_sizes(&self) -> (usize, usize, usize) {
-        self.inner.table_sizes()
-    }
-}
-
-/// "ip:port" (IPv6 in brackets), as the records name an endpoint.
-#[pyfunction]
-pub fn endpoint(ip_text: &str, port: u16) -> PyResult<String> {
-    Ok(endpoint_text(&ip(ip_text)?, port))
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dissector>()?;
-    m.add_class::<TcpReassembler>()?;
     m.add_function(wrap_pyfunction!(tcp_segment, m)?)?;
-    m.add_function(wrap_pyfunction!(endpoint, m)?)?;
     Ok(())
 }
