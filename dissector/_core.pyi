@@ -57,10 +57,6 @@ _TableBuffers: TypeAlias = tuple[int, list[tuple[bytes, bytes, bytes]]]
 #: (count, total, max or None, sample, cap) of a latency sample.
 _LatencyFigures: TypeAlias = tuple[int, float, float | None, list[float], int]
 
-#: The fields of a ``netlayers.TcpSegment``: (packet_index, timestamp, src_ip, src_port, dst_ip, dst_port, seq,
-#: ack, flags, window, payload, missing_tail).
-_TcpSegmentFields: TypeAlias = tuple[int, float, str, int, str, int, int, int, int, int, bytes, int]
-
 #: ``timeline.timeline_plan(protocol)``: (its pieces in the core or None, [(type, role, [(label, keys, how to
 #: show, bytes kind)] or None)]).
 _FieldPlan: TypeAlias = tuple[str, Sequence[str], str, str | None]
@@ -442,11 +438,6 @@ class Dissector(Generic[_FrameT, _EventT]):
         """The number of the last packet fed."""
     def other_tcp(self, most: int) -> list[_OtherTcp]:
         """TCP off the protocols' ports: the busiest ``most`` server ports."""
-
-def tcp_segment(
-    index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int
-) -> _TcpSegmentFields | None:
-    """The TCP segment of one captured packet as a tuple of a ``TcpSegment``'s fields, or None (not TCP)."""
 
 # -------------------------------------------------------------------------------------------- analysis
 

@@ -1,8 +1,7 @@
-//! The transport stages as Python classes: ``Dissector`` (the pipeline ``dissector.pipeline`` wraps), and
-//! ``tcp_segment`` (a packet's TCP segment as a plain tuple, for ``dissector/capture/netlayers.py``).
+//! The transport stages as a Python class: ``Dissector`` (the pipeline ``dissector.pipeline`` wraps).
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::capture::{read_batch, selected_segments, FileStage, Selection};
 use crate::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
@@ -364,41 +363,7 @@ impl FileStage for Dissector {
     }
 }
 
-/// The TCP segment of one captured packet as a tuple (packet_index, timestamp, src_ip, src_port, dst_ip,
-/// dst_port, seq, ack, flags, window, payload, missing_tail), or None.
-#[pyfunction]
-pub fn tcp_segment<'py>(
-    py: Python<'py>,
-    index: i64,
-    timestamp: f64,
-    linktype: u32,
-    data: Bound<'py, PyAny>,
-    orig_len: usize,
-) -> PyResult<Option<Bound<'py, PyTuple>>> {
-    with_bytes(&data, |bytes| {
-        let Some(s) = parse_segment(index, timestamp, linktype, bytes, orig_len) else { return Ok(None) };
-        Ok(Some(PyTuple::new(
-            py,
-            [
-                s.packet_index.into_pyobject(py)?.into_any(),
-                s.timestamp.into_pyobject(py)?.into_any(),
-                s.src.to_string().into_pyobject(py)?.into_any(),
-                s.src_port.into_pyobject(py)?.into_any(),
-                s.dst.to_string().into_pyobject(py)?.into_any(),
-                s.dst_port.into_pyobject(py)?.into_any(),
-                s.seq.into_pyobject(py)?.into_any(),
-                s.ack.into_pyobject(py)?.into_any(),
-                s.flags.into_pyobject(py)?.into_any(),
-                s.window.into_pyobject(py)?.into_any(),
-                PyBytes::new(py, s.payload).into_any(),
-                s.missing_tail.into_pyobject(py)?.into_any(),
-            ],
-        )?))
-    })?
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Dissector>()?;
-    m.add_function(wrap_pyfunction!(tcp_segment, m)?)?;
     Ok(())
 }
