@@ -10,7 +10,7 @@ such names.
 
 The core builds instances of Python classes it is given: per object (``Dissector``, ``AnalysedDissector``,
 ``CaptureReader``: generic in those classes), or once for the whole module by ``bind``
-(``decode_frame``, ``decode_tubemq_frame``: ``dissector.model.Decoded`` and
+(``decode_frame``: ``dissector.model.Decoded`` and
 ``dissector.problems.Finding``, which ``dissector.protocols.pulsar.decode`` binds at import).
 
 Constructors are ``__new__`` (the core's ``#[new]``); a class Python cannot subclass is ``@final``. mypy's
@@ -280,8 +280,6 @@ def bind(decoded: type[DataclassInstance], section: type[DataclassInstance], fin
 def decode_frame(frame: bytes, missing: int = 0, max_decompressed: int = ..., brief: bool = False) -> Decoded:
     """Decode one Pulsar frame (``missing`` bytes lost at its end) into the bound ``Decoded``."""
 
-def message_records(messages: list[Any], base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The JSON-contract records of a frame's messages (``base``: a MESSAGE command's message_id)."""
 
 def finding_text(severity_and_message: _SeverityAndMessage, pid: str, params: dict[str, Any]) -> tuple[str, str]:
     """(severity, text) of finding ``pid`` with ``params`` as the core's record writer makes it."""
@@ -289,14 +287,10 @@ def finding_text(severity_and_message: _SeverityAndMessage, pid: str, params: di
 def command_types() -> dict[int, str]:
     """Pulsar's BaseCommand type names by number, as the schema declares them."""
 
-def subcommand_fields() -> dict[int, str]:
-    """Pulsar's BaseCommand sub-command field names by number."""
 
 def tubemq_methods() -> list[tuple[int, str, str, str | None, str | None]]:
     """TubeMQ's method table: (id, constant, server role, request message, response message)."""
 
-def decode_tubemq_frame(frame: bytes, missing: int = 0, brief: bool = False) -> Decoded:
-    """Decode one TubeMQ frame (``missing`` bytes lost at its end) into the bound ``Decoded``."""
 
 def _json_dumps(value: _Plain) -> bytes:
     """Test support: a plain value written by the core's JSON writer."""

@@ -9,8 +9,7 @@ import framebuild as fb
 from dissector.options import Options
 from dissector.problems import Finding, spec
 from pb_oracle import message_to_dict
-from dissector.protocols.pulsar.commands import (COMMANDS, MESSAGE, PAYLOAD_TYPES, SEND, SUBCOMMAND_FIELD, TYPE_NAMES,
-                                                 TYPE_NUMBERS)
+from dissector.protocols.pulsar.commands import COMMANDS, MESSAGE, PAYLOAD_TYPES, SEND, TYPE_NAMES, TYPE_NUMBERS
 from dissector.protocols.pulsar.decode import decode_frame
 from pulsar_pb import PulsarApi_pb2 as api
 
@@ -66,7 +65,6 @@ def test_type_table_matches_the_protocol():
     assert not set(range(41, 50)) & set(TYPE_NAMES) and 69 not in TYPE_NAMES
     # sub-command for type N lives in BaseCommand field N, under upstream's (mixed-style) field names
     assert fb.SUBCOMMAND_FIELD_NUMBER == {n: n for n in fb.TYPE_NAMES}
-    assert SUBCOMMAND_FIELD == fb.SUBCOMMAND_FIELD_NAME
     assert {TYPE_NAMES[n] for n in PAYLOAD_TYPES} == fb.PAYLOAD_TYPE_NAMES
     assert (TYPE_NAMES[SEND], TYPE_NAMES[MESSAGE]) == ("SEND", "MESSAGE")
     assert TYPE_NUMBERS == fb.TYPE_NUMBERS
@@ -83,7 +81,7 @@ def test_every_type_round_trips(num):
     assert dec.findings == []  # also: no frame.size_mismatch, so TOTAL_SIZE == len(frame) - 4 was read
     assert dec.command is not None
     # the sub-command was read as upstream's message for this type, field by field
-    assert api.BaseCommand.DESCRIPTOR.fields_by_name[SUBCOMMAND_FIELD[num]].message_type.name \
+    assert api.BaseCommand.DESCRIPTOR.fields_by_name[fb.SUBCOMMAND_FIELD_NAME[num]].message_type.name \
         == fb.SUBCOMMAND_MESSAGE[num]
     assert dec.command == message_to_dict(subcommand_for_type(num))
     assert dec.size == len(frame)
