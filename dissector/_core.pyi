@@ -356,9 +356,6 @@ class CaptureReader(Generic[_PacketT]):
     def fcs_len(self) -> int | None:
         """Classic pcap: the FCS length (None for pcapng or when not given)."""
     @property
-    def _buffer_peak(self) -> int:
-        """The most bytes the read buffer held at once."""
-    @property
     def notes(self) -> list[tuple[str, dict[str, int | str | None]]]:
         """The reader's notes so far, as (id, params) in the order found."""
 
