@@ -9,8 +9,8 @@ this stub's own: they describe the duck-typed Python objects the core reads (``d
 such names.
 
 The core builds instances of Python classes it is given: per object (``Dissector``, ``AnalysedDissector``,
-``ConversationCore``, ``CaptureReader``, ``ChunkAssembler``: generic in those classes), or once for the whole
-module by ``bind`` (``decode_frame``, ``decode_tubemq_frame``, ``decompress``: ``dissector.model.Decoded`` and
+``CaptureReader``: generic in those classes), or once for the whole module by ``bind``
+(``decode_frame``: ``dissector.model.Decoded`` and
 ``dissector.problems.Finding``, which ``dissector.protocols.pulsar.decode`` binds at import).
 
 Constructors are ``__new__`` (the core's ``#[new]``); a class Python cannot subclass is ``@final``. mypy's
@@ -56,29 +56,6 @@ _TableBuffers: TypeAlias = tuple[int, list[tuple[bytes, bytes, bytes]]]
 
 #: (count, total, max or None, sample, cap) of a latency sample.
 _LatencyFigures: TypeAlias = tuple[int, float, float | None, list[float], int]
-
-#: The fields of a ``netlayers.TcpSegment``: (packet_index, timestamp, src_ip, src_port, dst_ip, dst_port, seq,
-#: ack, flags, window, payload, missing_tail).
-_TcpSegmentFields: TypeAlias = tuple[int, float, str, int, str, int, int, int, int, int, bytes, int]
-
-#: ``TcpReassembler``'s stream events; side 0 is ``a``.
-#: ("opened", conn, time, packet, mid_stream, a_ip, a_port, b_ip, b_port, saw_syn)
-_Opened: TypeAlias = tuple[Literal["opened"], int, float, int, bool, str, int, str, int, bool]
-#: ("data", conn, side, data, offset, time, packet, saw_syn)
-_Data: TypeAlias = tuple[Literal["data"], int, int, bytes, int, float, int, bool]
-#: ("gap", conn, side, offset, length, time, packet, reason, saw_syn)
-_Gap: TypeAlias = tuple[Literal["gap"], int, int, int, int, float, int, str, bool]
-#: ("closed", conn, time, packet, how, [bytes_a, bytes_b], [isn_a, isn_b], first_fin_from, rst_from, saw_syn)
-_Closed: TypeAlias = tuple[
-    Literal["closed"], int, float, int, str, list[int], list[int | None], int | None, int | None, bool
-]
-_StreamEvent: TypeAlias = _Opened | _Data | _Gap | _Closed
-
-#: ``PduSplitter``'s items: ("pdu", data, offset, first_packet, last_packet, first_time, time, missing,
-#: oversized) and ("note", kind, offset, length, time, packet, details, params).
-_Pdu: TypeAlias = tuple[Literal["pdu"], bytes, int, int, int, float, float, int, bool]
-_Note: TypeAlias = tuple[Literal["note"], str, int, int, float, int, dict[str, Any], dict[str, Any]]
-_SplitItem: TypeAlias = _Pdu | _Note
 
 #: ``timeline.timeline_plan(protocol)``: (its pieces in the core or None, [(type, role, [(label, keys, how to
 #: show, bytes kind)] or None)]).
@@ -303,13 +280,6 @@ def bind(decoded: type[DataclassInstance], section: type[DataclassInstance], fin
 def decode_frame(frame: bytes, missing: int = 0, max_decompressed: int = ..., brief: bool = False) -> Decoded:
     """Decode one Pulsar frame (``missing`` bytes lost at its end) into the bound ``Decoded``."""
 
-def decompress(
-    codec: int, data: bytes, declared_size: int | None, max_size: int
-) -> tuple[bytes | None, Finding | None]:
-    """Decompress a payload, bounded: (bytes or None, payload.decompression finding or None)."""
-
-def message_records(messages: list[Any], base: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The JSON-contract records of a frame's messages (``base``: a MESSAGE command's message_id)."""
 
 def finding_text(severity_and_message: _SeverityAndMessage, pid: str, params: dict[str, Any]) -> tuple[str, str]:
     """(severity, text) of finding ``pid`` with ``params`` as the core's record writer makes it."""
@@ -317,14 +287,10 @@ def finding_text(severity_and_message: _SeverityAndMessage, pid: str, params: di
 def command_types() -> dict[int, str]:
     """Pulsar's BaseCommand type names by number, as the schema declares them."""
 
-def subcommand_fields() -> dict[int, str]:
-    """Pulsar's BaseCommand sub-command field names by number."""
 
 def tubemq_methods() -> list[tuple[int, str, str, str | None, str | None]]:
     """TubeMQ's method table: (id, constant, server role, request message, response message)."""
 
-def decode_tubemq_frame(frame: bytes, missing: int = 0, brief: bool = False) -> Decoded:
-    """Decode one TubeMQ frame (``missing`` bytes lost at its end) into the bound ``Decoded``."""
 
 def _json_dumps(value: _Plain) -> bytes:
     """Test support: a plain value written by the core's JSON writer."""
@@ -390,9 +356,6 @@ class CaptureReader(Generic[_PacketT]):
     def fcs_len(self) -> int | None:
         """Classic pcap: the FCS length (None for pcapng or when not given)."""
     @property
-    def _buffer_peak(self) -> int:
-        """The most bytes the read buffer held at once."""
-    @property
     def notes(self) -> list[tuple[str, dict[str, int | str | None]]]:
         """The reader's notes so far, as (id, params) in the order found."""
 
@@ -456,8 +419,6 @@ class Dissector(Generic[_FrameT, _EventT]):
     @property
     def numbering(self) -> tuple[int, int]:
         """(frames numbered so far, the id of the next connection)."""
-    def set_numbering(self, frames: int | None = None, next_conn: int | None = None) -> None:
-        """Number the next frame ``frames`` + 1 and the next connection ``next_conn``."""
     def set_finish_base(self, conn: int, base: int) -> None:
         """Number the frames the end of the capture leaves on ``conn`` from ``base`` + 1."""
     @property
@@ -469,112 +430,7 @@ class Dissector(Generic[_FrameT, _EventT]):
     def other_tcp(self, most: int) -> list[_OtherTcp]:
         """TCP off the protocols' ports: the busiest ``most`` server ports."""
 
-@final
-class TcpReassembler:
-    """TCP reassembly on its own: segments in, stream events out as tuples."""
-
-    def __new__(
-        cls,
-        *,
-        max_buffered_bytes_per_direction: int = ...,
-        ooo_wait_packets: int = 1000,
-        hole_timeout: float = 10.0,
-        close_wait_packets: int = 1000,
-        sweep_every: int = 512,
-        tombstone_seconds: float = 240.0,
-        max_tombstones: int = 65536,
-        max_connections: int = 65536,
-        max_buffered_total: int = ...,
-    ) -> Self:
-        """A reassembler with these caps."""
-    def feed(
-        self,
-        packet_index: int,
-        timestamp: float,
-        src_ip: str,
-        src_port: int,
-        dst_ip: str,
-        dst_port: int,
-        seq: int,
-        ack: int,
-        flags: int,
-        window: int,
-        payload: ReadableBuffer,
-        missing_tail: int,
-    ) -> list[_StreamEvent]:
-        """One segment: the stream events it causes."""
-    def expire(self, now: float | None = None) -> list[_StreamEvent]:
-        """The time-based policies at ``now`` (default: the last timestamp seen)."""
-    def finish(self) -> list[_StreamEvent]:
-        """The end of the capture: holes lost, buffers delivered, every connection closed."""
-    def stats(self) -> dict[str, int]:
-        """The counters, by name, in order."""
-    def open_connections(self) -> list[int]:
-        """The ids of the open connections, oldest first."""
-    def table_sizes(self) -> tuple[int, int, int]:
-        """(directions tracked, connections pending, tombstones)."""
-
-@final
-class PduSplitter:
-    """The PDU splitter on its own, for one protocol: feed / gap / finish return PDU and note tuples."""
-
-    def __new__(cls, protocol: _WireSpec, *, synced: bool = True, max_frame_size: int, start_offset: int = 0) -> Self:
-        """A splitter for ``protocol``; ``synced``: the next byte is a PDU boundary."""
-    def feed(self, data: ReadableBuffer, timestamp: float, packet_index: int) -> list[_SplitItem]:
-        """Bytes of the stream: the PDUs and notes they complete."""
-    def gap(self, length: int, timestamp: float, packet_index: int) -> list[_SplitItem]:
-        """``length`` bytes were lost before the next data."""
-    def finish(self, timestamp: float, packet_index: int) -> list[_SplitItem]:
-        """The end of the stream: what could not be framed."""
-    @property
-    def synced(self) -> bool:
-        """Whether the next byte is known to be a PDU boundary."""
-    @property
-    def foreign(self) -> str | None:
-        """The protocol the stream was recognised as, if another."""
-    @property
-    def buffered(self) -> bytes:
-        """The bytes held for a PDU not yet complete."""
-
-def tcp_segment(
-    index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int
-) -> _TcpSegmentFields | None:
-    """The TCP segment of one captured packet as a tuple of a ``TcpSegment``'s fields, or None (not TCP)."""
-
-def pulsar_oversized_head(buf: ReadableBuffer, pos: int, end: int) -> tuple[int, int] | int | None:
-    """Pulsar: (head, frame length) of an oversized SEND/MESSAGE at ``pos``, 0 (need more), or None."""
-
-def pulsar_looks_like_frame(buf: ReadableBuffer, start: int, total: int, cmd_size: int, end: int) -> bool | None:
-    """Pulsar: whether a frame starts at ``start`` (None: more bytes up to ``end`` needed)."""
-
-def endpoint(ip_text: str, port: int) -> str:
-    """``"ip:port"`` (IPv6 in brackets), as the records name an endpoint."""
-
 # -------------------------------------------------------------------------------------------- analysis
-
-@final
-class ConversationCore(Generic[_FrameT, _AnnotatedT, _EventT]):
-    """Pairing and session state for every connection, fed Python frames and events."""
-
-    def __new__(
-        cls,
-        options: _AnalysisOptions,
-        classes: tuple[type[_FrameT], type[_AnnotatedT], type[_EventT], _FindingClass[Any]],
-        protocol_spec: _SpecOf,
-    ) -> ConversationCore[_FrameT, _AnnotatedT, _EventT]:
-        """``classes``: (Frame, Annotated, Event, Finding); ``protocol_spec``: the protocol registry's ``get``."""
-    def process(self, item: _FrameT | _EventT, out: list[_AnnotatedT | _EventT]) -> None:
-        """Append what ``item`` (a frame or an event) becomes, and the events it causes, to ``out``."""
-    def tick(self, now: float, out: list[_AnnotatedT | _EventT]) -> None:
-        """The clock moved to ``now``: append the requests past the operation timeout."""
-    def finish(self) -> list[_EventT]:
-        """The events of the end of every connection still open."""
-    def table_sizes(self, conn: int) -> dict[str, Any] | None:
-        """The sizes of a connection's tables (None when it is not open), for tests."""
-    def waiting(self, conn: int) -> list[tuple[int, str, dict[str, Any]]]:
-        """The requests waiting on a connection, oldest first: (index, type, kept fields), for tests."""
-    def shared_sizes(self, protocol: str) -> dict[str, Any]:
-        """The sizes of a protocol's state shared by its connections, for tests."""
 
 @final
 class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
@@ -627,8 +483,6 @@ class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
     @property
     def numbering(self) -> tuple[int, int]:
         """(frames numbered so far, the id of the next connection)."""
-    def set_numbering(self, frames: int | None = None, next_conn: int | None = None) -> None:
-        """Number the next frame ``frames`` + 1 and the next connection ``next_conn``."""
     def set_finish_base(self, conn: int, base: int) -> None:
         """Number the frames the end of the capture leaves on ``conn`` from ``base`` + 1."""
     @property
@@ -647,40 +501,6 @@ class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
         """The number of the last packet fed."""
     def other_tcp(self, most: int) -> list[_OtherTcp]:
         """TCP off the protocols' ports: the busiest ``most`` server ports."""
-
-@final
-class ChunkAssembler(Generic[_FindingT]):
-    """Pulsar's chunked-message reassembly on its own, for tests."""
-
-    def __new__(
-        cls,
-        finding_class: _FindingClass[_FindingT],
-        max_decompressed: int,
-        max_pending: int,
-        max_kept_bytes: int | None = None,
-        mid_stream: bool | None = None,
-        client_max_pending: int = ...,
-        client_expire_s: float = ...,
-    ) -> ChunkAssembler[_FindingT]:
-        """An assembler with these caps, making findings of ``finding_class``."""
-    def add(
-        self,
-        key: tuple[str, _Plain],
-        frame_index: int,
-        md: dict[str, Any],
-        compression: int,
-        chunk: bytes | None,
-        findings: list[_FindingT],
-        time: float | None = None,
-        checksum: str | None = None,
-    ) -> dict[str, Any] | None:
-        """Feed one chunk (``key``: direction, producer or consumer id): the whole message or None; findings
-        appended to ``findings``."""
-    def pending(self) -> list[tuple[Any, list[int], int, int]]:
-        """Messages still being reassembled: (uuid, frames, chunks seen, num_chunks)."""
-    @property
-    def kept_bytes(self) -> int:
-        """Bytes of compressed chunks held."""
 
 # --------------------------------------------------------------------------------------------- records
 

@@ -1,62 +1,105 @@
 """Conversation analysis on synthetic conversations: pairing, latency, session state, anomalies.
 
-Frames are built byte for byte (tests/framebuild.py), decoded by the real decoder, and fed to the analyzer as
-they would come out of the pipeline, with interleaving and reordering across connections.
+Frames are built byte for byte (tests/framebuild.py), written as a capture of several interleaved connections
+(each frame one TCP segment, each connection opened by its handshake and closed by FINs when the test closes
+it) and dissected end to end (``dissector.run.analysed_events``): the Pulsar command table declared in Python
+(``dissector/protocols/pulsar/commands.py``) is what pairs them. The analyzer's mechanics on their own are cargo
+tests (crates/engine/tests/analysis.rs, pulsar_session.rs).
 """
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
+import pcapgen
 from framebuild import message_frame, metadata, payload_frame, raw_frame, send_frame, simple_frame
 
-from dissector.analysis.conversation import ConversationAnalyzer
-from dissector.model import Annotated, Event, Frame
+from dissector.model import Annotated, Event
 from dissector.options import Options
 from dissector.problems import message, severity
-from dissector.protocols.pulsar.decode import decode_frame
+from dissector.run import analysed_events
 
 TO_BROKER, TO_CLIENT = "to_broker", "to_client"
-BROKER = "10.0.0.1:6650"
+BROKER_IP, BROKER_PORT = "10.0.0.1", 6650
+SYN, FIN, ACK, PSH = 0x02, 0x01, 0x10, 0x08
+
+
+class _Seen:
+    """What the analysis made of one frame (its ``model.Annotated``), read when first asked for."""
+
+    def __init__(self, conversation: Conversation, position: int) -> None:
+        self._conversation = conversation
+        self._position = position
+
+    def __getattr__(self, name: str):
+        return getattr(self._conversation.annotated()[self._position], name)
 
 
 class Conversation:
-    """Feeds frames of several connections to one analyzer; records every event it sees."""
+    """Frames of several connections as one capture, dissected end to end; the capture is written and
+    dissected again whenever an answer is asked for after frames were added (the analysis of a frame depends
+    only on what came before it)."""
 
     def __init__(self, options: Options | None = None) -> None:
-        self.analyzer = ConversationAnalyzer(options)
-        self.opened: set[int] = set()
-        self.index = 0
-        self.frames: list[Annotated] = []
-        self.events: list[Event] = []
+        self.options = options or Options()
+        self.packets: list[tuple[float, bytes]] = []
+        self.seq: dict[int, list[int]] = {}  # connection -> [next client seq, next broker seq]
+        self.frames: list[_Seen] = []
+        self._dir = tempfile.TemporaryDirectory()
+        self._path = Path(self._dir.name) / "conversation.pcap"
+        self._done: tuple[int, list[Annotated], list[Event]] = (-1, [], [])
 
-    def _feed(self, item) -> list:
-        out: list = []
-        self.analyzer.process(item, out)
-        return out
+    def _packet(self, cid: int, to_broker: bool, flags: int, payload: bytes, time: float) -> None:
+        client, broker = self.seq[cid]
+        src, dst = ("10.0.0.2", 40000 + cid), (BROKER_IP, BROKER_PORT)
+        seq, ack = (client, broker) if to_broker else (broker, client)
+        if not to_broker:
+            src, dst = dst, src
+        segment = pcapgen.ipv4_tcp(src[0], dst[0], src[1], dst[1], seq, ack, flags, payload)
+        self.packets.append((time, pcapgen.ether(segment)))
+        used = len(payload) + (1 if flags & (SYN | FIN) else 0)
+        self.seq[cid][0 if to_broker else 1] += used
 
-    def frame(self, cid: int, direction: str, raw: bytes, time: float) -> Annotated:
-        client = f"10.0.0.2:{40000 + cid}"
-        if cid not in self.opened:
-            self.opened.add(cid)
-            self._feed(Event("CONNECTION_OPENED", time, 0, cid, client, BROKER, TO_BROKER,
-                             details={"client": client, "broker": BROKER, "mid_stream": False}))
-        src, dst = (client, BROKER) if direction == TO_BROKER else (BROKER, client)
-        self.index += 1
-        frame = Frame(self.index, "pulsar", cid, src, dst, direction, time, time, self.index, self.index, 0,
-                      decode_frame(raw))
-        out = self._feed(frame)
-        (annotated,) = [a for a in out if type(a) is Annotated]
-        assert annotated.frame is frame  # the frame itself is never replaced
-        self.events.extend(e for e in out if e is not annotated)
-        self.frames.append(annotated)
-        return annotated
+    def frame(self, cid: int, direction: str, raw: bytes, time: float) -> _Seen:
+        if cid not in self.seq:
+            self.seq[cid] = [1000 * cid, 500_000 * cid]
+            self._packet(cid, True, SYN, b"", time)
+            self._packet(cid, False, SYN | ACK, b"", time)
+            self._packet(cid, True, ACK, b"", time)
+        self._packet(cid, direction == TO_BROKER, PSH | ACK, raw, time)
+        seen = _Seen(self, len(self.frames))
+        self.frames.append(seen)
+        return seen
 
     def close(self, cid: int, time: float) -> None:
-        self.events.extend(self._feed(Event("CONNECTION_CLOSED", time, 0, cid, details={"how": "fin"}))[1:])
+        self._packet(cid, True, FIN | ACK, b"", time)
+        self._packet(cid, False, FIN | ACK, b"", time)
+        self._packet(cid, True, ACK, b"", time)
 
     def finish(self) -> None:
-        self.events.extend(self.analyzer.finish())
+        """The end of the capture ends what is still open (as every run of the capture does)."""
+
+    def _run(self) -> tuple[list[Annotated], list[Event]]:
+        if self._done[0] != len(self.packets):
+            pcapgen.write_pcap(self._path, self.packets)
+            items = list(analysed_events(self._path, self.options))
+            annotated = [i for i in items if type(i) is Annotated]
+            assert len(annotated) == len(self.frames), [type(i).__name__ for i in items]
+            events = [i for i in items if type(i) is Event
+                      and i.kind not in ("CONNECTION_OPENED", "CONNECTION_CLOSED")]
+            self._done = (len(self.packets), annotated, events)
+        return self._done[1], self._done[2]
+
+    def annotated(self) -> list[Annotated]:
+        return self._run()[0]
+
+    @property
+    def events(self) -> list[Event]:
+        """The analysis' events (the pipeline's own connection events left out), the end of capture's included."""
+        return self._run()[1]
 
 
 def findings(a: Annotated) -> list:
@@ -286,8 +329,8 @@ def test_remembered_message_ids_are_capped():
     c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1), 0)
     for i in range(10):
         c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=i), 1 + i / 1000)
-    (consumer,) = c.analyzer.table_sizes(1)["consumers"]
-    assert consumer == {"id": 0, "delivered": 4, "unacked": 4}
+    # (the sizes of the consumer's tables: pulsar_session.rs
+    # remembered_message_ids_are_capped_per_consumer_and_a_forgotten_one_is_delivered_anew)
     assert c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=5), 2).notes.get("delivery") is None
     assert c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=9), 2).notes.get("delivery") == 2
 
@@ -297,12 +340,13 @@ def test_a_consumer_that_never_acks_does_not_grow_without_bound_and_says_so():
     c.frame(1, TO_BROKER, simple_frame("SUBSCRIBE", topic="t", subscription="s", consumer_id=0, request_id=1), 0)
     for i in range(500):
         c.frame(1, TO_CLIENT, message_frame(b"m", consumer_id=0, entry_id=i), 1 + i / 1000)
-    (consumer,) = c.analyzer.table_sizes(1)["consumers"]
-    assert consumer["unacked"] == consumer["delivered"] == 50
-    dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
-    assert [e.details["option"] for e in dropped] == ["max_remembered_messages"]  # said once, not per frame
+    # (the tables stay at 50: pulsar_session.rs a_consumer_that_never_acks_keeps_at_most_the_cap_and_says_so)
     c.close(1, 2.0)
-    totals = [e.details for e in c.events if e.kind == "STATE_DROPPED"][-1]
+    dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
+    # said once when it first happens, not per frame, then the totals when the connection closes
+    assert [e.details["option"] for e in dropped] == ["max_remembered_messages"] * 2
+    assert dropped[0].time == 1 + 50 / 1000
+    totals = dropped[-1].details
     assert totals["dropped"] == 450 and totals["limit"] == 50
 
 
@@ -312,14 +356,11 @@ def test_sends_that_are_never_answered_keep_bounded_state():
     c.frame(1, TO_BROKER, simple_frame("PRODUCER", topic="t", producer_id=0, request_id=1), 0)
     for i in range(1000):
         c.frame(1, TO_BROKER, send_frame(b"x" * 1000, producer_id=0, sequence_id=i), 1 + i / 1000)
-    sizes = c.analyzer.table_sizes(1)
-    assert sizes["order"] == 100 and sizes["waiting"] == 100
-    waiting = c.analyzer.waiting(1)
-    assert len(waiting) == 100
-    assert all(not isinstance(v, (bytes, bytearray)) for w in waiting for v in [*w[:2], *w[2].values()])  # never the payload
-    dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
-    assert len(dropped) == 1 and dropped[0].details["option"] == "max_pending_requests"
+    # (the sizes of the waiting tables: analysis.rs the_pending_cap_forgets_the_oldest_and_says_so_once_then_the_total)
     c.close(1, 5.0)
+    dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
+    assert dropped and {e.details["option"] for e in dropped} == {"max_pending_requests"}
+    assert dropped[0].time == 1 + 99 / 1000  # the 101st request waiting: the PRODUCER and 100 SENDs
     unanswered = [e for e in c.events if e.kind == "UNANSWERED"]
     assert len(unanswered) == 100  # the newest: the PRODUCER and the first SENDs were forgotten
     assert unanswered[-1].details == {"request": c.frames[-1].frame.index, "request_type": "SEND"}
@@ -346,25 +387,23 @@ def test_a_name_learnt_later_does_not_change_what_earlier_frames_carried():
 
 
 def test_the_clock_reports_a_request_past_the_operation_timeout_once_and_in_time_order():
+    """Traffic on another connection moves the clock: each request past the timeout is reported once, at its
+    deadline, in deadline order across connections. (The pipeline's clock on an idle link, without packets, is
+    Dissector.tick: test_pipeline; the analyzer's own: analysis.rs the_clock_reports_an_overdue_request_once.)"""
     c = Conversation(Options(request_timeout=30.0))
     slow = c.frame(1, TO_BROKER, simple_frame("LOOKUP", topic="t", request_id=1), 10.0)
     fast = c.frame(1, TO_BROKER, simple_frame("LOOKUP", topic="t", request_id=2), 11.0)
     c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=2), 11.5)
     other = c.frame(2, TO_BROKER, simple_frame("PARTITIONED_METADATA", topic="t", request_id=1), 12.0)
     late = c.frame(2, TO_BROKER, simple_frame("PARTITIONED_METADATA", topic="u", request_id=2), 20.0)
-    out: list = []
-    c.analyzer.tick(41.0, out)  # idle link: no packet, the wall clock moves on
-    assert [(e.kind, e.details["request"], e.time) for e in out] == [
-        ("OVERDUE", slow.frame.index, 40.0), ("OVERDUE", other.frame.index, 42.0)][:1]
-    c.analyzer.tick(60.0, out)
-    assert [(e.details["request"], e.time) for e in out] == [
-        (slow.frame.index, 40.0), (other.frame.index, 42.0), (late.frame.index, 50.0)]
-    assert fast.frame.index not in [e.details["request"] for e in out]
-    c.analyzer.tick(100.0, out)
-    assert len(out) == 3  # each is reported once
+    for t in (41.0, 60.0, 100.0):  # a third connection's FLOWs, which wait for nothing
+        c.frame(3, TO_BROKER, simple_frame("FLOW", consumer_id=0, messagePermits=1), t)
     answer = c.frame(1, TO_CLIENT, simple_frame("LOOKUP_RESPONSE", request_id=1), 101.0)
-    assert answer.notes["answers"] == slow.frame.index and ids(answer) == ["response.slow"]
     c.close(2, 102.0)
+    overdue = [(e.details["request"], e.time) for e in c.events if e.kind == "OVERDUE"]
+    assert overdue == [(slow.frame.index, 40.0), (other.frame.index, 42.0), (late.frame.index, 50.0)]
+    assert fast.frame.index not in [r for r, _ in overdue]
+    assert answer.notes["answers"] == slow.frame.index and ids(answer) == ["response.slow"]
     assert sorted(e.details["request"] for e in c.events if e.kind == "UNANSWERED") == [other.frame.index,
                                                                                           late.frame.index]
 

@@ -444,7 +444,9 @@ def test_iteration_is_lazy_and_single_pass(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["pcap", "pcapng", "pcap.gz"])
-def test_memory_does_not_grow_with_file_size(tmp_path, fmt):
+def test_a_file_of_many_records_is_read_through(tmp_path, fmt):
+    """What the reader holds meanwhile (a read and a record, not the file) is a cargo test: capture_reader.rs
+    what_the_reader_holds_does_not_grow_with_the_file."""
     pk = frames(30_000, size=300)  # ~10 MB
     f = tmp_path / f"big.{fmt}"
     if fmt == "pcapng":
@@ -457,7 +459,6 @@ def test_memory_does_not_grow_with_file_size(tmp_path, fmt):
         for _p in r:
             n += 1
     assert n == 30_000  # 9.5 MB of records
-    assert r._core._buffer_peak < 3 * 1024 * 1024, r._core._buffer_peak  # a 1 MiB read and a record, not the file
 
 
 # ------------------------------------------------------------------------------------------ truncation
@@ -752,7 +753,6 @@ def test_hostile_pcap_lengths_allocate_nothing(tmp_path, tail, message, gz):
     r, pkts = read_all(f)
     assert len(pkts) == 3
     assert r.truncated.startswith(message), r.truncated
-    assert r._core._buffer_peak < 3 * 1024 * 1024, r._core._buffer_peak
 
 
 @pytest.mark.parametrize(
@@ -775,7 +775,6 @@ def test_hostile_pcapng_lengths(tmp_path, block, message):
     else:
         assert [p.data for p in pkts] == [b"a"]
         assert message in r.truncated, r.truncated
-    assert r._core._buffer_peak < 3 * 1024 * 1024
 
 
 def test_a_record_larger_than_a_read_is_read_whole(tmp_path):
@@ -786,7 +785,6 @@ def test_a_record_larger_than_a_read_is_read_whole(tmp_path):
         pcapgen.write_pcap(f, pk, gzip=gz)
         r, pkts = read_all(f)
         check_same(pkts, pk)
-        assert r._core._buffer_peak < len(big) + 2 * 1024 * 1024
 
 
 # ------------------------------------------------------------------------------------ read errors

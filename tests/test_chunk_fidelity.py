@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import struct
 
 import framebuild as fb
 
-from dissector.analysis.conversation import ConversationAnalyzer
-from dissector.model import Annotated, Event, Frame
+from dissector.model import Annotated, Event
 from dissector.options import Options
-from dissector.problems import REGISTRY, Finding, message
-from dissector.protocols.pulsar.chunks import ChunkAssembler
-from dissector.protocols.pulsar.decode import decode_frame
-from dissector.protocols.pulsar.framing import oversized_head
+from dissector.problems import REGISTRY, message
 from dissector.output.timeline import timeline_format
 from dissector.run import analysed_events, analysed_records
 
@@ -220,73 +217,6 @@ def test_a_message_the_consumer_cannot_decompress_is_not_reassembled(tmp_path):
     assert not any(found(s, "chunk.dropped_by_client") for s in sends)
 
 
-# ----------------------------------------------- what needs the session's frame time, checksum and start
-
-def feed(asm: ChunkAssembler, key: tuple, index: int, uuid: str, cid: int, n: int, body: bytes | None, **kw):
-    findings: list[Finding] = []
-    md = {"uuid": uuid, "chunk_id": cid, "num_chunks_from_msg": n, "producer_name": "p",
-          "total_chunk_msg_size": n * 10}
-    whole = asm.add(key, index, md, 0, body, findings, **kw)
-    for f in findings:
-        message(f.id, f.params)
-    return whole, findings
-
-
-def params(findings: list[Finding], pid: str) -> list[dict]:
-    return [f.params for f in findings if f.id == pid]
-
-
-def test_a_chunk_with_nothing_cached_is_dropped_when_the_connection_was_seen_from_its_start():
-    seen_whole = ChunkAssembler(1 << 20, 8, mid_stream=False)
-    _, findings = feed(seen_whole, ("to_client", 1), 5, "u", 1, 3, b"z" * 10)
-    assert [f.id for f in findings] == ["chunk.dropped_by_client"]
-    assert findings[0].params == {"reason": "uncached", "uuid": "u", "chunk_id": 1, "num_chunks": 3}
-    for mid_stream in (True, None):  # its first chunk may have come before the capture
-        _, findings = feed(ChunkAssembler(1 << 20, 8, mid_stream=mid_stream), ("to_client", 1), 5, "u", 1, 3, b"z")
-        assert [(f.id, f.params) for f in findings] == [("chunk.orphan", {"chunk_id": 1, "num_chunks": 3,
-                                                                          "uuid": "u"})]
-
-
-def test_a_chunk_with_a_bad_checksum_never_reaches_the_consumers_cache():
-    asm = ChunkAssembler(1 << 20, 8, mid_stream=False)
-    key = ("to_client", 1)
-    assert feed(asm, key, 1, "u", 0, 3, b"a" * 10, checksum="valid") == (None, [])
-    _, bad = feed(asm, key, 2, "u", 1, 3, b"b" * 10, checksum="invalid")
-    assert [(f.id, f.params) for f in bad] == [("chunk.dropped_by_client", {"reason": "checksum", "uuid": "u",
-                                                                            "chunk_id": 1, "num_chunks": 3})]
-    _, after = feed(asm, key, 3, "u", 2, 3, b"c" * 10, checksum="valid")
-    assert params(after, "chunk.dropped_by_client") == [{"reason": "out_of_order", "uuid": "u", "chunk_id": 2,
-                                                         "num_chunks": 3, "seen": 1, "frames": [1],
-                                                         "expected": 1}]
-
-
-def test_incomplete_messages_expire_on_the_consumers_timer():
-    """The timer starts with the consumer's first chunk and fires every 60 s; a message is dropped at a firing
-    more than 60 s after its last chunk, so 100 s of silence between two firings is not enough."""
-    asm = ChunkAssembler(1 << 20, 8, mid_stream=False)
-    key = ("to_client", 1)
-    assert feed(asm, key, 1, "u", 0, 4, b"a" * 10, time=0.0) == (None, [])  # firings at 60, 120, 180, ...
-    assert feed(asm, key, 2, "u", 1, 4, b"b" * 10, time=100.0) == (None, [])  # at 60: 60 s since chunk 0, kept
-    _, late = feed(asm, key, 3, "u", 2, 4, b"c" * 10, time=250.0)  # at 120: 20 s; at 180: 80 s: dropped
-    assert params(late, "chunk.dropped_by_client") == [
-        {"reason": "expired", "uuid": "u", "num_chunks": 4, "seen": 2, "frames": [1, 2], "idle_s": 80.0,
-         "expire_s": 60.0},
-        {"reason": "uncached", "uuid": "u", "chunk_id": 2, "num_chunks": 4, "dropped_at": 3}]
-    assert asm.pending() == []
-
-
-def test_the_producer_side_keeps_its_own_rules_whatever_the_consumer_model():
-    asm = ChunkAssembler(1 << 20, 8, mid_stream=False)
-    key = ("to_broker", 1)
-    feed(asm, key, 1, "u", 0, 3, b"a" * 10)
-    _, dup = feed(asm, key, 2, "u", 0, 3, b"a" * 10)
-    assert [(f.id, f.params) for f in dup] == [("chunk.duplicate", {"chunk_id": 0, "uuid": "u"})]
-    feed(asm, key, 3, "u", 1, 3, b"b" * 10)
-    whole, findings = feed(asm, key, 4, "u", 2, 3, b"c" * 10)
-    assert findings == [] and whole["chunks"] == [1, 3, 4] and whole["payload_sha256"] == sha(b"a" * 10 + b"b" * 10
-                                                                                                + b"c" * 10)
-
-
 # ------------------------------------------------------------------------------------------ chunk numbering
 
 _PARAMS = {"chunk_id": 4, "num_chunks": 9, "uuid": "u", "expected": 6, "seen": 4, "frames": [1], "limit": 10,
@@ -379,33 +309,15 @@ def test_each_receipt_answers_its_own_chunk_when_a_gap_cuts_a_middle_send_inside
     assert not [e for e in out if type(e) is Event and e.kind == "UNANSWERED"]
 
 
-def test_the_head_of_an_oversized_chunk_keeps_its_send_and_its_chunk_in_line():
-    """A chunk above --max-frame-size: its head (size fields, command, metadata) is small and read, the rest is
-    skipped. Decoded from that head, the SEND waits for its receipt like the others and its chunk keeps its
-    place (lost, not missing): each receipt answers its own chunk."""
-    sends, receipts = _chunk_sends([1000, 5000, 1000])
-    assert oversized_head(sends[1], 0, 30) == 0  # NEED_MORE: the command is not all there yet
-    head, length = oversized_head(sends[1], 0, len(sends[1]))
-    assert length == len(sends[1]) and 0 < head < 200
-    assert oversized_head(fb.simple_frame("PING"), 0, 100) is None  # only SEND and MESSAGE may be that large
-    decoded = [decode_frame(sends[0]), decode_frame(sends[1][:head], len(sends[1]) - head), decode_frame(sends[2])]
-    assert decoded[1].type == "SEND" and decoded[1].command["sequence_id"] == 7
-    analyzer = ConversationAnalyzer(Options(max_frame_size=2000))
-    out: list = []
-    client, broker = "10.0.0.2:40000", "10.0.0.1:6650"
-    analyzer.process(Event("CONNECTION_OPENED", 0.0, 0, 1, client, broker, "to_broker",
-                           details={"client": client, "broker": broker, "mid_stream": False}), out)
-    pdus = [("to_broker", decode_frame(f)) for _, f in _head()[2:3]] + [("to_broker", d) for d in decoded] \
-        + [("to_client", decode_frame(r)) for r in receipts]
-    for i, (direction, pdu) in enumerate(pdus, 1):
-        src, dst = (client, broker) if direction == "to_broker" else (broker, client)
-        analyzer.process(Frame(i, "pulsar", 1, src, dst, direction, i / 100, i / 100, i, i, 0, pdu), out)
-    send_index, answers = _pairs(out)
-    assert answers == send_index == [2, 3, 4]
-    by_index = {e.frame.index: e for e in out if type(e) is Annotated}
-    assert found(by_index[3], "chunk.lost") == [{"chunk_id": 1, "uuid": "p-7"}]
-    assert chunk_ids(by_index[4]) == []
-    assert by_index[4].notes["reassembled"]["chunks"] == [2, 3, 4]
+def _head_length(frame: bytes) -> int:
+    """Where the head of a SEND ends, by hand: the size fields, the command, the magic 0x0e01 and the CRC32C
+    when there, the metadata size and the metadata."""
+    (cmd_size,) = struct.unpack_from(">I", frame, 4)
+    at = 8 + cmd_size
+    if frame[at:at + 2] == b"\x0e\x01":
+        at += 2 + 4
+    (metadata_size,) = struct.unpack_from(">I", frame, at)
+    return at + 4 + metadata_size
 
 
 def test_each_receipt_answers_its_own_chunk_when_a_middle_chunk_is_oversized(tmp_path):
@@ -420,8 +332,9 @@ def test_each_receipt_answers_its_own_chunk_when_a_middle_chunk_is_oversized(tmp
     oversized = [e for e in out if type(e) is Event and e.kind == "OVERSIZED"]
     assert [e.details["total_size"] for e in oversized] == [len(sends[1]) - 4]
     middle = next(e for e in out if type(e) is Annotated and e.frame.index == send_index[1])
-    head, length = oversized_head(sends[1], 0, len(sends[1]))
-    assert middle.frame.pdu.size == length == len(sends[1])
+    head, length = _head_length(sends[1]), len(sends[1])
+    assert 0 < head < 200
+    assert middle.frame.pdu.size == length
     assert found(middle, "frame.oversized_head") == [{"head": head, "size": length, "missing": length - head}]
     assert not found(middle, "frame.gap_damaged")
     assert found(middle, "chunk.lost") == [{"chunk_id": 1, "uuid": "p-7"}]

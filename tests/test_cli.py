@@ -391,10 +391,10 @@ def test_chunked_message_not_recovered_is_not_shown_as_none(tmp_path):
 
 def _invalid_utf8_producer(topic: bytes) -> bytes:
     """A PRODUCER whose topic (a proto2 string) holds bytes that are not UTF-8, built by hand."""
-    from dissector.protocols.protowire import LENGTH_DELIMITED
+    length_delimited = 2  # the protobuf wire type of a length-prefixed field
 
     inner = b"\x0a" + bytes([len(topic)]) + topic + b"\x10\x01\x18\x01"  # topic, producer_id 1, request_id 1
-    body = b"\x08\x05" + bytes([(5 << 3) | LENGTH_DELIMITED, len(inner)]) + inner
+    body = b"\x08\x05" + bytes([(5 << 3) | length_delimited, len(inner)]) + inner
     return fb.raw_frame(body)
 
 

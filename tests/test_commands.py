@@ -1,10 +1,7 @@
 """Tests of Pulsar frame decoding (dissector.protocols.pulsar.decode.decode_frame) on BaseCommand framing, types,
-required/unknown fields, sizes; the command table (dissector.protocols.pulsar.commands) and the frame-start check
-of resynchronisation (dissector.protocols.pulsar.framing.looks_like_frame)."""
+required/unknown fields, sizes; the command table (dissector.protocols.pulsar.commands)."""
 
 from __future__ import annotations
-
-import struct
 
 import pytest
 
@@ -12,13 +9,9 @@ import framebuild as fb
 from dissector.options import Options
 from dissector.problems import Finding, spec
 from pb_oracle import message_to_dict
-from dissector.protocols.pulsar import PULSAR
-from dissector.protocols.pulsar.commands import (COMMANDS, MESSAGE, PAYLOAD_TYPES, SEND, SUBCOMMAND_FIELD, TYPE_NAMES,
-                                                 TYPE_NUMBERS)
+from dissector.protocols.pulsar.commands import COMMANDS, MESSAGE, PAYLOAD_TYPES, SEND, TYPE_NAMES, TYPE_NUMBERS
 from dissector.protocols.pulsar.decode import decode_frame
-from dissector.protocols.pulsar.framing import looks_like_frame
 from pulsar_pb import PulsarApi_pb2 as api
-from dissector.transport.splitter import PduSplitter, RawFrame
 
 
 def frame_for_type(num: int) -> bytes:
@@ -72,7 +65,6 @@ def test_type_table_matches_the_protocol():
     assert not set(range(41, 50)) & set(TYPE_NAMES) and 69 not in TYPE_NAMES
     # sub-command for type N lives in BaseCommand field N, under upstream's (mixed-style) field names
     assert fb.SUBCOMMAND_FIELD_NUMBER == {n: n for n in fb.TYPE_NAMES}
-    assert SUBCOMMAND_FIELD == fb.SUBCOMMAND_FIELD_NAME
     assert {TYPE_NAMES[n] for n in PAYLOAD_TYPES} == fb.PAYLOAD_TYPE_NAMES
     assert (TYPE_NAMES[SEND], TYPE_NAMES[MESSAGE]) == ("SEND", "MESSAGE")
     assert TYPE_NUMBERS == fb.TYPE_NUMBERS
@@ -89,25 +81,11 @@ def test_every_type_round_trips(num):
     assert dec.findings == []  # also: no frame.size_mismatch, so TOTAL_SIZE == len(frame) - 4 was read
     assert dec.command is not None
     # the sub-command was read as upstream's message for this type, field by field
-    assert api.BaseCommand.DESCRIPTOR.fields_by_name[SUBCOMMAND_FIELD[num]].message_type.name \
+    assert api.BaseCommand.DESCRIPTOR.fields_by_name[fb.SUBCOMMAND_FIELD_NAME[num]].message_type.name \
         == fb.SUBCOMMAND_MESSAGE[num]
     assert dec.command == message_to_dict(subcommand_for_type(num))
     assert dec.size == len(frame)
     assert (dec.body is not None) == (fb.TYPE_NAMES[num] in fb.PAYLOAD_TYPE_NAMES)
-    # resynchronisation recognises every type as a frame start
-    total, cmd_size = struct.unpack_from(">II", frame)
-    assert total == len(frame) - 4
-    assert looks_like_frame(frame, 0, total, cmd_size, len(frame)) is True
-
-
-@pytest.mark.parametrize("num", sorted(fb.TYPE_NAMES), ids=lambda n: fb.TYPE_NAMES[n])
-def test_every_type_is_found_by_resync(num):
-    frame = frame_for_type(num)
-    follow = fb.simple_frame("PING")
-    sp = PduSplitter(PULSAR, synced=False, max_frame_size=PULSAR.max_frame_size)
-    junk = b"\x00\x01\x02\x03\x05" * 3
-    items = sp.feed(junk + frame + follow, 0.0, 1) + sp.finish(0.0, 1)
-    assert [i.data for i in items if isinstance(i, RawFrame)] == [frame, follow]
 
 
 def test_sub_command_fields_are_kept():
@@ -139,7 +117,6 @@ def test_unknown_type_with_its_sub_command_field():
     assert dec.type == "UNKNOWN(99)" and dec.command is None
     assert found(dec, "command.unknown_type") == [{"number": 99}]
     assert any(99 in p["fields"] for p in found(dec, "command.unknown_fields"))
-    assert looks_like_frame(frame, 0, len(frame) - 4, len(frame) - 8, len(frame)) is False
 
 
 def test_type_not_first_on_the_wire():
@@ -297,19 +274,6 @@ def test_base_command_does_not_parse():
     dec = decode_frame(fb.raw_frame(b"\x08\x06\x32\x7f\x01"))  # send field claims 127 bytes, has 1
     assert dec.type == "SEND"
     assert "command.unparsable" in ids(dec)
-
-
-# ------------------------------------------------------------------------------------- looks_like_frame
-def test_looks_like_frame_verdicts():
-    frame = fb.send_frame(b"hello")
-    total, cmd = struct.unpack_from(">II", frame)
-    assert looks_like_frame(frame, 0, total, cmd, len(frame)) is True
-    assert looks_like_frame(frame[:9], 0, total, cmd, 9) is None
-    assert looks_like_frame(frame[:12], 0, total, cmd, 12) is None  # sub-command not complete yet
-    ping = fb.simple_frame("PING")
-    assert looks_like_frame(ping, 0, len(ping) - 4 + 1, len(ping) - 8, len(ping)) is False  # simple: TOTAL=CMD+4
-    garbage = b"\x00\x00\x00\x20\x00\x00\x00\x1c\x08\x06\x0a\x02zz" + b"\x00" * 20
-    assert looks_like_frame(garbage, 0, 0x20, 0x1C, len(garbage)) is False
 
 
 def test_unknown_enum_value_is_not_called_missing():

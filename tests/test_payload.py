@@ -14,11 +14,9 @@ from dissector.model import Annotated
 from dissector.options import Options
 from dissector.problems import Finding, expert_record, spec
 from pb_oracle import message_to_dict
-from dissector.protocols.pulsar.chunks import ChunkAssembler
 from dissector.protocols.pulsar.decode import decode_frame
 from pulsar_pb import PulsarApi_pb2 as api
 from pulsar_pb import PulsarMarkers_pb2 as markers
-from dissector import _core as pulsar_dissect_core
 from dissector.run import analysed_events, analysed_records
 
 CODECS = {"LZ4": fb.LZ4, "ZLIB": fb.ZLIB, "ZSTD": fb.ZSTD, "SNAPPY": fb.SNAPPY}
@@ -33,11 +31,6 @@ def payload_of(frame: bytes, **kw):
     dec = decode_frame(frame, **kw)
     assert dec.body is not None
     return dec, dec.body
-
-
-def record_sha(m: dict) -> str | None:
-    """The payload_sha256 of a decoded message as its JSON record gives it."""
-    return pulsar_dissect_core.message_records([m])[0]["payload_sha256"]
 
 
 def rendered(f: Finding) -> str:
@@ -65,7 +58,6 @@ def test_checksum_valid():
     assert sec.checksum_wire == sec.checksum_computed
     assert dec.findings == []
     assert sec.messages[0]["payload"] == b"hello"
-    assert record_sha(sec.messages[0]) == sha(b"hello")
 
 
 def test_checksum_invalid_names_both_values():
@@ -205,7 +197,6 @@ def test_codec_non_batched(name):
     assert sec.payload_size == len(blob) and sec.compression == codec and sec.metadata["compression"] == name
     assert sec.uncompressed_size == len(TEXT)
     assert [m["payload"] for m in sec.messages] == [TEXT]
-    assert record_sha(sec.messages[0]) == sha(TEXT)
 
 
 @pytest.mark.parametrize("name", CODECS)
@@ -489,17 +480,6 @@ def split3(data: bytes) -> list[bytes]:
     return [data[:k], data[k:2 * k], data[2 * k:]]
 
 
-def assembler(max_pending: int = Options().max_chunked_messages) -> ChunkAssembler:
-    return ChunkAssembler(Options().max_decompressed, max_pending)
-
-
-def add(asm: ChunkAssembler, key: tuple, frame_index: int, md: api.MessageMetadata, chunk: bytes | None):
-    """Feed one chunk as the Pulsar session does (metadata as a dict, codec number); (reassembled, findings)."""
-    findings: list[Finding] = []
-    whole = asm.add(key, frame_index, message_to_dict(md), md.compression, chunk, findings)
-    return whole, findings
-
-
 def test_chunk_frames_are_not_decompressed_alone():
     md = chunk_md("u", 0, 3, 300, compression=fb.ZSTD, uncompressed_size=10_000)
     dec, sec = payload_of(fb.send_frame(b"c" * 100, md=md, is_chunk=True))
@@ -507,80 +487,6 @@ def test_chunk_frames_are_not_decompressed_alone():
     assert sec.uncompressed_size is None
     m = sec.messages[0]
     assert (m["chunk_id"], m["num_chunks"], m["uuid"], m["payload"]) == (0, 3, "u", b"c" * 100)
-
-
-def test_chunk_assembler_in_order():
-    data = bytes(range(256)) * 40
-    parts = split3(data)
-    asm = assembler()
-    results = [add(asm, ("c1",), 10 + i, chunk_md("u1", i, 3, len(data)), p) for i, p in enumerate(parts)]
-    assert [whole for whole, _ in results[:2]] == [None, None]
-    assert all(findings == [] for _, findings in results)
-    done = results[2][0]
-    assert done == {"uuid": "u1", "payload_size": len(data), "payload_sha256": sha(data), "chunks": [10, 11, 12]}
-    assert asm.pending() == []
-
-
-@pytest.mark.parametrize("name", CODECS)
-def test_chunk_assembler_compressed(name):
-    codec = CODECS[name]
-    blob = fb.compress(codec, TEXT)
-    asm = assembler()
-    results = [add(asm, ("c",), i, chunk_md("u", i, 3, len(blob), compression=codec, uncompressed_size=len(TEXT)),
-                   p) for i, p in enumerate(split3(blob))]
-    whole, findings = results[2]
-    assert findings == []
-    assert whole["payload_sha256"] == sha(TEXT)
-    assert whole["payload_size"] == len(TEXT)
-
-
-def test_chunk_assembler_missing_middle():
-    parts = split3(b"x" * 300)
-    asm = assembler()
-    _, findings0 = add(asm, ("c",), 1, chunk_md("u", 0, 3, 300), parts[0])
-    whole2, findings2 = add(asm, ("c",), 3, chunk_md("u", 2, 3, 300), parts[2])
-    assert findings0 == []
-    assert whole2 is None
-    assert found(findings2, "chunk.missing") == [{"chunk_id": 2, "uuid": "u", "expected": 1}]  # chunk 1 is missing
-    assert asm.pending() == []
-
-
-def test_chunk_assembler_duplicate_chunk():
-    parts = split3(b"y" * 300)
-    asm = assembler()
-    add(asm, ("c",), 1, chunk_md("u", 0, 3, 300), parts[0])
-    add(asm, ("c",), 2, chunk_md("u", 1, 3, 300), parts[1])
-    dup, dup_findings = add(asm, ("c",), 3, chunk_md("u", 1, 3, 300), parts[1])
-    assert dup is None and found(dup_findings, "chunk.duplicate") == [{"chunk_id": 1, "uuid": "u"}]
-    last, last_findings = add(asm, ("c",), 4, chunk_md("u", 2, 3, 300), parts[2])
-    assert last_findings == []
-    assert last["chunks"] == [1, 2, 4]
-    assert last["payload_sha256"] == sha(b"y" * 300)
-
-
-def test_chunk_assembler_without_first():
-    whole, findings = add(assembler(), ("c",), 5, chunk_md("u", 1, 3, 300), b"z" * 100)
-    assert whole is None and found(findings, "chunk.orphan") == [{"chunk_id": 1, "num_chunks": 3, "uuid": "u"}]
-
-
-def test_chunk_assembler_size_disagrees_with_total():
-    parts = split3(b"q" * 300)
-    asm = assembler()
-    res = [add(asm, ("c",), i, chunk_md("u", i, 3, 999), p) for i, p in enumerate(parts)]
-    whole, findings = res[2]
-    assert whole["payload_size"] == 300
-    assert found(findings, "chunk.size_mismatch") == [{"uuid": "u", "size": 300, "total": 999}]
-
-
-def test_chunk_assembler_keys_by_connection_and_producer():
-    asm = assembler()
-    a, b = split3(b"a" * 300), split3(b"b" * 300)
-    for i in range(3):
-        whole_a, findings_a = add(asm, ("conn1",), i, chunk_md("same-uuid", i, 3, 300), a[i])
-        whole_b, findings_b = add(asm, ("conn2",), 10 + i, chunk_md("same-uuid", i, 3, 300), b[i])
-        assert findings_a == findings_b == []
-    assert whole_a["payload_sha256"] == sha(b"a" * 300)
-    assert whole_b["payload_sha256"] == sha(b"b" * 300)
 
 
 def _chunk_capture(path, chunk_ids, data):
@@ -693,16 +599,6 @@ def test_json_marker_encrypted_flags(tmp_path):
     assert all(m["message_id"]["entry_id"] == 3 for m in msgs)
 
 
-def test_pending_chunked_messages_are_capped():
-    asm = assembler(max_pending=3)
-    findings = []
-    for i in range(5):
-        findings += add(asm, ("c",), i, chunk_md(f"u{i}", 0, 2, 20), b"x" * 10)[1]
-    assert [p.uuid for p in asm.pending()] == ["u2", "u3", "u4"]
-    assert len(findings) == 2
-    assert found(findings, "chunk.abandoned")[0] == {"limit": 3, "uuid": "u0", "seen": 1, "num_chunks": 2}
-
-
 def test_decode_problems_carry_stable_ids():
     bad_crc = decode_frame(fb.send_frame(b"x", checksum="bad"))
     expert = [expert_record(f) for f in bad_crc.findings]
@@ -730,33 +626,3 @@ def test_a_message_frame_without_its_sub_command_still_makes_a_record(tmp_path):
     assert recs[0]["messages"][0]["payload_size"] == 1 and "message_id" not in recs[0]["messages"][0]
 
 
-def test_a_chunk_damaged_by_a_gap_is_reported_lost():
-    from dissector.options import Options
-    from dissector.protocols.pulsar.chunks import ChunkAssembler
-
-    md = fb.metadata(uuid="u-1", chunk_id=0, num_chunks_from_msg=2, total_chunk_msg_size=600)
-    whole = fb.send_frame(b"x" * 300, md=md, is_chunk=True)
-    dec = decode_frame(whole[:-10], missing=10)
-    (msg,) = dec.body.messages
-    assert msg["payload"] is None and (msg["chunk_id"], msg["uuid"]) == (0, "u-1")
-    findings: list = []
-    assembler = ChunkAssembler(Options().max_decompressed, 8)
-    assert assembler.add(("to_broker", 0), 1, dec.body.metadata, dec.body.compression, msg["payload"], findings) is None
-    assert [f.id for f in findings] == ["chunk.lost"] and assembler.pending() == []
-
-
-def test_compressed_chunks_held_for_decompression_are_bounded_in_bytes():
-    """Many compressed chunked messages started and never finished: the chunks held stay under the byte cap."""
-    from dissector.problems import message
-
-    assembler = ChunkAssembler(max_decompressed=10_000, max_pending=100, max_kept_bytes=2_500)
-    findings: list = []
-    for n in range(5):
-        md = {"uuid": f"u-{n}", "chunk_id": 0, "num_chunks_from_msg": 3, "producer_name": "p",
-              "total_chunk_msg_size": 3000, "uncompressed_size": 9000}
-        assembler.add(("to_broker", 0), n + 1, md, 1, b"z" * 1000, findings)  # LZ4: kept until the last chunk
-    assert assembler.kept_bytes <= 2_500
-    assert [p.uuid for p in assembler.pending()] == ["u-3", "u-4"]
-    abandoned = [f for f in findings if f.id == "chunk.abandoned"]
-    assert [f.params["uuid"] for f in abandoned] == ["u-0", "u-1", "u-2"]
-    assert abandoned[0].params["bytes"] == 2_500 and message("chunk.abandoned", abandoned[0].params)

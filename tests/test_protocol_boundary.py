@@ -158,3 +158,45 @@ def test_a_python_protocols_frames_with_a_body_get_its_record_fields(tmp_path):
             assert lines == b"".join(dumps(r) + b"\n" for r in analysed_records(path, summary=summary))
     finally:
         protocols.unregister("toy")
+
+
+def test_a_python_protocols_oversized_pdu_whose_head_never_comes_is_skipped(tmp_path):
+    """A protocol declared in Python that reads the head of a PDU above the size limit (``oversized_head``) but
+    still says NEED_MORE when the splitter's head window (64 KiB) is full: the splitter stops waiting there (it
+    never hands the protocol more than the window), reports the PDU OVERSIZED, makes no frame of it, and finds
+    the next PDU again (``resync``)."""
+    import dataclasses
+
+    def length(buf, pos: int, end: int, max_size: int):
+        n = toy_length(buf, pos, end, max_size)
+        if isinstance(n, int) and n > max_size:
+            return BadLength("OVERSIZED", {"length": n - 2}, {"field": "LENGTH", "size": n})
+        return n
+
+    def resync(buf, pos: int, end: int, max_size: int):
+        for at in range(pos, end - 2):
+            if buf[at + 2] in _TYPES and 5 <= struct.unpack_from(">H", buf, at)[0] <= max_size:
+                return True, at
+        return False, max(pos, end - 2)
+
+    asked: list[int] = []
+
+    def oversized_head(buf, pos: int, end: int):
+        asked.append(end - pos)
+        return NEED_MORE
+
+    protocols.register(dataclasses.replace(TOY, pdu_length=length, resync=resync, oversized_head=oversized_head))
+    try:
+        big = toy_frame(1, 3, bytes(65_000))  # 65 007 bytes: the window fills only with what follows it
+        after = [toy_frame(1, 8, b"x" * 600), toy_frame(1, 9, b"pear")]
+        path = tmp_path / "toy-oversized.pcap"
+        fb.tcp_pcap(path, [("c", toy_frame(1, 7, b"apple") + big + b"".join(after))], broker=("10.0.0.9", TOY_PORT))
+        recs = list(analysed_records(path, Options(max_frame_size=1000)))
+    finally:
+        protocols.unregister("toy")
+    frames = [r for r in recs if "index" in r]
+    assert [(r["type"], r["command"]["request_id"]) for r in frames] == [("GET", 7), ("GET", 8), ("GET", 9)]
+    assert not any(e["id"] == "frame.oversized_head" for r in frames for e in r.get("expert", []))
+    oversized = [r for r in recs if r.get("type") == "OVERSIZED"]
+    assert len(oversized) == 1 and oversized[0]["details"]["length"] == len(big) - 2
+    assert asked and max(asked) <= 64 * 1024

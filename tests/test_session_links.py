@@ -194,10 +194,8 @@ def test_every_consumer_together_stays_within_one_budget_of_remembered_ids():
     for conn in (1, 2, 3):
         for e in range(5_000):
             c.frame(conn, TO_CLIENT, raw[e], conn * 10 + e / 1e4)
-    remembered = c.analyzer.shared_sizes("pulsar")["remembered"]
-    assert remembered == sum(x["delivered"] + x["unacked"] for conn in (1, 2, 3)
-                             for x in c.analyzer.table_sizes(conn)["consumers"])
-    assert remembered <= budget + 2 * 1024  # looked at every 1,024 deliveries, each adding up to two ids
+    # (the tables' sizes against the budget: pulsar_session.rs
+    # every_consumer_together_stays_within_one_budget_of_remembered_ids)
     dropped = [e for e in c.events if e.kind == "STATE_DROPPED"]
     assert dropped and dropped[0].details["option"] == "max_remembered_total"
     # the newest deliveries are still known: a repeat of the last message is seen as one

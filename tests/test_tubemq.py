@@ -15,7 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dissector import _core as core
 import pytest
 
 import tubemq_wire as wire
@@ -167,66 +166,11 @@ def assert_messages(got: list[dict], expected: list[dict]) -> None:
             assert g["checksum"] == ("valid" if e["checksum_valid"] else "invalid")
 
 
-def test_the_encoders_own_checksums_agree_with_the_cores():
-    rng = random.Random(5)
-    for _ in range(50):
-        data = rng.randbytes(rng.randrange(0, 3000))
-        frame = wire.encode_frame(1, wire.request_content(3, 13, wire.SEND_MESSAGE_REQUEST_P2B.encode({
-            "clientId": "c", "topicName": "t", "partitionId": 0, "data": data, "flag": 0,
-            "checkSum": wire.message_checksum(data), "sentAddr": 1})))
-        decoded = core.decode_tubemq_frame(frame)
-        assert decoded.body["messages"][0]["checksum"] == "valid"
-
-
 def _send_frame(payload: bytes, attribute: str | None, block_sizes=None) -> bytes:
     data, flag = wire.message_data(payload, attribute)
     request = wire.SEND_MESSAGE_REQUEST_P2B.encode({"clientId": "producer-1", "topicName": "orders", "partitionId": 3,
                                                    "data": data, "flag": flag, "checkSum": -1, "sentAddr": 7})
     return wire.encode_frame(9, wire.request_content(3, 13, request), block_sizes)
-
-
-def test_blocks_split_anywhere_decode_the_same():
-    """Block boundaries at every offset of the envelope (inside varints, inside protobufs) change nothing."""
-    whole = core.decode_tubemq_frame(_send_frame(b"x" * 50, "k=v"))
-    assert whole.findings == [] and whole.type == "SendMessageRequestP2B"
-    content_size = len(_send_frame(b"x" * 50, "k=v")) - 16
-    for first in range(1, content_size):
-        split = core.decode_tubemq_frame(_send_frame(b"x" * 50, "k=v", [first]))
-        assert (split.type, split.command, split.body["messages"], split.findings) == \
-            (whole.type, whole.command, whole.body["messages"], whole.findings), first
-    one_byte_blocks = core.decode_tubemq_frame(_send_frame(b"x" * 50, "k=v", 1))
-    assert one_byte_blocks.body["rpc"]["blocks"] == content_size
-    assert one_byte_blocks.body["messages"] == whole.body["messages"]
-
-
-def test_a_block_above_8_kib_is_a_problem_not_a_failure():
-    frame = _send_frame(b"y" * 20000, None, [20000 + 40])
-    decoded = core.decode_tubemq_frame(frame)
-    assert {f.id for f in decoded.findings} == {"tubemq.block_oversized"}
-    assert decoded.body["messages"][0]["payload_size"] == 20000
-
-
-def test_attributes_that_do_not_fit_are_reported():
-    request = wire.SEND_MESSAGE_REQUEST_P2B.encode({"clientId": "p", "topicName": "t", "partitionId": 0,
-                                                   "data": struct.pack(">i", 1000) + b"ab", "flag": 1,
-                                                   "checkSum": -1, "sentAddr": 1})
-    decoded = core.decode_tubemq_frame(wire.encode_frame(1, wire.request_content(3, 13, request)))
-    assert "tubemq.message_attributes" in {f.id for f in decoded.findings}
-    assert decoded.body["messages"][0]["payload_size"] == 6  # shown whole, as it is on the wire
-
-
-def test_hostile_frames_never_crash_and_say_what_is_wrong():
-    good = _send_frame(b"z" * 100, "a=1")
-    rng = random.Random(11)
-    for _ in range(3000):
-        frame = bytearray(good)
-        for _ in range(rng.randrange(1, 6)):
-            frame[rng.randrange(len(frame))] = rng.randrange(256)
-        cut = rng.randrange(len(frame) + 1)
-        decoded = core.decode_tubemq_frame(bytes(frame[:cut]), missing=len(frame) - cut)
-        assert decoded.type
-        if cut < len(frame):
-            assert "tubemq.truncated" in {f.id for f in decoded.findings} or decoded.type == "MALFORMED"
 
 
 def test_huge_claims_are_refused_by_the_framing_not_allocated(tmp_path):
@@ -407,19 +351,6 @@ def test_the_live_capture_filter_takes_the_tubemq_ports():
 
     bpf = capture_filter({p for proto in protocols.registered() for p in proto.ports})
     assert {"tcp port 8123", "tcp port 8715", "tcp port 6650"} <= set(bpf.split(" or "))
-
-
-def test_a_request_to_the_wrong_service_is_a_problem():
-    """Method 13 (send a message) belongs to the broker's write service (3); the same request marked for the
-    master service (1) is refused by a server."""
-    data, flag = wire.message_data(b"x", None)
-    request = wire.SEND_MESSAGE_REQUEST_P2B.encode({"clientId": "p", "topicName": "t", "partitionId": 0, "data": data,
-                                                   "flag": flag, "checkSum": -1, "sentAddr": 1})
-    right = core.decode_tubemq_frame(wire.encode_frame(1, wire.request_content(3, 13, request)))
-    wrong = core.decode_tubemq_frame(wire.encode_frame(1, wire.request_content(1, 13, request)))
-    assert right.findings == []
-    assert [(f.id, f.params["expected"], f.params["service_type"]) for f in wrong.findings] == \
-        [("tubemq.service_mismatch", 3, 1)]
 
 
 def test_hostile_client_ids_and_topics_are_shown_as_text(tmp_path):

@@ -20,8 +20,6 @@ connection (its oldest request not yet reported), so the clock costs nothing per
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator
-
 from dissector import _core as _core
 
 from .. import protocols
@@ -29,56 +27,12 @@ from ..model import Annotated, Decoded, Event, Frame
 from ..options import Options
 from ..problems import Finding, severity_and_message
 
-_CLASSES = (Frame, Annotated, Event, Finding)
-
-
-class ConversationAnalyzer:
-    """Pairing and session state for every connection. ``process`` each item in capture order."""
-
-    def __init__(self, options: Options | None = None) -> None:
-        self.options = options or Options()
-        self._core = _core.ConversationCore(self.options, _CLASSES, protocols.get)
-        self.process = self._core.process  # (item, out): what ``item`` becomes, and the events it causes
-        self.tick = self._core.tick  # (now, out): the requests past the operation timeout at ``now``
-
-    def finish(self) -> list:
-        """The events of the end of every connection still open."""
-        return self._core.finish()
-
-    # For tests: what the analysis holds (it must stay bounded).
-    def table_sizes(self, conn: int) -> dict | None:
-        """The sizes of a connection's tables: requests waiting (``order``, ``waiting``), and the session's
-        (Pulsar: per consumer the message ids ``delivered`` and ``unacked``); None when it is not open."""
-        return self._core.table_sizes(conn)
-
-    def waiting(self, conn: int) -> list[tuple[int, str, dict]]:
-        """The requests waiting on a connection, oldest first: (frame index, type, the fields kept)."""
-        return self._core.waiting(conn)
-
-    def shared_sizes(self, protocol: str) -> dict:
-        """The sizes of a protocol's state across connections (Pulsar: the message ids ``remembered``)."""
-        return self._core.shared_sizes(protocol)
-
-
-def analyse(items: Iterable, options: Options | None = None) -> Iterator:
-    """Annotated frames and events, in capture order, from the pipeline's frames and events."""
-    analyzer = ConversationAnalyzer(options)
-    process = analyzer.process
-    out: list = []
-    for item in items:
-        process(item, out)
-        yield from out
-        out.clear()
-    yield from analyzer.finish()
-
-
 def analysed_dissector(options: Options, *, records: str | None = None, summary: bool = False,
                        payload_bytes: bool = False, stats=None, timeline=None):
     """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
-    trip. The same results as ``analyse`` over ``pipeline.Dissector``'s items. With ``records`` ("dict" or
-    "json"), a frame comes out as its record (the JSON Lines contract; ``summary`` and ``payload_bytes`` as in
-    ``output.records.record``), made by the core (``crates/engine/src/records.rs``: Python makes only the texts of its
+    trip. With ``records`` ("dict" or "json"), a frame comes out as its record (the JSON Lines contract;
+    ``summary`` and ``payload_bytes`` as in ``output.records.record``), made by the core (``crates/engine/src/records.rs``: Python makes only the texts of its
     findings): a dict, or its JSON line (consecutive lines come as one bytes object). With ``stats`` (a
     ``StatsCollector``'s ``core``) the records go into those statistics, in the core, events too (which still
     come out). With ``timeline`` (the core's ``TimelineFormat`` of a renderer), a frame comes out as its plain

@@ -27,7 +27,7 @@ def _frame_records(payload_bytes: bool, summary: bool):
 
 
 def frame_record(item: Annotated, *, payload_bytes: bool = False, summary: bool = False) -> dict[str, Any]:
-    """The record of an Annotated frame held in Python (``analysed_events``, ``analyse``): made by the core,
+    """The record of an Annotated frame held in Python (``analysed_events``): made by the core,
     as ``analysed_records`` makes those of the frames it decodes. ``summary`` replaces per-message records by
     ``messages_summary`` for views that do not show each message; ``payload_bytes`` adds each message's payload
     (``payload_text`` when UTF-8, else ``payload_b64``)."""

@@ -713,3 +713,45 @@ fn closing_a_reader_ends_it() {
     r.close();
     assert!(r.next_packet().ok().flatten().is_none());
 }
+
+// ------------------------------------------------------------------------------------------------ memory
+
+#[test]
+fn what_the_reader_holds_does_not_grow_with_the_file() {
+    // 30,000 records of 300 bytes (about 10 MB) as pcap, gzipped pcap and pcapng: the buffer holds a read
+    // (CHUNK_SIZE, 1 MiB) and a record, never the file
+    let packet: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+    let mut pcap = pcap_header(Order::Le, 0xA1B2C3D4, 2, 65535, 1);
+    let mut pcapng = shb(Order::Le, 1);
+    pcapng.extend(idb(Order::Le, 1, 65535, &[]));
+    for i in 0..30_000u32 {
+        pcap.extend(pcap_record(Order::Le, i, 0, &packet, 300));
+        pcapng.extend(epb(Order::Le, 0, i as u64 * 1_000_000, &packet, 300));
+    }
+    assert!(pcap.len() > 9 << 20);
+    for (name, data) in [("pcap", pcap.clone()), ("pcap.gz", gzip(&pcap)), ("pcapng", pcapng)] {
+        let (packets, r) = read_all(&data, 0);
+        assert_eq!(packets.len(), 30_000, "{name}");
+        assert!(packets.iter().all(|p| p.4 == packet), "{name}");
+        assert!(r.buffer_peak < 3 << 20, "{name}: {}", r.buffer_peak);
+    }
+}
+
+#[test]
+fn a_record_larger_than_one_read_is_read_whole() {
+    let big: Vec<u8> = (0..(3 * 4096 + 7) * 256).map(|i| i as u8).collect(); // 3 MiB and more: several reads
+    let mut d = pcap_header(Order::Le, 0xA1B2C3D4, 2, 65535, 1);
+    d.extend(pcap_record(Order::Le, 1, 0, &[b'a'; 60], 60));
+    d.extend(pcap_record(Order::Le, 2, 0, &big, big.len() as u32));
+    d.extend(pcap_record(Order::Le, 3, 0, &[b'c'; 60], 60));
+    for (name, data) in [("pcap", d.clone()), ("pcap.gz", gzip(&d))] {
+        for piece in [0, 4096] {
+            let (packets, r) = read_all(&data, piece);
+            let got: Vec<&[u8]> = packets.iter().map(|p| p.4.as_slice()).collect();
+            assert_eq!(got, [&[b'a'; 60][..], &big[..], &[b'c'; 60][..]], "{name}, pieces of {piece}");
+            assert_eq!(packets[1].3, big.len() as u64);
+            assert!(r.truncated.is_none(), "{name}");
+            assert!(r.buffer_peak < big.len() + (2 << 20), "{name}: {}", r.buffer_peak);
+        }
+    }
+}

@@ -149,22 +149,25 @@ fn any_chunk_size_gives_the_same_message() {
 #[test]
 fn a_compressed_chunked_message_is_decompressed_once_whole() {
     let data: Vec<u8> = (0..3000u32).flat_map(|i| format!("record {i};").into_bytes()).collect();
-    let compressed = compress(ZSTD, &data);
-    let more = [("compression", int(ZSTD)), ("uncompressed_size", uint(data.len() as u64))];
-    let frames = chunk_frames(UUID, &compressed, compressed.len() / 3 + 1, false, &more);
-    let mut a = assembler();
-    let mut findings = Vec::new();
-    let mut last = None;
-    for (i, f) in frames.iter().enumerate() {
-        last = feed(&mut a, &to_broker(), i as u64 + 1, f, 0, 0.0, &mut findings);
-        if i + 1 < frames.len() {
-            // the compressed chunks are held until the last one
-            assert!(a.kept_bytes() > 0);
+    for codec in [LZ4, ZLIB, ZSTD, SNAPPY] {
+        let compressed = compress(codec, &data);
+        let more = [("compression", int(codec)), ("uncompressed_size", uint(data.len() as u64))];
+        let frames = chunk_frames(UUID, &compressed, compressed.len() / 3 + 1, false, &more);
+        assert_eq!(frames.len(), 3, "codec {codec}");
+        let mut a = assembler();
+        let mut findings = Vec::new();
+        let mut last = None;
+        for (i, f) in frames.iter().enumerate() {
+            last = feed(&mut a, &to_broker(), i as u64 + 1, f, 0, 0.0, &mut findings);
+            if i + 1 < frames.len() {
+                // the compressed chunks are held until the last one
+                assert!(a.kept_bytes() > 0, "codec {codec}");
+            }
         }
+        assert!(findings.is_empty(), "codec {codec}: {findings:?}");
+        assert_eq!(last, Some(whole(UUID, &data, &[1, 2, 3])), "codec {codec}");
+        assert_eq!(a.kept_bytes(), 0, "codec {codec}");
     }
-    assert!(findings.is_empty(), "{findings:?}");
-    assert_eq!(last, Some(whole(UUID, &data, &[1, 2, 3])));
-    assert_eq!(a.kept_bytes(), 0);
 }
 
 #[test]
@@ -364,16 +367,22 @@ fn chunks_delivered_in_order_reassemble() {
 
 #[test]
 fn a_delivered_chunk_with_a_bad_checksum_is_dropped_by_the_client() {
-    let data = message_bytes(60);
+    let data = message_bytes(90);
     let mut frames = chunk_frames(UUID, &data, 30, true, &[]);
     let last = frames[1].len() - 1;
     frames[1][last] ^= 1;
     let mut a = assembler();
     let (results, findings) = feed_all(&mut a, &to_client(), &frames);
-    assert_eq!(results, [None, None]);
-    assert_eq!(finding_ids(&findings), ["chunk.dropped_by_client"]);
+    assert_eq!(results, [None, None, None]);
+    assert_eq!(finding_ids(&findings), ["chunk.dropped_by_client", "chunk.dropped_by_client"]);
     assert_eq!(fparam(&findings, "chunk.dropped_by_client", "reason"), Some(&s("checksum")));
     assert_eq!(fparam(&findings, "chunk.dropped_by_client", "chunk_id"), Some(&Value::Int(1)));
+    // the client discarded the frame, not the message: chunk 2 then comes after chunk 0, out of order
+    let after = &findings[1..];
+    assert_eq!(fparam(after, "chunk.dropped_by_client", "reason"), Some(&s("out_of_order")));
+    assert_eq!(fparam(after, "chunk.dropped_by_client", "chunk_id"), Some(&Value::Int(2)));
+    assert_eq!(fparam(after, "chunk.dropped_by_client", "expected"), Some(&Value::Int(1)));
+    assert_eq!(fparam(after, "chunk.dropped_by_client", "frames"), Some(&Value::List(vec![Value::Int(1)])));
 }
 
 #[test]
@@ -503,4 +512,33 @@ fn compressed_chunks_held_beyond_the_byte_cap_are_abandoned() {
     assert_eq!(fparam(&findings, "chunk.abandoned", "bytes"), Some(&Value::Int(1500)));
     assert_eq!(fparam(&findings, "chunk.abandoned", "seen"), Some(&Value::Int(2)));
     assert_eq!(a.kept_bytes(), 0);
+}
+
+#[test]
+fn the_client_model_leaves_the_send_side_to_its_own_rules() {
+    // the strictest client model: seen from its start, a cache of one message, a one-second expiry; towards the
+    // broker none of it applies: a replayed chunk is a duplicate, a second message in progress drops nothing,
+    // a long silence expires nothing, a chunk without its start is an orphan, and the message reassembles
+    let (x, y) = (message_bytes(90), message_bytes(50));
+    let fx = chunk_frames("x", &x, 30, false, &[]);
+    let fy = chunk_frames("y", &y, 25, false, &[]);
+    let mut a = ChunkAssembler::new(MIB, 100, None, Some(false), 1, 1.0);
+    let mut findings = Vec::new();
+    let fed = [(&fx[0], 0.0), (&fx[0], 1.0), (&fy[0], 2.0), (&fx[1], 100.0), (&fx[2], 200.0)];
+    let results: Vec<Option<Map>> = fed
+        .iter()
+        .enumerate()
+        .map(|(i, (frame, time))| feed(&mut a, &to_broker(), i as u64 + 1, frame, 0, *time, &mut findings))
+        .collect();
+    assert_eq!(finding_ids(&findings), ["chunk.duplicate"]);
+    assert_eq!(fparam(&findings, "chunk.duplicate", "chunk_id"), Some(&Value::Int(0)));
+    assert_eq!(results[..4], [None, None, None, None]);
+    assert_eq!(results[4], Some(whole("x", &x, &[1, 4, 5])));
+    // y is still in progress on the send side (the client's cache of one would have dropped it)
+    let pending: Vec<(Value, Vec<u64>)> = a.pending().into_iter().map(|p| (p.uuid, p.frames)).collect();
+    assert_eq!(pending, [(s("y"), vec![3])]);
+    findings.clear();
+    let fz = chunk_frames("z", &message_bytes(40), 20, false, &[]);
+    feed(&mut a, &to_broker(), 6, &fz[1], 0, 300.0, &mut findings);
+    assert_eq!(finding_ids(&findings), ["chunk.orphan"]);
 }

@@ -446,6 +446,265 @@ fn looks_like_frame_refuses_a_send_whose_command_is_larger_than_its_total_size()
     assert_eq!(framing().looks_like_frame(&frame, 0, cmd, cmd, frame.len()), Some(false));
 }
 
+/// Every BaseCommand type of the schema (its sub-command with every required field set; SEND and MESSAGE with a
+/// payload section), as a frame: (type name, frame).
+fn a_frame_of_every_type() -> Vec<(String, Vec<u8>)> {
+    let base = descriptor("BaseCommand");
+    let prost_reflect::Kind::Enum(types) = base.get_field_by_name("type").unwrap().kind() else { panic!("an enum") };
+    let mut out = Vec::new();
+    for t in types.values() {
+        let Some(field) = base.get_field(t.number() as u32) else { continue };
+        let prost_reflect::Kind::Message(sub_type) = field.kind() else { continue };
+        let command = base_command(t.name(), &required_filled(&sub_type));
+        let frame = if t.name() == "SEND" || t.name() == "MESSAGE" {
+            payload_frame(&command, None, true, &encode(&metadata(&[])), b"payload")
+        } else {
+            simple_frame(&command)
+        };
+        out.push((t.name().to_owned(), frame));
+    }
+    out
+}
+
+#[test]
+fn every_command_type_is_a_frame_start_and_is_found_again_by_resync() {
+    let frames = a_frame_of_every_type();
+    // the reference notes count 70 command types, each with its sub-command field
+    assert_eq!(frames.len(), 70);
+    let junk = b"\x00\x01\x02\x03\x05".repeat(3);
+    for (name, frame) in frames {
+        let total = u32::from_be_bytes(frame[..4].try_into().unwrap());
+        let cmd_size = u32::from_be_bytes(frame[4..8].try_into().unwrap());
+        assert_eq!(total as usize, frame.len() - 4, "{name}");
+        assert_eq!(framing().looks_like_frame(&frame, 0, total, cmd_size, frame.len()), Some(true), "{name}");
+        assert_eq!(length(&frame), Ok(frame.len()), "{name}");
+        // joined mid-stream: 15 bytes of junk, the frame, a PING; the junk is skipped, both frames found
+        let stream = [junk.clone(), frame.clone(), ping()].concat();
+        let out = split(false, MAX, &[&stream]);
+        assert_eq!(pdus(&out), [(frame.clone(), 15), (ping(), 15 + frame.len() as i64)], "{name}");
+        assert_eq!(notes(&out), [("SKIPPED".to_owned(), 0, 15)], "{name}");
+    }
+}
+
+// ------------------------------------------------------------------------- the splitter across gaps
+
+/// One step of a stream as the pipeline feeds it: bytes of one packet, or a gap of lost bytes.
+enum Op<'a> {
+    Data(&'a [u8]),
+    Gap(i64),
+}
+
+fn split_ops(synced: bool, max: usize, ops: &[Op]) -> Vec<Split> {
+    let f = framing();
+    let mut sp = Splitter::new(synced, max, 0);
+    let mut out = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            Op::Data(data) => sp.feed(&f, data, i as f64, i as i64, &mut out),
+            Op::Gap(n) => sp.gap(&f, *n, i as f64, i as i64, &mut out),
+        }
+    }
+    sp.finish(&f, ops.len() as f64, ops.len() as i64, &mut out);
+    out
+}
+
+/// The byte ranges the splitter reports: (start, end, "pdu" or the note's kind), sorted; OVERSIZED and BAD_SIZE
+/// notes name a position, not a range of bytes they stand for, and are left out.
+fn ranges(out: &[Split]) -> Vec<(i64, i64, String)> {
+    let mut r: Vec<(i64, i64, String)> = out
+        .iter()
+        .filter_map(|s| match s {
+            Split::Pdu(p) => Some((p.offset, p.offset + p.data.len() as i64, "pdu".to_owned())),
+            Split::Note(n) if n.kind != "OVERSIZED" && n.kind != "BAD_SIZE" => {
+                Some((n.offset, n.offset + n.length, n.kind.clone()))
+            }
+            Split::Note(_) => None,
+        })
+        .collect();
+    r.sort();
+    r
+}
+
+/// A SEND frame of `size` payload bytes: far above the limits the tests below set.
+fn big_send(size: usize) -> Vec<u8> {
+    send_frame(&metadata(&[]), &vec![0x42; size])
+}
+
+#[test]
+fn an_oversized_send_whose_head_is_cut_by_a_gap_or_the_end_is_skipped_and_the_stream_found_again() {
+    let (before, after, big) = (ping(), flow(), big_send(100_000));
+    // only 20 bytes of the oversized SEND before a gap: its head is not in reach, it is skipped, not decoded
+    let first = [before.clone(), big[..20].to_vec()].concat();
+    let last = [big[120..].to_vec(), after.clone()].concat();
+    let out = split_ops(true, 20_000, &[Op::Data(&first), Op::Gap(100), Op::Data(&last)]);
+    assert!(!out.iter().any(|s| matches!(s, Split::Pdu(p) if p.oversized)));
+    assert_eq!(notes(&out).first().map(|n| n.0.as_str()), Some("OVERSIZED"));
+    let got = pdus(&out);
+    assert_eq!(got.first(), Some(&(before.clone(), 0)));
+    assert_eq!(got.last(), Some(&(after.clone(), (before.len() + big.len()) as i64)));
+    // the stream ends there: the PDU before it, then OVERSIZED first of the notes
+    let out = split_ops(true, 20_000, &[Op::Data(&first)]);
+    assert_eq!(pdus(&out), [(before, 0)]);
+    assert_eq!(notes(&out).first().map(|n| n.0.as_str()), Some("OVERSIZED"));
+}
+
+#[test]
+fn a_skipped_run_never_covers_the_bytes_of_a_gap() {
+    let junk = [1u8, 2, 3, 4].repeat(25); // 100 bytes, nothing that looks like a frame
+    let (a, b) = (ping(), flow());
+    let after = [junk[..30].to_vec(), a.clone(), b.clone()].concat();
+    let out = split_ops(false, MAX, &[Op::Data(&junk), Op::Gap(50), Op::Data(&after)]);
+    assert_eq!(pdus(&out), [(a.clone(), 180), (b, 180 + a.len() as i64)]);
+    let r = ranges(&out);
+    for (start, end, kind) in &r {
+        assert!(*end <= 100 || *start >= 150, "{start}..{end} {kind} covers the gap 100..150");
+    }
+    // the 100 bytes before the gap and the 30 after it are skipped, nothing more
+    assert_eq!(r.iter().filter(|x| x.2 != "pdu").map(|x| x.1 - x.0).sum::<i64>(), 130);
+}
+
+#[test]
+fn a_foreign_stream_recognised_before_a_gap_keeps_offset_zero_and_its_length_before_the_gap() {
+    let mut hello = vec![0x16, 0x03, 0x01, 0x00, 0xf8, 0x01, 0x00, 0x00, 0xf4, 0x03, 0x03];
+    hello.extend([0u8; 32]);
+    hello.push(0x20);
+    hello.extend([0u8; 32]);
+    hello.extend([0x00, 0x08, 0x13, 0x02, 0x13, 0x03, 0x13, 0x01, 0xc0, 0x2c]);
+    let out = split_ops(true, MAX, &[Op::Data(&hello[..40]), Op::Gap(100), Op::Data(&hello[40..])]);
+    assert!(pdus(&out).is_empty());
+    assert_eq!(notes(&out), [("NOT_PULSAR".to_owned(), 0, 40)]);
+}
+
+/// A xorshift generator: the random tests below are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+fn frame_pool() -> Vec<Vec<u8>> {
+    let producer = simple_frame(&base_command(
+        "PRODUCER",
+        &sub_command(
+            "PRODUCER",
+            &[("topic", st("persistent://public/default/t")), ("producer_id", int(1)), ("request_id", int(1))],
+        ),
+    ));
+    let message = payload_frame(&message_command(&[]), Some(&[0x08, 0x05]), true, &encode(&metadata(&[])), b"m");
+    vec![ping(), flow(), send(), producer, message]
+}
+
+#[test]
+fn random_mixes_of_frames_garbage_and_gaps_give_disjoint_ranges_outside_the_gaps() {
+    let pool = frame_pool();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for round in 0..400 {
+        let synced = rng.below(2) == 0;
+        let (mut owned, mut gaps, mut pos) = (Vec::new(), Vec::new(), 0i64);
+        // (is a gap, bytes or gap length); whether garbage was met while synced (a synced splitter trusts sizes)
+        let (mut state, mut corrupt) = (synced, false);
+        for _ in 0..rng.below(31) {
+            match rng.below(3) {
+                0 => {
+                    let n = 1 + rng.below(200);
+                    let data = rng.bytes(n);
+                    pos += data.len() as i64;
+                    corrupt |= state;
+                    owned.push((false, data, 0));
+                }
+                1 => {
+                    let n = 1 + rng.below(300) as i64;
+                    gaps.push((pos, pos + n));
+                    pos += n;
+                    state = false;
+                    owned.push((true, Vec::new(), n));
+                }
+                _ => {
+                    let f = pool[rng.below(pool.len())].clone();
+                    pos += f.len() as i64;
+                    state = true;
+                    owned.push((false, f, 0));
+                }
+            }
+        }
+        let tail = [pool[1].clone(), pool[2].clone(), pool[3].clone(), pool[0].clone()];
+        for f in &tail {
+            owned.push((false, f.clone(), 0));
+        }
+        let ops: Vec<Op> = owned.iter().map(|(gap, data, n)| if *gap { Op::Gap(*n) } else { Op::Data(data) }).collect();
+        let out = split_ops(synced, MAX, &ops);
+        let r = ranges(&out);
+        for pair in r.windows(2) {
+            assert!(pair[0].1 <= pair[1].0, "round {round}: {:?} overlaps {:?}", pair[0], pair[1]);
+        }
+        for (start, end, kind) in &r {
+            if kind == "NOT_PULSAR" {
+                continue; // counts the foreign bytes of the whole rest of the stream, gaps or not
+            }
+            for (gs, ge) in &gaps {
+                assert!(end <= gs || start >= ge, "round {round}: {start}..{end} {kind} in the gap {gs}..{ge}");
+            }
+        }
+        if !corrupt {
+            let got: Vec<Vec<u8>> = pdus(&out).into_iter().map(|p| p.0).collect();
+            assert!(got.len() >= 2, "round {round}: {got:?}");
+            assert_eq!(got[got.len() - 2..], tail[2..], "round {round}: the clean tail is found again");
+        }
+    }
+}
+
+#[test]
+fn frames_after_random_garbage_are_found_again_whatever_the_segment_size() {
+    let pool = frame_pool();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    for round in 0..300 {
+        let size = rng.below(2001);
+        let garbage = rng.bytes(size);
+        let n = 2 + rng.below(4);
+        let frames: Vec<Vec<u8>> = (0..n).map(|_| pool[rng.below(pool.len())].clone()).collect();
+        let stream = [garbage, frames.concat()].concat();
+        let cut = 1 + rng.below(64);
+        let chunks: Vec<&[u8]> = stream.chunks(cut).collect();
+        let got: Vec<Vec<u8>> = pdus(&split(false, MAX, &chunks)).into_iter().map(|p| p.0).collect();
+        // the garbage may swallow the first frame, never the ones after it
+        assert!(got.len() >= n - 1, "round {round}");
+        assert_eq!(got[got.len() - (n - 1)..], frames[1..], "round {round}");
+    }
+}
+
+#[test]
+fn resync_is_not_stalled_by_a_decoy_whose_command_is_beyond_the_bytes_at_hand() {
+    // TOTAL_SIZE 1 MiB and CMD_SIZE 64 KiB, then: "type = SEND" and garbage; the same with the (empty) send
+    // field's key; MESSAGE with a sub-command length far beyond the bytes that follow
+    let head = [0x00, 0x10, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00];
+    let decoys: [Vec<u8>; 3] = [
+        [&head[..], &[0x08, 0x06], b"garbage!"].concat(),
+        [&head[..], &[0x08, 0x06, 0x32]].concat(),
+        [&head[..], &[0x08, 0x09, 0x4a, 0xff, 0x7f]].concat(),
+    ];
+    let frames = [flow(), send(), ping()];
+    for decoy in decoys {
+        let stream = [vec![1u8; 9], decoy.clone(), frames.concat()].concat();
+        let out = split(false, MAX, &[&stream]);
+        let got: Vec<Vec<u8>> = pdus(&out).into_iter().map(|p| p.0).collect();
+        assert_eq!(got, frames, "{decoy:02x?}");
+        assert_eq!(notes(&out), [("SKIPPED".to_owned(), 0, 9 + decoy.len() as i64)], "{decoy:02x?}");
+    }
+}
+
 #[test]
 fn mutated_streams_never_panic_the_framing() {
     // hostile input: a xorshift-driven mutation of a stream of frames, through every framing entry point

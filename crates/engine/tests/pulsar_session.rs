@@ -609,3 +609,92 @@ fn a_connect_answer_is_not_a_redirect() {
         assert!(r.ids().is_empty());
     }
 }
+
+// ------------------------------------------------------------------------------ remembered message ids
+
+/// The consumers' table sizes of connection `conn`: (consumer id, delivered, unacked) each.
+fn consumer_sizes(c: &Capture, conn: u64) -> Vec<(i64, i64, i64)> {
+    let sizes = c.analyzer.sizes(conn).expect("the connection is known");
+    let Some(Value::List(consumers)) = map_get(&sizes, "consumers") else { panic!("consumers: {sizes:?}") };
+    consumers
+        .iter()
+        .map(|x| {
+            let int = |k: &str| x.get(k).and_then(Value::as_i64).unwrap_or_else(|| panic!("{k} in {x:?}"));
+            (int("id"), int("delivered"), int("unacked"))
+        })
+        .collect()
+}
+
+fn messages_on(c: &mut Capture, conn: u64, consumer: i64, entry: i64) -> Result {
+    c.on(conn, TO_CLIENT, "MESSAGE", &[("consumer_id", Value::Int(consumer)), ("message_id", id(1, entry))])
+}
+
+#[test]
+fn remembered_message_ids_are_capped_per_consumer_and_a_forgotten_one_is_delivered_anew() {
+    let mut c = Capture::with(Limits { max_remembered_messages: 4, ..options() });
+    c.subscribe(0, "Shared", true);
+    for entry in 0..10 {
+        c.message(0, 1, entry);
+    }
+    // the ids of entries 6..=9 are kept, delivered and not acknowledged
+    assert_eq!(consumer_sizes(&c, 1), [(0, 4, 4)]);
+    // entry 5 was forgotten: delivered again it is new to the analysis; entry 9 is known, its second delivery
+    assert_eq!(c.message(0, 1, 5).note("delivery"), None);
+    assert_eq!(c.message(0, 1, 9).note("delivery"), Some(&Value::Int(2)));
+}
+
+#[test]
+fn a_consumer_that_never_acks_keeps_at_most_the_cap_and_says_so() {
+    let mut c = Capture::with(Limits { max_remembered_messages: 50, ..options() });
+    c.subscribe(0, "Shared", true);
+    let mut dropped = Vec::new();
+    for entry in 0..500 {
+        let r = c.message(0, 1, entry);
+        dropped.extend(r.events.into_iter().filter(|e| e.kind.as_str() == "STATE_DROPPED"));
+    }
+    assert_eq!(consumer_sizes(&c, 1), [(0, 50, 50)]);
+    // said once, when the 51st message came, not per frame
+    assert_eq!(dropped.len(), 1);
+    assert_eq!(detail(&dropped[0], "option"), Some(&st("max_remembered_messages")));
+    let totals: Vec<Event> = c.close(1).into_iter().filter(|e| e.kind.as_str() == "STATE_DROPPED").collect();
+    assert_eq!(totals.len(), 1);
+    assert_eq!(detail(&totals[0], "dropped"), Some(&Value::Int(450)));
+    assert_eq!(detail(&totals[0], "limit"), Some(&Value::Int(50)));
+}
+
+#[test]
+fn every_consumer_together_stays_within_one_budget_of_remembered_ids() {
+    let budget = 6_000;
+    let mut c = Capture::with(Limits { max_remembered_total: budget, max_remembered_messages: 10_000, ..options() });
+    for conn in 1..=3 {
+        c.on(
+            conn,
+            TO_BROKER,
+            "SUBSCRIBE",
+            &[
+                ("request_id", Value::Int(1)),
+                ("consumer_id", Value::Int(0)),
+                ("topic", st("t")),
+                ("subscription", st("s")),
+                ("subType", st("Shared")),
+            ],
+        );
+    }
+    let mut dropped = Vec::new();
+    for conn in 1..=3 {
+        for entry in 0..5_000 {
+            let r = messages_on(&mut c, conn, 0, entry);
+            dropped.extend(r.events.into_iter().filter(|e| e.kind.as_str() == "STATE_DROPPED"));
+        }
+    }
+    let shared = c.analyzer.shared_sizes("pulsar");
+    let remembered = map_get(&shared, "remembered").and_then(Value::as_i64).expect("remembered");
+    let counted: i64 = (1..=3).flat_map(|conn| consumer_sizes(&c, conn)).map(|(_, d, u)| d + u).sum();
+    assert_eq!(remembered, counted);
+    // looked at every 1,024 deliveries, each adding up to two ids
+    assert!(remembered <= budget as i64 + 2 * 1024, "{remembered}");
+    assert!(!dropped.is_empty());
+    assert_eq!(detail(&dropped[0], "option"), Some(&st("max_remembered_total")));
+    // the newest deliveries are still known: a repeat of the last message is seen as one
+    assert_eq!(messages_on(&mut c, 3, 0, 4_999).note("delivery"), Some(&Value::Int(2)));
+}

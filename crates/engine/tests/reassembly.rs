@@ -1043,3 +1043,83 @@ fn buffer_dropped_counts_every_drop_of_the_capture() {
         assert!(matches!(&out[at + 2], StreamEvent::Data { conn: c, offset: 10, .. } if *c == conn));
     }
 }
+
+// ------------------------------------------------------------------- what the Python tests checked too
+
+#[test]
+fn an_ack_for_bytes_not_seen_yet_is_not_a_loss() {
+    // on loopback the ACK can be recorded before the data it acknowledges
+    let mut run = Run::default();
+    handshake(&mut run);
+    run.feed(c(4, CISN + 1, ACK, b"one-"));
+    run.feed(seg_port(5, CPORT, false, SISN + 1, CISN + 13, ACK, b"")); // acknowledges all 12 bytes
+    run.feed(c(6, CISN + 9, ACK, b"thr-"));
+    run.feed(c(7, CISN + 5, ACK, b"two-"));
+    run.finish();
+    let out = run.take();
+    assert_eq!(whole(&out, 1, 0), b"one-two-thr-");
+    assert!(gaps(&out).is_empty(), "{:?}", gaps(&out));
+}
+
+#[test]
+fn a_syn_after_mid_stream_traffic_reopens_the_four_tuple() {
+    let (cisn, sisn) = (3_000_000u32, 4_000_000u32);
+    let mut run = Run::default();
+    run.feed(s(1, 10_101, ACK, b"old server data")); // joined mid-stream
+    run.feed(c(2, cisn, SYN, b""));
+    run.feed(s(3, sisn, SYN | ACK, b""));
+    run.feed(c(4, cisn + 1, ACK, b""));
+    run.feed(s(5, sisn + 1, ACK, b"fresh"));
+    let out = run.take();
+    assert_eq!(opened(&out), vec![(1, true), (2, false)]);
+    assert_eq!(closed(&out), vec![(1, "reused")]);
+    assert_eq!(whole(&out, 2, 1), b"fresh");
+}
+
+#[test]
+fn a_syn_ack_with_a_new_isn_reopens_the_four_tuple() {
+    // the new connection's SYN was not captured: its SYN-ACK carries ISNs the old connection never used
+    let (cisn, sisn) = (3_000_000u32, 4_000_000u32);
+    let mut run = Run::default();
+    run.feed(c(1, 5, SYN, b""));
+    run.feed(s(2, 10_000, SYN | ACK, b""));
+    run.feed(c(3, 6, ACK, b""));
+    run.feed(c(4, 6, ACK, b"abc"));
+    run.feed(seg_port(5, CPORT, false, sisn, cisn + 1, SYN | ACK, b""));
+    run.feed(c(6, cisn + 1, ACK, b""));
+    run.feed(c(7, cisn + 1, ACK, b"xyz"));
+    let out = run.take();
+    assert_eq!(opened(&out).iter().map(|o| o.0).collect::<Vec<_>>(), [1, 2]);
+    let Some(StreamEvent::Opened { conn, .. }) =
+        out.iter().find(|e| matches!(e, StreamEvent::Opened { conn, .. } if conn.id == 2))
+    else {
+        panic!()
+    };
+    assert_eq!((conn.a.ip, conn.a.port), (CLIENT, CPORT), "the receiver of the SYN-ACK is the client");
+    assert_eq!(whole(&out, 1, 0), b"abc");
+    assert_eq!(whole(&out, 2, 0), b"xyz");
+}
+
+#[test]
+fn closed_connections_are_forgotten_beyond_max_tombstones() {
+    let mut run = Run::new(Config { max_tombstones: 50, ..Config::default() });
+    for i in 0..200u16 {
+        let port = CPORT + i;
+        let at = i as i64 * 10;
+        run.feed(seg_port(at + 1, port, true, CISN, 0, SYN, b""));
+        run.feed(seg_port(at + 2, port, false, SISN, CISN + 1, SYN | ACK, b""));
+        run.feed(seg_port(at + 3, port, true, CISN + 1, SISN + 1, ACK, b""));
+        run.feed(seg_port(at + 4, port, true, CISN + 1, SISN + 1, ACK, b"x"));
+        run.feed(seg_port(at + 5, port, true, CISN + 2, SISN + 1, FIN | ACK, b""));
+        run.feed(seg_port(at + 6, port, false, SISN + 1, CISN + 3, FIN | ACK, b""));
+        run.feed(seg_port(at + 7, port, true, CISN + 3, SISN + 2, ACK, b"")); // after the close
+    }
+    let out = run.take();
+    assert_eq!(closed(&out).len(), 200);
+    assert!(run.r.open_connections().is_empty());
+    let (halves, pending, tombs) = run.r.table_sizes();
+    assert_eq!((halves, pending), (0, 0));
+    assert!(tombs <= 50, "{tombs} tombstones");
+    let st = run.r.stats();
+    assert_eq!((st.connections, st.segments_after_close), (200, 200));
+}

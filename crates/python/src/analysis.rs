@@ -1,8 +1,8 @@
-//! The analysis for Python: `ConversationCore` (what `dissector/analysis/conversation.py` wraps),
-//! `AnalysedDissector` (the pipeline and the analysis joined, what `dissector/run.py` uses) and
-//! `ChunkAssembler` (Pulsar's chunk reassembly alone, for tests).
+//! The analysis for Python: `AnalysedDissector` (the pipeline and the analysis joined, what
+//! `dissector/analysis/conversation.py: analysed_dissector` makes for `dissector/run.py`), and the
+//! `ConversationCore` it runs.
 //!
-//! `ConversationCore` takes Python `model.Frame` objects (tests, tools, protocols declared in Python): it
+//! `ConversationCore` takes Python `model.Frame` objects (the frames of protocols declared in Python): it
 //! reads only what the analysis reads (the frame's fields, its command, the ids of its findings, and of its
 //! payload section the checksum verdict, the codec, the MessageMetadata fields the session reads and a
 //! chunk's payload) into the Rust [`Frame`] the analyzer takes. `AnalysedDissector` gives the analyzer the
@@ -19,7 +19,7 @@ use pyo3::{intern, IntoPyObjectExt};
 use crate::capture::{read_batch, read_selected, FileStage, Selection};
 use crate::check_fields;
 use crate::columns::{Buffers, TableColumns};
-use crate::convert::{map_to_py, value_from_py, StrToPy, ValueToPy};
+use crate::convert::{map_to_py, value_from_py, StrToPy};
 use crate::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::pooled::{JsonLines, LinesOut, PooledLines, RecordJob};
 use crate::records::{py_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
@@ -29,11 +29,10 @@ use crate::transport::{feed_packet, other_tcp_rows, pipeline as transport_pipeli
 use engine::analysis::bounded::FastMap;
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use engine::analysis::{
-    intern as intern_name, Analyzer, Event, Frame, Ident, Output, PairingOptions, ProtocolAnalysis, Sessions,
+    intern as intern_name, Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis, Sessions,
 };
 use engine::model::{Decoded, Finding};
 use engine::name;
-use engine::protocols::pulsar::chunks::{self, Chunk, ChunkMetadata, ChunkSource};
 use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::protocols::{self, Limits};
 use engine::records::{build_record, JsonSink, MapSink, RecordInput, RecordStyle, SinkResult};
@@ -365,8 +364,9 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
 
 // ------------------------------------------------------------------------------------ ConversationCore
 
-/// Pairing and session state for every connection (the Rust analyzer), fed Python frames and events.
-#[pyclass(unsendable, module = "dissector._core")]
+/// Pairing and session state for every connection (the Rust analyzer), fed Python frames and events: the
+/// analysis `AnalysedDissector` runs (on the pipeline's Rust frames, or on the Python frames of a protocol
+/// declared in Python).
 pub struct ConversationCore {
     analyzer: Analyzer,
     classes: Classes,
@@ -872,11 +872,9 @@ impl RecordsMade {
     }
 }
 
-#[pymethods]
 impl ConversationCore {
     /// `options`: a `dissector.options.Options`; `classes`: (Frame, Annotated, Event, Finding);
     /// `protocol_spec`: the protocol registry's `get`.
-    #[new]
     fn new(
         py: Python<'_>,
         options: Bound<'_, PyAny>,
@@ -924,30 +922,6 @@ impl ConversationCore {
         let out = PyList::empty(py);
         self.flush(py, None, &out)?;
         Ok(out)
-    }
-
-    /// The sizes of a connection's tables (None when it is not open), for tests.
-    fn table_sizes<'py>(&self, py: Python<'py>, conn: u64) -> PyResult<Option<Bound<'py, PyDict>>> {
-        self.analyzer.sizes(conn).map(|sizes| map_to_py(py, &sizes)).transpose()
-    }
-
-    /// The requests waiting on a connection, oldest first: (index, type, kept fields), for tests.
-    #[allow(clippy::type_complexity)]
-    fn waiting<'py>(
-        &self,
-        py: Python<'py>,
-        conn: u64,
-    ) -> PyResult<Vec<(u64, Bound<'py, PyString>, Bound<'py, PyDict>)>> {
-        self.analyzer
-            .waiting(conn)
-            .into_iter()
-            .map(|(index, type_name, kept)| Ok((index, type_name.to_py(py).to_owned(), map_to_py(py, &kept)?)))
-            .collect()
-    }
-
-    /// The sizes of a protocol's state shared by its connections, for tests.
-    fn shared_sizes<'py>(&self, py: Python<'py>, protocol: &str) -> PyResult<Bound<'py, PyDict>> {
-        map_to_py(py, &self.analyzer.shared_sizes(protocol))
     }
 }
 
@@ -1133,7 +1107,7 @@ impl AnalysedDissector {
         read_selected(py, self, &reader, &Selection { flows, offset }, at_least, max_bytes)
     }
 
-    /// Numbers to set before packets (`set_numbering`), little-endian int64 buffers of the same length: the
+    /// Numbers to set before packets, little-endian int64 buffers of the same length: the
     /// packets (ascending), the frames numbered before each, the id of the connection it opens (-1: none).
     fn plan_numbering(&mut self, packets: &[u8], frames_before: &[u8], conns: &[u8]) -> PyResult<()> {
         let ints = |buffer: &[u8]| {
@@ -1179,16 +1153,10 @@ impl AnalysedDissector {
         self.pipeline.last_time
     }
 
-    /// (frames numbered so far, the id of the next connection): see `set_numbering`.
+    /// (frames numbered so far, the id of the next connection): (`plan_numbering` sets them).
     #[getter]
     fn numbering(&self) -> (u64, u64) {
         self.pipeline.numbering()
-    }
-
-    /// Number the next frame `frames` + 1 and the next connection `next_conn` (`Dissector.set_numbering`).
-    #[pyo3(signature = (frames=None, next_conn=None))]
-    fn set_numbering(&mut self, frames: Option<u64>, next_conn: Option<u64>) {
-        self.pipeline.set_numbering(frames, next_conn);
     }
 
     /// Number the frames the end of the capture leaves on connection `conn` from `base` + 1.
@@ -1304,103 +1272,8 @@ impl FileStage for AnalysedDissector {
     }
 }
 
-// ------------------------------------------------------------------------------------- ChunkAssembler
-
-/// Pulsar's chunk reassembly alone (what the session feeds it), for tests.
-#[pyclass(unsendable, module = "dissector._core", name = "ChunkAssembler")]
-pub struct PyChunkAssembler {
-    assembler: chunks::ChunkAssembler,
-    finding: Py<PyAny>,
-}
-
-#[pymethods]
-impl PyChunkAssembler {
-    #[new]
-    #[pyo3(signature = (finding_class, max_decompressed, max_pending, max_kept_bytes=None, mid_stream=None,
-                        client_max_pending=chunks::CLIENT_MAX_PENDING, client_expire_s=chunks::CLIENT_EXPIRE_S))]
-    fn new(
-        finding_class: Py<PyAny>,
-        max_decompressed: u64,
-        max_pending: usize,
-        max_kept_bytes: Option<u64>,
-        mid_stream: Option<bool>,
-        client_max_pending: usize,
-        client_expire_s: f64,
-    ) -> Self {
-        PyChunkAssembler {
-            assembler: chunks::ChunkAssembler::new(
-                max_decompressed,
-                max_pending,
-                max_kept_bytes,
-                mid_stream,
-                client_max_pending,
-                client_expire_s,
-            ),
-            finding: finding_class,
-        }
-    }
-
-    /// Feed one chunk: `key` is (direction, producer or consumer id); returns the reassembled message or None,
-    /// and appends the findings to `findings`.
-    #[pyo3(signature = (key, frame_index, md, compression, chunk, findings, time=None, checksum=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn add<'py>(
-        &mut self,
-        py: Python<'py>,
-        key: &Bound<'py, PyTuple>,
-        frame_index: u64,
-        md: &Bound<'py, PyAny>,
-        compression: i64,
-        chunk: Option<Vec<u8>>,
-        findings: &Bound<'py, PyList>,
-        time: Option<f64>,
-        checksum: Option<String>,
-    ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let direction: String = match key.get_item(0) {
-            Ok(direction) => direction.extract()?,
-            Err(_) => String::new(),
-        };
-        let actor = match key.get_item(1) {
-            Ok(actor) => Ident::of(Some(&value_from_py(&actor)?)),
-            Err(_) => Ident::Null,
-        };
-        let metadata = match value_from_py(md)? {
-            Value::Map(map) => map,
-            _ => Map::new(),
-        };
-        let chunk = Chunk {
-            frame: frame_index,
-            metadata: ChunkMetadata::new(&metadata),
-            compression,
-            payload: chunk.as_deref(),
-            time,
-            bad_checksum: checksum.as_deref() == Some("invalid"),
-        };
-        let mut found = Vec::new();
-        let whole = self.assembler.add(&ChunkSource { direction, actor }, &chunk, &mut found);
-        for finding in &found {
-            findings.append(finding_to_py(py, &self.finding, finding)?)?;
-        }
-        whole.map(|whole| map_to_py(py, &whole)).transpose()
-    }
-
-    /// Messages still being reassembled: (uuid, frames, chunks seen, num_chunks).
-    #[allow(clippy::type_complexity)]
-    fn pending<'py>(&self, py: Python<'py>) -> PyResult<Vec<(Bound<'py, PyAny>, Vec<u64>, i64, i64)>> {
-        self.assembler.pending().into_iter().map(|p| Ok((p.uuid.to_py(py)?, p.frames, p.seen, p.num_chunks))).collect()
-    }
-
-    /// Bytes of compressed chunks held.
-    #[getter]
-    fn kept_bytes(&self) -> u64 {
-        self.assembler.kept_bytes()
-    }
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<ConversationCore>()?;
     m.add_class::<AnalysedDissector>()?;
-    m.add_class::<PyChunkAssembler>()?;
     m.add_class::<crate::records::FrameRecords>()?;
     m.add_class::<JsonLines>()?;
     Ok(())

@@ -378,12 +378,6 @@ impl PyCaptureReader {
         self.reader.fcs_len
     }
 
-    /// The most bytes the read buffer held at once (memory bounded by the read size plus the largest record).
-    #[getter]
-    fn _buffer_peak(&self) -> usize {
-        self.reader.buffer_peak
-    }
-
     /// The notes so far, as (id, params) in the order found.
     #[getter]
     fn notes<'py>(&self, py: Python<'py>) -> PyResult<Vec<(&'static str, Bound<'py, PyDict>)>> {

@@ -9,14 +9,11 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use engine::codecs;
 use engine::model::{Body, Decoded, Finding};
+use engine::protocols::pulsar::core;
 use engine::protocols::pulsar::payload::PayloadSection;
-use engine::protocols::pulsar::record::write_messages;
-use engine::protocols::pulsar::{core, payload};
 use engine::protocols::tubemq::TubeBody;
 use engine::protocols::Depth;
-use engine::records::{Key, MapSink, NoFront, RecordSink};
 use engine::value::Value;
 use pyo3::IntoPyObjectExt;
 
@@ -225,47 +222,12 @@ fn decode_frame<'py>(
     classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, Depth::brief(brief)))
 }
 
-type BytesAndProblem<'py> = (Option<Bound<'py, PyBytes>>, Option<Bound<'py, PyAny>>);
-
-/// Decompress a payload (``codec`` as MessageMetadata.compression), bounded by ``declared_size`` and
-/// ``max_size``: returns (bytes or None, payload.decompression finding or None).
-#[pyfunction]
-#[pyo3(signature = (codec, data, declared_size, max_size))]
-fn decompress<'py>(
-    py: Python<'py>,
-    codec: i64,
-    data: &[u8],
-    declared_size: Option<u64>,
-    max_size: u64,
-) -> PyResult<BytesAndProblem<'py>> {
-    let classes = classes(py)?;
-    let result = py.detach(|| codecs::decompress(codec, data, declared_size, max_size));
-    let problem = match &result.problem {
-        Some(p) => Some(classes.finding(py, &payload::decompression_finding(p))?),
-        None => None,
-    };
-    Ok((result.data.map(|d| PyBytes::new(py, d.as_ref())), problem))
-}
-
 /// The BaseCommand type names by number, as the schema declares them.
 #[pyfunction]
 fn command_types(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let out = PyDict::new(py);
     for (n, name) in core().command_types.values() {
         out.set_item(n, name.to_py(py))?;
-    }
-    Ok(out)
-}
-
-/// BaseCommand's sub-command fields by number (the field for type N is field N), as the schema declares them.
-#[pyfunction]
-fn subcommand_fields(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let core = core();
-    let out = PyDict::new(py);
-    for f in &core.schema.messages[core.base_command].fields {
-        if core.command_types.contains(f.number as i32) {
-            out.set_item(f.number, f.name.to_py(py))?;
-        }
     }
     Ok(out)
 }
@@ -281,13 +243,6 @@ fn tubemq_methods() -> Vec<MethodRow> {
         .iter()
         .map(|m| (m.id, m.constant, m.server_role(), m.request, m.response))
         .collect()
-}
-
-/// Decode one TubeMQ frame (``missing`` bytes lost at its end); returns a ``Decoded`` (tests, tools).
-#[pyfunction]
-#[pyo3(signature = (frame, missing=0, brief=false))]
-fn decode_tubemq_frame<'py>(py: Python<'py>, frame: &[u8], missing: usize, brief: bool) -> PyResult<Bound<'py, PyAny>> {
-    classes(py)?.decoded(py, &engine::protocols::tubemq::decode(frame, missing, brief))
 }
 
 /// Test support: a plain Python value written by the core's JSON writer (to compare with
@@ -324,40 +279,15 @@ fn _decode_to_json(
     })
 }
 
-/// The records (JSON contract) of a frame's messages, as a record's `messages` holds them (records.rs:
-/// write_messages, the one description); ``base`` is a MESSAGE command's message_id.
-#[pyfunction]
-#[pyo3(signature = (messages, base=None))]
-fn message_records<'py>(
-    py: Python<'py>,
-    messages: Bound<'py, PyList>,
-    base: Option<Bound<'py, PyDict>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let messages: Vec<Value> = messages.iter().map(|m| value_from_py(&m)).collect::<PyResult<_>>()?;
-    let base = base.map(|b| value_from_py(&b)).transpose()?;
-    let mut sink = MapSink::new(None);
-    let key = Key::Name(engine::name!("messages"));
-    RecordSink::<NoFront>::open(&mut sink, Key::Item, false)
-        .and_then(|_| write_messages::<NoFront>(&mut sink, key, &messages, base.as_ref(), false))
-        .and_then(|_| RecordSink::<NoFront>::close(&mut sink))
-        .map_err(crate::records::py_error)?;
-    let record = sink.into_record().unwrap_or_default();
-    record.first().map_or_else(|| Ok(PyList::empty(py).into_any()), |(_, records)| records.to_py(py))
-}
-
 #[pymodule]
 #[pyo3(name = "_core")]
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::tune_allocator();
     m.add_function(wrap_pyfunction!(bind, m)?)?;
     m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
-    m.add_function(wrap_pyfunction!(decompress, m)?)?;
-    m.add_function(wrap_pyfunction!(message_records, m)?)?;
     m.add_function(wrap_pyfunction!(crate::records::finding_text, m)?)?;
     m.add_function(wrap_pyfunction!(command_types, m)?)?;
-    m.add_function(wrap_pyfunction!(subcommand_fields, m)?)?;
     m.add_function(wrap_pyfunction!(tubemq_methods, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_tubemq_frame, m)?)?;
     m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(crate::columns::record_columns, m)?)?;
     m.add_function(wrap_pyfunction!(crate::columns::table_columns, m)?)?;

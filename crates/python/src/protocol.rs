@@ -343,35 +343,3 @@ impl Framing for SpecFraming {
         self.core.as_ref().map(|c| c.tls_name()).unwrap_or("TLS handshake")
     }
 }
-
-/// A note or PDU as the plain tuples the test bindings return.
-pub fn split_to_py<'py>(py: Python<'py>, item: &engine::transport::splitter::Split) -> PyResult<Bound<'py, PyAny>> {
-    use engine::transport::splitter::Split;
-    Ok(match item {
-        Split::Pdu(p) => (
-            "pdu",
-            PyBytes::new(py, &p.data),
-            p.offset,
-            p.first_packet,
-            p.last_packet,
-            p.first_time,
-            p.time,
-            p.missing,
-            p.oversized,
-        )
-            .into_pyobject(py)?
-            .into_any(),
-        Split::Note(n) => (
-            "note",
-            PyString::new(py, &n.kind),
-            n.offset,
-            n.length,
-            n.time,
-            n.packet,
-            map_to_py(py, &n.details)?,
-            map_to_py(py, &n.params)?,
-        )
-            .into_pyobject(py)?
-            .into_any(),
-    })
-}

@@ -1,12 +1,12 @@
 """Apache Pulsar's binary protocol (``pulsar://``, TCP 6650 and 6651), declared for the protocol boundary.
 
 The folder holds everything the tool knows about Pulsar: the schema (``pb/``, generated from
-``proto/pulsar/``), the command table (``commands``), framing and resynchronisation (``framing``), frame and
-payload decoding (``decode``, ``payload``, ``codecs``) and the problem ids (``problems``). How its frames look in
+``proto/pulsar/``), the command table (``commands``), frame and payload decoding (``decode``, ``payload``) and
+the problem ids (``problems``); framing and resynchronisation are the core's
+(``crates/engine/src/protocols/pulsar/framing.rs``). How its frames look in
 records is the core's (``crates/engine/src/records.rs``: the payload section's keys). Its conversation state (producers, consumers, flow, acks, redeliveries, seeks, chunked
 messages) is the compiled core's session (``crates/engine/src/protocols/pulsar/``), named here by ``session``, and its pieces of
-a timeline line the core's too (``crates/engine/src/protocols/pulsar/timeline.rs``), named by ``timeline_pieces``; ``chunks``
-binds its chunk reassembly alone.
+a timeline line the core's too (``crates/engine/src/protocols/pulsar/timeline.rs``), named by ``timeline_pieces``.
 """
 
 from __future__ import annotations

@@ -15,8 +15,6 @@ from ..base import CommandSpec, CommandTable, Key, Space
 # The names and numbers come from the schema the compiled core embeds (proto/pulsar/PulsarApi.proto).
 TYPE_NAMES: dict[int, str] = dict(sorted(_core.command_types().items()))
 TYPE_NUMBERS: dict[str, int] = {name: num for num, name in TYPE_NAMES.items()}
-# BaseCommand carries the sub-command for type N in field N (field names are not uniform: map by number).
-SUBCOMMAND_FIELD: dict[int, str] = dict(sorted(_core.subcommand_fields().items()))
 SEND, MESSAGE = TYPE_NUMBERS["SEND"], TYPE_NUMBERS["MESSAGE"]
 PAYLOAD_TYPES = frozenset((SEND, MESSAGE))
 
