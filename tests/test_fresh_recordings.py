@@ -79,6 +79,19 @@ def _record(tmp_path_factory, name: str, scenario, *, payload_bytes: bool = True
     return Live(rec, truth, records)
 
 
+def skip_if_the_broker_delivered_again(live: Live) -> None:
+    """Skip a test that expects each entry delivered once when the wire shows the broker delivering an entry
+    again (pulsar-lite does under load, with redelivery_count 0): the broker's behaviour, which the dissector
+    reports (REDELIVERED) and our suite does not judge."""
+    seen = Counter()
+    for f in live.of_type("MESSAGE"):
+        mid = f["command"]["message_id"]
+        seen[(mid["ledgerId"], mid["entryId"], f["command"].get("redelivery_count", 0))] += 1
+    again = sorted(entry for entry, n in seen.items() if n > 1)
+    if again:
+        pytest.skip(f"the broker delivered {len(again)} entries again (first {again[0][:2]}): broker behaviour")
+
+
 def skip_unless_client_round_trip(live: Live) -> None:
     """Skip a test whose expectation is what the client received when the client itself reported a failure,
     or received something other than what it sent: that is the client's or the broker's behaviour (e.g. the
@@ -412,6 +425,7 @@ def test_chunked_compressed_send_is_reassembled(chunked):
 
 def test_chunked_compressed_message_is_reassembled_on_delivery(chunked):
     skip_unless_client_round_trip(chunked)
+    skip_if_the_broker_delivered_again(chunked)
     big = chunked.truth["received"][0]
     first, last = _chunk_ids(big["id_str"])
     chunks = [f for f in chunked.of_type("MESSAGE") if "chunk_id" in f["messages"][0]]
@@ -429,6 +443,7 @@ def test_chunked_compressed_message_is_reassembled_on_delivery(chunked):
 
 def test_small_compressed_messages_after_the_chunked_one(chunked):
     skip_unless_client_round_trip(chunked)
+    skip_if_the_broker_delivered_again(chunked)
     receipts = chunked.receipts()
     smalls = chunked.truth["sent"][1:]
     sends = [f for f in chunked.producer_sends(CHUNK_PRODUCER) if "chunk_id" not in f["messages"][0]]
@@ -453,6 +468,7 @@ def test_small_compressed_messages_after_the_chunked_one(chunked):
 
 def test_chunked_recording_is_clean(chunked):
     skip_unless_client_round_trip(chunked)  # a consumer that dropped the message did not ack it
+    skip_if_the_broker_delivered_again(chunked)
     _assert_clean(chunked)
     messages = {f["index"] for f in chunked.of_type("MESSAGE")}
     acked = {i for f in chunked.of_type("ACK") for i in f["acks"]}
