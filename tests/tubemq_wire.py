@@ -1,7 +1,7 @@
 """TubeMQ (Apache InLong) wire encoder for the tests: frames, message data and whole capture files.
 
 Written from the protocol facts, independently of the decoder: it imports nothing from ``dissector``,
-``pulsar_dissect_core`` or code generated from ``proto/tubemq``, and writes protobuf by hand (varints, tags,
+``dissector._core`` or code generated from ``proto/tubemq``, and writes protobuf by hand (varints, tags,
 length-delimited fields) from the field-number tables below. A mistake shared by the decoder and the .proto
 files therefore shows up as a test failure instead of agreeing with itself.
 

@@ -29,7 +29,7 @@ from ..problems import Finding, severity_and_message
 
 def analysed_dissector(options: Options, *, records: str | None = None, summary: bool = False,
                        payload_bytes: bool = False, stats=None, timeline=None):
-    """The pipeline and this analysis joined in the core (``pulsar_dissect_core.AnalysedDissector``): packets
+    """The pipeline and this analysis joined in the core (``dissector._core.AnalysedDissector``): packets
     in, Annotated frames and events out; the analysis reads the core's decoded frames without a Python round
     trip. With ``records`` ("dict" or "json"), a frame comes out as its record (the JSON Lines contract;
     ``summary`` and ``payload_bytes`` as in ``output.records.record``), made by the core (``crates/engine/src/records.rs``: Python makes only the texts of its

@@ -87,7 +87,7 @@ def timeline_plan(name: str) -> tuple | None:
 
 
 def timeline_format(*, absolute_time: bool = False, previews: bool = False):
-    """The core's line maker (``pulsar_dissect_core.TimelineFormat``) with this module's plans and labels."""
+    """The core's line maker (``dissector._core.TimelineFormat``) with this module's plans and labels."""
     return _core.TimelineFormat(timeline_plan, LABELS, BYTES_FIELDS, absolute_time, previews)
 
 

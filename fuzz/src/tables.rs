@@ -93,7 +93,7 @@ fn scalar(v: &serde_json::Value) -> Value {
 
 /// A protocol's table with its names interned once (the interner takes a lock): [`CommandTable`] holds no
 /// `Clone`, so each run builds its own from this, as the binding builds it from the Python specs
-/// (analysis/binding.rs).
+/// (the binding's analysis.rs).
 pub struct TableTemplate {
     specs: Vec<(&'static Name, &'static SpecJson)>,
 }

@@ -1,6 +1,6 @@
 """Pulsar frame decoding: complete frame bytes → plain data (``model.Decoded``). Pure functions, no state.
 
-The decoding itself is the compiled core (``pulsar_dissect_core``, Rust, in ``core/``): sizes, the BaseCommand
+The decoding itself is the engine (``dissector._core``, Rust, in ``crates/``): sizes, the BaseCommand
 and its sub-command walked off the schema compiled from ``proto/pulsar/``, the payload section (broker entry
 metadata, CRC32C, MessageMetadata, decompression, batches, markers). It returns the classes bound here, so
 what crosses the protocol boundary is the same plain data as everywhere else.

@@ -1,5 +1,5 @@
-//! Where a capture's bytes come from: a file opened here, a Python file object (``binding.rs``), and gzip
-//! over either — multi-member, with the behaviour and the error texts of Python's ``gzip`` module (what the
+//! Where a capture's bytes come from: a file opened here, a Python file object (the binding's ``capture.rs``),
+//! and gzip over either — multi-member, with the behaviour and the error texts of Python's ``gzip`` module (what the
 //! reader says when a compressed capture is cut or corrupt is what it said when Python read it).
 
 use std::fs::File;
