@@ -73,6 +73,15 @@ pub trait Protocol: Sync {
     fn sessions(&self, limits: &Limits) -> Option<Box<dyn Sessions>>;
     /// Its own pieces of a frame's timeline line (after the key fields).
     fn timeline_pieces(&self, facts: &LineFacts, line: &mut Line);
+    /// For the statistics' clients (a protocol whose session notes `client_id`): whether a frame of this type
+    /// carries messages its client sent (true) or received (false); None: neither.
+    fn client_messages(&self, _type_name: &str) -> Option<bool> {
+        None
+    }
+    /// For the statistics' clients: the error a response's command says, by name (a code when it has none).
+    fn error_of(&self, _command: &crate::value::Map) -> Option<String> {
+        None
+    }
     /// The ids of the findings its decoding and sessions make (`dissector/problems.py` registers each with
     /// its severity and text): the `IDS` of its problems enum (`protocols/<name>/problems.rs`).
     fn problem_ids(&self) -> &'static [&'static str];

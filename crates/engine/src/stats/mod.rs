@@ -7,6 +7,7 @@
 pub mod sample;
 
 use crate::analysis::bounded::OrderedMap;
+use crate::protocols::{self, Protocol};
 use crate::value::{Map, Name, Value};
 use crate::FastMap;
 use sample::{Latencies, Reservoir};
@@ -607,8 +608,11 @@ impl Stats {
             }
             self.expert.add((id, python_str(get(finding, "severity"))), 1);
         }
-        if get(rec, "protocol").and_then(Value::as_str) == Some("tubemq") {
-            self.tube_frame(rec, kind, command, time, direction == "to_client");
+        // a protocol whose session notes a client id on its frames: its clients' figures
+        if let (Some(protocol), true) =
+            (get(rec, "protocol").and_then(Value::as_str).and_then(protocols::by_name), has(rec, "client_id"))
+        {
+            self.client_frame(protocol, rec, kind, command, time, direction == "to_client");
         }
         let producer = get_map(rec, "producer");
         let consumer = get_map(rec, "consumer");
@@ -635,16 +639,20 @@ impl Stats {
         self.actors_changed(actors);
     }
 
-    /// A TubeMQ frame: its client's figures (the client id and group the session noted on it), and the
-    /// messages it carries counted for its topic (sent: SendMessageRequestP2B; received: GetMessageResponseB2C).
-    fn tube_frame(&mut self, rec: &Map, kind: &str, command: &Map, time: f64, to_client: bool) {
+    /// A frame of a client the session named: the client's figures (the client id and group noted on it), and
+    /// the messages it carries counted for its topic, sent or received as its protocol says of its type.
+    fn client_frame(
+        &mut self,
+        protocol: &dyn Protocol,
+        rec: &Map,
+        kind: &str,
+        command: &Map,
+        time: f64,
+        to_client: bool,
+    ) {
         let Some(client_id) = get(rec, "client_id").map(|v| python_str(Some(v))) else { return };
         let topic_name = get(rec, "topic").map(|v| python_str(Some(v)));
-        let sent = match kind {
-            "SendMessageRequestP2B" => Some(true),
-            "GetMessageResponseB2C" => Some(false),
-            _ => None,
-        };
+        let sent = protocol.client_messages(kind);
         let (n, size) = if sent.is_some() { message_totals(rec) } else { (0, 0) };
         if let Some(sent) = sent {
             self.count_throughput(time, to_client, n, size);
@@ -681,11 +689,8 @@ impl Stats {
             }
             None => {}
         }
-        if let Some(code) = get(command, "errCode").and_then(Value::as_i64).filter(|&c| c != 200) {
-            client.errors.add(
-                crate::protocols::tubemq::error_code_name(code).map_or_else(|| code.to_string(), str::to_owned),
-                1,
-            );
+        if let Some(error) = protocol.error_of(command) {
+            client.errors.add(error, 1);
         }
     }
 

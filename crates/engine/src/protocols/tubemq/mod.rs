@@ -291,6 +291,20 @@ impl Protocol for TubeMq {
         timeline::pieces(facts, line)
     }
 
+    fn client_messages(&self, type_name: &str) -> Option<bool> {
+        match type_name {
+            "SendMessageRequestP2B" => Some(true),
+            "GetMessageResponseB2C" => Some(false),
+            _ => None,
+        }
+    }
+
+    /// A response's `errCode` other than 200 (SUCCESS), by its name in the error code table.
+    fn error_of(&self, command: &Map) -> Option<String> {
+        let code = crate::analysis::map_get(command, "errCode").and_then(Value::as_i64).filter(|&c| c != 200)?;
+        Some(error_code_name(code).map_or_else(|| code.to_string(), str::to_owned))
+    }
+
     fn problem_ids(&self) -> &'static [&'static str] {
         problems::TubeMqProblem::IDS
     }
