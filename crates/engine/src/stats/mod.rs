@@ -608,11 +608,12 @@ impl Stats {
             }
             self.expert.add((id, python_str(get(finding, "severity"))), 1);
         }
-        // a protocol whose session notes a client id on its frames: its clients' figures
-        if let (Some(protocol), true) =
-            (get(rec, "protocol").and_then(Value::as_str).and_then(protocols::by_name), has(rec, "client_id"))
-        {
-            self.client_frame(protocol, rec, kind, command, time, direction == "to_client");
+        // a protocol whose session notes a client id on its frames: its clients' figures (the protocol looked up
+        // only for such records, not for every frame)
+        if has(rec, "client_id") {
+            if let Some(protocol) = get(rec, "protocol").and_then(Value::as_str).and_then(protocols::by_name) {
+                self.client_frame(protocol, rec, kind, command, time, direction == "to_client");
+            }
         }
         let producer = get_map(rec, "producer");
         let consumer = get_map(rec, "consumer");
