@@ -1102,6 +1102,8 @@ def pipeline_cmd(
                                    "table and sequence diagrams"),
     strict: bool = typer.Option(False, "--strict", help="exit 1 when a problem of severity error or warning "
                                                         "was found"),
+    with_json: bool = typer.Option(False, "--with-json", help="also keep each frame's record as `--json` writes "
+                                   "it, in the frames table's `json` column"),
     port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     max_frame_size: Optional[int] = MAX_FRAME_OPT,
@@ -1147,7 +1149,7 @@ def pipeline_cmd(
                 builder.add(rec)
     try:
         summary = job.run(spark, inputs, str(out), options=options, partitions=partitions,
-                          records=build if builder is not None else None, stages=stages)
+                          records=build if builder is not None else None, stages=stages, with_json=with_json)
     finally:
         job.stop(spark)
     stages.done("spark_stop")

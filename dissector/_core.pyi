@@ -52,7 +52,6 @@ _SeverityAndMessage: TypeAlias = Callable[[str, dict[str, Any]], tuple[str, str]
 _FindingClass: TypeAlias = Callable[[str, dict[str, Any]], _FindingT]
 
 #: A table's columns as Arrow buffers: (rows, [(validity, values, offsets) per column]).
-_TableBuffers: TypeAlias = tuple[int, list[tuple[bytes, bytes, bytes]]]
 
 #: (count, total, max or None, sample, cap) of a latency sample.
 _LatencyFigures: TypeAlias = tuple[int, float, float | None, list[float], int]
@@ -298,11 +297,22 @@ def _json_dumps(value: _Plain) -> bytes:
 def _decode_to_json(frames: Sequence[bytes], max_decompressed: int = ..., brief: bool = False) -> tuple[int, float]:
     """Benchmark support: decode and write every frame as JSON in Rust alone: (bytes written, seconds)."""
 
-def record_columns(records: Sequence[dict[str, Any]]) -> list[_TableBuffers]:
-    """The frames, messages, problems and exchanges columns of records made elsewhere (dicts of the contract)."""
+@final
+class RecordBatches:
+    """One of the pipeline's tables as Arrow record batches, read through the Arrow C stream interface
+    (``pyarrow.table(batches)``, ``pyarrow.RecordBatchReader.from_stream``) as often as asked."""
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """A PyCapsule named "arrow_array_stream" (the requested schema is not honoured)."""
+    @property
+    def name(self) -> Literal["frames", "messages", "problems", "exchanges"]:
+        """The table's name."""
+    @property
+    def num_rows(self) -> int:
+        """Rows in all its batches."""
 
-def table_columns() -> list[list[tuple[str, Literal["int", "float", "bool", "text"]]]]:
-    """The four tables' columns: per table [(name, kind)]."""
+def record_tables(records: Sequence[dict[str, Any]], with_json: bool = False) -> list[RecordBatches]:
+    """The frames, messages, problems and exchanges tables of records made elsewhere (dicts of the contract);
+    ``with_json``: the frames keep each record's line in a ``json`` column."""
 
 # --------------------------------------------------------------------------------------------- capture
 
@@ -488,7 +498,7 @@ class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
     @property
     def json_lines(self) -> tuple[int, int]:
         """The frame records made so far, and their problems: (frames, problems)."""
-    def take_columns(self) -> list[_TableBuffers]:
+    def take_columns(self) -> list[RecordBatches]:
         """The frames, messages, problems and exchanges columns made so far (records "columns"), emptied."""
     @property
     def columns_size(self) -> int:

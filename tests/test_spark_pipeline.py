@@ -67,10 +67,10 @@ def _cli_records(path) -> tuple[list[str], list[dict]]:
     return lines, records
 
 
-def _run(spark, inputs, out, partitions=3) -> dict:
+def _run(spark, inputs, out, partitions=3, with_json=False) -> dict:
     from dissector.spark import job
 
-    return job.run(spark, [str(i) for i in inputs], str(out), partitions=partitions)
+    return job.run(spark, [str(i) for i in inputs], str(out), partitions=partitions, with_json=with_json)
 
 
 def _table(out, name) -> dict:
@@ -81,6 +81,28 @@ def _frame_lines(out) -> list[str]:
     frames = _table(out, "frames")
     assert len(set(frames["index"])) == len(frames["index"]), "a frame index twice"
     return [line for _, line in sorted(zip(frames["index"], frames["json"]))]
+
+
+#: Frame columns compared with the CLI's records: typed as the record has them; objects as JSON text.
+FRAME_KEYS = ("index", "protocol", "time", "conn", "src", "dst", "direction", "packet", "first_packet", "type",
+              "size", "payload_size", "uncompressed_size", "encrypted", "serial", "answers", "latency_ms",
+              "request_type", "checksum")
+FRAME_OBJECTS = ("command", "metadata", "problems")
+
+
+def _frame_rows(out) -> list[tuple]:
+    """The frames table's rows, in frame order, as (keys..., objects parsed)."""
+    frames = _table(out, "frames")
+    assert "json" not in frames, "no record lines unless asked"
+    assert len(set(frames["index"])) == len(frames["index"]), "a frame index twice"
+    rows = zip(*(frames[k] for k in FRAME_KEYS), *(frames[k] for k in FRAME_OBJECTS))
+    return sorted(tuple(row[:len(FRAME_KEYS)]) + tuple(None if t is None else json.loads(t) for t in row[len(FRAME_KEYS):])
+                  for row in rows)
+
+
+def _cli_frame_rows(records) -> list[tuple]:
+    return sorted(tuple(r.get(k) for k in FRAME_KEYS) + tuple(r.get(k) for k in FRAME_OBJECTS)
+                  for r in records if "index" in r)
 
 
 # the corpus captures that cover what differs: batches, chunks in a gzipped file, many connections,
@@ -96,7 +118,7 @@ def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
     summary = _run(spark, [path], tmp_path)
     want_lines, want = _cli_records(path)
     assert want_lines, "the CLI found frames"
-    assert _frame_lines(tmp_path) == want_lines
+    assert _frame_rows(tmp_path) == _cli_frame_rows(want)
 
     # messages: each frame record's messages, in order, expanded here from the CLI's records
     frames = [r for r in want if "index" in r]
@@ -104,7 +126,7 @@ def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
                        json.dumps(m.get("properties") or {}, sort_keys=True))
                       for r in frames for pos, m in enumerate(r.get("messages") or []))
     got = _table(tmp_path, "messages")
-    rows = sorted((f, pos, sha, size, json.dumps(json.loads(mid) if mid is not None else None, sort_keys=True),
+    rows = sorted((f, pos, None if sha is None else sha.hex(), size, json.dumps(json.loads(mid) if mid is not None else None, sort_keys=True),
                    json.dumps(props or {}, sort_keys=True))
                   for f, pos, sha, size, mid, props in zip(got["frame"], got["position"], got["payload_sha256"],
                                                            got["payload_size"], got["message_id"], [
@@ -143,20 +165,20 @@ def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path):
     pieces_dir.mkdir()
     pieces = write_rotated(path, pieces_dir, "rotated.pcap", {40, 41, 120, 200})
     assert len(pieces) == 5
-    want_lines, _ = _cli_records(path)
-    # named in a shuffled order, and as a directory: the files are put in time order
-    _run(spark, [pieces[3], pieces[0], pieces[4], pieces[2], pieces[1]], tmp_path / "a")
+    want_lines, want = _cli_records(path)
+    # named in a shuffled order, and as a directory: the files are put in time order; the records' lines kept
+    _run(spark, [pieces[3], pieces[0], pieces[4], pieces[2], pieces[1]], tmp_path / "a", with_json=True)
     assert _frame_lines(tmp_path / "a") == want_lines
     # one partition (every connection read by one task), and more partitions than connections
     _run(spark, [pieces_dir], tmp_path / "b", partitions=1)
-    assert _frame_lines(tmp_path / "b") == want_lines
+    assert _frame_rows(tmp_path / "b") == _cli_frame_rows(want)
     files = _table(tmp_path / "b", "files")
     assert sorted(files["order"]) == [1, 2, 3, 4, 5]
     assert sum(files["packets"]) == 239 == sum(1 for _ in open_capture(str(path)))
     ordered = [p for _, p in sorted(zip(files["order"], files["path"]))]
     assert [Path(p).name for p in ordered] == [p.name for p in pieces]
     _run(spark, [pieces_dir], tmp_path / "c", partitions=20)
-    assert _frame_lines(tmp_path / "c") == want_lines
+    assert _frame_rows(tmp_path / "c") == _cli_frame_rows(want)
 
 
 def test_bad_input_is_rows_not_a_failed_job(spark, tmp_path):
@@ -262,7 +284,7 @@ def test_a_standalone_master(tmp_path):
         assert _wait_port(worker_port, 120), (logs / "worker.log").read_text()[-3000:]
         out = tmp_path / "out"
         done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "11_errors.pcap"), "--out", str(out), "--master", url,
-                                     "--json", "--conf", "spark.executor.memory=1g"],
+                                     "--json", "--with-json", "--conf", "spark.executor.memory=1g"],
                               capture_output=True, text=True, timeout=900, env=env)
         assert done.returncode == 0, done.stderr[-3000:] + (logs / "worker.log").read_text()[-2000:]
         assert _frame_lines(out) == _cli_records(CAPTURES / "11_errors.pcap")[0]
@@ -280,46 +302,33 @@ def test_a_standalone_master(tmp_path):
         shutil.rmtree(tmp_path / "out", ignore_errors=True)
 
 
-def test_record_columns_take_the_contract_keys_and_never_fail_on_odd_values():
-    """The core's columns of records (`crates/python/src/columns.rs`, the sink the decoding tasks' records are built
-    into, here fed records as dicts): a key of the wrong type is null in its column, strings are themselves,
-    objects keep their JSON text, messages are expanded (a list item that is no object is no row), a record
-    that answers a request is an exchange (the request's time and packet unknown to a record made elsewhere)."""
-    from dissector.spark.rows import EXCHANGES, FRAMES, MESSAGES, PROBLEMS, _table
+def test_the_engine_s_tables_reach_pyarrow_through_the_c_stream_interface():
+    """The tables as the engine makes them (`crates/engine/src/tables.rs`, whose own tests hold every column
+    against the JSON lines) reach Python as Arrow streams (`__arrow_c_stream__`), read by pyarrow with the
+    engine's schema: typed columns, a digest as 32 bytes, objects as their JSON text, `json` only when asked."""
+    import pyarrow as pa
     from dissector import _core as core
 
-    records = [
-        {"index": 1, "protocol": "pulsar", "time": 1.5, "conn": 2, "src": 'a\x07"b', "type": "SEND",
-         "command": {"topic": "t1", "x": [1, 2]}, "size": "big", "problems": [],
-         "expert": [{"id": "i", "severity": "error", "message": "m"}], "encrypted": True,
-         "producer": {"id": 7, "topic": "persistent://t", "name": "p"},
-         "messages": [{"payload_size": 3, "message_id": {"ledger_id": 1}, "properties": {"k": "v"}}, "not an object",
-                      {"payload_size": 18446744073709551615}]},
-        {"index": 2, "time": "soon", "answers": 1, "latency_ms": 0.25, "command": {"topic": "t2"}, "encrypted": "yes",
-         "expert": [], "unknown": {"deep": [1, {"a": 2}]}},
-    ]
-    (frame_rows, frames), (message_rows, messages), (problem_rows, problems), (exchange_rows, exchanges) = \
-        core.record_columns(records)
-    f = _table(FRAMES, frame_rows, frames).to_pydict()
-    assert f["index"] == [1, 2] and f["time"] == [1.5, None] and f["size"] == [None, None]
-    assert f["src"] == ['a\x07"b', None] and f["conn"] == [2, None]
-    assert f["command"] == ['{"topic":"t1","x":[1,2]}', '{"topic":"t2"}']
-    assert f["topic"] == ["persistent://t", "t2"]  # the producer's, else the command's
-    assert f["expert"] == ['[{"id":"i","severity":"error","message":"m"}]', None]  # [] is no findings
-    assert f["encrypted"] == [True, None] and f["answers"] == [None, 1] and f["latency_ms"] == [None, 0.25]
-    assert f["producer_id"] == [7, None] and f["producer_name"] == ["p", None]
-    assert [json.loads(line) for line in f["json"]] == records
-    m = _table(MESSAGES, message_rows, messages).to_pydict()
-    assert m["frame"] == [1, 1] and m["position"] == [0, 2]  # the element that is no object is skipped
-    assert m["payload_size"] == [3, None]  # beyond int64: null, not an error
-    assert m["message_id"] == ['{"ledger_id":1}', None] and m["properties"] == ['{"k":"v"}', None]
-    assert m["topic"] == ["persistent://t"] * 2
-    p = _table(PROBLEMS, problem_rows, problems).to_pydict()
-    assert (p["id"], p["severity"], p["message"], p["frame"], p["time"], p["frame_type"]) == (
-        ["i"], ["error"], ["m"], [1], [1.5], ["SEND"])
-    e = _table(EXCHANGES, exchange_rows, exchanges).to_pydict()
-    assert (e["request_frame"], e["response_frame"], e["latency_ms"], e["topic"]) == ([1], [2], [0.25], ["t2"])
-    assert (e["request_time"], e["request_packet"], e["response_time"]) == ([None], [None], [None])
+    records = [{"index": 1, "protocol": "pulsar", "time": 1.5, "type": "SEND", "command": {"topic": "t1"},
+                "producer": {"id": 7, "topic": "persistent://t", "name": 'p\x07"'},
+                "messages": [{"payload_size": 3, "payload_sha256": "ab" * 32, "properties": {"k": "v"}}]},
+               {"index": 2, "time": 2.0, "answers": 1, "latency_ms": 0.5, "type": "SEND_RECEIPT"}]
+    for with_json in (False, True):
+        tables = {t.name: pa.table(t) for t in core.record_tables(records, with_json)}
+        assert list(tables) == ["frames", "messages", "problems", "exchanges"]
+        frames, messages = tables["frames"], tables["messages"]
+        assert ("json" in frames.column_names) is with_json
+        assert frames.schema.field("index").type == pa.int64() and frames.schema.field("time").type == pa.float64()
+        assert frames.column("producer_name").to_pylist() == ['p\x07"', None]
+        assert json.loads(frames.column("command")[0].as_py()) == {"topic": "t1"}
+        assert messages.schema.field("payload_sha256").type == pa.binary(32)
+        assert messages.column("payload_sha256").to_pylist() == [bytes([0xAB]) * 32]
+        assert tables["exchanges"].column("request_frame").to_pylist() == [1]
+        if with_json:
+            assert [json.loads(line) for line in frames.column("json").to_pylist()] == records
+    # a stream is read as often as asked
+    batches = core.record_tables(records)[1]
+    assert pa.table(batches).num_rows == pa.table(batches).num_rows == batches.num_rows == 1
 
 
 def test_summary_lines_escape_wire_strings_and_fit_80_columns():

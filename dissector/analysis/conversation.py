@@ -38,7 +38,7 @@ def analysed_dissector(options: Options, *, records: str | None = None, summary:
     come out). With ``timeline`` (the core's ``TimelineFormat`` of a renderer), a frame comes out as its plain
     timeline line (``crates/engine/src/timeline.rs``), consecutive lines as one bytes object."""
     classes = (Frame, Event, Decoded, Finding, Annotated)
-    mode = None if records is None else (records if records == "columns" else records == "json", summary, payload_bytes,
+    mode = None if records is None else (records if records in ("columns", "columns+json") else records == "json", summary, payload_bytes,
                                          severity_and_message)
     lines = None if timeline is None else (timeline, severity_and_message)
     return _core.AnalysedDissector(options, protocols.select(options.protocols), classes, protocols.get, mode, stats,

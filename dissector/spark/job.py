@@ -126,11 +126,12 @@ class Stages:
 
 
 def run(spark, inputs: list[str], out: str, *, options: Options | None = None, partitions: int | None = None,
-        records=None, stages: Stages | None = None) -> dict:
+        records=None, stages: Stages | None = None, with_json: bool = False) -> dict:
     """Dissect the captures ``inputs`` names into Parquet tables under ``out`` (frames, messages, exchanges,
     problems, files) and ``out``/summary.json; returns the summary. ``records`` (``pipeline --report``): called
     with every record in capture order (``spark.report.records_in_capture_order``) once the tables are written.
-    ``stages``: the seconds of each stage are added to it."""
+    ``stages``: the seconds of each stage are added to it. ``with_json`` (implied by ``records``): the frames
+    table keeps each record's line as ``--json`` writes it, in a ``json`` column."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -195,9 +196,11 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
                                       from_arrow_schema(tasks.COUNTED)).count()
 
     # 4. decode: each partition's work with its numbers
-    write_empty(out)
+    with_json = with_json or records is not None  # the report reads the records' lines
+    write_empty(out, with_json)
     events = work.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
-                                               numbering=numbering), from_arrow_schema(tasks.EVENTS))
+                                               numbering=numbering, with_json=with_json),
+                             from_arrow_schema(tasks.EVENTS))
     events = events.persist(StorageLevel.MEMORY_AND_DISK)
     events.count()  # the tasks write the frames and messages now
     shutil.rmtree(numbering, ignore_errors=True)

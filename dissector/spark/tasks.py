@@ -14,8 +14,8 @@ one stage of ``dissector/spark/job.py``:
   as a run over the whole input would, into a file of numbers per partition.
 - ``decode``: the second pass over the same files, the full pipeline and analysis with those numbers set
   before their packets (``AnalysedDissector.read_selected``), so a record is the CLI's line for that frame:
-  the core makes the records straight into the frames and messages tables' columns, which the task writes
-  itself (``rows.py``); it gives Spark only the events.
+  the engine makes the records straight into the tables' typed Arrow columns, which the task writes itself
+  (``rows.py``); it gives Spark only the events.
 """
 from __future__ import annotations
 
@@ -293,11 +293,11 @@ READ_ITEMS = 64
 READ_BYTES = 1 << 20
 
 
-def decode(batches, options: Options, out: str, numbering: str):
+def decode(batches, options: Options, out: str, numbering: str, with_json: bool = False):
     """A partition's work (``file`` rows as ``count_numbers`` reads) and its numbers (``number`` wrote them
-    under ``numbering``) through the CLI's pipeline and analysis: each frame's record (as ``--json`` writes it)
-    into this task's files of the frames and messages tables under ``out`` (``rows.py``); rows (``EVENTS``)
-    for the events' records."""
+    under ``numbering``) through the CLI's pipeline and analysis: each frame's record into this task's files of
+    the frames, messages, problems and exchanges tables under ``out`` (``rows.py``; ``with_json``: the frames
+    keep each record's line as ``--json`` writes it); rows (``EVENTS``) for the events' records."""
     from pyspark import TaskContext
 
     from dissector.analysis.conversation import analysed_dissector
@@ -308,8 +308,8 @@ def decode(batches, options: Options, out: str, numbering: str):
     if slot is None:
         return
     context = TaskContext.get()
-    tables = FrameTables(out, context.partitionId() if context is not None else 0)
-    stage = analysed_dissector(options, records="columns")
+    tables = FrameTables(out, context.partitionId() if context is not None else 0, with_json)
+    stage = analysed_dissector(options, records="columns+json" if with_json else "columns")
     numbers = _numbers(numbering, "numbers", slot)
     if len(numbers):
         stage.plan_numbering(*(np.ascontiguousarray(numbers[:, at], "<i8").tobytes() for at in range(3)))

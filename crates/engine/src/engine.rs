@@ -20,6 +20,7 @@ use crate::records::{
     build_record, Expert, JsonSink, MapSink, NoFront, RecordInput, RecordStyle, SinkError, SinkResult,
 };
 use crate::stats::{Stats, STATS_KEPT};
+use crate::tables::RecordTables;
 use crate::transport::net::{endpoint_text, tcp_segment};
 use crate::transport::reassembly::{Config, Reassembler, StreamEvent};
 use crate::transport::splitter::{Framing, RawPdu, Split, Splitter};
@@ -88,6 +89,8 @@ pub enum Item<'a> {
         /// the analysis' notes (record keys) and findings
         notes: &'a Map,
         findings: &'a [Finding],
+        /// the time and packet of the request the frame answers, as the analysis paired them
+        answered: Option<(f64, u64)>,
     },
     Event {
         kind: &'a str,
@@ -101,8 +104,8 @@ impl Item<'_> {
     /// The same item again, for a sink that hands it on and uses it after.
     pub fn again(&self) -> Item<'_> {
         match self {
-            Item::Frame { frame, first_packet, notes, findings } => {
-                Item::Frame { frame, first_packet: *first_packet, notes, findings }
+            Item::Frame { frame, first_packet, notes, findings, answered } => {
+                Item::Frame { frame, first_packet: *first_packet, notes, findings, answered: *answered }
             }
             Item::Event { kind, time, conn, details } => Item::Event { kind, time: *time, conn: *conn, details },
         }
@@ -158,7 +161,7 @@ pub fn event_record(kind: &str, time: f64, conn: Option<u64>, details: &Map) -> 
 impl<T: FindingTexts> Sink for JsonLines<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
-            Item::Frame { frame, first_packet, notes, findings } => {
+            Item::Frame { frame, first_packet, notes, findings, .. } => {
                 let (out, style) = (&mut self.out, self.style);
                 with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
                     build_record(&mut JsonSink::new(out), input, style)
@@ -183,7 +186,7 @@ pub struct Statistics<T: FindingTexts> {
 impl<T: FindingTexts> Sink for Statistics<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
-            Item::Frame { frame, first_packet, notes, findings } => {
+            Item::Frame { frame, first_packet, notes, findings, .. } => {
                 // as `stats` reads them: the summary record, only the keys it counts
                 let mut sink = MapSink::new(Some(&STATS_KEPT));
                 with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
@@ -194,6 +197,25 @@ impl<T: FindingTexts> Sink for Statistics<T> {
                 }
             }
             Item::Event { kind, time, conn, details } => self.stats.add(&event_record(kind, time, conn, details)),
+        }
+        Ok(())
+    }
+}
+
+/// Each frame's record into the pipeline's Arrow tables ([`RecordTables`]); events are no rows there.
+pub struct Tables<T: FindingTexts> {
+    pub texts: T,
+    pub style: RecordStyle,
+    pub tables: RecordTables,
+}
+
+impl<T: FindingTexts> Sink for Tables<T> {
+    fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
+        if let Item::Frame { frame, first_packet, notes, findings, answered } = item {
+            let (tables, style) = (&mut self.tables, self.style);
+            with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                tables.record(answered, |sink| build_record(sink, input, style))
+            })?;
         }
         Ok(())
     }
@@ -519,10 +541,16 @@ impl<'e, 's> Run<'e, 's> {
                     details.extend(params);
                     self.sink.item(Item::Event { kind: kind.as_str(), time, conn, details: &details })?;
                 }
-                Output::Annotated { notes, findings, .. } => {
+                Output::Annotated { notes, findings, answered } => {
                     let (frame, first_packet) =
                         frame.ok_or(SinkError::Misplaced("a frame's notes without the frame"))?;
-                    self.sink.item(Item::Frame { frame, first_packet, notes: &notes, findings: &findings })?;
+                    self.sink.item(Item::Frame {
+                        frame,
+                        first_packet,
+                        notes: &notes,
+                        findings: &findings,
+                        answered,
+                    })?;
                 }
             }
         }

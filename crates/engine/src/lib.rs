@@ -27,6 +27,7 @@ pub mod protocols;
 pub mod records;
 pub mod schema;
 pub mod stats;
+pub mod tables;
 pub mod text;
 pub mod timeline;
 pub mod transport;

@@ -18,7 +18,9 @@ use pyo3::{intern, IntoPyObjectExt};
 
 use crate::capture::{read_batch, read_selected, FileStage, Selection};
 use crate::check_fields;
-use crate::columns::{Buffers, TableColumns};
+use engine::tables::RecordTables;
+
+use crate::arrow::RecordBatches;
 use crate::convert::{map_to_py, value_from_py, StrToPy};
 use crate::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::pooled::{JsonLines, LinesOut, PooledLines, RecordJob};
@@ -810,8 +812,8 @@ enum Target {
     Dicts,
     /// Into the statistics, in the core: nothing comes out.
     Stats(Py<StatsCore>),
-    /// Into the `pipeline`'s frames and messages columns (`columns.rs`), until taken: nothing comes out.
-    Columns(Box<TableColumns>),
+    /// Into the `pipeline`'s tables (the engine's `tables.rs`), until taken: nothing comes out.
+    Columns(Box<RecordTables>),
 }
 
 struct RecordsMade {
@@ -978,8 +980,8 @@ impl AnalysedDissector {
     /// With `records` = (json, summary, payload_bytes, texts), a frame comes out as its record (see
     /// `records.rs`) instead of an Annotated frame: `json`: as its JSON line, the lines between two Python
     /// items joined in one bytes object; else as a dict. `summary`, `payload_bytes`: `RecordStyle`; `texts`:
-    /// `problems.severity_and_message`; `json` may also be "columns": the records go into the tables' columns
-    /// (`take_columns`) and only events come out. With `stats` too, the records go into those statistics, in the core,
+    /// `problems.severity_and_message`; `json` may also be "columns" (or "columns+json", the lines kept): the records go into
+    /// the tables (`take_columns`) and only events come out. With `stats` too, the records go into those statistics, in the core,
     /// and only events come out. With `timeline` = (format, texts) — format: a `TimelineFormat` — a frame
     /// comes out as its plain timeline line instead, the lines joined as JSON lines are.
     #[new]
@@ -1004,7 +1006,8 @@ impl AnalysedDissector {
                 let style = RecordStyle { summary, payload_bytes };
                 let target = match (stats, kind.extract::<&str>().ok()) {
                     (Some(stats), _) => Target::Stats(stats),
-                    (None, Some("columns")) => Target::Columns(Box::default()),
+                    (None, Some("columns")) => Target::Columns(Box::new(RecordTables::new(false))),
+                    (None, Some("columns+json")) => Target::Columns(Box::new(RecordTables::new(true))),
                     (None, _) if kind.is_truthy()? => Target::Json(Vec::with_capacity(1 << 16)),
                     (None, _) => Target::Dicts,
                 };
@@ -1175,12 +1178,12 @@ impl AnalysedDissector {
         Ok((records.made.frames + fed_frames, records.made.problems + fed_problems))
     }
 
-    /// The frames, messages and problems columns made so far (with records="columns"), emptied: see
-    /// `columns.rs`.
-    fn take_columns<'py>(&mut self, py: Python<'py>) -> [(usize, Buffers<'py>); 4] {
+    /// The frames, messages, problems and exchanges tables made so far (with records="columns" or
+    /// "columns+json"), as Arrow record batches, emptied: see the engine's `tables.rs`.
+    fn take_columns(&mut self) -> PyResult<Vec<RecordBatches>> {
         match self.analysis.records.as_mut().map(|r| &mut r.made.target) {
-            Some(Target::Columns(columns)) => columns.take(py),
-            _ => TableColumns::new().take(py),
+            Some(Target::Columns(columns)) => crate::arrow::take(columns),
+            _ => crate::arrow::take(&mut RecordTables::new(false)),
         }
     }
 

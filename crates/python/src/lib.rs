@@ -20,8 +20,8 @@ use pyo3::IntoPyObjectExt;
 use crate::convert::{list_to_py, map_to_py, value_from_py, StrToPy, ValueToPy};
 
 mod analysis;
+mod arrow;
 mod capture;
-mod columns;
 mod convert;
 mod feed;
 mod pipeline;
@@ -289,8 +289,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(command_types, m)?)?;
     m.add_function(wrap_pyfunction!(tubemq_methods, m)?)?;
     m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
-    m.add_function(wrap_pyfunction!(crate::columns::record_columns, m)?)?;
-    m.add_function(wrap_pyfunction!(crate::columns::table_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::arrow::record_tables, m)?)?;
+    m.add_class::<crate::arrow::RecordBatches>()?;
     m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
     crate::capture::register(m)?;
     crate::transport::register(m)?;

@@ -1,0 +1,858 @@
+//! The `pipeline`'s tables as typed Arrow record batches (arrow-rs builders), made as each record is built:
+//! `frames` (a row per frame), `messages` (a row per application message), `problems` (a row per finding of
+//! a frame) and `exchanges` (a row per frame that answers a request). Their columns are keys of the record
+//! contract (docs/records.schema.json), named by one schema each ([`FRAMES`], [`MESSAGES`], [`PROBLEMS`],
+//! [`EXCHANGES`]).
+//!
+//! A [`TableSink`] takes the record's values as the record builder writes them: a number, a flag or a string
+//! goes into its column as it is (nothing is written as JSON and parsed back); an object or a list that is a
+//! column (`command`, `metadata`, `expert`, a message's `properties`...) is kept as its JSON text, as the
+//! record's line has it. The whole line (`--json`'s) is a column only when asked (`with_json`). A value of
+//! another type than its column's is null there, never an error.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, FixedSizeBinaryBuilder, Float64Builder, Int64Builder, LargeStringBuilder};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+
+use crate::records::{Atom, Front, JsonSink, Key, RecordSink, SinkResult};
+use crate::value::{text_lossless, Value};
+
+/// What a column holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    Int,
+    Float,
+    Bool,
+    /// a string as it is, any other value as its JSON text (large_string)
+    Text,
+    /// a SHA-256 digest written as 64 hex digits (fixed_size_binary(32)); anything else is null
+    Digest,
+}
+
+impl Kind {
+    fn data_type(self) -> DataType {
+        match self {
+            Kind::Int => DataType::Int64,
+            Kind::Float => DataType::Float64,
+            Kind::Bool => DataType::Boolean,
+            Kind::Text => DataType::LargeUtf8,
+            Kind::Digest => DataType::FixedSizeBinary(32),
+        }
+    }
+}
+
+/// A table's columns: (name, kind).
+pub type Columns = &'static [(&'static str, Kind)];
+
+/// The frames table: the record's own keys, then the frame's actor (`topic`: its producer's, its consumer's,
+/// its own, else its command's; `producer_*`, `consumer_id`, `subscription`); `json` (the record's line) only
+/// when asked.
+pub const FRAMES: Columns = &[
+    ("index", Kind::Int),
+    ("protocol", Kind::Text),
+    ("time", Kind::Float),
+    ("conn", Kind::Int),
+    ("src", Kind::Text),
+    ("dst", Kind::Text),
+    ("direction", Kind::Text),
+    ("packet", Kind::Int),
+    ("first_packet", Kind::Int),
+    ("type", Kind::Text),
+    ("command", Kind::Text),
+    ("size", Kind::Int),
+    ("problems", Kind::Text),
+    ("expert", Kind::Text),
+    ("checksum", Kind::Text),
+    ("metadata", Kind::Text),
+    ("broker_entry_metadata", Kind::Text),
+    ("payload_size", Kind::Int),
+    ("uncompressed_size", Kind::Int),
+    ("encrypted", Kind::Bool),
+    ("marker", Kind::Text),
+    ("serial", Kind::Int),
+    ("answers", Kind::Int),
+    ("latency_ms", Kind::Float),
+    ("request_type", Kind::Text),
+    ("topic", Kind::Text),
+    ("client_id", Kind::Text),
+    ("group", Kind::Text),
+    ("producer_name", Kind::Text),
+    ("producer_id", Kind::Int),
+    ("consumer_id", Kind::Int),
+    ("subscription", Kind::Text),
+];
+
+/// The frames table's last column when the records' lines are kept.
+pub const JSON_COLUMN: (&str, Kind) = ("json", Kind::Text);
+
+/// The messages table: the frame's columns (`frame` is its index), the message's place in the frame's
+/// `messages`, then the message's own keys.
+pub const MESSAGES: Columns = &[
+    ("protocol", Kind::Text),
+    ("frame", Kind::Int),
+    ("position", Kind::Int),
+    ("conn", Kind::Int),
+    ("time", Kind::Float),
+    ("type", Kind::Text),
+    ("direction", Kind::Text),
+    ("topic", Kind::Text),
+    ("producer_name", Kind::Text),
+    ("producer_id", Kind::Int),
+    ("consumer_id", Kind::Int),
+    ("subscription", Kind::Text),
+    ("payload_size", Kind::Int),
+    ("payload_sha256", Kind::Digest),
+    ("message_id", Kind::Text),
+    ("batch_index", Kind::Int),
+    ("sequence_id", Kind::Int),
+    ("partition_key", Kind::Text),
+    ("ordering_key", Kind::Text),
+    ("properties", Kind::Text),
+    ("event_time", Kind::Int),
+    ("publish_time", Kind::Int),
+];
+
+/// The problems table: a finding of a frame (`expert`), then the frame's; `file` (the input a problem of
+/// reading is about) is null in the rows made here (the pipeline adds the others).
+pub const PROBLEMS: Columns = &[
+    ("id", Kind::Text),
+    ("severity", Kind::Text),
+    ("message", Kind::Text),
+    ("protocol", Kind::Text),
+    ("frame", Kind::Int),
+    ("conn", Kind::Int),
+    ("time", Kind::Float),
+    ("packet", Kind::Int),
+    ("frame_type", Kind::Text),
+    ("file", Kind::Text),
+];
+
+/// The exchanges table: a frame that answers a request (its `answers`), with the request's time and packet
+/// as the analysis paired them (null for a record made elsewhere).
+pub const EXCHANGES: Columns = &[
+    ("protocol", Kind::Text),
+    ("conn", Kind::Int),
+    ("request_frame", Kind::Int),
+    ("request_type", Kind::Text),
+    ("request_time", Kind::Float),
+    ("request_packet", Kind::Int),
+    ("response_frame", Kind::Int),
+    ("response_type", Kind::Text),
+    ("response_time", Kind::Float),
+    ("response_packet", Kind::Int),
+    ("latency_ms", Kind::Float),
+    ("topic", Kind::Text),
+];
+
+/// The tables, in the order [`RecordTables::finish`] gives them.
+pub const TABLES: [(&str, Columns); 4] =
+    [("frames", FRAMES), ("messages", MESSAGES), ("problems", PROBLEMS), ("exchanges", EXCHANGES)];
+
+/// A table's Arrow schema (the frames' with `json` last when `with_json`).
+pub fn schema(columns: Columns, with_json: bool) -> SchemaRef {
+    let json = with_json && std::ptr::eq(columns, FRAMES);
+    let fields = columns
+        .iter()
+        .chain(json.then_some(&JSON_COLUMN))
+        .map(|(name, kind)| Field::new(*name, kind.data_type(), true));
+    Arc::new(Schema::new(fields.collect::<Vec<_>>()))
+}
+
+fn at(columns: Columns, name: &str) -> usize {
+    columns.iter().position(|(n, _)| *n == name).unwrap_or_else(|| panic!("no column {name}"))
+}
+
+// ------------------------------------------------------------------------------------------ a record's values
+
+/// A value of the record as it was written: a scalar as it is, a string or an object's JSON text as a range
+/// of the record's text buffer.
+#[derive(Clone, Copy, Debug, Default)]
+enum Cell {
+    #[default]
+    Absent,
+    Null,
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Bool(bool),
+    Str(usize, usize),
+    /// JSON text that is not a string: an object, a list
+    Json(usize, usize),
+}
+
+impl Cell {
+    fn present(self) -> Option<Cell> {
+        match self {
+            Cell::Absent | Cell::Null => None,
+            cell => Some(cell),
+        }
+    }
+}
+
+/// The record's keys whose values are frame columns (the frames table's columns up to `group`).
+const TOP: usize = 28;
+const TOP_COMMAND: usize = 10;
+const TOP_EXPERT: usize = 13;
+const TOP_ANSWERS: usize = 22;
+const TOP_TOPIC: usize = 25;
+
+/// The keys of a producer, a consumer or a command that are columns.
+const ACTOR_KEYS: [&str; 4] = ["id", "topic", "name", "subscription"];
+const PRODUCER: usize = 0;
+const CONSUMER: usize = 1;
+const COMMAND: usize = 2;
+
+/// The keys of a message that are columns (the messages table's from `payload_size`).
+const MESSAGE_KEYS: usize = 10;
+const FIRST_MESSAGE_KEY: usize = 12;
+
+/// The keys of a finding that are columns.
+const FINDING_KEYS: [&str; 3] = ["id", "severity", "message"];
+
+/// The record's lists whose objects are rows of a table of their own.
+const ROW_LISTS: [&str; 2] = ["messages", "expert"];
+const MESSAGE_ROWS: usize = 0;
+const FINDING_ROWS: usize = 1;
+
+fn row_keys(list: usize) -> impl Iterator<Item = &'static str> {
+    let messages = MESSAGES[FIRST_MESSAGE_KEY..].iter().map(|(name, _)| *name);
+    let findings = FINDING_KEYS.iter().copied();
+    (list == MESSAGE_ROWS)
+        .then_some(messages)
+        .into_iter()
+        .flatten()
+        .chain((list == FINDING_ROWS).then_some(findings).into_iter().flatten())
+}
+
+fn place_in(keys: impl Iterator<Item = &'static str>, key: &str) -> Option<usize> {
+    keys.into_iter().position(|k| k == key)
+}
+
+/// What a container being written is.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Place {
+    Record,
+    /// The producer, consumer or command: some of its keys are columns.
+    Actor(usize),
+    /// A list of `ROW_LISTS`, and one of its objects.
+    Rows(usize),
+    Row(usize),
+    /// Nothing in it is a column of its own.
+    Inside,
+}
+
+/// Which column a value is.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Top(usize),
+    Actor(usize, usize),
+    RowKey(usize, usize),
+    Nothing,
+}
+
+/// One record's values, as the sink found them.
+#[derive(Default)]
+struct Found {
+    top: [Cell; TOP],
+    actors: [[Cell; 4]; 3],
+    /// Per `ROW_LISTS` list, each object: its place in the list and its keys' values.
+    rows: [Vec<(usize, [Cell; MESSAGE_KEYS])>; 2],
+    items: [usize; 2],
+}
+
+/// A record, as the record builder writes it, into the cells of its rows (`RecordTables::record`).
+pub struct TableSink<'o> {
+    /// The JSON text of the values kept as text and, with `whole`, the record's line.
+    json: JsonSink<'o>,
+    /// Strings, each once, at their ranges.
+    strings: &'o mut Vec<u8>,
+    /// The whole line is written (its `json` column); else only the texts of the columns kept as JSON.
+    whole: bool,
+    /// Containers open: what each is, its column, where its text starts (when it is written), and whether
+    /// its text is written alone (nothing around it is).
+    open: Vec<(Place, Slot, Option<usize>, bool)>,
+    /// How many of the open containers are written as JSON text (without `whole`).
+    writing: usize,
+    found: Found,
+}
+
+impl<'o> TableSink<'o> {
+    fn new(text: &'o mut Vec<u8>, strings: &'o mut Vec<u8>, whole: bool) -> TableSink<'o> {
+        TableSink {
+            json: JsonSink::new(text),
+            strings,
+            whole,
+            open: Vec::with_capacity(4),
+            writing: 0,
+            found: Found::default(),
+        }
+    }
+
+    fn key_name<'k>(key: &'k Key<'_>) -> &'k str {
+        match key {
+            Key::Name(name) => name.as_str(),
+            Key::Text(text) => text.as_str(),
+            Key::Item => "",
+        }
+    }
+
+    /// Whether a container (an object when `object`) under `key`, put whole, holds columns: then it is
+    /// walked as if opened, filled and closed.
+    fn holds_columns(&self, key: &Key<'_>, object: bool) -> bool {
+        let name = Self::key_name(key);
+        match self.open.last().map(|(place, ..)| *place) {
+            Some(Place::Record) => {
+                matches!((name, object), ("producer" | "consumer" | "command", true))
+                    || (!object && ROW_LISTS.contains(&name))
+            }
+            Some(Place::Rows(_)) => object,
+            _ => false,
+        }
+    }
+
+    /// What a value under `key` in the container open now is: as a container, what it holds; its column.
+    fn slot(&mut self, key: &Key<'_>, object: bool) -> (Place, Slot) {
+        let name = Self::key_name(key);
+        match self.open.last().map(|(place, ..)| *place) {
+            None => (Place::Record, Slot::Nothing),
+            Some(Place::Record) => match (name, object) {
+                ("producer", true) => (Place::Actor(PRODUCER), Slot::Nothing),
+                ("consumer", true) => (Place::Actor(CONSUMER), Slot::Nothing),
+                ("command", true) => (Place::Actor(COMMAND), Slot::Top(TOP_COMMAND)),
+                (_, object) => {
+                    let top = FRAMES[..TOP].iter().position(|(n, _)| *n == name).map_or(Slot::Nothing, Slot::Top);
+                    match ROW_LISTS.iter().position(|list| *list == name) {
+                        Some(list) if !object => (Place::Rows(list), top),
+                        _ => (Place::Inside, top),
+                    }
+                }
+            },
+            Some(Place::Actor(actor)) => {
+                let at = ACTOR_KEYS.iter().position(|k| *k == name);
+                (Place::Inside, at.map_or(Slot::Nothing, |at| Slot::Actor(actor, at)))
+            }
+            Some(Place::Rows(list)) => {
+                self.found.items[list] += 1;
+                if object {
+                    let position = self.found.items[list] - 1;
+                    self.found.rows[list].push((position, Default::default()));
+                    (Place::Row(list), Slot::Nothing)
+                } else {
+                    (Place::Inside, Slot::Nothing)
+                }
+            }
+            Some(Place::Row(list)) => {
+                (Place::Inside, place_in(row_keys(list), name).map_or(Slot::Nothing, |at| Slot::RowKey(list, at)))
+            }
+            Some(Place::Inside) => (Place::Inside, Slot::Nothing),
+        }
+    }
+
+    fn set(&mut self, slot: Slot, cell: Cell) {
+        match slot {
+            Slot::Top(at) => self.found.top[at] = cell,
+            Slot::Actor(actor, at) => self.found.actors[actor][at] = cell,
+            Slot::RowKey(list, at) => {
+                if let Some(row) = self.found.rows[list].last_mut() {
+                    row.1[at] = cell;
+                }
+            }
+            Slot::Nothing => {}
+        }
+    }
+
+    fn string(&mut self, text: &str) -> Cell {
+        let start = self.strings.len();
+        self.strings.extend_from_slice(text.as_bytes());
+        Cell::Str(start, self.strings.len())
+    }
+
+    /// A scalar's cell; None for what is kept as JSON text.
+    fn cell_of<F: Front>(&mut self, atom: &Atom<'_, F>) -> SinkResult<Option<Cell>> {
+        Ok(Some(match atom {
+            Atom::Value(value) => match value {
+                Value::Null => Cell::Null,
+                Value::Bool(v) => Cell::Bool(*v),
+                Value::Int(v) => Cell::Int(*v),
+                Value::UInt(v) => Cell::UInt(*v),
+                Value::Float(v) if v.is_finite() => Cell::Float(*v),
+                Value::Float(_) => Cell::Null, // JSON has no such number: written null
+                Value::Str(text) => self.string(text.as_str()),
+                Value::Bytes(_) | Value::List(_) | Value::Map(_) => return Ok(None),
+            },
+            Atom::Text(text) => self.string(text.as_str()),
+            Atom::Name(name) => self.string(name.as_str()),
+            Atom::Str(text, _) => self.string(text),
+            Atom::Plain(text) => self.string(text),
+            // as the JSON line writes bytes: as text (never in the contract)
+            Atom::Bytes(bytes) => self.string(&text_lossless(F::bytes(bytes))),
+            Atom::Values(_) | Atom::EmptyMap => return Ok(None),
+        }))
+    }
+
+    /// Whether what is written now goes into the JSON text.
+    fn writes(&self) -> bool {
+        self.whole || self.writing > 0
+    }
+}
+
+impl<F: Front> RecordSink<F> for TableSink<'_> {
+    fn put(&mut self, key: Key<'_>, atom: Atom<'_, F>) -> SinkResult<()> {
+        // a container put whole (an analysis note such as `producer`) whose keys are columns: walked as if
+        // opened, filled and closed (the same text)
+        match atom {
+            Atom::Value(value @ (Value::Map(_) | Value::List(_)))
+                if self.holds_columns(&key, matches!(value, Value::Map(_))) =>
+            {
+                return walk::<F>(self, key, value);
+            }
+            Atom::Values(items) if self.holds_columns(&key, false) => {
+                RecordSink::<F>::open(self, key, true)?;
+                for item in items {
+                    walk::<F>(self, Key::Item, item)?;
+                }
+                return RecordSink::<F>::close(self);
+            }
+            _ => {}
+        }
+        let (_, slot) = self.slot(&key, false);
+        let cell = self.cell_of(&atom)?;
+        let column = !matches!(slot, Slot::Nothing);
+        match cell {
+            // a scalar: into its column as it is; into the text only when the text is written
+            Some(cell) => {
+                if self.writes() {
+                    RecordSink::<F>::put(&mut self.json, key, atom)?;
+                }
+                self.set(slot, cell);
+            }
+            // a value kept as its JSON text: written (alone, when nothing around it is) where it is a column
+            None if self.writes() => {
+                RecordSink::<F>::put(&mut self.json, key, atom)?;
+                let start = self.json.value_start;
+                self.set(slot, Cell::Json(start, self.json.out.len()));
+            }
+            None if column => {
+                let start = self.json.out.len();
+                RecordSink::<F>::put(&mut self.json, Key::Item, atom)?;
+                self.set(slot, Cell::Json(start, self.json.out.len()));
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, key: Key<'_>, list: bool) -> SinkResult<()> {
+        let (place, slot) = self.slot(&key, !list);
+        let (start, alone) = if self.writes() {
+            RecordSink::<F>::open(&mut self.json, key, list)?;
+            (Some(self.json.value_start), false)
+        } else if !matches!(slot, Slot::Nothing) {
+            // a column kept as JSON text, inside nothing written: its text alone
+            let start = self.json.out.len();
+            RecordSink::<F>::open(&mut self.json, Key::Item, list)?;
+            self.writing += 1;
+            (Some(start), true)
+        } else {
+            (None, false)
+        };
+        self.open.push((place, slot, start, alone));
+        Ok(())
+    }
+
+    fn close(&mut self) -> SinkResult<()> {
+        let Some((_, slot, start, alone)) = self.open.pop() else { return RecordSink::<F>::close(&mut self.json) };
+        if let Some(start) = start {
+            RecordSink::<F>::close(&mut self.json)?;
+            if alone {
+                self.writing -= 1;
+            }
+            self.set(slot, Cell::Json(start, self.json.out.len()));
+        }
+        Ok(())
+    }
+}
+
+/// A value as the record builder would write it: containers opened and closed, the rest put.
+fn walk<F: Front>(sink: &mut TableSink<'_>, key: Key<'_>, value: &Value) -> SinkResult<()> {
+    match value {
+        Value::Map(entries) => {
+            RecordSink::<F>::open(sink, key, false)?;
+            for (k, v) in entries {
+                walk::<F>(sink, Key::Text(k), v)?;
+            }
+            RecordSink::<F>::close(sink)
+        }
+        Value::List(items) => {
+            RecordSink::<F>::open(sink, key, true)?;
+            for v in items {
+                walk::<F>(sink, Key::Item, v)?;
+            }
+            RecordSink::<F>::close(sink)
+        }
+        other => RecordSink::<F>::put(sink, key, Atom::Value(other)),
+    }
+}
+
+// ------------------------------------------------------------------------------------------ the columns
+
+enum Builder {
+    Int(Int64Builder),
+    Float(Float64Builder),
+    Bool(BooleanBuilder),
+    Text(LargeStringBuilder),
+    Digest(FixedSizeBinaryBuilder),
+}
+
+/// A record's texts: the JSON text (`json`) and the strings (`strings`) its cells' ranges are in.
+struct Texts<'a> {
+    json: &'a [u8],
+    strings: &'a [u8],
+}
+
+impl Texts<'_> {
+    fn str(&self, cell: Cell) -> Option<&str> {
+        match cell {
+            Cell::Str(start, end) => std::str::from_utf8(&self.strings[start..end]).ok(),
+            Cell::Json(start, end) => std::str::from_utf8(&self.json[start..end]).ok(),
+            _ => None,
+        }
+    }
+}
+
+impl Builder {
+    fn new(kind: Kind) -> Builder {
+        match kind {
+            Kind::Int => Builder::Int(Int64Builder::new()),
+            Kind::Float => Builder::Float(Float64Builder::new()),
+            Kind::Bool => Builder::Bool(BooleanBuilder::new()),
+            Kind::Text => Builder::Text(LargeStringBuilder::new()),
+            Kind::Digest => Builder::Digest(FixedSizeBinaryBuilder::new(32)),
+        }
+    }
+
+    /// A cell as this column takes it; the bytes it added.
+    fn push(&mut self, cell: Cell, texts: &Texts<'_>) -> usize {
+        match self {
+            Builder::Int(b) => {
+                let v = match cell {
+                    Cell::Int(v) => Some(v),
+                    Cell::UInt(v) => i64::try_from(v).ok(),
+                    _ => None,
+                };
+                b.append_option(v);
+                8
+            }
+            Builder::Float(b) => {
+                let v = match cell {
+                    Cell::Float(v) => Some(v),
+                    Cell::Int(v) => Some(v as f64),
+                    Cell::UInt(v) => Some(v as f64),
+                    _ => None,
+                };
+                b.append_option(v);
+                8
+            }
+            Builder::Bool(b) => {
+                b.append_option(match cell {
+                    Cell::Bool(v) => Some(v),
+                    _ => None,
+                });
+                1
+            }
+            Builder::Text(b) => {
+                let mut number = Vec::new();
+                let text = match cell {
+                    Cell::Str(..) | Cell::Json(..) => texts.str(cell),
+                    Cell::Absent | Cell::Null => None,
+                    scalar => {
+                        scalar_json(scalar, &mut number);
+                        std::str::from_utf8(&number).ok()
+                    }
+                };
+                b.append_option(text);
+                text.map_or(0, str::len) + 8
+            }
+            Builder::Digest(b) => {
+                match texts.str(cell).and_then(digest) {
+                    Some(bytes) => b.append_value(bytes).expect("32 bytes"),
+                    None => b.append_null(),
+                }
+                32
+            }
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Builder::Int(b) => Arc::new(b.finish()),
+            Builder::Float(b) => Arc::new(b.finish()),
+            Builder::Bool(b) => Arc::new(b.finish()),
+            Builder::Text(b) => Arc::new(b.finish()),
+            Builder::Digest(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// A scalar written as JSON writes it (a text column's value when it is not a string).
+fn scalar_json(cell: Cell, out: &mut Vec<u8>) {
+    let value = match cell {
+        Cell::Int(v) => Value::Int(v),
+        Cell::UInt(v) => Value::UInt(v),
+        Cell::Float(v) => Value::Float(v),
+        Cell::Bool(v) => Value::Bool(v),
+        _ => Value::Null,
+    };
+    value.write_json(out);
+}
+
+/// 64 hex digits as 32 bytes.
+fn digest(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut bytes = [0u8; 32];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = (nibble(hex[2 * i])? << 4) | nibble(hex[2 * i + 1])?;
+    }
+    Some(bytes)
+}
+
+/// One table being made.
+struct Table {
+    schema: SchemaRef,
+    builders: Vec<Builder>,
+    rows: usize,
+}
+
+impl Table {
+    fn new(columns: Columns, with_json: bool) -> Table {
+        let schema = schema(columns, with_json);
+        let builders = schema.fields().iter().map(|f| Builder::new(kind_of(f.data_type()))).collect();
+        Table { schema, builders, rows: 0 }
+    }
+
+    fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
+        let arrays = self.builders.iter_mut().map(Builder::finish).collect();
+        self.rows = 0;
+        RecordBatch::try_new(self.schema.clone(), arrays)
+    }
+}
+
+fn kind_of(data_type: &DataType) -> Kind {
+    match data_type {
+        DataType::Int64 => Kind::Int,
+        DataType::Float64 => Kind::Float,
+        DataType::Boolean => Kind::Bool,
+        DataType::FixedSizeBinary(_) => Kind::Digest,
+        _ => Kind::Text,
+    }
+}
+
+/// The four tables of records, until taken.
+pub struct RecordTables {
+    frames: Table,
+    messages: Table,
+    problems: Table,
+    exchanges: Table,
+    with_json: bool,
+    /// A record's texts (reused).
+    text: Vec<u8>,
+    strings: Vec<u8>,
+    /// Bytes of values held (what a writer flushes by).
+    held: usize,
+}
+
+/// Where a frame column is in the frames table.
+struct FrameAt {
+    index: usize,
+    protocol: usize,
+    time: usize,
+    conn: usize,
+    direction: usize,
+    packet: usize,
+    kind: usize,
+    request_type: usize,
+    latency_ms: usize,
+}
+
+const F: FrameAt = FrameAt {
+    index: 0,
+    protocol: 1,
+    time: 2,
+    conn: 3,
+    direction: 6,
+    packet: 7,
+    kind: 9,
+    request_type: 24,
+    latency_ms: 23,
+};
+
+impl RecordTables {
+    /// `with_json`: the frames table keeps each record's line (`--json`'s) in a `json` column.
+    pub fn new(with_json: bool) -> RecordTables {
+        debug_assert_eq!(at(FRAMES, "latency_ms"), F.latency_ms);
+        debug_assert_eq!(at(FRAMES, "request_type"), F.request_type);
+        RecordTables {
+            frames: Table::new(FRAMES, with_json),
+            messages: Table::new(MESSAGES, false),
+            problems: Table::new(PROBLEMS, false),
+            exchanges: Table::new(EXCHANGES, false),
+            with_json,
+            text: Vec::new(),
+            strings: Vec::new(),
+            held: 0,
+        }
+    }
+
+    /// Bytes of values held since the last `finish`.
+    pub fn size(&self) -> usize {
+        self.held
+    }
+
+    /// Frames held since the last `finish`.
+    pub fn frames(&self) -> usize {
+        self.frames.rows
+    }
+
+    /// A record, written by `build` into a [`TableSink`], added as rows. On an error nothing of it is kept.
+    /// `answered`: the time and packet of the request the frame answers, as the analysis paired them.
+    pub fn record<R>(
+        &mut self,
+        answered: Option<(f64, u64)>,
+        build: impl FnOnce(&mut TableSink<'_>) -> SinkResult<R>,
+    ) -> SinkResult<R> {
+        self.text.clear();
+        self.strings.clear();
+        let mut sink = TableSink::new(&mut self.text, &mut self.strings, self.with_json);
+        let built = build(&mut sink)?;
+        let found = std::mem::take(&mut sink.found);
+        self.add(&found, answered);
+        Ok(built)
+    }
+
+    fn add(&mut self, found: &Found, answered: Option<(f64, u64)>) {
+        let texts = Texts { json: &self.text, strings: &self.strings };
+        let mut top = found.top;
+        let actor = |actor: usize, at: usize| found.actors[actor][at];
+        // no findings is no value; the frame's topic is its producer's, its consumer's, its own, its command's
+        if matches!(top[TOP_EXPERT], Cell::Json(s, e) if &self.text[s..e] == b"[]") {
+            top[TOP_EXPERT] = Cell::Absent;
+        }
+        top[TOP_TOPIC] = actor(PRODUCER, 1)
+            .present()
+            .or(actor(CONSUMER, 1).present())
+            .or(top[TOP_TOPIC].present())
+            .unwrap_or(actor(COMMAND, 1));
+        let frame: [Cell; 32] = std::array::from_fn(|i| match i {
+            _ if i < TOP => top[i],
+            28 => actor(PRODUCER, 2),
+            29 => actor(PRODUCER, 0),
+            30 => actor(CONSUMER, 0),
+            _ => actor(CONSUMER, 3),
+        });
+        let mut held = 0;
+        for (builder, cell) in self.frames.builders.iter_mut().zip(frame) {
+            held += builder.push(cell, &texts);
+        }
+        if self.with_json {
+            if let Builder::Text(json) = &mut self.frames.builders[FRAMES.len()] {
+                let line = std::str::from_utf8(&self.text).unwrap_or_default();
+                json.append_value(line);
+                held += line.len();
+            }
+        }
+        self.frames.rows += 1;
+        // a message's row: the frame's protocol, index, (position), conn, time, type, direction, topic,
+        // producer_name, producer_id, consumer_id, subscription; then the message's keys
+        let shared = [
+            (0, frame[F.protocol]),
+            (1, frame[F.index]),
+            (3, frame[F.conn]),
+            (4, frame[F.time]),
+            (5, frame[F.kind]),
+            (6, frame[F.direction]),
+            (7, frame[TOP_TOPIC]),
+            (8, frame[28]),
+            (9, frame[29]),
+            (10, frame[30]),
+            (11, frame[31]),
+        ];
+        for (position, keys) in &found.rows[MESSAGE_ROWS] {
+            let columns = &mut self.messages.builders;
+            for (at, cell) in shared {
+                held += columns[at].push(cell, &texts);
+            }
+            held += columns[2].push(Cell::Int(*position as i64), &texts);
+            for (at, cell) in keys.iter().enumerate() {
+                held += columns[FIRST_MESSAGE_KEY + at].push(*cell, &texts);
+            }
+            self.messages.rows += 1;
+        }
+        // a finding's row: id, severity, message, then the frame's protocol, index, conn, time, packet, type
+        for (_, keys) in &found.rows[FINDING_ROWS] {
+            let row = [
+                keys[0],
+                keys[1],
+                keys[2],
+                frame[F.protocol],
+                frame[F.index],
+                frame[F.conn],
+                frame[F.time],
+                frame[F.packet],
+                frame[F.kind],
+                Cell::Absent,
+            ];
+            for (builder, cell) in self.problems.builders.iter_mut().zip(row) {
+                held += builder.push(cell, &texts);
+            }
+            self.problems.rows += 1;
+        }
+        if frame[TOP_ANSWERS].present().is_some() {
+            let (time, packet) = match answered {
+                Some((time, packet)) => (Cell::Float(time), Cell::UInt(packet)),
+                None => (Cell::Absent, Cell::Absent),
+            };
+            let row = [
+                frame[F.protocol],
+                frame[F.conn],
+                frame[TOP_ANSWERS],
+                frame[F.request_type],
+                time,
+                packet,
+                frame[F.index],
+                frame[F.kind],
+                frame[F.time],
+                frame[F.packet],
+                frame[F.latency_ms],
+                frame[TOP_TOPIC],
+            ];
+            for (builder, cell) in self.exchanges.builders.iter_mut().zip(row) {
+                held += builder.push(cell, &texts);
+            }
+            self.exchanges.rows += 1;
+        }
+        self.held += held;
+    }
+
+    /// The tables made since the last `finish`, as record batches (frames, messages, problems, exchanges:
+    /// [`TABLES`]'s order), the builders emptied.
+    pub fn finish(&mut self) -> Result<[RecordBatch; 4], ArrowError> {
+        self.held = 0;
+        Ok([self.frames.finish()?, self.messages.finish()?, self.problems.finish()?, self.exchanges.finish()?])
+    }
+}
+
+/// The tables of records made elsewhere (maps of the contract, e.g. read back from `--json` lines).
+pub fn tables_of(records: &[Value], with_json: bool) -> Result<[RecordBatch; 4], ArrowError> {
+    let mut tables = RecordTables::new(with_json);
+    for record in records {
+        // a record of no shape a sink takes is no row (as an error while building is)
+        let _ = tables.record(None, |sink| walk::<crate::records::NoFront>(sink, Key::Item, record));
+    }
+    tables.finish()
+}

@@ -1,0 +1,305 @@
+//! The pipeline's Arrow tables (`tables.rs`): every shipped capture through the `Engine` into both the JSON
+//! lines (`--json`'s contract) and the tables; each column equals the key of the line it comes from, read by
+//! serde_json (not by the engine), and the `json` column, when asked for, is the line byte for byte. Records
+//! of odd shapes never fail a table: a value of another type than its column's is null.
+
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::{Array, RecordBatch};
+use pulsar_dissect_engine::analysis::table::CommandTable;
+use pulsar_dissect_engine::capture::source::{Foreign, SliceSource, SourceError};
+use pulsar_dissect_engine::capture::Reader;
+use pulsar_dissect_engine::engine::{FindingTexts, JsonLines, ProtocolSetup, Settings, Tables};
+use pulsar_dissect_engine::model::Finding;
+use pulsar_dissect_engine::protocols::REGISTRY;
+use pulsar_dissect_engine::records::{Expert, Message, NoFront, RecordStyle};
+use pulsar_dissect_engine::tables::{tables_of, RecordTables, FRAMES, MESSAGES};
+use pulsar_dissect_engine::value::{Text, Value};
+use pulsar_dissect_engine::{name, Engine};
+use serde_json::{json, Value as Json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn error_text(error: SourceError) -> Result<String, Foreign> {
+    match error {
+        SourceError::Gzip(text) => Ok(text),
+        SourceError::Io(error) => Ok(error.to_string()),
+        SourceError::Foreign(error) => Err(error),
+    }
+}
+
+fn reader(data: Vec<u8>) -> Reader {
+    Reader::start(Box::new(SliceSource { data, pos: 0, piece: 0 }), "test", error_text)
+        .unwrap_or_else(|_| panic!("a capture"))
+}
+
+fn setups() -> Vec<ProtocolSetup> {
+    REGISTRY
+        .iter()
+        .map(|&protocol| {
+            let tubemq = protocol.name() == "tubemq";
+            ProtocolSetup {
+                protocol,
+                ports: if tubemq {
+                    vec![(8715, "master".into()), (8123, "broker".into())]
+                } else {
+                    vec![(6650, "broker".into())]
+                },
+                client_role: "client".into(),
+                server_roles: vec![if tubemq { "master" } else { "broker" }.into()],
+                max_frame_size: 64 << 20,
+                table: Box::new(CommandTable::default),
+            }
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy)]
+struct IdTexts;
+
+impl FindingTexts for IdTexts {
+    fn expert(&mut self, finding: &Finding) -> Expert<NoFront> {
+        Expert { id: finding.id, severity: name!("warning"), message: Message::Owned(finding.id.as_str().into()) }
+    }
+}
+
+fn shipped() -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for dir in [root().join("captures"), root().join("captures/tubemq")] {
+        for entry in std::fs::read_dir(dir).expect("the shipped captures") {
+            let path = entry.expect("an entry").path();
+            let name = path.to_string_lossy().to_string();
+            if name.ends_with(".pcap") || name.ends_with(".pcapng") || name.ends_with(".pcap.gz") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A cell of a column as JSON, for comparing with the line's value.
+fn cell(batch: &RecordBatch, column: &str, row: usize) -> Json {
+    let array = batch.column_by_name(column).unwrap_or_else(|| panic!("a column {column}"));
+    if array.is_null(row) {
+        return Json::Null;
+    }
+    match array.data_type() {
+        arrow_schema::DataType::Int64 => Json::from(array.as_primitive::<Int64Type>().value(row)),
+        arrow_schema::DataType::Float64 => Json::from(array.as_primitive::<Float64Type>().value(row)),
+        arrow_schema::DataType::Boolean => Json::from(array.as_boolean().value(row)),
+        arrow_schema::DataType::LargeUtf8 => Json::from(array.as_string::<i64>().value(row)),
+        arrow_schema::DataType::FixedSizeBinary(32) => {
+            let bytes = array.as_fixed_size_binary().value(row);
+            Json::from(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+        }
+        other => panic!("no such column type {other}"),
+    }
+}
+
+/// What a column holds of a line's value, as the table's rules say: numbers of their type, strings as they
+/// are, objects and lists as their JSON text (compared parsed), anything else null.
+fn expected(kind: &str, value: Option<&Json>) -> Json {
+    match (kind, value) {
+        (_, None | Some(Json::Null)) => Json::Null,
+        ("int", Some(v)) => v.as_i64().map_or(Json::Null, Json::from),
+        ("float", Some(v)) => v.as_f64().map_or(Json::Null, Json::from),
+        ("bool", Some(v)) => v.as_bool().map_or(Json::Null, Json::from),
+        ("digest", Some(Json::String(s))) if s.len() == 64 => Json::from(s.clone()),
+        ("digest", _) => Json::Null,
+        (_, Some(Json::String(s))) => Json::from(s.clone()),
+        (_, Some(other)) => other.clone(),
+    }
+}
+
+fn kind_name(columns: &[(&str, pulsar_dissect_engine::tables::Kind)], name: &str) -> &'static str {
+    use pulsar_dissect_engine::tables::Kind;
+    match columns.iter().find(|(n, _)| *n == name).map(|(_, k)| *k) {
+        Some(Kind::Int) => "int",
+        Some(Kind::Float) => "float",
+        Some(Kind::Bool) => "bool",
+        Some(Kind::Digest) => "digest",
+        _ => "text",
+    }
+}
+
+/// A text cell that holds the JSON text of what is no string (an object, a list, a number), parsed; other
+/// cells as they are.
+fn parsed(cell: Json, want: &Json) -> Json {
+    match (&cell, want) {
+        (Json::String(text), want) if !want.is_string() => serde_json::from_str(text).unwrap_or(cell),
+        _ => cell,
+    }
+}
+
+#[test]
+fn every_capture_s_tables_equal_its_json_lines() {
+    let engine = Engine::new(setups(), Settings::default());
+    let (mut frames_seen, mut messages_seen, mut findings_seen) = (0, 0, 0);
+    for path in shipped() {
+        let bytes = std::fs::read(&path).expect("readable");
+        let mut sinks = (
+            JsonLines::new(IdTexts, RecordStyle::default()),
+            Tables { texts: IdTexts, style: RecordStyle::default(), tables: RecordTables::new(true) },
+        );
+        engine.run(&mut reader(bytes), &mut sinks).expect("no sink error");
+        let (lines, mut tables) = sinks;
+        let [frames, messages, problems, _] = tables.tables.finish().expect("record batches");
+        let records: Vec<(String, Json)> = String::from_utf8(lines.out)
+            .expect("UTF-8")
+            .lines()
+            .map(|l| (l.to_owned(), serde_json::from_str(l).expect("a JSON line")))
+            .filter(|(_, r): &(String, Json)| r.get("index").is_some())
+            .collect();
+        let name = path.display();
+        assert_eq!(frames.num_rows(), records.len(), "{name}: a row per frame");
+        let mut message_row = 0;
+        let mut problem_row = 0;
+        for (row, (line, record)) in records.iter().enumerate() {
+            assert_eq!(cell(&frames, "json", row), Json::from(line.clone()), "{name}: the line byte for byte");
+            for (column, _) in FRAMES.iter().take(25) {
+                let mut want = expected(kind_name(FRAMES, column), record.get(*column));
+                if *column == "expert" && want == Json::Array(vec![]) {
+                    want = Json::Null; // no findings is no value
+                }
+                assert_eq!(parsed(cell(&frames, column, row), &want), want, "{name}: frame {row} {column}");
+            }
+            let actor = record.get("producer").or(record.get("consumer"));
+            let topic = actor.and_then(|a| a.get("topic")).filter(|t| !t.is_null());
+            let topic = topic.or(record.get("topic").filter(|t| !t.is_null()));
+            let topic = topic.or(record.get("command").and_then(|c| c.get("topic")));
+            assert_eq!(cell(&frames, "topic", row), expected("text", topic), "{name}: frame {row}'s topic");
+            for (position, message) in record.get("messages").and_then(Json::as_array).into_iter().flatten().enumerate()
+            {
+                if !message.is_object() {
+                    continue;
+                }
+                assert_eq!(cell(&messages, "frame", message_row), record["index"]);
+                assert_eq!(cell(&messages, "position", message_row), Json::from(position));
+                for (column, _) in &MESSAGES[12..] {
+                    let want = expected(kind_name(MESSAGES, column), message.get(*column));
+                    let got = parsed(cell(&messages, column, message_row), &want);
+                    assert_eq!(got, want, "{name}: frame {row} message {position} {column}");
+                }
+                message_row += 1;
+            }
+            for finding in record.get("expert").and_then(Json::as_array).into_iter().flatten() {
+                assert_eq!(cell(&problems, "id", problem_row), finding["id"]);
+                assert_eq!(cell(&problems, "frame", problem_row), record["index"]);
+                assert_eq!(cell(&problems, "frame_type", problem_row), record["type"]);
+                problem_row += 1;
+            }
+        }
+        assert_eq!((messages.num_rows(), problems.num_rows()), (message_row, problem_row), "{name}");
+        frames_seen += records.len();
+        messages_seen += message_row;
+        findings_seen += problem_row;
+    }
+    assert!(frames_seen > 1000 && messages_seen > 1000 && findings_seen > 0, "{frames_seen} {messages_seen}");
+}
+
+#[test]
+fn without_the_json_column_the_values_are_the_same() {
+    let path = root().join("captures/02_batching_props_keys.pcap");
+    let engine = Engine::new(setups(), Settings::default());
+    let mut both = Vec::new();
+    for with_json in [true, false] {
+        let mut sink = Tables { texts: IdTexts, style: RecordStyle::default(), tables: RecordTables::new(with_json) };
+        engine.run(&mut reader(std::fs::read(&path).expect("readable")), &mut sink).expect("no sink error");
+        both.push(sink.tables.finish().expect("batches"));
+    }
+    let (with, without) = (&both[0], &both[1]);
+    assert_eq!(without[0].num_columns() + 1, with[0].num_columns(), "json is the one more column");
+    assert!(without[0].schema().column_with_name("json").is_none());
+    assert_eq!(with[0].project(&(0..without[0].num_columns()).collect::<Vec<_>>()).expect("columns"), without[0]);
+    assert!(with[1].num_rows() > 0);
+    assert_eq!((&with[1], &with[2], &with[3]), (&without[1], &without[2], &without[3]));
+}
+
+fn json(text: &str) -> Value {
+    fn value(json: &Json) -> Value {
+        match json {
+            Json::Null => Value::Null,
+            Json::Bool(b) => Value::Bool(*b),
+            Json::Number(n) => n
+                .as_i64()
+                .map(Value::Int)
+                .or(n.as_u64().map(Value::UInt))
+                .unwrap_or_else(|| Value::Float(n.as_f64().expect("a number"))),
+            Json::String(s) => Value::from(s.clone()),
+            Json::Array(items) => Value::List(items.iter().map(value).collect()),
+            Json::Object(entries) => {
+                Value::Map(entries.iter().map(|(k, v)| (Text::Owned(k.clone()), value(v))).collect())
+            }
+        }
+    }
+    value(&serde_json::from_str(text).expect("JSON"))
+}
+
+#[test]
+fn odd_values_are_null_never_an_error_and_objects_keep_their_json_text() {
+    let records = [
+        json(
+            r#"{"index": 1, "protocol": "pulsar", "time": 1.5, "conn": 2, "src": "a\u0007\"b", "type": "SEND",
+            "command": {"topic": "t1", "x": [1, 2]}, "size": "big", "problems": [],
+            "expert": [{"id": "i", "severity": "error", "message": "m"}], "encrypted": true,
+            "producer": {"id": 7, "topic": "persistent://t", "name": "p"},
+            "messages": [{"payload_size": 3, "message_id": {"ledger_id": 1}, "properties": {"k": "v"},
+                          "payload_sha256": "00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff"},
+                         "not an object", {"payload_size": 18446744073709551615, "payload_sha256": "short"}]}"#,
+        ),
+        json(
+            r#"{"index": 2, "time": "soon", "answers": 1, "latency_ms": 0.25, "command": {"topic": "t2"},
+            "encrypted": "yes", "expert": [], "unknown": {"deep": [1, {"a": 2}]}, "request_type": 7}"#,
+        ),
+    ];
+    let [frames, messages, problems, exchanges] = tables_of(&records, false).expect("batches");
+    assert_eq!(frames.num_rows(), 2);
+    let column =
+        |batch: &RecordBatch, name: &str| (0..batch.num_rows()).map(|r| cell(batch, name, r)).collect::<Vec<_>>();
+    assert_eq!(column(&frames, "index"), [Json::from(1), Json::from(2)]);
+    assert_eq!(column(&frames, "time"), [Json::from(1.5), Json::Null]);
+    assert_eq!(column(&frames, "size"), [Json::Null, Json::Null]);
+    assert_eq!(column(&frames, "src"), [Json::from("a\u{7}\"b"), Json::Null]);
+    assert_eq!(
+        column(&frames, "command"),
+        [Json::from(r#"{"topic":"t1","x":[1,2]}"#), Json::from(r#"{"topic":"t2"}"#)]
+    );
+    assert_eq!(column(&frames, "topic"), [Json::from("persistent://t"), Json::from("t2")]);
+    assert_eq!(column(&frames, "problems"), [Json::from("[]"), Json::Null]);
+    let expert = column(&frames, "expert");
+    assert_eq!(
+        expert[0].as_str().map(|t| serde_json::from_str::<Json>(t).expect("JSON text")),
+        Some(json!([{"id": "i", "severity": "error", "message": "m"}]))
+    );
+    assert_eq!(expert[1], Json::Null, "no findings is no value");
+    assert_eq!(column(&frames, "encrypted"), [Json::from(true), Json::Null]);
+    assert_eq!(column(&frames, "request_type"), [Json::Null, Json::from("7")], "a number in a text column: its JSON");
+    assert_eq!(column(&frames, "producer_id"), [Json::from(7), Json::Null]);
+    assert_eq!(column(&frames, "producer_name"), [Json::from("p"), Json::Null]);
+    assert_eq!(column(&messages, "position"), [Json::from(0), Json::from(2)], "the item that is no object: no row");
+    assert_eq!(column(&messages, "payload_size"), [Json::from(3), Json::Null], "beyond int64: null");
+    assert_eq!(column(&messages, "message_id"), [Json::from(r#"{"ledger_id":1}"#), Json::Null]);
+    assert_eq!(column(&messages, "properties"), [Json::from(r#"{"k":"v"}"#), Json::Null]);
+    assert_eq!(column(&messages, "payload_sha256")[0], Json::from("00ff".repeat(16)));
+    assert_eq!(column(&messages, "payload_sha256")[1], Json::Null, "not 64 hex digits: null");
+    assert_eq!(column(&messages, "topic"), [Json::from("persistent://t"), Json::from("persistent://t")]);
+    assert_eq!(
+        [
+            column(&problems, "id"),
+            column(&problems, "frame"),
+            column(&problems, "time"),
+            column(&problems, "frame_type")
+        ],
+        [[Json::from("i")], [Json::from(1)], [Json::from(1.5)], [Json::from("SEND")]]
+    );
+    assert_eq!(column(&exchanges, "request_frame"), [Json::from(1)]);
+    assert_eq!(column(&exchanges, "response_frame"), [Json::from(2)]);
+    assert_eq!(column(&exchanges, "latency_ms"), [Json::from(0.25)]);
+    assert_eq!(column(&exchanges, "topic"), [Json::from("t2")]);
+    assert_eq!(column(&exchanges, "request_time"), [Json::Null], "unknown to a record made elsewhere");
+}
