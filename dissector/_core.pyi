@@ -314,6 +314,10 @@ def record_tables(records: Sequence[dict[str, Any]], with_json: bool = False) ->
     """The frames, messages, problems and exchanges tables of records made elsewhere (dicts of the contract);
     ``with_json``: the frames keep each record's line in a ``json`` column."""
 
+def merge_summaries(parts: Sequence[str]) -> str:
+    """Parts of the pipeline's summary (``AnalysedDissector.take_summary``) merged, as JSON: counts summed,
+    latencies with their nearest-rank percentiles (exact while few values, else within the stated error)."""
+
 # --------------------------------------------------------------------------------------------- capture
 
 class CaptureError(Exception):
@@ -500,6 +504,8 @@ class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
         """The frame records made so far, and their problems: (frames, problems)."""
     def take_columns(self) -> list[RecordBatches]:
         """The frames, messages, problems and exchanges columns made so far (records "columns"), emptied."""
+    def take_summary(self) -> str:
+        """The summary's statistics of the frames put into the tables since the last call, as JSON."""
     @property
     def columns_size(self) -> int:
         """Bytes the columns made so far hold."""

@@ -111,6 +111,27 @@ PARITY = ["02_batching_props_keys.pcap", "04_chunking.pcap.gz", "11_errors.pcap"
           "09_failover.pcap", "tubemq/tubemq_consumer_broker.pcap", "tubemq/tubemq_producer_broker.pcap"]
 
 
+def _assert_summary_is_stats(summary: dict, path) -> None:
+    """The summary, merged from the decoding tasks' statistics (no table read again), against `stats --json`
+    of the same capture: what both tell is equal; the latencies exactly while `exact`."""
+    done = subprocess.run(CLI + ["stats", str(path), "--json"], capture_output=True, text=True, timeout=300)
+    stats = json.loads(done.stdout)
+    assert summary["frames"] == stats["frames"]
+    assert summary["types"] == stats["types"]
+    assert (summary["first_time"], summary["last_time"]) == (stats["first_time"], stats["last_time"])
+    figures = ("count", "p50", "p90", "p99", "max", "mean")
+    assert all(row["exact"] for row in summary["latency_ms"]), "few values: exact"
+    assert {row["request_type"]: [row[k] for k in figures] for row in summary["latency_ms"]} == \
+        {kind: [row[k] for k in figures] for kind, row in stats["latency_ms"].items()}
+    assert {t["topic"]: (t["messages_sent"], t["messages_received"]) for t in summary["topics"]} == \
+        {topic: (t["messages_sent"], t["messages_received"]) for topic, t in stats["topics"].items()}
+    findings = {}
+    for finding in stats["expert"]:
+        findings[(finding["id"], finding["severity"])] = finding["count"]
+    problems = {(p["id"], p["severity"]): p["count"] for p in summary["problems"]}
+    assert {key: problems.get(key) for key in findings} == findings
+
+
 @pytest.mark.parametrize("name", PARITY)
 def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
     path = CAPTURES / name
@@ -134,6 +155,7 @@ def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
     assert rows == expected
     assert summary["messages"] == len(expected)
     assert summary["frames"] == len(frames)
+    _assert_summary_is_stats(summary, path)
 
     # exchanges: every record that answers a request, with its latency
     want_pairs = sorted((r["answers"], r["index"], r.get("request_type"), r.get("latency_ms"))

@@ -26,7 +26,7 @@ def records_in_capture_order(spark, out: str, events) -> Iterator[dict]:
             yield (row["packet"], 1, row["index"]), row["json"]
 
     def event_items():
-        for n, row in enumerate(events.select("p", "json").orderBy("p").toLocalIterator()):
+        for n, row in enumerate(events.filter("json is not null").select("p", "json").orderBy("p").toLocalIterator()):
             rank = 0 if '"type":"CONNECTION_OPENED"' in row["json"] else 2
             yield (row["p"], rank, n), row["json"]
 

@@ -61,6 +61,7 @@ MERGE_ROWS = 1 << 16
 EVENTS = pa.schema([
     ("p", pa.int64()),            # the event's packet
     ("json", pa.string()),        # the event's record, as `pulsar-dissect --json` writes it
+    ("statistics", pa.string()),  # the task's last row only: its part of the summary (the engine's, as JSON)
 ])
 
 
@@ -315,10 +316,15 @@ def decode(batches, options: Options, out: str, numbering: str, with_json: bool 
         stage.plan_numbering(*(np.ascontiguousarray(numbers[:, at], "<i8").tobytes() for at in range(3)))
     del numbers
     rows = _Rows(EVENTS)
+    event_problems = {}  # (id, severity) → events of a severity worse than a note
 
     def take(items):
         for item in items:
-            rows.add(p=item.packet, json=orjson.dumps(event_record(item), default=str).decode())
+            record = event_record(item)
+            severity = record.get("severity")
+            if severity is not None and severity != "note":
+                event_problems[(record["type"], severity)] = event_problems.get((record["type"], severity), 0) + 1
+            rows.add(p=item.packet, json=orjson.dumps(record, default=str).decode())
         if stage.columns_size >= CHUNK_BYTES:
             tables.write(stage.take_columns())
 
@@ -341,5 +347,8 @@ def decode(batches, options: Options, out: str, numbering: str, with_json: bool 
     take(stage.finish())
     tables.write(stage.take_columns())
     tables.close()
-    if rows.rows:
-        yield rows.batch()
+    # this task's part of the summary: the engine's statistics of its frames, and its events' problems
+    part = orjson.loads(stage.take_summary())
+    part["problems"] += [[list(key), n] for key, n in event_problems.items()]
+    rows.add(statistics=orjson.dumps(part).decode())
+    yield rows.batch()

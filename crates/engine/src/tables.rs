@@ -17,6 +17,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 use crate::records::{Atom, Front, JsonSink, Key, RecordSink, SinkResult};
+use crate::stats::summary::{FrameFigures, MessageGroup, Summary, SummaryMaker};
 use crate::value::{text_lossless, Value};
 
 /// What a column holds.
@@ -520,6 +521,38 @@ impl Texts<'_> {
             _ => None,
         }
     }
+
+    /// A cell as a text column holds it: a string as it is, any other value as its JSON text.
+    fn text(&self, cell: Cell) -> Option<std::borrow::Cow<'_, str>> {
+        match cell {
+            Cell::Str(..) | Cell::Json(..) => self.str(cell).map(std::borrow::Cow::Borrowed),
+            Cell::Absent | Cell::Null => None,
+            scalar => {
+                let mut number = Vec::new();
+                scalar_json(scalar, &mut number);
+                String::from_utf8(number).ok().map(std::borrow::Cow::Owned)
+            }
+        }
+    }
+}
+
+/// A cell as an int column holds it.
+fn int_of(cell: Cell) -> Option<i64> {
+    match cell {
+        Cell::Int(v) => Some(v),
+        Cell::UInt(v) => i64::try_from(v).ok(),
+        _ => None,
+    }
+}
+
+/// A cell as a float column holds it.
+fn float_of(cell: Cell) -> Option<f64> {
+    match cell {
+        Cell::Float(v) => Some(v),
+        Cell::Int(v) => Some(v as f64),
+        Cell::UInt(v) => Some(v as f64),
+        _ => None,
+    }
 }
 
 impl Builder {
@@ -537,22 +570,11 @@ impl Builder {
     fn push(&mut self, cell: Cell, texts: &Texts<'_>) -> usize {
         match self {
             Builder::Int(b) => {
-                let v = match cell {
-                    Cell::Int(v) => Some(v),
-                    Cell::UInt(v) => i64::try_from(v).ok(),
-                    _ => None,
-                };
-                b.append_option(v);
+                b.append_option(int_of(cell));
                 8
             }
             Builder::Float(b) => {
-                let v = match cell {
-                    Cell::Float(v) => Some(v),
-                    Cell::Int(v) => Some(v as f64),
-                    Cell::UInt(v) => Some(v as f64),
-                    _ => None,
-                };
-                b.append_option(v);
+                b.append_option(float_of(cell));
                 8
             }
             Builder::Bool(b) => {
@@ -563,17 +585,9 @@ impl Builder {
                 1
             }
             Builder::Text(b) => {
-                let mut number = Vec::new();
-                let text = match cell {
-                    Cell::Str(..) | Cell::Json(..) => texts.str(cell),
-                    Cell::Absent | Cell::Null => None,
-                    scalar => {
-                        scalar_json(scalar, &mut number);
-                        std::str::from_utf8(&number).ok()
-                    }
-                };
-                b.append_option(text);
-                text.map_or(0, str::len) + 8
+                let text = texts.text(cell);
+                b.append_option(text.as_deref());
+                text.map_or(0, |t| t.len()) + 8
             }
             Builder::Digest(b) => {
                 match texts.str(cell).and_then(digest) {
@@ -665,6 +679,8 @@ pub struct RecordTables {
     strings: Vec<u8>,
     /// Bytes of values held (what a writer flushes by).
     held: usize,
+    /// The summary's statistics of the frames added (`take_summary`).
+    summary: SummaryMaker,
 }
 
 /// Where a frame column is in the frames table.
@@ -706,6 +722,7 @@ impl RecordTables {
             text: Vec::new(),
             strings: Vec::new(),
             held: 0,
+            summary: SummaryMaker::default(),
         }
     }
 
@@ -837,6 +854,56 @@ impl RecordTables {
             self.exchanges.rows += 1;
         }
         self.held += held;
+        self.count(&frame, found);
+    }
+
+    /// A frame's figures for the summary, from the values its rows took.
+    fn count(&mut self, frame: &[Cell; 32], found: &Found) {
+        let texts = Texts { json: &self.text, strings: &self.strings };
+        let text = |cell: Cell| texts.text(cell);
+        let (protocol, kind) = (text(frame[F.protocol]), text(frame[F.kind]));
+        let messages = &found.rows[MESSAGE_ROWS];
+        let group = if messages.is_empty() {
+            MessageGroup::default()
+        } else {
+            let owned = |cell: Cell| text(cell).map(|t| t.into_owned());
+            MessageGroup {
+                protocol: owned(frame[F.protocol]),
+                topic: owned(frame[TOP_TOPIC]),
+                kind: owned(frame[F.kind]),
+                conn: int_of(frame[F.conn]),
+                producer_id: int_of(frame[29]),
+                producer_name: owned(frame[28]),
+                consumer_id: int_of(frame[30]),
+                subscription: owned(frame[31]),
+            }
+        };
+        let payload_sizes: Vec<Option<i64>> = messages.iter().map(|(_, keys)| int_of(keys[0])).collect();
+        let request_type = text(frame[F.request_type]);
+        let latency = match (frame[TOP_ANSWERS].present(), float_of(frame[F.latency_ms])) {
+            (Some(_), Some(latency)) => Some((request_type.as_deref(), latency)),
+            _ => None,
+        };
+        type Texted<'t> = Option<std::borrow::Cow<'t, str>>;
+        let findings: Vec<(Texted<'_>, Texted<'_>)> =
+            found.rows[FINDING_ROWS].iter().map(|(_, keys)| (text(keys[0]), text(keys[1]))).collect();
+        let findings: Vec<(Option<&str>, Option<&str>)> =
+            findings.iter().map(|(id, severity)| (id.as_deref(), severity.as_deref())).collect();
+        self.summary.frame(FrameFigures {
+            protocol: protocol.as_deref(),
+            kind: kind.as_deref(),
+            conn: int_of(frame[F.conn]),
+            time: float_of(frame[F.time]),
+            group,
+            payload_sizes: &payload_sizes,
+            latency,
+            findings: &findings,
+        });
+    }
+
+    /// The summary's statistics of the frames added since the last time it was taken (`stats/summary.rs`).
+    pub fn take_summary(&mut self) -> Summary {
+        self.summary.take()
     }
 
     /// The tables made since the last `finish`, as record batches (frames, messages, problems, exchanges:

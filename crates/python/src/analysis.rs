@@ -1187,6 +1187,15 @@ impl AnalysedDissector {
         }
     }
 
+    /// The summary's statistics of the frames put into the tables since the last call (with records
+    /// "columns"), as JSON: one part of the pipeline's summary (the engine's `stats/summary.rs`).
+    fn take_summary(&mut self) -> String {
+        match self.analysis.records.as_mut().map(|r| &mut r.made.target) {
+            Some(Target::Columns(columns)) => columns.take_summary().to_json(),
+            _ => engine::stats::summary::Summary::default().to_json(),
+        }
+    }
+
     /// Bytes the columns made so far hold (with records="columns").
     #[getter]
     fn columns_size(&self) -> usize {

@@ -75,3 +75,32 @@ pub fn record_tables(records: Vec<Bound<'_, PyAny>>, with_json: bool) -> PyResul
         .map(|(batch, (name, _))| RecordBatches { name, schema: batch.schema(), batches: vec![batch] })
         .collect())
 }
+
+/// Parts of the pipeline's summary (`AnalysedDissector.take_summary`, JSON) merged into one, as JSON; each
+/// latency with its percentiles read (nearest rank: exact while few values, else within the stated relative
+/// error).
+#[pyfunction]
+pub fn merge_summaries(parts: Vec<String>) -> PyResult<String> {
+    use engine::stats::summary::{Summary, EXACT_VALUES, RELATIVE_ERROR};
+
+    let mut merged = Summary::default();
+    for part in &parts {
+        merged.merge(&Summary::from_json(part).map_err(|e| PyValueError::new_err(e.to_string()))?);
+    }
+    let latency: Vec<serde_json::Value> = merged
+        .latency
+        .iter()
+        .map(|((protocol, request_type), sketch)| {
+            serde_json::json!({
+                "protocol": protocol, "request_type": request_type, "count": sketch.count,
+                "p50": sketch.percentile(50.0), "p90": sketch.percentile(90.0), "p99": sketch.percentile(99.0),
+                "max": sketch.max, "mean": sketch.mean(), "exact": sketch.exact(),
+            })
+        })
+        .collect();
+    let mut value = serde_json::to_value(&merged).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    value["latency"] = serde_json::Value::from(latency);
+    value["latency_exact_values"] = serde_json::Value::from(EXACT_VALUES);
+    value["latency_relative_error"] = serde_json::Value::from(RELATIVE_ERROR);
+    Ok(value.to_string())
+}

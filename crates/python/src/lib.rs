@@ -290,6 +290,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tubemq_methods, m)?)?;
     m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(crate::arrow::record_tables, m)?)?;
+    m.add_function(wrap_pyfunction!(crate::arrow::merge_summaries, m)?)?;
     m.add_class::<crate::arrow::RecordBatches>()?;
     m.add_function(wrap_pyfunction!(_decode_to_json, m)?)?;
     crate::capture::register(m)?;

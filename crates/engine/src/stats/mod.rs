@@ -5,6 +5,7 @@
 //! Python turns them into `stats --json` (percentiles, rounding, order) in `dissector/output/stats.py`.
 
 pub mod sample;
+pub mod summary;
 
 use crate::analysis::bounded::OrderedMap;
 use crate::protocols::{self, Protocol};
