@@ -46,16 +46,21 @@ ARROW_BATCH_ROWS = 65536
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+#: The Java system property ``log4j2.properties`` takes Spark's log level from (``session``'s ``log_level``).
+LOG_LEVEL_PROPERTY = "pulsar_dissect.spark_log_level"
+
 #: This process's class archive (``classes.py``), finished by ``stop``.
 _archive = None
 
 
 def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "pulsar-dissect pipeline",
-            class_archive: bool = False):
+            class_archive: bool = False, log_level: str = "error", launch=None):
     """A SparkSession on ``master`` with ``conf``; the executors run this Python (the package and its
     compiled core must be installed where they run: docs/SPARK.md). ``class_archive``: in local mode, the JVM
     maps Spark's classes from the archive an earlier run made, or makes it (``classes.py``; ``stop`` ends
-    such a session)."""
+    such a session). ``log_level``: what Spark logs (``log4j2.properties``; error, warn, info).
+    ``launch``: called with the session's settings before the session is made, to start the JVM itself
+    (``console.launch_jvm``: its output read through a filter)."""
     global _archive
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -69,7 +74,8 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     conf = dict(conf or {})
     conf.setdefault("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
-    log4j = "-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties")
+    log4j = ("-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties")
+             + f" -D{LOG_LEVEL_PROPERTY}={log_level}")
     if local and class_archive and "spark.driver.extraJavaOptions" not in conf:
         from dissector.spark.classes import ClassArchive
 
@@ -77,20 +83,21 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     conf.setdefault("spark.driver.extraJavaOptions", f"{log4j} {LOCAL_JAVA_OPTIONS}" if local else log4j)
 
     def start(extra: str):
-        builder = (SparkSession.builder.master(master).appName(app)
-                   .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
-                   .config("spark.sql.shuffle.partitions", "8")
-                   .config("spark.ui.showConsoleProgress", "false"))
+        settings = {"spark.master": master, "spark.app.name": app,
+                    "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
+                    "spark.sql.shuffle.partitions": "8", "spark.ui.showConsoleProgress": "false"}
         if local:
             # local mode's executors live in the driver's JVM: its default 1 GiB heap is too little to write
             # the tables of a large capture
-            builder = (builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-                       .config("spark.driver.memory", LOCAL_DRIVER_MEMORY))
+            settings.update({"spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1",
+                             "spark.driver.memory": LOCAL_DRIVER_MEMORY})
         for key, value in conf.items():
             if key == "spark.driver.extraJavaOptions":
                 value = f"{value} {extra}".strip()
-            builder = builder.config(key, value)
-        return builder.getOrCreate()
+            settings[key] = value
+        if launch is not None:
+            launch(settings)
+        return SparkSession.builder.config(map=settings).getOrCreate()
 
     try:
         spark = start(_archive.options if _archive is not None else "")
@@ -99,7 +106,7 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
             raise
         _archive.discard()  # an archive this JVM cannot map (it did not start): without it, and made again later
         spark = start("")
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(log_level.upper())
     return spark
 
 
