@@ -119,6 +119,17 @@ def stop(spark) -> None:
         _archive = None
 
 
+def step(spark, name: str) -> None:
+    """The Spark jobs started from here on belong to the step ``name`` of ``run`` (their job group): the
+    progress line (``console.Progress``) finds a step's tasks by it."""
+    spark.sparkContext.setJobGroup(name, f"pulsar-dissect pipeline: {name}")
+
+
+def default_partitions(spark) -> int:
+    """The partitions ``run`` spreads the connections over when not told: twice the cores Spark has."""
+    return max(2, spark.sparkContext.defaultParallelism * 2)
+
+
 class Stages:
     """Seconds each stage of a run took, in order (``DIR/stages.json``: where a run's time went)."""
 
@@ -149,9 +160,10 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     options = options or Options()
     stages = stages or Stages()
     files, missing = expand(inputs)
-    partitions = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
+    partitions = partitions or default_partitions(spark)
 
     # 1. index: one task per file
+    step(spark, "index")
     listed = spark.sparkContext.parallelize([(i, path) for i, path in enumerate(files)], max(1, len(files)))
     listed = spark.createDataFrame(listed, "file_no int, path string")
     index = listed.mapInArrow(functools.partial(tasks.index_files, options=options), from_arrow_schema(tasks.INDEX))
@@ -190,6 +202,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
             .persist(StorageLevel.MEMORY_AND_DISK))
 
     # 3. count, then number as the whole input would: the tasks leave their numbers in files under out
+    step(spark, "count")
     numbering = os.path.join(os.path.abspath(out), tasks.NUMBERING)
     shutil.rmtree(numbering, ignore_errors=True)
     os.makedirs(numbering)
@@ -198,10 +211,12 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     counted.count()  # a row per partition: its counts are written
     stages.done("plan_and_count")
     # one task merges them all (Spark would sort a row per packet in one partition too, in its JVM)
+    step(spark, "number")
     counted.repartition(1).mapInArrow(functools.partial(tasks.number, into=numbering),
                                       from_arrow_schema(tasks.COUNTED)).count()
 
     # 4. decode: each partition's work with its numbers
+    step(spark, "decode")
     write_empty(out)
     events = work.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
                                                numbering=numbering), from_arrow_schema(tasks.EVENTS))
@@ -211,11 +226,13 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     stages.done("number_and_decode")
 
     # 5. the tables and the summary
+    step(spark, "tables")
     notes = index.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
     summary = tables.write(spark, events, files_df, notes, missing, out, stages)
     if records is not None:
         from dissector.spark.report import records_in_capture_order
 
+        step(spark, "report")
         records(records_in_capture_order(spark, out, events))
         stages.done("report")
     for frame in (events, counted, work, files_df, index):
