@@ -1104,6 +1104,8 @@ def pipeline_cmd(
                                                         "was found"),
     with_json: bool = typer.Option(False, "--with-json", help="also keep each frame's record as `--json` writes "
                                    "it, in the frames table's `json` column"),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="let Spark's and the JVM's warnings through "
+                                 "(Spark logs at WARN)"),
     port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     max_frame_size: Optional[int] = MAX_FRAME_OPT,
@@ -1111,7 +1113,8 @@ def pipeline_cmd(
     settings: Optional[List[str]] = SET_OPT,
 ) -> None:
     """Dissect many or huge captures on Apache Spark into Parquet tables (frames, messages, exchanges,
-    problems, files) and a summary; the same decoding as the other commands."""
+    problems, files) and a summary; the same decoding as the other commands. On a terminal, its progress on
+    standard error; at the end, the seconds of each stage."""
     from dissector.capture.inputs import expand
 
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
@@ -1129,13 +1132,18 @@ def pipeline_cmd(
     if report is not None:
         _writable(report, "pipeline")
     _require("pipeline: needs PySpark (and a Java runtime)", "spark", "pyspark", "pyarrow")
-    from dissector.spark import job, summary_lines
+    from dissector.spark import job, stages_lines, summary_lines
+    from dissector.spark.console import Console, Progress, launch_jvm
 
+    console = Console()  # the progress line (on a terminal) and the JVM's output, on standard error
     stages = job.Stages()
+    console.status(f"starting Spark on {master}")
     try:
-        spark = job.session(master, spark_conf, class_archive=True)
+        spark = job.session(master, spark_conf, class_archive=True, log_level="warn" if verbose else "error",
+                            launch=functools.partial(launch_jvm, console=console, verbose=verbose))
         stages.done("spark_start")
     except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
+        console.clear()
         typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     builder = None
@@ -1148,21 +1156,26 @@ def pipeline_cmd(
             for rec in records:
                 builder.add(rec)
     try:
-        summary = job.run(spark, inputs, str(out), options=options, partitions=partitions,
-                          records=build if builder is not None else None, stages=stages, with_json=with_json)
+        with Progress(spark, console, str(out), len(files), partitions or job.default_partitions(spark)):
+            summary = job.run(spark, inputs, str(out), options=options, partitions=partitions,
+                              records=build if builder is not None else None, stages=stages, with_json=with_json)
+        console.status("stopping Spark")
     finally:
         job.stop(spark)
+        console.clear()
     stages.done("spark_stop")
     _write_stages(out, stages.seconds)
     if builder is not None:
         name = Path(files[0]).name if len(files) == 1 else f"{Path(files[0]).name} and {len(files) - 1} more"
         _write_report(builder, report, name, None, "pipeline")
     if json_out:
-        json_writer(sys.stdout)(summary)
+        json_writer(sys.stdout)({**summary, "stages": stages.seconds})
     else:
         for line in summary_lines(summary):
             typer.echo(line)
         typer.echo(f"tables written to {out}/ (frames, messages, exchanges, problems, files; summary.json)")
+        for line in stages_lines(stages.seconds):  # where the time went: information, on standard error
+            typer.echo(line, err=True)
     if strict and any(row["severity"] in ("error", "warning") for row in summary["problems"]):
         raise typer.Exit(EXIT_PROBLEMS)
 

@@ -11,6 +11,7 @@ import glob
 import gzip
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -241,7 +242,11 @@ def test_the_command_line(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
+    stages_printed = summary.pop("stages")  # --json: the seconds per stage in the JSON, not on standard error
     assert summary == json.loads((out / "summary.json").read_text())
+    # quiet: no progress line off a terminal, no warning of Spark's or the JVM's
+    assert "\r" not in done.stderr and "stages:" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if "WARN" in line] == []
     _, records = _cli_records(CAPTURES / "02_batching_props_keys.pcap")
     frames = [r for r in records if "index" in r]
     assert summary["frames"] == len(frames)
@@ -251,6 +256,7 @@ def test_the_command_line(tmp_path):
         assert (out / name).is_dir()
     # where the run's time went: every stage, in order, and together no more than the whole run
     stages = json.loads((out / "stages.json").read_text())
+    assert stages_printed == stages
     assert list(stages) == ["spark_start", "index", "plan_and_count", "number_and_decode", "problems_and_files",
                             "summary", "spark_stop"]
     assert all(seconds >= 0 for seconds in stages.values()) and stages["number_and_decode"] > 0
@@ -260,6 +266,89 @@ def test_the_command_line(tmp_path):
     bad = subprocess.run(CLI + ["pipeline", str(CAPTURES / "09_shared.pcap"), "--out", str(out), "--conf", "novalue"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr
+
+
+def _on_a_terminal(argv: list[str], timeout: float = 600) -> tuple[int, str, str]:
+    """Run ``argv`` with its standard error on a pseudo-terminal and its standard output on a pipe: the exit
+    code, the standard output, and what the terminal was sent (its line feeds without the terminal's CR)."""
+    import pty
+    import threading
+
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=terminal)
+    os.close(terminal)
+    shown = bytearray()
+
+    def read():
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # EIO: the command, its last writer, exited
+                return
+            if not chunk:
+                return
+            shown.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()  # read as it comes: a full terminal buffer would block the command
+    try:
+        stdout, _ = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+        reader.join(30)
+        os.close(controller)
+    return proc.returncode, stdout.decode(), shown.decode(errors="replace").replace("\r\n", "\n")
+
+
+def _stages_printed(text: str) -> dict[str, float]:
+    """The seconds of the stages line (``stages: start 3.1 s, index 1.2 s, ...``, folded), by short name."""
+    folded = " ".join(text[text.index("stages: "):].split())
+    return {name: float(seconds) for name, seconds in re.findall(r"(\w+) (\d+\.\d) s", folded)}
+
+
+def test_the_command_line_on_a_terminal_shows_its_progress_then_the_stages_and_no_warning(tmp_path):
+    """Standard error on a terminal: a progress line rewritten in place (a step, its tasks done of all, within 80
+    columns), cleared at the end; then the seconds per stage; no warning of Spark's or the JVM's. The summary on
+    standard output has none of it."""
+    pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime")
+    out = tmp_path / "out"
+    code, stdout, shown = _on_a_terminal(CLI + ["pipeline", str(CAPTURES / "09_shared.pcap"), "--out", str(out),
+                                                "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=2"])
+    assert code == 0, shown[-3000:]
+    assert "\r" not in stdout and "stages:" not in stdout and stdout.startswith("files 1 ")
+    progress, _, end = shown.rpartition("stages: ")
+    drawn = [piece for piece in progress.split("\r") if piece.strip()]
+    assert drawn and all("\n" not in piece and len(piece) < 80 for piece in drawn)
+    indexed = [tuple(map(int, m)) for m in re.findall(r"^index: \D*(\d+)/(\d+)", "\n".join(drawn), re.M)]
+    assert indexed and all(total == 1 for _, total in indexed), drawn  # one file
+    assert re.search(r"\r +\r$", progress)  # the line erased before the stages line
+    assert [line for line in shown.splitlines() if "WARN" in line] == []
+    stages = json.loads((out / "stages.json").read_text())
+    assert list(_stages_printed("stages: " + end).values()) == [round(v, 1) for v in stages.values()] + [
+        round(sum(stages.values()), 1)]
+
+
+def test_the_command_line_verbose_lets_spark_and_the_jvm_speak_and_off_a_terminal_shows_no_progress(tmp_path):
+    """``-v``: Spark logs at WARN and the JVM's start-up warnings come through. Standard error not a terminal:
+    no progress line, but the stages line still, as stages.json has them."""
+    pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime")
+    from dissector.spark.console import is_noise
+
+    out = tmp_path / "out"
+    done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "09_shared.pcap"), "--out", str(out), "-v",
+                                 "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=2"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "\r" not in done.stderr
+    chatter = [line for line in done.stderr.splitlines() if is_noise(line)]
+    assert any(" WARN " in line for line in chatter), done.stderr[-3000:]  # Spark's own, at WARN
+    stages = json.loads((out / "stages.json").read_text())
+    assert list(_stages_printed(done.stderr).values()) == [round(v, 1) for v in stages.values()] + [
+        round(sum(stages.values()), 1)]
 
 
 def _free_port() -> int:

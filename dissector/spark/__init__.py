@@ -1,7 +1,7 @@
 """``pulsar-dissect pipeline``: the same dissection on Apache Spark (PySpark), for many and huge captures.
 ``job.run`` is the job (tasks.py: what the executors run; tables.py: the Parquet tables and the summary);
-``summary_lines`` renders its summary for a terminal. Importing this package needs no Spark: ``job`` imports
-pyspark when it runs."""
+``summary_lines`` renders its summary for a terminal, ``stages_lines`` the seconds of its stages; console.py
+shows its progress. Importing this package needs no Spark: ``job`` imports pyspark when it runs."""
 from __future__ import annotations
 
 import textwrap
@@ -38,3 +38,17 @@ def summary_lines(summary: dict, width: int = 80) -> list[str]:
     for row in summary["problems"]:
         lines.append(f"problem {safe(row['id'])} ({safe(row['severity'])}): {row['count']:,}")
     return lines
+
+
+#: The stages' short names on the stages line (``job.Stages``' names are DIR/stages.json's keys).
+_STAGE_NAMES = {"spark_start": "start", "plan_and_count": "count", "number_and_decode": "decode",
+                "problems_and_files": "tables", "spark_stop": "stop"}
+
+
+def stages_lines(seconds: dict[str, float], width: int = 80) -> list[str]:
+    """The seconds of each stage (``job.Stages.seconds``), in order and with their sum, as ``stages: start
+    3.1 s, index 1.2 s, ...`` folded at ``width``."""
+    pairs = [f"{_STAGE_NAMES.get(name, name)}{_KEEP}{value:.1f}{_KEEP}s" for name, value in seconds.items()]
+    pairs.append(f"total{_KEEP}{sum(seconds.values()):.1f}{_KEEP}s")
+    return [line.replace(_KEEP, " ") for line in textwrap.wrap(
+        ", ".join(pairs), width, initial_indent="stages: ", subsequent_indent="        ", break_on_hyphens=False)]

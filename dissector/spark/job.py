@@ -46,16 +46,21 @@ ARROW_BATCH_ROWS = 65536
 LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+#: The Java system property ``log4j2.properties`` takes Spark's log level from (``session``'s ``log_level``).
+LOG_LEVEL_PROPERTY = "pulsar_dissect.spark_log_level"
+
 #: This process's class archive (``classes.py``), finished by ``stop``.
 _archive = None
 
 
 def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "pulsar-dissect pipeline",
-            class_archive: bool = False):
+            class_archive: bool = False, log_level: str = "error", launch=None):
     """A SparkSession on ``master`` with ``conf``; the executors run this Python (the package and its
     compiled core must be installed where they run: docs/SPARK.md). ``class_archive``: in local mode, the JVM
     maps Spark's classes from the archive an earlier run made, or makes it (``classes.py``; ``stop`` ends
-    such a session)."""
+    such a session). ``log_level``: what Spark logs (``log4j2.properties``; error, warn, info).
+    ``launch``: called with the session's settings before the session is made, to start the JVM itself
+    (``console.launch_jvm``: its output read through a filter)."""
     global _archive
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -69,7 +74,8 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     conf = dict(conf or {})
     conf.setdefault("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
-    log4j = "-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties")
+    log4j = ("-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties")
+             + f" -D{LOG_LEVEL_PROPERTY}={log_level}")
     if local and class_archive and "spark.driver.extraJavaOptions" not in conf:
         from dissector.spark.classes import ClassArchive
 
@@ -77,20 +83,21 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     conf.setdefault("spark.driver.extraJavaOptions", f"{log4j} {LOCAL_JAVA_OPTIONS}" if local else log4j)
 
     def start(extra: str):
-        builder = (SparkSession.builder.master(master).appName(app)
-                   .config("spark.sql.execution.arrow.maxRecordsPerBatch", str(ARROW_BATCH_ROWS))
-                   .config("spark.sql.shuffle.partitions", "8")
-                   .config("spark.ui.showConsoleProgress", "false"))
+        settings = {"spark.master": master, "spark.app.name": app,
+                    "spark.sql.execution.arrow.maxRecordsPerBatch": str(ARROW_BATCH_ROWS),
+                    "spark.sql.shuffle.partitions": "8", "spark.ui.showConsoleProgress": "false"}
         if local:
             # local mode's executors live in the driver's JVM: its default 1 GiB heap is too little to write
             # the tables of a large capture
-            builder = (builder.config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-                       .config("spark.driver.memory", LOCAL_DRIVER_MEMORY))
+            settings.update({"spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1",
+                             "spark.driver.memory": LOCAL_DRIVER_MEMORY})
         for key, value in conf.items():
             if key == "spark.driver.extraJavaOptions":
                 value = f"{value} {extra}".strip()
-            builder = builder.config(key, value)
-        return builder.getOrCreate()
+            settings[key] = value
+        if launch is not None:
+            launch(settings)
+        return SparkSession.builder.config(map=settings).getOrCreate()
 
     try:
         spark = start(_archive.options if _archive is not None else "")
@@ -99,7 +106,7 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
             raise
         _archive.discard()  # an archive this JVM cannot map (it did not start): without it, and made again later
         spark = start("")
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(log_level.upper())
     return spark
 
 
@@ -110,6 +117,17 @@ def stop(spark) -> None:
     if _archive is not None:
         _archive.finish()
         _archive = None
+
+
+def step(spark, name: str) -> None:
+    """The Spark jobs started from here on belong to the step ``name`` of ``run`` (their job group): the
+    progress line (``console.Progress``) finds a step's tasks by it."""
+    spark.sparkContext.setJobGroup(name, f"pulsar-dissect pipeline: {name}")
+
+
+def default_partitions(spark) -> int:
+    """The partitions ``run`` spreads the connections over when not told: twice the cores Spark has."""
+    return max(2, spark.sparkContext.defaultParallelism * 2)
 
 
 class Stages:
@@ -143,9 +161,10 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     options = options or Options()
     stages = stages or Stages()
     files, missing = expand(inputs)
-    partitions = partitions or max(2, spark.sparkContext.defaultParallelism * 2)
+    partitions = partitions or default_partitions(spark)
 
     # 1. index: one task per file
+    step(spark, "index")
     listed = spark.sparkContext.parallelize([(i, path) for i, path in enumerate(files)], max(1, len(files)))
     listed = spark.createDataFrame(listed, "file_no int, path string")
     index = listed.mapInArrow(functools.partial(tasks.index_files, options=options), from_arrow_schema(tasks.INDEX))
@@ -184,6 +203,7 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
             .persist(StorageLevel.MEMORY_AND_DISK))
 
     # 3. count, then number as the whole input would: the tasks leave their numbers in files under out
+    step(spark, "count")
     numbering = os.path.join(os.path.abspath(out), tasks.NUMBERING)
     shutil.rmtree(numbering, ignore_errors=True)
     os.makedirs(numbering)
@@ -192,10 +212,12 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     counted.count()  # a row per partition: its counts are written
     stages.done("plan_and_count")
     # one task merges them all (Spark would sort a row per packet in one partition too, in its JVM)
+    step(spark, "number")
     counted.repartition(1).mapInArrow(functools.partial(tasks.number, into=numbering),
                                       from_arrow_schema(tasks.COUNTED)).count()
 
     # 4. decode: each partition's work with its numbers
+    step(spark, "decode")
     with_json = with_json or records is not None  # the report reads the records' lines
     write_empty(out, with_json)
     events = work.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
@@ -207,11 +229,13 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     stages.done("number_and_decode")
 
     # 5. the tables and the summary
+    step(spark, "tables")
     notes = index.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
     summary = tables.write(spark, events, files_df, notes, missing, out, stages)
     if records is not None:
         from dissector.spark.report import records_in_capture_order
 
+        step(spark, "report")
         records(records_in_capture_order(spark, out, events))
         stages.done("report")
     for frame in (events, counted, work, files_df, index):

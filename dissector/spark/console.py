@@ -1,0 +1,288 @@
+"""What ``pipeline`` shows on standard error while it runs: its progress and the JVM's output, and nothing of
+Spark's or the JVM's start-up chatter unless asked (``-v``). Importing this module needs no Spark.
+
+- ``Console``: standard error shared by the progress line and the JVM's output. The progress line is one line
+  rewritten in place (``\\r``, no colours, no escape sequences), and only when standard error is a terminal:
+  never in a pipe, a file or a CI log.
+- ``launch_jvm``: starts Spark's JVM (as PySpark would) with its standard output and error going through a
+  pipe that a thread reads (``JvmOutput``): without ``verbose`` the warnings the JDK and Spark print as they
+  start are dropped; everything else (errors, stack traces, a failed start) reaches the user.
+- ``Progress``: a thread that polls Spark's status tracker for the tasks of the job's current step (the job
+  groups ``job.step`` names) and counts the rows the decoding tasks have written, for the progress line.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+
+#: The widest progress line (a terminal narrower than this gets one column less than its width).
+MAX_WIDTH = 79
+
+#: Seconds between two readings of Spark's status.
+POLL_S = 0.5
+
+#: The JVM's and Spark's output that ``pipeline`` drops without ``-v``: the JDK's warnings (incubator modules,
+#: illegal or native access, deprecated Unsafe methods), Spark's notes about its log configuration, and log
+#: lines below ERROR (Spark's layout, which ``log4j2.properties`` keeps).
+NOISE = re.compile(r"WARNING: |Using Spark's default log4j profile|Setting default log level|To adjust logging level"
+                   r"|\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:WARN|INFO|DEBUG|TRACE) ")
+
+#: The lines that continue a log line (its exception and stack trace): dropped with a line ``NOISE`` dropped.
+CONTINUATION = re.compile(r"\s|Caused by:|Suppressed:|[\w$.]+(?:Exception|Error|Throwable)\b")
+
+
+def is_noise(line: str, after_noise: bool = False) -> bool:
+    """Whether a line of the JVM's output is start-up chatter (``after_noise``: the line before it was)."""
+    return bool(NOISE.match(line)) or (after_noise and bool(CONTINUATION.match(line)))
+
+
+class Console:
+    """Standard error for the progress line and whole lines of text; ``live``: whether the progress line is
+    shown (by default, when the stream is a terminal). Written straight to the stream's file descriptor when it
+    has one: the JVM's reader thread may still write as the interpreter exits, when a buffered stream's lock
+    must not be taken by a daemon thread."""
+
+    def __init__(self, stream=None, live: bool | None = None):
+        self.stream = stream if stream is not None else sys.stderr
+        if live is None:
+            try:
+                live = self.stream.isatty()
+            except (AttributeError, ValueError):
+                live = False
+        self.live = live
+        try:
+            self._fd = self.stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._fd = None  # a stream in memory (tests)
+        self._encoding = getattr(self.stream, "encoding", None) or "utf-8"
+        self._lock = threading.Lock()
+        self._status = ""
+        self._shown = 0  # columns of the progress line on the screen
+
+    def _width(self) -> int:
+        """Columns for the progress line: one less than the terminal's (a full line would wrap), at most
+        ``MAX_WIDTH``."""
+        try:
+            columns = os.get_terminal_size(self._fd).columns if self._fd is not None else 0
+        except OSError:
+            columns = 0
+        return min(MAX_WIDTH, columns - 1) if columns > 1 else MAX_WIDTH
+
+    def _emit(self, text: str) -> None:
+        try:
+            if self._fd is None:
+                self.stream.write(text)
+                self.stream.flush()
+                return
+            self.stream.flush()  # what the command wrote there before comes first
+            data = text.encode(self._encoding, "replace")
+            while data:
+                data = data[os.write(self._fd, data):]
+        except (OSError, ValueError):
+            pass  # standard error closed: nothing to tell it
+
+    def _line(self, text: str) -> str:
+        """The progress line ``text`` drawn over the one shown (spaces over what a longer one left)."""
+        text = text[:self._width()]
+        drawn = "\r" + text.ljust(self._shown)
+        self._shown = max(len(text), self._shown)
+        return drawn
+
+    def _erased(self) -> str:
+        erase, self._shown = ("\r" + " " * self._shown + "\r" if self._shown else ""), 0
+        return erase
+
+    def status(self, text: str) -> None:
+        """The progress line is now ``text`` (nothing when not live)."""
+        if not self.live:
+            return
+        with self._lock:
+            if text != self._status:
+                self._status = text
+                self._emit(self._line(text) if text else self._erased())
+
+    def clear(self) -> None:
+        """No progress line any more: erased from the screen."""
+        self.status("")
+
+    def write(self, text: str) -> None:
+        """Whole lines, above the progress line (which is drawn again below them)."""
+        with self._lock:
+            self._emit(self._erased() + text + (self._line(self._status) if self._status else ""))
+
+
+class JvmOutput(threading.Thread):
+    """Reads the JVM's output from the pipe ``fd`` until every writer closed it; writes it to ``console``, without
+    the start-up chatter (``is_noise``) unless ``verbose``."""
+
+    def __init__(self, fd: int, console: Console, verbose: bool = False):
+        super().__init__(name="jvm-output", daemon=True)
+        self.fd, self.console, self.verbose = fd, console, verbose
+        self.dropped = 0
+
+    def run(self) -> None:
+        after_noise = False
+        with os.fdopen(self.fd, "rb") as pipe:
+            for raw in pipe:
+                line = raw.decode("utf-8", "replace")
+                if not self.verbose:
+                    after_noise = is_noise(line, after_noise)
+                    if after_noise:
+                        self.dropped += 1
+                        continue
+                self.console.write(line if line.endswith("\n") else line + "\n")
+
+
+#: Seconds ``launch_jvm`` waits, when the JVM did not start, for the reader to pass on what it printed.
+FAILED_START_WAIT_S = 10
+
+
+def launch_jvm(settings: dict[str, str], console: Console, verbose: bool = False) -> JvmOutput | None:
+    """Start Spark's JVM with ``settings`` (``job.session``'s, given to spark-submit as PySpark gives them) and
+    a SparkContext on it, its standard output and error read by a ``JvmOutput`` (returned; None when a JVM runs
+    already in this process). The JVM's output goes to standard error: its standard output is ours, where
+    ``--json`` writes."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return None
+    read, write = os.pipe()
+    reader = JvmOutput(read, console, verbose)
+    reader.start()
+    try:
+        gateway = launch_gateway(SparkConf(loadDefaults=False).setAll(settings.items()),
+                                 popen_kwargs={"stdout": write, "stderr": write})
+    except BaseException:
+        os.close(write)
+        reader.join(FAILED_START_WAIT_S)  # what it said before it died, before the caller's message
+        raise
+    os.close(write)  # the JVM and its children hold the pipe now: the reader ends when they all exit
+    SparkContext(conf=SparkConf(loadDefaults=False).setAll(settings.items()), gateway=gateway)
+    return reader
+
+
+#: The steps of ``job.run`` (the Spark job groups ``job.step`` sets): what the progress line says of each, and
+#: what it counts: the tasks of the step's stage that has as many as there are input files (one task per
+#: file) or partitions.
+STEPS = {"index": ("files indexed", "files"), "count": ("partitions counted", "partitions"),
+         "number": ("merging the frame numbers", None), "decode": ("partitions decoded", "partitions"),
+         "tables": ("problems, files and the summary", None), "report": ("the records read back", None)}
+
+#: The table whose rows written the progress line counts while the decoding tasks write it (under DIR).
+FRAMES_TABLE = "frames"
+
+
+class RowsWritten:
+    """Rows in the finished Parquet files of a table directory (their footers read once each)."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self._rows: dict[tuple[str, int, int], int] = {}
+
+    def count(self) -> int:
+        import pyarrow.parquet as pq
+
+        try:
+            entries = [e for e in os.scandir(self.directory) if e.name.endswith(".parquet") and e.is_file()]
+        except OSError:
+            return 0
+        total = 0
+        for entry in entries:
+            try:
+                stat = entry.stat()
+                key = (entry.name, stat.st_mtime_ns, stat.st_size)
+                if key not in self._rows:
+                    self._rows[key] = pq.read_metadata(entry.path).num_rows
+                total += self._rows[key]
+            except (OSError, ValueError):
+                continue  # replaced or removed while read (a retried task): counted next time
+        return total
+
+
+class Progress:
+    """The progress line of a run of ``job.run`` on ``spark`` writing under ``out``: a thread reads Spark's
+    status every ``POLL_S`` and shows the current step, its tasks done (``files``: the input files;
+    ``partitions``: the job's), the frames written, the step's seconds. Use as a context manager; nothing
+    happens unless ``console.live``."""
+
+    def __init__(self, spark, console: Console, out: str, files: int, partitions: int):
+        self.spark, self.console = spark, console
+        self.expected = {"files": files, "partitions": partitions}
+        self.frames = RowsWritten(os.path.join(out, FRAMES_TABLE))
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._step: str | None = None
+        self._since = time.monotonic()
+        self._before = -1  # jobs up to this id ran before (an earlier run on the same session)
+        self._polls_running: dict[int, int] = {}  # a stage's id → the readings that found it running
+
+    def __enter__(self) -> "Progress":
+        if self.console.live:
+            tracker = self.spark.sparkContext.statusTracker()
+            self._before = max((max(tracker.getJobIdsForGroup(name), default=-1) for name in STEPS), default=-1)
+            self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self.console.clear()
+
+    def _run(self) -> None:
+        tracker = self.spark.sparkContext.statusTracker()
+        while not self._stop.is_set():
+            try:
+                line = self.line(tracker)
+            except Exception:  # Spark stopping, a py4j call cut short: the line is only a courtesy
+                line = None
+            if line is not None and not self._stop.is_set():
+                self.console.status(line)
+            self._stop.wait(POLL_S)
+
+    def _stage_tasks(self, tracker, jobs: list[int], want: int) -> tuple[int, int]:
+        """(tasks done, tasks) of the step's stage with ``want`` tasks that did its work: with adaptive
+        execution a step is several jobs, and several of their stages may have as many tasks (materialising a
+        cached table, then counting it): the one found running most often (the latest, of equals) is the
+        step's work, as its tasks take the time. None yet: (0, ``want``). A stage that never ran (skipped: its
+        input was there already) is not one."""
+        active = set(tracker.getActiveStageIds())
+        stages = []
+        for job_id in jobs:
+            job = tracker.getJobInfo(job_id)
+            for stage_id in (job.stageIds if job is not None else ()):
+                info = tracker.getStageInfo(stage_id)
+                if info is None or info.numTasks != want:
+                    continue
+                if stage_id in active:
+                    self._polls_running[stage_id] = self._polls_running.get(stage_id, 0) + 1
+                if stage_id in active or info.numCompletedTasks > 0:
+                    stages.append(info)
+        if not stages:
+            return 0, want
+        stage = max(stages, key=lambda s: (self._polls_running.get(s.stageId, 0), s.stageId))
+        return min(stage.numCompletedTasks, stage.numTasks), stage.numTasks
+
+    def line(self, tracker) -> str | None:
+        """The progress line now (None before the first step)."""
+        groups = {name: [job for job in tracker.getJobIdsForGroup(name) if job > self._before] for name in STEPS}
+        started = [name for name, jobs in groups.items() if jobs]
+        if not started:
+            return None
+        step = max(started, key=lambda name: max(groups[name]))  # the step of the latest job
+        jobs = groups[step]
+        if step != self._step:
+            self._step, self._since = step, time.monotonic()
+        what, unit = STEPS[step]
+        text = f"{step}: {what}"
+        if unit is not None:
+            done, total = self._stage_tasks(tracker, jobs, self.expected[unit])
+            text += f" {done:,}/{total:,}"
+        if step == "decode":
+            text += f", frames written {self.frames.count():,}"
+        return f"{text} ({time.monotonic() - self._since:.0f} s)"
