@@ -14,10 +14,11 @@ the input and numbers; each task reads the capture files it needs itself.
    packet order into the numbers a run over the whole input would give them (running sums), a file per
    partition.
 4. decode (``tasks.decode``): per partition, its work and its numbers: the CLI's pipeline and analysis over
-   its connections with those numbers, each frame's ``--json`` record made straight into the frames and
-   messages tables, and each answer with its request into the exchanges table, which the task writes.
-5. tables (``tables.py``): problems and files in Spark SQL from the events the decoding tasks gave and the
-   index; the summary computed from the tables is the only thing collected.
+   its connections with those numbers, each frame's record made by the engine straight into the typed Arrow
+   tables (frames, messages, the frames' problems, exchanges: each answer with its request), and the events
+   into the events table, which the task writes; its part of the summary comes back as its one row.
+5. tables (``tables.py``): the files' problems and the files in Spark SQL from the index; the summary merged
+   from the decoding tasks' parts (a row each: the only thing of the decoding collected).
 """
 from __future__ import annotations
 
@@ -220,24 +221,23 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     step(spark, "decode")
     with_json = with_json or records is not None  # the report reads the records' lines
     write_empty(out, with_json)
-    events = work.mapInArrow(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
-                                               numbering=numbering, with_json=with_json),
-                             from_arrow_schema(tasks.EVENTS))
-    events = events.persist(StorageLevel.MEMORY_AND_DISK)
-    events.count()  # the tasks write the frames and messages now
+    # the tasks write the tables; a row each comes back: its part of the summary
+    parts = [row["statistics"] for row in work.mapInArrow(
+        functools.partial(tasks.decode, options=options, out=os.path.abspath(out), numbering=numbering,
+                          with_json=with_json), from_arrow_schema(tasks.STATISTICS)).collect()]
     shutil.rmtree(numbering, ignore_errors=True)
     stages.done("number_and_decode")
 
     # 5. the tables and the summary
     step(spark, "tables")
     notes = index.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
-    summary = tables.write(spark, events, files_df, notes, missing, out, stages)
+    summary = tables.write(spark, parts, files_df, notes, missing, out, stages)
     if records is not None:
         from dissector.spark.report import records_in_capture_order
 
         step(spark, "report")
-        records(records_in_capture_order(spark, out, events))
+        records(records_in_capture_order(spark, out))
         stages.done("report")
-    for frame in (events, counted, work, files_df, index):
+    for frame in (counted, work, files_df, index):
         frame.unpersist()
     return summary

@@ -1,7 +1,8 @@
 """`pipeline --report`: the pipeline's records in capture order, for the HTML report (output/report.py).
 
-The frames come from the frames table (its ``json`` column is each frame's record as ``--json`` writes it), in
-frame number order; the events from the decoding tasks' event rows (their record and packet). They are merged
+The frames come from the frames table (its ``json`` column, which ``--report`` asks for, is each frame's
+record as ``--json`` writes it), in frame number order; the events from the events table (their record and
+packet). They are merged
 as the CLI makes them: by packet, a connection's opening before the frames of its packet, the other events
 after them. Both are read through Spark's local iterator, a partition at a time, so the driver holds neither
 table whole.
@@ -16,19 +17,21 @@ from typing import Iterator
 import orjson
 
 
-def records_in_capture_order(spark, out: str, events) -> Iterator[dict]:
-    """Every record of the pipeline's output under ``out`` (frames) and of ``events`` (a DataFrame of the
-    decoding's event rows: p, json), in the order ``pulsar-dissect --json`` writes them."""
+def records_in_capture_order(spark, out: str) -> Iterator[dict]:
+    """Every record of the pipeline's output under ``out`` (its frames and events tables), in the order
+    ``pulsar-dissect --json`` writes them."""
     frames = spark.read.parquet(os.path.join(out, "frames")).select("index", "packet", "json").orderBy("index")
+    events = spark.read.parquet(os.path.join(out, "events")).select("packet", "order", "type", "json") \
+        .orderBy("packet", "order")
 
     def frame_items():
         for row in frames.toLocalIterator():
             yield (row["packet"], 1, row["index"]), row["json"]
 
     def event_items():
-        for n, row in enumerate(events.filter("json is not null").select("p", "json").orderBy("p").toLocalIterator()):
-            rank = 0 if '"type":"CONNECTION_OPENED"' in row["json"] else 2
-            yield (row["p"], rank, n), row["json"]
+        for n, row in enumerate(events.toLocalIterator()):
+            rank = 0 if row["type"] == "CONNECTION_OPENED" else 2
+            yield (row["packet"], rank, n), row["json"]
 
     for _, text in heapq.merge(frame_items(), event_items(), key=lambda item: item[0]):
         yield orjson.loads(text)

@@ -1,8 +1,9 @@
-"""The pipeline's tables, and its summary merged from the decoding tasks' statistics. ``frames``, ``messages`` and
-``exchanges`` are written by the decoding tasks (``rows.py``: one row per frame, the contract's keys as columns
-and ``json`` the whole record; one row per application message; one row per response that answers a request,
-with both frames and the latency), and so are the frames' findings in ``problems``; the rest is made here:
-- ``problems``: besides the frames' findings, every event with a severity, every note of reading a file.
+"""The pipeline's tables, and its summary merged from the decoding tasks' statistics. ``frames``, ``messages``,
+``exchanges`` and ``events`` are written by the decoding tasks (``rows.py``: one row per frame, the contract's
+keys as columns; one row per application message; one row per response that answers a request, with both
+frames and the latency; one row per event), and so are the problems of frames and events in ``problems``; the
+rest is made here:
+- ``problems``: every note of reading a file, every file that could not be read whole.
 - ``files``: the input files, in the order they were read as one capture.
 """
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 
-EVENT_SCHEMA = "type string, time double, packet long, message string, severity string, conn long"
 
 #: The files whose reading went wrong that the summary lists by name (all are in `problems`).
 FILE_PROBLEMS_LISTED = 100
@@ -19,21 +19,13 @@ FILE_PROBLEMS_LISTED = 100
 TABLES = ("frames", "messages", "exchanges", "problems", "files")
 
 
-def write(spark, events, files, notes, missing: list[str], out: str, stages=None) -> dict:
-    """Write the tables under ``out`` and ``out``/summary.json; returns the summary. ``events``: the decoding
-    tasks' rows (their events, and each task's part of the summary); ``stages`` (``job.Stages``): told when
-    each is done."""
+def write(spark, parts: list[str], files, notes, missing: list[str], out: str, stages=None) -> dict:
+    """Write the tables under ``out`` and ``out``/summary.json; returns the summary. ``parts``: the decoding
+    tasks' parts of the summary; ``stages`` (``job.Stages``): told when each is done."""
     done = stages.done if stages is not None else (lambda stage: None)
     from pyspark.sql import functions as F
 
-    # the decoding tasks wrote frames, messages, exchanges and the frames' findings (rows.py)
-    events_with_severity = (events.filter("json is not null").select(F.from_json("json", EVENT_SCHEMA).alias("e"))
-                            .filter("e.severity is not null and e.severity != 'note'")
-                            .select(F.col("e.type").alias("id"), "e.severity", "e.message",
-                                    F.lit(None).cast("string").alias("protocol"),
-                                    F.lit(None).cast("long").alias("frame"), "e.conn", "e.time", "e.packet",
-                                    F.lit(None).cast("string").alias("frame_type"),
-                                    F.lit(None).cast("string").alias("file")))
+    # the decoding tasks wrote frames, messages, exchanges, events, and the problems of frames and events
     file_problems = (files.filter("ended_id is not null")
                      .select(F.col("ended_id").alias("id"),
                              F.when(F.col("ended_id") == "capture.unreadable", "error").otherwise("warning").alias("severity"),
@@ -44,15 +36,13 @@ def write(spark, events, files, notes, missing: list[str], out: str, stages=None
         [("capture.unreadable", "error", f"{item}: no such file, directory or match", item) for item in missing],
         "id string, severity string, message string, file string").select(
             "id", "severity", "message", *_nulls(F), "file")
-    # the frames' findings are there already (the decoding tasks wrote them: rows.py)
-    problems = events_with_severity.unionByName(file_problems).unionByName(note_problems).unionByName(missing_problems)
+    problems = file_problems.unionByName(note_problems).unionByName(missing_problems)
     problems.write.mode("append").parquet(os.path.join(out, "problems"))
 
     files.select("order", "path", "packets", "first_time", "size", "offset", "ended_id", "ended") \
         .write.mode("overwrite").parquet(os.path.join(out, "files"))
 
     done("problems_and_files")
-    parts = [row["statistics"] for row in events.filter("statistics is not null").select("statistics").collect()]
     summary = summarize(parts, files, notes, missing)
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=False)

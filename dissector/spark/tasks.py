@@ -58,11 +58,8 @@ _WIDTH = {"counts": 3, "ends": 2, "numbers": 3, "bases": 2}
 #: Rows of each partition the numbering task merges at a time (its memory: partitions × this × 24 bytes).
 MERGE_ROWS = 1 << 16
 
-EVENTS = pa.schema([
-    ("p", pa.int64()),            # the event's packet
-    ("json", pa.string()),        # the event's record, as `pulsar-dissect --json` writes it
-    ("statistics", pa.string()),  # the task's last row only: its part of the summary (the engine's, as JSON)
-])
+#: A decoding task's one row to Spark: its part of the summary (the engine's statistics, as JSON).
+STATISTICS = pa.schema([("slot", pa.int64()), ("statistics", pa.string())])
 
 
 def _ports(options: Options) -> set[int] | None:
@@ -303,7 +300,7 @@ def decode(batches, options: Options, out: str, numbering: str, with_json: bool 
 
     from dissector.analysis.conversation import analysed_dissector
     from dissector.output.records import event_record
-    from dissector.spark.rows import CHUNK_BYTES, FrameTables
+    from dissector.spark.rows import CHUNK_BYTES, EVENT_ROWS, FrameTables
 
     slot, files = _work(batches)
     if slot is None:
@@ -315,7 +312,6 @@ def decode(batches, options: Options, out: str, numbering: str, with_json: bool 
     if len(numbers):
         stage.plan_numbering(*(np.ascontiguousarray(numbers[:, at], "<i8").tobytes() for at in range(3)))
     del numbers
-    rows = _Rows(EVENTS)
     event_problems = {}  # (id, severity) → events of a severity worse than a note
 
     def take(items):
@@ -324,8 +320,8 @@ def decode(batches, options: Options, out: str, numbering: str, with_json: bool 
             severity = record.get("severity")
             if severity is not None and severity != "note":
                 event_problems[(record["type"], severity)] = event_problems.get((record["type"], severity), 0) + 1
-            rows.add(p=item.packet, json=orjson.dumps(record, default=str).decode())
-        if stage.columns_size >= CHUNK_BYTES:
+            tables.event(record, orjson.dumps(record, default=str).decode())
+        if stage.columns_size >= CHUNK_BYTES or tables.events_held >= EVENT_ROWS:
             tables.write(stage.take_columns())
 
     for path, offset, flows in files:
@@ -336,8 +332,6 @@ def decode(batches, options: Options, out: str, numbering: str, with_json: bool 
             try:
                 while (items := stage.read_selected(reader._core, flows, offset, READ_ITEMS, READ_BYTES)) is not None:
                     take(items)
-                    if rows.full():
-                        yield rows.batch()
             except (CaptureError, OSError):
                 pass
     for conn, base in _numbers(numbering, "bases", slot).tolist():
@@ -350,5 +344,4 @@ def decode(batches, options: Options, out: str, numbering: str, with_json: bool 
     # this task's part of the summary: the engine's statistics of its frames, and its events' problems
     part = orjson.loads(stage.take_summary())
     part["problems"] += [[list(key), n] for key, n in event_problems.items()]
-    rows.add(statistics=orjson.dumps(part).decode())
-    yield rows.batch()
+    yield pa.RecordBatch.from_pydict({"slot": [slot], "statistics": [orjson.dumps(part).decode()]}, schema=STATISTICS)
