@@ -1173,7 +1173,7 @@ def pipeline_cmd(
     else:
         for line in summary_lines(summary):
             typer.echo(line)
-        typer.echo(f"tables written to {out}/ (frames, messages, exchanges, problems, files; summary.json)")
+        typer.echo(f"tables written to {out}/ (frames, messages, exchanges, events, problems, files; summary.json)")
         for line in stages_lines(stages.seconds):  # where the time went: information, on standard error
             typer.echo(line, err=True)
     if strict and any(row["severity"] in ("error", "warning") for row in summary["problems"]):
