@@ -7,10 +7,11 @@
 pub mod sample;
 
 use crate::analysis::bounded::OrderedMap;
-use crate::protocols::{self, Protocol};
+use crate::protocols::{self, Protocol, StatsRole};
 use crate::value::{Map, Name, Value};
 use crate::FastMap;
 use sample::{Latencies, Reservoir};
+use std::sync::LazyLock;
 
 macro_rules! names {
     ($($text:literal),* $(,)?) => { [$(Name::new($text)),*] };
@@ -50,18 +51,19 @@ pub static READ_KEYS: [Name; 29] = names![
     "messages",
 ];
 /// [`READ_KEYS`], and of the command [`COMMAND_KEYS`], as the core's record sink keeps them.
-pub static STATS_KEPT: std::sync::LazyLock<crate::records::KeptKeys> =
-    std::sync::LazyLock::new(|| crate::records::KeptKeys::new(&READ_KEYS).picking("command", &COMMAND_KEYS));
-pub static COMMAND_KEYS: [Name; 8] = names![
-    "client_version",
-    "protocol_version",
-    "server_version",
-    "error",
-    "message_id",
-    "redelivery_count",
-    "messagePermits",
-    "errCode",
-];
+pub static STATS_KEPT: LazyLock<crate::records::KeptKeys> =
+    LazyLock::new(|| crate::records::KeptKeys::new(&READ_KEYS).picking("command", &COMMAND_KEYS));
+/// The keys of a command the protocols read for the statistics (`Protocol::stats_command_keys`), over all of
+/// them, each once.
+pub static COMMAND_KEYS: LazyLock<Vec<Name>> = LazyLock::new(|| {
+    let mut keys: Vec<&'static str> = Vec::new();
+    for &key in protocols::REGISTRY.iter().flat_map(|p| p.stats_command_keys()) {
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter().map(Name::new).collect()
+});
 /// TubeMQ clients remembered (by client id); beyond, the oldest is forgotten and counted.
 pub const MAX_CLIENTS: usize = 10_000;
 /// Topics listed per TubeMQ client at most.
@@ -110,12 +112,9 @@ fn python_str(value: Option<&Value>) -> String {
     value.map_or_else(|| "None".to_owned(), crate::text::py_str)
 }
 
-/// An error code's name as the tables show it (`?` when the frame has none).
-fn error_name(error: Option<&Value>) -> String {
-    match error {
-        None => "?".into(),
-        some => python_str(some),
-    }
+/// The error a frame's command names, as its protocol reads it (`?` when it names none).
+fn error_name(protocol: Option<&dyn Protocol>, command: &Map) -> String {
+    protocol.and_then(|p| p.error_of(command)).unwrap_or_else(|| "?".into())
 }
 
 /// Counts by key, in the order keys were first counted (as Python's `Counter`).
@@ -361,6 +360,9 @@ fn message_totals(rec: &Map) -> (i64, i64) {
     (messages.len() as i64, bytes)
 }
 
+/// What a frame is to the statistics, and the protocol that says so (and reads its command).
+type Role = (StatsRole, &'static dyn Protocol);
+
 /// A response kept for the plots: time, request type, latency, whether an error answered it.
 pub type PlotPoint = (f64, String, f64, bool);
 
@@ -407,6 +409,9 @@ pub struct Stats {
     throughput_index: FastMap<i64, usize>,
     pub throughput_width: f64,
     throughput_span: (i64, i64),
+    /// The protocol the last record named: records come in long runs of one protocol, so it is looked up by
+    /// name only when the name changes.
+    last_protocol: Option<&'static dyn Protocol>,
 }
 
 impl Stats {
@@ -440,7 +445,23 @@ impl Stats {
             throughput_index: FastMap::default(),
             throughput_width: 0.01,
             throughput_span: (0, 0),
+            last_protocol: None,
         }
+    }
+
+    /// The protocol of a record (as its `protocol` key names it), and so what its types and commands mean.
+    fn protocol_of(&mut self, rec: &Map) -> Option<&'static dyn Protocol> {
+        let named = get(rec, "protocol").map(|v| v.as_str().unwrap_or_default());
+        if let (Some(last), Some(name)) = (self.last_protocol, named) {
+            if last.name() == name {
+                return Some(last);
+            }
+        }
+        let protocol = protocols::of_record(named);
+        if protocol.is_some() {
+            self.last_protocol = protocol;
+        }
+        protocol
     }
 
     /// One record: a frame (it has an `index`) or an event.
@@ -573,6 +594,8 @@ impl Stats {
         let command = get_map(rec, "command").unwrap_or(&empty);
         let direction = get(rec, "direction").and_then(Value::as_str).unwrap_or("");
         let conn_id = int(get(rec, "conn"));
+        let protocol = self.protocol_of(rec);
+        let role = protocol.and_then(|p| Some((p.stats_role(kind)?, p)));
         let conn = self.conn(conn_id, time);
         conn.last_time = time;
         let side = match direction {
@@ -587,31 +610,22 @@ impl Stats {
             let dst = get(rec, "dst").cloned().unwrap_or(Value::Null);
             (conn.client, conn.broker) = if direction == "to_client" { (dst, src) } else { (src, dst) };
         }
-        let field = |key: &str, default: Value| {
-            command.iter().find(|(k, _)| k.as_str() == key).map_or(default, |(_, v)| v.clone())
-        };
-        match kind {
-            "CONNECT" => {
-                conn.set(crate::name!("client_version"), field("client_version", Value::from(String::new())));
-                conn.set(crate::name!("protocol_version"), field("protocol_version", Value::Int(0)));
+        if let Some((role @ (StatsRole::ConnectRequest | StatsRole::ConnectAnswer), protocol)) = role {
+            for (key, value) in protocol.connection_facts(role, command) {
+                conn.set(key, value);
             }
-            "CONNECTED" => {
-                conn.set(crate::name!("server_version"), field("server_version", Value::from(String::new())))
-            }
-            _ => {}
         }
         conn.problems += get(rec, "problems").and_then(Value::as_list).map_or(0, |p| p.len() as i64);
         for finding in get(rec, "expert").and_then(Value::as_list).unwrap_or(&[]).iter().filter_map(Value::as_map) {
             let id = python_str(get(finding, "id"));
             if id == "server.error" {
-                self.server_errors.add(error_name(get(command, "error")), 1);
+                self.server_errors.add(error_name(protocol, command), 1);
             }
             self.expert.add((id, python_str(get(finding, "severity"))), 1);
         }
-        // a protocol whose session notes a client id on its frames: its clients' figures (the protocol looked up
-        // only for such records, not for every frame)
+        // a protocol whose session notes a client id on its frames: its clients' figures
         if has(rec, "client_id") {
-            if let Some(protocol) = get(rec, "protocol").and_then(Value::as_str).and_then(protocols::by_name) {
+            if let Some(protocol) = protocol {
                 self.client_frame(protocol, rec, kind, command, time, direction == "to_client");
             }
         }
@@ -624,18 +638,21 @@ impl Stats {
                 get(rec, "request_type").filter(|v| v.truthy()).map_or(kind.to_owned(), |v| python_str(Some(v)));
             let (cap, actor_cap) = (self.latency_samples, self.actor_latency_samples);
             self.latency.add(&request_type, latency, cap);
-            self.plot.add((time, request_type.clone(), latency, kind == "ERROR" || kind == "SEND_ERROR"));
+            let error = role.is_some_and(|(role, _)| role.answers_with_error());
+            self.plot.add((time, request_type.clone(), latency, error));
             self.conn(conn_id, time).latency.add(&request_type, latency, actor_cap);
-            if let (Some(info), "SEND") = (producer, request_type.as_str()) {
+            // a producer's publish answered: its send latency
+            let published = |p: &dyn Protocol| p.stats_role(&request_type) == Some(StatsRole::Publish);
+            if let Some(info) = producer.filter(|_| protocol.is_some_and(published)) {
                 let actor = actor(&mut self.producers, conn_id, info, false);
                 actor.send_latency.get_or_insert_with(|| Latencies::new(actor_cap)).add(latency);
             }
         }
         if let Some(info) = producer {
-            self.producer(rec, info, kind, conn_id, time);
+            self.producer(rec, info, role, conn_id, time, command);
         }
         if let Some(info) = consumer {
-            self.consumer(rec, info, kind, conn_id, time, command);
+            self.consumer(rec, info, role, conn_id, time, command);
         }
         self.actors_changed(actors);
     }
@@ -745,7 +762,7 @@ impl Stats {
         self.throughput_span = (self.throughput_span.0.div_euclid(2), self.throughput_span.1.div_euclid(2));
     }
 
-    /// Messages and bytes of one SEND (`sent`) or MESSAGE (not `sent`) for its actor and topic.
+    /// Messages and bytes of one publish (`sent`) or delivery (not `sent`) for its actor and topic.
     fn count_messages(&mut self, rec: &Map, info: &Map, sent: bool, time: f64, to_client: bool) -> (i64, i64) {
         let topic_name = get(info, "topic").filter(|v| v.truthy()).map_or("?".to_owned(), |v| python_str(Some(v)));
         let who = get(info, "name")
@@ -771,10 +788,11 @@ impl Stats {
         }
     }
 
-    fn producer(&mut self, rec: &Map, info: &Map, kind: &str, conn: i64, time: f64) {
+    /// A frame noting its producer: what it published and how the server answered, as its role says.
+    fn producer(&mut self, rec: &Map, info: &Map, role: Option<Role>, conn: i64, time: f64, command: &Map) {
         let to_client = get(rec, "direction").and_then(Value::as_str) == Some("to_client");
-        match kind {
-            "SEND" if has(rec, "payload_size") => {
+        match role {
+            Some((StatsRole::Publish, _)) if has(rec, "payload_size") => {
                 let (n, size) = self.count_messages(rec, info, true, time, to_client);
                 let (actor_memory, chunk_memory) = (self.actor_share(), self.chunk_memory);
                 let actor = actor(&mut self.producers, conn, info, true);
@@ -794,16 +812,14 @@ impl Stats {
                     }
                 }
             }
-            "SEND_RECEIPT" => {
+            Some((StatsRole::PublishAccepted, _)) => {
                 let actor = actor(&mut self.producers, conn, info, true);
                 actor.receipts += 1;
                 actor.accepted += answered(&mut actor.waiting, rec);
             }
-            "SEND_ERROR" => {
+            Some((StatsRole::PublishRefused, protocol)) => {
                 let actor = actor(&mut self.producers, conn, info, true);
-                let empty = Map::new();
-                let command = get_map(rec, "command").unwrap_or(&empty);
-                actor.errors.add(error_name(get(command, "error")), 1);
+                actor.errors.add(error_name(Some(protocol), command), 1);
                 actor.rejected += answered(&mut actor.waiting, rec);
             }
             _ => {
@@ -812,40 +828,42 @@ impl Stats {
         }
     }
 
-    fn consumer(&mut self, rec: &Map, info: &Map, kind: &str, conn: i64, time: f64, command: &Map) {
+    /// A frame noting its consumer: what was delivered to it, what it acknowledged and allowed, as its role says.
+    fn consumer(&mut self, rec: &Map, info: &Map, role: Option<Role>, conn: i64, time: f64, command: &Map) {
         let to_client = get(rec, "direction").and_then(Value::as_str) == Some("to_client");
-        match kind {
-            "MESSAGE" if has(rec, "payload_size") => {
+        match role {
+            Some((StatsRole::Delivery, protocol)) if has(rec, "payload_size") => {
                 let (n, size) = self.count_messages(rec, info, false, time, to_client);
                 let actor_memory = self.actor_share();
                 let actor = actor(&mut self.consumers, conn, info, true);
                 actor.messages += n;
                 actor.payload_bytes += size;
                 actor.wire_bytes += int(get(rec, "payload_size"));
-                let empty = Map::new();
-                let id = get_map(command, "message_id").unwrap_or(&empty);
-                // one integer per entry, not a pair: less memory
-                let entry =
-                    (u128::from(int(get(id, "ledgerId")) as u64) << 64) | u128::from(int(get(id, "entryId")) as u64);
-                if !actor.entries.contains_key(&entry) {
-                    actor.distinct += n;
+                let delivered = protocol.delivered(command);
+                match delivered.entry {
+                    Some(entry) => {
+                        if !actor.entries.contains_key(&entry) {
+                            actor.distinct += n;
+                        }
+                        remember_within(&mut actor.entries, entry, n, actor_memory);
+                    }
+                    None => actor.distinct += n,
                 }
-                remember_within(&mut actor.entries, entry, n, actor_memory);
                 remember_within(&mut actor.delivered_frames, int(get(rec, "index")), n, actor_memory);
-                if has(rec, "delivery") || get(command, "redelivery_count").is_some_and(Value::truthy) {
+                if has(rec, "delivery") || delivered.redelivered {
                     actor.redeliveries += 1; // as message.redelivered says
                 }
             }
-            "ACK" => {
+            Some((StatsRole::Ack, _)) => {
                 let actor = actor(&mut self.consumers, conn, info, true);
                 actor.acks += 1;
                 for index in get(rec, "acks").and_then(Value::as_list).unwrap_or(&[]) {
                     actor.acked += actor.delivered_frames.remove(&int(Some(index))).unwrap_or(0);
                 }
             }
-            "FLOW" => {
+            Some((StatsRole::Permits, protocol)) => {
                 let actor = actor(&mut self.consumers, conn, info, true);
-                actor.permits += int(get(command, "messagePermits"));
+                actor.permits += protocol.permits_of(command);
             }
             _ => {
                 actor(&mut self.consumers, conn, info, true);
