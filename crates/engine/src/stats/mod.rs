@@ -7,6 +7,7 @@
 pub mod sample;
 
 use crate::analysis::bounded::OrderedMap;
+use crate::analysis::{CONNECTION_CLOSED, CONNECTION_OPENED};
 use crate::protocols::{self, Protocol, StatsRole};
 use crate::value::{Map, Name, Value};
 use crate::FastMap;
@@ -555,12 +556,12 @@ impl Stats {
         let id = int(Some(id));
         let empty = Map::new();
         let details = get_map(rec, "details").unwrap_or(&empty);
-        if kind != "CONNECTION_OPENED" && !self.conns.contains_key(&id) && self.connections_dropped > 0 {
+        if kind != CONNECTION_OPENED && !self.conns.contains_key(&id) && self.connections_dropped > 0 {
             return; // about a connection forgotten at the cap: not brought back to be forgotten again
         }
         let conn = self.conn(id, time);
         match kind {
-            "CONNECTION_OPENED" => {
+            CONNECTION_OPENED => {
                 conn.client = get(details, "client").cloned().unwrap_or(Value::Null);
                 conn.broker = details
                     .iter()
@@ -572,7 +573,7 @@ impl Stats {
                     .map_or(Value::Bool(false), |(_, v)| v.clone());
                 conn.set(crate::name!("mid_stream"), mid_stream);
             }
-            "CONNECTION_CLOSED" => {
+            CONNECTION_CLOSED => {
                 let how = details.iter().find(|(k, _)| k.as_str() == "how").map_or(Value::Null, |(_, v)| v.clone());
                 conn.set(crate::name!("closed"), how);
                 if let Some((_, by)) = details.iter().find(|(k, _)| k.as_str() == "closed_by") {
