@@ -624,6 +624,22 @@ fn pulsar_reads_permits_entries_versions_and_errors_from_a_command() {
 }
 
 #[test]
+fn server_errors_are_the_findings_the_records_protocol_names_so() {
+    assert_eq!(protocol("pulsar").server_error_finding(), Some("server.error"));
+    assert_eq!(protocol("tubemq").server_error_finding(), None);
+    let mut s = stats();
+    let expert = Value::List(vec![obj(&[("id", st("server.error")), ("severity", st("error"))])]);
+    let command = obj(&[("error", st("ServiceNotReady")), ("errCode", Value::Int(503))]);
+    for (index, protocol) in [(1, "pulsar"), (2, "tubemq"), (3, "toy")] {
+        let extra = [("protocol", st(protocol)), ("expert", expert.clone()), ("command", command.clone())];
+        s.add(&frame(index, 1.0, "ERROR", 1, "to_client", &extra));
+    }
+    let errors: Vec<(&str, i64)> = s.server_errors.entries.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+    assert_eq!(errors, [("ServiceNotReady", 1)]);
+    assert_eq!(count(&s.expert.entries, &("server.error".to_owned(), "error".to_owned())), Some(3));
+}
+
+#[test]
 fn the_command_keys_kept_for_the_statistics_are_every_protocols_each_once() {
     let kept: Vec<&str> = COMMAND_KEYS.iter().map(|k| k.as_str()).collect();
     for p in protocols::REGISTRY {

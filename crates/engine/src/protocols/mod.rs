@@ -132,6 +132,11 @@ pub trait Protocol: Sync {
     fn error_of(&self, _command: &Map) -> Option<String> {
         None
     }
+    /// For the statistics: the id of its finding that says a server answered with an error (the statistics count
+    /// those by the error `error_of` reads from the command); None: it has none.
+    fn server_error_finding(&self) -> Option<&'static str> {
+        None
+    }
     /// For the statistics' producers, consumers and connections (records noting `producer` or `consumer`):
     /// what a frame of this type is to them; None: nothing in particular.
     fn stats_role(&self, _type_name: &str) -> Option<StatsRole> {

@@ -619,7 +619,7 @@ impl Stats {
         conn.problems += get(rec, "problems").and_then(Value::as_list).map_or(0, |p| p.len() as i64);
         for finding in get(rec, "expert").and_then(Value::as_list).unwrap_or(&[]).iter().filter_map(Value::as_map) {
             let id = python_str(get(finding, "id"));
-            if id == "server.error" {
+            if protocol.and_then(|p| p.server_error_finding()) == Some(id.as_str()) {
                 self.server_errors.add(error_name(protocol, command), 1);
             }
             self.expert.add((id, python_str(get(finding, "severity"))), 1);

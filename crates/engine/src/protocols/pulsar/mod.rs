@@ -206,6 +206,10 @@ impl Protocol for Pulsar {
         stats::error(command)
     }
 
+    fn server_error_finding(&self) -> Option<&'static str> {
+        Some(problems::PulsarProblem::ServerError.id())
+    }
+
     fn stats_role(&self, type_name: &str) -> Option<StatsRole> {
         stats::role(type_name)
     }
