@@ -3,6 +3,9 @@
 //! event) as a [`Map`], whoever made it (the core's records, or a Python dict: a filtered view, saved JSON
 //! Lines). Everything kept is a counter or bounded; the figures are read out as plain data (`state`), and
 //! Python turns them into `stats --json` (percentiles, rounding, order) in `dissector/output/stats.py`.
+//! The statistics know no protocol: what a frame's type is to them (`StatsRole`: a publish, a delivery, ...),
+//! what its command says (versions, permits, entries, errors) and which types carry a client's messages are
+//! asked of the record's protocol (`Protocol::stats_role` and the methods beside it).
 
 pub mod sample;
 
@@ -65,9 +68,10 @@ pub static COMMAND_KEYS: LazyLock<Vec<Name>> = LazyLock::new(|| {
     }
     keys.into_iter().map(Name::new).collect()
 });
-/// TubeMQ clients remembered (by client id); beyond, the oldest is forgotten and counted.
+/// Clients remembered (by the client id their protocol's session notes); beyond, the oldest is forgotten and
+/// counted.
 pub const MAX_CLIENTS: usize = 10_000;
-/// Topics listed per TubeMQ client at most.
+/// Topics listed per client at most.
 const MAX_CLIENT_TOPICS: usize = 1000;
 /// The share of `Stats::memory_total` a producer or consumer gets at least, however many there are.
 const MIN_ACTOR_MEMORY: usize = 1000;
@@ -197,7 +201,8 @@ pub struct Topic {
     pub consumers: std::collections::BTreeSet<String>,
 }
 
-/// A TubeMQ client's figures (clients name themselves by a client id; a consumer also by its group).
+/// A client's figures, for a protocol whose clients name themselves by a client id (a consumer also by its
+/// group).
 #[derive(Default)]
 pub struct Client {
     pub group: Option<Value>,
@@ -232,14 +237,15 @@ pub struct Actor {
     pub errors: Counts<String>,
     pub receipts: i64,
     pub send_latency: Option<Latencies>,
-    /// SENDs waiting for their answer: frame index -> messages
+    /// publishes waiting for their answer: frame index -> messages
     waiting: OrderedMap<i64, i64>,
     pub accepted: i64,
     pub rejected: i64,
     pub acks: i64,
     pub permits: i64,
     pub redeliveries: i64,
-    /// deliveries: (ledger, entry) -> messages in that entry (distinct vs duplicate); MESSAGE frame -> messages
+    /// deliveries: entry (as its protocol numbers it) -> messages in that entry (distinct vs duplicate); delivery
+    /// frame -> messages
     entries: OrderedMap<u128, i64>,
     pub distinct: i64,
     delivered_frames: OrderedMap<i64, i64>,
@@ -287,7 +293,7 @@ impl Actor {
         self.waiting.values().sum()
     }
 
-    /// The wire and decompressed bytes of a compressed SEND or MESSAGE, for the compression ratio. A chunk is
+    /// The wire and decompressed bytes of a compressed publish or delivery, for the compression ratio. A chunk is
     /// only a slice of its message's compressed payload: its wire bytes wait under its uuid until the last
     /// chunk's `reassembled` gives the decompressed size of the whole and the frames that made it; a message
     /// that could not be reassembled or decompressed, or whose chunks were forgotten, stays out of the ratio.
@@ -338,7 +344,7 @@ impl Actor {
     }
 }
 
-/// The uuid of the chunked message a SEND or MESSAGE record is a chunk of (summary or full record).
+/// The uuid of the chunked message a publish or delivery record is a chunk of (summary or full record).
 fn chunk_uuid(rec: &Map) -> Option<String> {
     if let Some(summary) = get_map(rec, "messages_summary") {
         return get_map(summary, "chunk").and_then(|c| get(c, "uuid")).map(|u| python_str(Some(u)));
@@ -351,7 +357,7 @@ fn chunk_uuid(rec: &Map) -> Option<String> {
     }
 }
 
-/// (messages, application bytes) of a SEND or MESSAGE record.
+/// (messages, application bytes) of a record carrying messages.
 fn message_totals(rec: &Map) -> (i64, i64) {
     if let Some(summary) = get_map(rec, "messages_summary") {
         return (int(get(summary, "count")), int(get(summary, "bytes")));
@@ -396,7 +402,7 @@ pub struct Stats {
     pub topics: std::collections::BTreeMap<String, Topic>,
     pub producers: OrderedMap<(i64, i64), Actor>,
     pub consumers: OrderedMap<(i64, i64), Actor>,
-    /// TubeMQ's clients by client id, and how many were forgotten beyond MAX_CLIENTS
+    /// clients by client id, and how many were forgotten beyond MAX_CLIENTS
     pub clients: OrderedMap<String, Client>,
     pub clients_dropped: i64,
     pub latency: LatencyTable,
@@ -900,7 +906,7 @@ fn actor<'a>(table: &'a mut OrderedMap<(i64, i64), Actor>, conn: i64, info: &Map
     actor
 }
 
-/// The messages of the SEND a receipt or an error answers, no longer waiting.
+/// The messages of the publish an answer (accepting or refusing it) answers, no longer waiting.
 fn answered(waiting: &mut OrderedMap<i64, i64>, rec: &Map) -> i64 {
     match get(rec, "answers") {
         Some(index) => waiting.remove(&int(Some(index))).unwrap_or(0),
