@@ -137,8 +137,8 @@ pub trait Protocol: Sync {
     fn server_error_finding(&self) -> Option<&'static str> {
         None
     }
-    /// For the statistics' producers, consumers and connections (records noting `producer` or `consumer`):
-    /// what a frame of this type is to them; None: nothing in particular.
+    /// For the statistics: what a frame of this type is to its producer or consumer (the record's notes
+    /// `producer`, `consumer`), its connection and the latency plot; None: nothing in particular.
     fn stats_role(&self, _type_name: &str) -> Option<StatsRole> {
         None
     }
