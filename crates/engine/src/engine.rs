@@ -11,7 +11,9 @@
 use std::collections::HashMap;
 
 use crate::analysis::table::CommandTable;
-use crate::analysis::{Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis};
+use crate::analysis::{
+    Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis, CONNECTION_CLOSED, CONNECTION_OPENED,
+};
 use crate::capture::Reader;
 use crate::model::{Decoded, Finding};
 use crate::problems::GenericProblem;
@@ -369,7 +371,7 @@ impl<'e, 's> Run<'e, 's> {
                     entry(name!("mid_stream"), mid_stream),
                 ];
                 self.conns.insert(conn.id, state);
-                self.event("CONNECTION_OPENED", Some(conn.id), time, packet, mid_stream, details)
+                self.event(CONNECTION_OPENED, Some(conn.id), time, packet, mid_stream, details)
             }
             StreamEvent::Data { conn, side, saw_syn, data, offset, time, packet } => {
                 let Some(mut state) = self.conns.remove(&conn) else { return Ok(()) };
@@ -416,7 +418,7 @@ impl<'e, 's> Run<'e, 's> {
                 if let Some(by) = closed_by {
                     details.push(entry(name!("closed_by"), by));
                 }
-                self.event("CONNECTION_CLOSED", Some(conn), time, packet, false, details)
+                self.event(CONNECTION_CLOSED, Some(conn), time, packet, false, details)
             }
         }
     }

@@ -287,7 +287,10 @@ impl<'a> LineFacts<'a> {
             dst: present("dst"),
             direction: atom("direction"),
             type_name: Atom::Value(get("type").unwrap_or(&Value::Null)),
-            protocol: get("protocol").map_or(Some("pulsar"), Value::as_str).unwrap_or(""),
+            protocol: match get("protocol") {
+                Some(named) => named.as_str().unwrap_or(""),
+                None => protocols::of_record(None).map_or("", |p| p.name()),
+            },
             command: get("command"),
             findings: Findings::Record { problems: get("problems"), expert: get("expert") },
             message: atom("message"),

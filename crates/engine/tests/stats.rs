@@ -3,8 +3,9 @@
 //! throughput; the caps. And `stats::sample`: the seeded reservoir must draw as CPython's
 //! `random.Random(seed)` does, checked against values CPython printed (the commands are in the comments).
 
+use pulsar_dissect_engine::protocols::{self, Delivered, Protocol, StatsRole};
 use pulsar_dissect_engine::stats::sample::{Latencies, PyRandom, Reservoir};
-use pulsar_dissect_engine::stats::{Stats, MAX_CLIENTS, THROUGHPUT_BUCKETS};
+use pulsar_dissect_engine::stats::{Stats, COMMAND_KEYS, MAX_CLIENTS, THROUGHPUT_BUCKETS};
 use pulsar_dissect_engine::value::{Map, Text, Value};
 
 fn st(v: &str) -> Value {
@@ -551,6 +552,150 @@ fn tubemq_clients_beyond_the_cap_forget_the_oldest() {
     assert_eq!(s.clients_dropped, 3);
     assert!(s.clients.get(&"client-2".to_owned()).is_none());
     assert!(s.clients.get(&"client-3".to_owned()).is_some());
+}
+
+// ----------------------------------------------------------------------------- roles, asked of the protocol
+
+fn protocol(name: &str) -> &'static dyn Protocol {
+    protocols::by_name(name).unwrap()
+}
+
+#[test]
+fn pulsar_names_the_role_of_each_type_the_statistics_count() {
+    let pulsar = protocol("pulsar");
+    for (kind, role) in [
+        ("CONNECT", StatsRole::ConnectRequest),
+        ("CONNECTED", StatsRole::ConnectAnswer),
+        ("SEND", StatsRole::Publish),
+        ("SEND_RECEIPT", StatsRole::PublishAccepted),
+        ("SEND_ERROR", StatsRole::PublishRefused),
+        ("MESSAGE", StatsRole::Delivery),
+        ("ACK", StatsRole::Ack),
+        ("FLOW", StatsRole::Permits),
+        ("ERROR", StatsRole::ErrorAnswer),
+    ] {
+        assert_eq!(pulsar.stats_role(kind), Some(role), "{kind}");
+    }
+    for kind in ["PING", "PRODUCER", "SUBSCRIBE", "send", ""] {
+        assert_eq!(pulsar.stats_role(kind), None, "{kind}");
+    }
+    let errors: Vec<&str> = ["SEND", "SEND_RECEIPT", "SEND_ERROR", "ERROR", "MESSAGE"]
+        .into_iter()
+        .filter(|kind| pulsar.stats_role(kind).is_some_and(StatsRole::answers_with_error))
+        .collect();
+    assert_eq!(errors, ["SEND_ERROR", "ERROR"]);
+}
+
+#[test]
+fn tubemq_types_have_no_role_their_clients_are_counted_apart() {
+    let tubemq = protocol("tubemq");
+    for kind in ["SendMessageRequestP2B", "GetMessageResponseB2C", "HeartRequestP2M", "SEND", "MESSAGE", "FLOW"] {
+        assert_eq!(tubemq.stats_role(kind), None, "{kind}");
+    }
+    assert_eq!(tubemq.client_messages("SendMessageRequestP2B"), Some(true));
+    assert_eq!(protocol("pulsar").client_messages("SEND"), None);
+}
+
+#[test]
+fn pulsar_reads_permits_entries_versions_and_errors_from_a_command() {
+    let pulsar = protocol("pulsar");
+    assert_eq!(pulsar.permits_of(&map(&[("messagePermits", Value::Int(500))])), 500);
+    assert_eq!(pulsar.permits_of(&map(&[])), 0);
+    let delivery = |ledger: i64, entry: i64, redeliveries: i64| {
+        let id = obj(&[("ledgerId", Value::Int(ledger)), ("entryId", Value::Int(entry))]);
+        pulsar.delivered(&map(&[("message_id", id), ("redelivery_count", Value::Int(redeliveries))]))
+    };
+    let first = delivery(7, 1, 0);
+    assert!(first.entry.is_some() && !first.redelivered);
+    assert_eq!(delivery(7, 1, 2), Delivered { entry: first.entry, redelivered: true });
+    assert_ne!(delivery(7, 2, 0).entry, first.entry);
+    assert_ne!(delivery(1, 7, 0).entry, delivery(7, 1, 0).entry, "ledger and entry are not mixed up");
+    let connect = map(&[("client_version", st("Pulsar-Go")), ("protocol_version", Value::Int(19))]);
+    let facts: Vec<(&str, Value)> = pulsar
+        .connection_facts(StatsRole::ConnectRequest, &connect)
+        .into_iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    assert_eq!(facts, [("client_version", st("Pulsar-Go")), ("protocol_version", Value::Int(19))]);
+    let facts = pulsar.connection_facts(StatsRole::ConnectAnswer, &connect);
+    assert_eq!(facts.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["server_version"]);
+    assert_eq!(pulsar.error_of(&map(&[("error", st("ServiceNotReady"))])).as_deref(), Some("ServiceNotReady"));
+    assert_eq!(pulsar.error_of(&map(&[("error", Value::Null)])), None);
+}
+
+#[test]
+fn server_errors_are_the_findings_the_records_protocol_names_so() {
+    assert_eq!(protocol("pulsar").server_error_finding(), Some("server.error"));
+    assert_eq!(protocol("tubemq").server_error_finding(), None);
+    let mut s = stats();
+    let expert = Value::List(vec![obj(&[("id", st("server.error")), ("severity", st("error"))])]);
+    let command = obj(&[("error", st("ServiceNotReady")), ("errCode", Value::Int(503))]);
+    for (index, protocol) in [(1, "pulsar"), (2, "tubemq"), (3, "toy")] {
+        let extra = [("protocol", st(protocol)), ("expert", expert.clone()), ("command", command.clone())];
+        s.add(&frame(index, 1.0, "ERROR", 1, "to_client", &extra));
+    }
+    let errors: Vec<(&str, i64)> = s.server_errors.entries.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+    assert_eq!(errors, [("ServiceNotReady", 1)]);
+    assert_eq!(count(&s.expert.entries, &("server.error".to_owned(), "error".to_owned())), Some(3));
+}
+
+#[test]
+fn the_command_keys_kept_for_the_statistics_are_every_protocols_each_once() {
+    let kept: Vec<&str> = COMMAND_KEYS.iter().map(|k| k.as_str()).collect();
+    for p in protocols::REGISTRY {
+        for key in p.stats_command_keys() {
+            assert_eq!(kept.iter().filter(|k| *k == key).count(), 1, "{} {key}", p.name());
+        }
+    }
+    assert!(kept.contains(&"messagePermits") && kept.contains(&"errCode"));
+}
+
+#[test]
+fn a_frame_counts_as_its_own_protocol_says_not_by_its_type_name_alone() {
+    let mut s = stats();
+    let info = producer_info(1, "t", None);
+    let named = |rec: Map, protocol: &str| {
+        let mut rec = rec;
+        rec.push((Text::Owned("protocol".into()), st(protocol)));
+        rec
+    };
+    // a type called SEND in TubeMQ or in a protocol the engine does not know publishes nothing
+    s.add(&named(send(1, 1.0, &info, 4, 40), "tubemq"));
+    s.add(&named(send(2, 1.0, &info, 4, 40), "toy"));
+    assert_eq!(s.producers.get(&(1, 1)).unwrap().messages, 0);
+    assert!(s.topics.is_empty());
+    // Pulsar's, named or not (a record without the key is Pulsar's), between the others
+    s.add(&named(send(3, 1.0, &info, 2, 20), "pulsar"));
+    s.add(&named(send(4, 1.0, &info, 4, 40), "tubemq"));
+    s.add(&send(5, 1.0, &info, 1, 10));
+    let p = s.producers.get(&(1, 1)).unwrap();
+    assert_eq!((p.frames, p.messages, p.payload_bytes), (5, 3, 30));
+}
+
+#[test]
+fn only_an_error_answer_is_marked_in_the_latency_plot_and_only_a_publish_is_a_send_latency() {
+    let mut s = stats();
+    let info = producer_info(1, "t", None);
+    let answer = |index: i64, kind: &str, request: &str, protocol: &str| {
+        let mut rec = frame(
+            index,
+            1.0,
+            kind,
+            1,
+            "to_client",
+            &[("producer", info.clone()), ("latency_ms", Value::Float(2.0)), ("request_type", st(request))],
+        );
+        rec.push((Text::Owned("protocol".into()), st(protocol)));
+        rec
+    };
+    s.add(&answer(1, "SEND_ERROR", "SEND", "pulsar"));
+    s.add(&answer(2, "SEND_RECEIPT", "SEND", "pulsar"));
+    s.add(&answer(3, "PRODUCER_SUCCESS", "PRODUCER", "pulsar"));
+    s.add(&answer(4, "SEND_ERROR", "SEND", "tubemq"));
+    let marked: Vec<(String, bool)> = s.plot.items.iter().map(|(_, kind, _, error)| (kind.clone(), *error)).collect();
+    let expected = [("SEND", true), ("SEND", false), ("PRODUCER", false), ("SEND", false)];
+    assert_eq!(marked, expected.map(|(k, e)| (k.to_owned(), e)));
+    assert_eq!(s.producers.get(&(1, 1)).unwrap().send_latency.as_ref().unwrap().sample.seen, 2);
 }
 
 // ---------------------------------------------------------------------------------------- the sampling

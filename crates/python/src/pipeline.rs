@@ -11,6 +11,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::convert::map_to_py;
 use crate::protocol::{confirms, decode_pdu, DecodeOptions, DecodedPdu, Protocol};
+use engine::analysis::{CONNECTION_CLOSED, CONNECTION_OPENED};
 use engine::model::{Decoded, Finding};
 use engine::problems::GenericProblem;
 use engine::protocols::Depth;
@@ -548,7 +549,7 @@ impl Pipeline {
                     out.push(Made::Event(
                         self.event(
                             py,
-                            "CONNECTION_CLOSED",
+                            CONNECTION_CLOSED,
                             time,
                             packet,
                             Some(state.info.id),
@@ -818,7 +819,7 @@ impl Pipeline {
         params.set_item("server_role", &role)?;
         params.set_item("server", server_text)?;
         self.classes.event.bind(py).call1((
-            "CONNECTION_OPENED",
+            CONNECTION_OPENED,
             time,
             packet,
             state.info.id,

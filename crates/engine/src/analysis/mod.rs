@@ -50,6 +50,10 @@ pub struct Frame<'a> {
     pub pdu: &'a Decoded,
 }
 
+/// The events a connection's start and end make, whatever its protocol: their `type` in records.
+pub const CONNECTION_OPENED: &str = "CONNECTION_OPENED";
+pub const CONNECTION_CLOSED: &str = "CONNECTION_CLOSED";
+
 /// Something that is not a frame (`model.Event`): `kind` is a registered id; `details` go into the record,
 /// `params` only into its message.
 #[derive(Debug)]
@@ -377,10 +381,10 @@ impl Analyzer {
         out.push(Output::Input);
         let Some(conn_id) = conn else { return };
         match kind {
-            "CONNECTION_OPENED" => {
+            CONNECTION_OPENED => {
                 self.mid_stream.insert(conn_id, mid_stream);
             }
-            "CONNECTION_CLOSED" => {
+            CONNECTION_CLOSED => {
                 self.mid_stream.remove(&conn_id);
                 if let Some(conn) = self.conns.remove(&conn_id) {
                     self.close(conn_id, conn, time, packet, out);

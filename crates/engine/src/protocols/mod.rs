@@ -8,7 +8,7 @@ use crate::model::Decoded;
 use crate::records::{Front, Merged, RecordSink, RecordStyle, SinkResult};
 use crate::timeline::{Line, LineFacts, PayloadFacts};
 use crate::transport::splitter::Framing;
-use crate::value::JsonObject;
+use crate::value::{JsonObject, Map, Name, Value};
 
 pub mod pulsar;
 pub mod tubemq;
@@ -19,6 +19,15 @@ pub static REGISTRY: &[&dyn Protocol] = &[&pulsar::Pulsar, &tubemq::TubeMq];
 /// The protocol compiled in under `name` (`ProtocolSpec.core` on the Python side).
 pub fn by_name(name: &str) -> Option<&'static dyn Protocol> {
     REGISTRY.iter().copied().find(|p| p.name() == name)
+}
+
+/// The protocol of a record whose `protocol` key says `name` (None: it has none). A record without the key is
+/// Pulsar's: records had no such key while Pulsar was the only protocol, and saved ones are still read.
+pub fn of_record(name: Option<&str>) -> Option<&'static dyn Protocol> {
+    match name {
+        Some(name) => by_name(name),
+        None => Some(&pulsar::Pulsar),
+    }
 }
 
 /// How much of a frame's body to decode.
@@ -58,6 +67,46 @@ pub struct Limits {
     pub redirect_loop_limit: u64,
 }
 
+/// What a frame of some type is to the statistics' producers, consumers and connections (`Protocol::stats_role`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatsRole {
+    /// A client opening its connection: what it says of itself (`Protocol::connection_facts`).
+    ConnectRequest,
+    /// The server's answer to it: what it says of itself (`Protocol::connection_facts`).
+    ConnectAnswer,
+    /// A producer publishing messages (those with a payload are counted and wait for their answer).
+    Publish,
+    /// The server accepted a publish (the record's `answers` names which).
+    PublishAccepted,
+    /// The server refused a publish (the record's `answers` names which), with an error (`Protocol::error_of`).
+    PublishRefused,
+    /// Messages delivered to a consumer (those with a payload are counted, by entry: `Protocol::delivered`).
+    Delivery,
+    /// A consumer acknowledging delivered frames (the record's `acks` names them).
+    Ack,
+    /// A consumer granting the server leave to deliver more (`Protocol::permits_of`).
+    Permits,
+    /// An error answering some other request.
+    ErrorAnswer,
+}
+
+impl StatsRole {
+    /// Whether a frame of this role answers its request with an error (the latency plot marks those).
+    pub fn answers_with_error(self) -> bool {
+        matches!(self, StatsRole::ErrorAnswer | StatsRole::PublishRefused)
+    }
+}
+
+/// What a delivery says of the stored entry its messages came from (`Protocol::delivered`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Delivered {
+    /// The entry, as one number: a delivery of an entry seen before is a repeat. None: unknown (each delivery
+    /// counts as distinct).
+    pub entry: Option<u128>,
+    /// The command says the messages were delivered before.
+    pub redelivered: bool,
+}
+
 /// A protocol compiled into the engine.
 pub trait Protocol: Sync {
     /// Its name: the records' `protocol`, and `ProtocolSpec.core` of its Python declaration.
@@ -78,9 +127,38 @@ pub trait Protocol: Sync {
     fn client_messages(&self, _type_name: &str) -> Option<bool> {
         None
     }
-    /// For the statistics' clients: the error a response's command says, by name (a code when it has none).
-    fn error_of(&self, _command: &crate::value::Map) -> Option<String> {
+    /// For the statistics: the error a response's command says, by name (a code when it has none); None: no
+    /// error.
+    fn error_of(&self, _command: &Map) -> Option<String> {
         None
+    }
+    /// For the statistics: the id of its finding that says a server answered with an error (the statistics count
+    /// those by the error `error_of` reads from the command); None: it has none.
+    fn server_error_finding(&self) -> Option<&'static str> {
+        None
+    }
+    /// For the statistics: what a frame of this type is to its producer or consumer (the record's notes
+    /// `producer`, `consumer`), its connection and the latency plot; None: nothing in particular.
+    fn stats_role(&self, _type_name: &str) -> Option<StatsRole> {
+        None
+    }
+    /// For the statistics: what the command of a `ConnectRequest` or `ConnectAnswer` says of the connection
+    /// (versions), as keys of the connection's figures, in order.
+    fn connection_facts(&self, _role: StatsRole, _command: &Map) -> Vec<(&'static Name, Value)> {
+        Vec::new()
+    }
+    /// For the statistics: the messages a `Permits` command lets the server deliver.
+    fn permits_of(&self, _command: &Map) -> i64 {
+        0
+    }
+    /// For the statistics: what a `Delivery` command says of its entry.
+    fn delivered(&self, _command: &Map) -> Delivered {
+        Delivered::default()
+    }
+    /// The keys of a command the statistics' questions above read: a record made for the statistics keeps
+    /// only these of its command.
+    fn stats_command_keys(&self) -> &'static [&'static str] {
+        &[]
     }
     /// The ids of the findings its decoding and sessions make (`dissector/problems.py` registers each with
     /// its severity and text): the `IDS` of its problems enum (`protocols/<name>/problems.rs`).

@@ -3,15 +3,20 @@
 //! event) as a [`Map`], whoever made it (the core's records, or a Python dict: a filtered view, saved JSON
 //! Lines). Everything kept is a counter or bounded; the figures are read out as plain data (`state`), and
 //! Python turns them into `stats --json` (percentiles, rounding, order) in `dissector/output/stats.py`.
+//! The statistics know no protocol: what a frame's type is to them (`StatsRole`: a publish, a delivery, ...),
+//! what its command says (versions, permits, entries, errors) and which types carry a client's messages are
+//! asked of the record's protocol (`Protocol::stats_role` and the methods beside it).
 
 pub mod sample;
 pub mod summary;
 
 use crate::analysis::bounded::OrderedMap;
-use crate::protocols::{self, Protocol};
+use crate::analysis::{CONNECTION_CLOSED, CONNECTION_OPENED};
+use crate::protocols::{self, Protocol, StatsRole};
 use crate::value::{Map, Name, Value};
 use crate::FastMap;
 use sample::{Latencies, Reservoir};
+use std::sync::LazyLock;
 
 macro_rules! names {
     ($($text:literal),* $(,)?) => { [$(Name::new($text)),*] };
@@ -51,21 +56,23 @@ pub static READ_KEYS: [Name; 29] = names![
     "messages",
 ];
 /// [`READ_KEYS`], and of the command [`COMMAND_KEYS`], as the core's record sink keeps them.
-pub static STATS_KEPT: std::sync::LazyLock<crate::records::KeptKeys> =
-    std::sync::LazyLock::new(|| crate::records::KeptKeys::new(&READ_KEYS).picking("command", &COMMAND_KEYS));
-pub static COMMAND_KEYS: [Name; 8] = names![
-    "client_version",
-    "protocol_version",
-    "server_version",
-    "error",
-    "message_id",
-    "redelivery_count",
-    "messagePermits",
-    "errCode",
-];
-/// TubeMQ clients remembered (by client id); beyond, the oldest is forgotten and counted.
+pub static STATS_KEPT: LazyLock<crate::records::KeptKeys> =
+    LazyLock::new(|| crate::records::KeptKeys::new(&READ_KEYS).picking("command", &COMMAND_KEYS));
+/// The keys of a command the protocols read for the statistics (`Protocol::stats_command_keys`), over all of
+/// them, each once.
+pub static COMMAND_KEYS: LazyLock<Vec<Name>> = LazyLock::new(|| {
+    let mut keys: Vec<&'static str> = Vec::new();
+    for &key in protocols::REGISTRY.iter().flat_map(|p| p.stats_command_keys()) {
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter().map(Name::new).collect()
+});
+/// Clients remembered (by the client id their protocol's session notes); beyond, the oldest is forgotten and
+/// counted.
 pub const MAX_CLIENTS: usize = 10_000;
-/// Topics listed per TubeMQ client at most.
+/// Topics listed per client at most.
 const MAX_CLIENT_TOPICS: usize = 1000;
 /// The share of `Stats::memory_total` a producer or consumer gets at least, however many there are.
 const MIN_ACTOR_MEMORY: usize = 1000;
@@ -111,12 +118,9 @@ fn python_str(value: Option<&Value>) -> String {
     value.map_or_else(|| "None".to_owned(), crate::text::py_str)
 }
 
-/// An error code's name as the tables show it (`?` when the frame has none).
-fn error_name(error: Option<&Value>) -> String {
-    match error {
-        None => "?".into(),
-        some => python_str(some),
-    }
+/// The error a frame's command names, as its protocol reads it (`?` when it names none).
+fn error_name(protocol: Option<&dyn Protocol>, command: &Map) -> String {
+    protocol.and_then(|p| p.error_of(command)).unwrap_or_else(|| "?".into())
 }
 
 /// Counts by key, in the order keys were first counted (as Python's `Counter`).
@@ -198,7 +202,8 @@ pub struct Topic {
     pub consumers: std::collections::BTreeSet<String>,
 }
 
-/// A TubeMQ client's figures (clients name themselves by a client id; a consumer also by its group).
+/// A client's figures, for a protocol whose clients name themselves by a client id (a consumer also by its
+/// group).
 #[derive(Default)]
 pub struct Client {
     pub group: Option<Value>,
@@ -233,14 +238,15 @@ pub struct Actor {
     pub errors: Counts<String>,
     pub receipts: i64,
     pub send_latency: Option<Latencies>,
-    /// SENDs waiting for their answer: frame index -> messages
+    /// publishes waiting for their answer: frame index -> messages
     waiting: OrderedMap<i64, i64>,
     pub accepted: i64,
     pub rejected: i64,
     pub acks: i64,
     pub permits: i64,
     pub redeliveries: i64,
-    /// deliveries: (ledger, entry) -> messages in that entry (distinct vs duplicate); MESSAGE frame -> messages
+    /// deliveries: entry (as its protocol numbers it) -> messages in that entry (distinct vs duplicate); delivery
+    /// frame -> messages
     entries: OrderedMap<u128, i64>,
     pub distinct: i64,
     delivered_frames: OrderedMap<i64, i64>,
@@ -288,7 +294,7 @@ impl Actor {
         self.waiting.values().sum()
     }
 
-    /// The wire and decompressed bytes of a compressed SEND or MESSAGE, for the compression ratio. A chunk is
+    /// The wire and decompressed bytes of a compressed publish or delivery, for the compression ratio. A chunk is
     /// only a slice of its message's compressed payload: its wire bytes wait under its uuid until the last
     /// chunk's `reassembled` gives the decompressed size of the whole and the frames that made it; a message
     /// that could not be reassembled or decompressed, or whose chunks were forgotten, stays out of the ratio.
@@ -339,7 +345,7 @@ impl Actor {
     }
 }
 
-/// The uuid of the chunked message a SEND or MESSAGE record is a chunk of (summary or full record).
+/// The uuid of the chunked message a publish or delivery record is a chunk of (summary or full record).
 fn chunk_uuid(rec: &Map) -> Option<String> {
     if let Some(summary) = get_map(rec, "messages_summary") {
         return get_map(summary, "chunk").and_then(|c| get(c, "uuid")).map(|u| python_str(Some(u)));
@@ -352,7 +358,7 @@ fn chunk_uuid(rec: &Map) -> Option<String> {
     }
 }
 
-/// (messages, application bytes) of a SEND or MESSAGE record.
+/// (messages, application bytes) of a record carrying messages.
 fn message_totals(rec: &Map) -> (i64, i64) {
     if let Some(summary) = get_map(rec, "messages_summary") {
         return (int(get(summary, "count")), int(get(summary, "bytes")));
@@ -361,6 +367,9 @@ fn message_totals(rec: &Map) -> (i64, i64) {
     let bytes = messages.iter().filter_map(Value::as_map).map(|m| int(get(m, "payload_size"))).sum();
     (messages.len() as i64, bytes)
 }
+
+/// What a frame is to the statistics, and the protocol that says so (and reads its command).
+type Role = (StatsRole, &'static dyn Protocol);
 
 /// A response kept for the plots: time, request type, latency, whether an error answered it.
 pub type PlotPoint = (f64, String, f64, bool);
@@ -394,7 +403,7 @@ pub struct Stats {
     pub topics: std::collections::BTreeMap<String, Topic>,
     pub producers: OrderedMap<(i64, i64), Actor>,
     pub consumers: OrderedMap<(i64, i64), Actor>,
-    /// TubeMQ's clients by client id, and how many were forgotten beyond MAX_CLIENTS
+    /// clients by client id, and how many were forgotten beyond MAX_CLIENTS
     pub clients: OrderedMap<String, Client>,
     pub clients_dropped: i64,
     pub latency: LatencyTable,
@@ -408,6 +417,9 @@ pub struct Stats {
     throughput_index: FastMap<i64, usize>,
     pub throughput_width: f64,
     throughput_span: (i64, i64),
+    /// The protocol the last record named: records come in long runs of one protocol, so it is looked up by
+    /// name only when the name changes.
+    last_protocol: Option<&'static dyn Protocol>,
 }
 
 impl Stats {
@@ -441,7 +453,23 @@ impl Stats {
             throughput_index: FastMap::default(),
             throughput_width: 0.01,
             throughput_span: (0, 0),
+            last_protocol: None,
         }
+    }
+
+    /// The protocol of a record (as its `protocol` key names it), and so what its types and commands mean.
+    fn protocol_of(&mut self, rec: &Map) -> Option<&'static dyn Protocol> {
+        let named = get(rec, "protocol").map(|v| v.as_str().unwrap_or_default());
+        if let (Some(last), Some(name)) = (self.last_protocol, named) {
+            if last.name() == name {
+                return Some(last);
+            }
+        }
+        let protocol = protocols::of_record(named);
+        if protocol.is_some() {
+            self.last_protocol = protocol;
+        }
+        protocol
     }
 
     /// One record: a frame (it has an `index`) or an event.
@@ -535,12 +563,12 @@ impl Stats {
         let id = int(Some(id));
         let empty = Map::new();
         let details = get_map(rec, "details").unwrap_or(&empty);
-        if kind != "CONNECTION_OPENED" && !self.conns.contains_key(&id) && self.connections_dropped > 0 {
+        if kind != CONNECTION_OPENED && !self.conns.contains_key(&id) && self.connections_dropped > 0 {
             return; // about a connection forgotten at the cap: not brought back to be forgotten again
         }
         let conn = self.conn(id, time);
         match kind {
-            "CONNECTION_OPENED" => {
+            CONNECTION_OPENED => {
                 conn.client = get(details, "client").cloned().unwrap_or(Value::Null);
                 conn.broker = details
                     .iter()
@@ -552,7 +580,7 @@ impl Stats {
                     .map_or(Value::Bool(false), |(_, v)| v.clone());
                 conn.set(crate::name!("mid_stream"), mid_stream);
             }
-            "CONNECTION_CLOSED" => {
+            CONNECTION_CLOSED => {
                 let how = details.iter().find(|(k, _)| k.as_str() == "how").map_or(Value::Null, |(_, v)| v.clone());
                 conn.set(crate::name!("closed"), how);
                 if let Some((_, by)) = details.iter().find(|(k, _)| k.as_str() == "closed_by") {
@@ -574,6 +602,8 @@ impl Stats {
         let command = get_map(rec, "command").unwrap_or(&empty);
         let direction = get(rec, "direction").and_then(Value::as_str).unwrap_or("");
         let conn_id = int(get(rec, "conn"));
+        let protocol = self.protocol_of(rec);
+        let role = protocol.and_then(|p| Some((p.stats_role(kind)?, p)));
         let conn = self.conn(conn_id, time);
         conn.last_time = time;
         let side = match direction {
@@ -588,31 +618,22 @@ impl Stats {
             let dst = get(rec, "dst").cloned().unwrap_or(Value::Null);
             (conn.client, conn.broker) = if direction == "to_client" { (dst, src) } else { (src, dst) };
         }
-        let field = |key: &str, default: Value| {
-            command.iter().find(|(k, _)| k.as_str() == key).map_or(default, |(_, v)| v.clone())
-        };
-        match kind {
-            "CONNECT" => {
-                conn.set(crate::name!("client_version"), field("client_version", Value::from(String::new())));
-                conn.set(crate::name!("protocol_version"), field("protocol_version", Value::Int(0)));
+        if let Some((role @ (StatsRole::ConnectRequest | StatsRole::ConnectAnswer), protocol)) = role {
+            for (key, value) in protocol.connection_facts(role, command) {
+                conn.set(key, value);
             }
-            "CONNECTED" => {
-                conn.set(crate::name!("server_version"), field("server_version", Value::from(String::new())))
-            }
-            _ => {}
         }
         conn.problems += get(rec, "problems").and_then(Value::as_list).map_or(0, |p| p.len() as i64);
         for finding in get(rec, "expert").and_then(Value::as_list).unwrap_or(&[]).iter().filter_map(Value::as_map) {
             let id = python_str(get(finding, "id"));
-            if id == "server.error" {
-                self.server_errors.add(error_name(get(command, "error")), 1);
+            if protocol.and_then(|p| p.server_error_finding()) == Some(id.as_str()) {
+                self.server_errors.add(error_name(protocol, command), 1);
             }
             self.expert.add((id, python_str(get(finding, "severity"))), 1);
         }
-        // a protocol whose session notes a client id on its frames: its clients' figures (the protocol looked up
-        // only for such records, not for every frame)
+        // a protocol whose session notes a client id on its frames: its clients' figures
         if has(rec, "client_id") {
-            if let Some(protocol) = get(rec, "protocol").and_then(Value::as_str).and_then(protocols::by_name) {
+            if let Some(protocol) = protocol {
                 self.client_frame(protocol, rec, kind, command, time, direction == "to_client");
             }
         }
@@ -625,18 +646,21 @@ impl Stats {
                 get(rec, "request_type").filter(|v| v.truthy()).map_or(kind.to_owned(), |v| python_str(Some(v)));
             let (cap, actor_cap) = (self.latency_samples, self.actor_latency_samples);
             self.latency.add(&request_type, latency, cap);
-            self.plot.add((time, request_type.clone(), latency, kind == "ERROR" || kind == "SEND_ERROR"));
+            let error = role.is_some_and(|(role, _)| role.answers_with_error());
+            self.plot.add((time, request_type.clone(), latency, error));
             self.conn(conn_id, time).latency.add(&request_type, latency, actor_cap);
-            if let (Some(info), "SEND") = (producer, request_type.as_str()) {
+            // a producer's publish answered: its send latency
+            let published = |p: &dyn Protocol| p.stats_role(&request_type) == Some(StatsRole::Publish);
+            if let Some(info) = producer.filter(|_| protocol.is_some_and(published)) {
                 let actor = actor(&mut self.producers, conn_id, info, false);
                 actor.send_latency.get_or_insert_with(|| Latencies::new(actor_cap)).add(latency);
             }
         }
         if let Some(info) = producer {
-            self.producer(rec, info, kind, conn_id, time);
+            self.producer(rec, info, role, conn_id, time, command);
         }
         if let Some(info) = consumer {
-            self.consumer(rec, info, kind, conn_id, time, command);
+            self.consumer(rec, info, role, conn_id, time, command);
         }
         self.actors_changed(actors);
     }
@@ -746,7 +770,7 @@ impl Stats {
         self.throughput_span = (self.throughput_span.0.div_euclid(2), self.throughput_span.1.div_euclid(2));
     }
 
-    /// Messages and bytes of one SEND (`sent`) or MESSAGE (not `sent`) for its actor and topic.
+    /// Messages and bytes of one publish (`sent`) or delivery (not `sent`) for its actor and topic.
     fn count_messages(&mut self, rec: &Map, info: &Map, sent: bool, time: f64, to_client: bool) -> (i64, i64) {
         let topic_name = get(info, "topic").filter(|v| v.truthy()).map_or("?".to_owned(), |v| python_str(Some(v)));
         let who = get(info, "name")
@@ -772,10 +796,11 @@ impl Stats {
         }
     }
 
-    fn producer(&mut self, rec: &Map, info: &Map, kind: &str, conn: i64, time: f64) {
+    /// A frame noting its producer: what it published and how the server answered, as its role says.
+    fn producer(&mut self, rec: &Map, info: &Map, role: Option<Role>, conn: i64, time: f64, command: &Map) {
         let to_client = get(rec, "direction").and_then(Value::as_str) == Some("to_client");
-        match kind {
-            "SEND" if has(rec, "payload_size") => {
+        match role {
+            Some((StatsRole::Publish, _)) if has(rec, "payload_size") => {
                 let (n, size) = self.count_messages(rec, info, true, time, to_client);
                 let (actor_memory, chunk_memory) = (self.actor_share(), self.chunk_memory);
                 let actor = actor(&mut self.producers, conn, info, true);
@@ -795,16 +820,14 @@ impl Stats {
                     }
                 }
             }
-            "SEND_RECEIPT" => {
+            Some((StatsRole::PublishAccepted, _)) => {
                 let actor = actor(&mut self.producers, conn, info, true);
                 actor.receipts += 1;
                 actor.accepted += answered(&mut actor.waiting, rec);
             }
-            "SEND_ERROR" => {
+            Some((StatsRole::PublishRefused, protocol)) => {
                 let actor = actor(&mut self.producers, conn, info, true);
-                let empty = Map::new();
-                let command = get_map(rec, "command").unwrap_or(&empty);
-                actor.errors.add(error_name(get(command, "error")), 1);
+                actor.errors.add(error_name(Some(protocol), command), 1);
                 actor.rejected += answered(&mut actor.waiting, rec);
             }
             _ => {
@@ -813,40 +836,42 @@ impl Stats {
         }
     }
 
-    fn consumer(&mut self, rec: &Map, info: &Map, kind: &str, conn: i64, time: f64, command: &Map) {
+    /// A frame noting its consumer: what was delivered to it, what it acknowledged and allowed, as its role says.
+    fn consumer(&mut self, rec: &Map, info: &Map, role: Option<Role>, conn: i64, time: f64, command: &Map) {
         let to_client = get(rec, "direction").and_then(Value::as_str) == Some("to_client");
-        match kind {
-            "MESSAGE" if has(rec, "payload_size") => {
+        match role {
+            Some((StatsRole::Delivery, protocol)) if has(rec, "payload_size") => {
                 let (n, size) = self.count_messages(rec, info, false, time, to_client);
                 let actor_memory = self.actor_share();
                 let actor = actor(&mut self.consumers, conn, info, true);
                 actor.messages += n;
                 actor.payload_bytes += size;
                 actor.wire_bytes += int(get(rec, "payload_size"));
-                let empty = Map::new();
-                let id = get_map(command, "message_id").unwrap_or(&empty);
-                // one integer per entry, not a pair: less memory
-                let entry =
-                    (u128::from(int(get(id, "ledgerId")) as u64) << 64) | u128::from(int(get(id, "entryId")) as u64);
-                if !actor.entries.contains_key(&entry) {
-                    actor.distinct += n;
+                let delivered = protocol.delivered(command);
+                match delivered.entry {
+                    Some(entry) => {
+                        if !actor.entries.contains_key(&entry) {
+                            actor.distinct += n;
+                        }
+                        remember_within(&mut actor.entries, entry, n, actor_memory);
+                    }
+                    None => actor.distinct += n,
                 }
-                remember_within(&mut actor.entries, entry, n, actor_memory);
                 remember_within(&mut actor.delivered_frames, int(get(rec, "index")), n, actor_memory);
-                if has(rec, "delivery") || get(command, "redelivery_count").is_some_and(Value::truthy) {
+                if has(rec, "delivery") || delivered.redelivered {
                     actor.redeliveries += 1; // as message.redelivered says
                 }
             }
-            "ACK" => {
+            Some((StatsRole::Ack, _)) => {
                 let actor = actor(&mut self.consumers, conn, info, true);
                 actor.acks += 1;
                 for index in get(rec, "acks").and_then(Value::as_list).unwrap_or(&[]) {
                     actor.acked += actor.delivered_frames.remove(&int(Some(index))).unwrap_or(0);
                 }
             }
-            "FLOW" => {
+            Some((StatsRole::Permits, protocol)) => {
                 let actor = actor(&mut self.consumers, conn, info, true);
-                actor.permits += int(get(command, "messagePermits"));
+                actor.permits += protocol.permits_of(command);
             }
             _ => {
                 actor(&mut self.consumers, conn, info, true);
@@ -882,7 +907,7 @@ fn actor<'a>(table: &'a mut OrderedMap<(i64, i64), Actor>, conn: i64, info: &Map
     actor
 }
 
-/// The messages of the SEND a receipt or an error answers, no longer waiting.
+/// The messages of the publish an answer (accepting or refusing it) answers, no longer waiting.
 fn answered(waiting: &mut OrderedMap<i64, i64>, rec: &Map) -> i64 {
     match get(rec, "answers") {
         Some(index) => waiting.remove(&int(Some(index))).unwrap_or(0),

@@ -9,10 +9,11 @@ use std::sync::OnceLock;
 
 use crate::analysis::Sessions;
 use crate::model::Decoded;
-use crate::protocols::{Body, Depth, Limits, Protocol};
+use crate::protocols::{Body, Delivered, Depth, Limits, Protocol, StatsRole};
 use crate::schema::{EnumType, Schema};
 use crate::timeline::{Line, LineFacts};
 use crate::transport::splitter::Framing;
+use crate::value::{Map, Name, Value};
 use crate::{model, value};
 
 pub mod chunks;
@@ -22,6 +23,7 @@ pub mod payload;
 pub mod problems;
 pub mod record;
 pub mod session;
+pub mod stats;
 pub mod timeline;
 
 /// The descriptor set of proto/pulsar, compiled by build.rs.
@@ -198,6 +200,34 @@ impl Protocol for Pulsar {
 
     fn timeline_pieces(&self, facts: &LineFacts, line: &mut Line) {
         timeline::pieces(facts, line)
+    }
+
+    fn error_of(&self, command: &Map) -> Option<String> {
+        stats::error(command)
+    }
+
+    fn server_error_finding(&self) -> Option<&'static str> {
+        Some(problems::PulsarProblem::ServerError.id())
+    }
+
+    fn stats_role(&self, type_name: &str) -> Option<StatsRole> {
+        stats::role(type_name)
+    }
+
+    fn connection_facts(&self, role: StatsRole, command: &Map) -> Vec<(&'static Name, Value)> {
+        stats::connection_facts(role, command)
+    }
+
+    fn permits_of(&self, command: &Map) -> i64 {
+        stats::permits(command)
+    }
+
+    fn delivered(&self, command: &Map) -> Delivered {
+        stats::delivered(command)
+    }
+
+    fn stats_command_keys(&self) -> &'static [&'static str] {
+        &stats::COMMAND_KEYS
     }
 
     fn problem_ids(&self) -> &'static [&'static str] {

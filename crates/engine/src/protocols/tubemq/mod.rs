@@ -305,6 +305,10 @@ impl Protocol for TubeMq {
         Some(error_code_name(code).map_or_else(|| code.to_string(), str::to_owned))
     }
 
+    fn stats_command_keys(&self) -> &'static [&'static str] {
+        &["errCode"]
+    }
+
     fn problem_ids(&self) -> &'static [&'static str] {
         problems::TubeMqProblem::IDS
     }
