@@ -17,7 +17,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 use crate::records::{Atom, Front, JsonSink, Key, RecordSink, SinkResult};
-use crate::stats::summary::{FrameFigures, MessageGroup, Summary, SummaryMaker};
+use crate::stats::summary::{FrameFigures, GroupOf, Summary, SummaryMaker};
 use crate::value::{text_lossless, Value};
 
 /// What a column holds.
@@ -178,9 +178,10 @@ enum Cell {
     UInt(u64),
     Float(f64),
     Bool(bool),
-    Str(usize, usize),
+    /// a range of the record's strings (u32: a record is far below 4 GiB, and a smaller cell is moved faster)
+    Str(u32, u32),
     /// JSON text that is not a string: an object, a list
-    Json(usize, usize),
+    Json(u32, u32),
 }
 
 impl Cell {
@@ -253,6 +254,15 @@ enum Slot {
     Nothing,
 }
 
+impl Found {
+    fn clear(&mut self) {
+        self.top = [Cell::Absent; TOP];
+        self.actors = [[Cell::Absent; 4]; 3];
+        self.rows.iter_mut().for_each(Vec::clear);
+        self.items = [0; 2];
+    }
+}
+
 /// One record's values, as the sink found them.
 #[derive(Default)]
 struct Found {
@@ -268,7 +278,7 @@ pub struct TableSink<'o> {
     /// The JSON text of the values kept as text and, with `whole`, the record's line.
     json: JsonSink<'o>,
     /// Strings, each once, at their ranges.
-    strings: &'o mut Vec<u8>,
+    strings: &'o mut String,
     /// The whole line is written (its `json` column); else only the texts of the columns kept as JSON.
     whole: bool,
     /// Containers open: what each is, its column, where its text starts (when it is written), and whether
@@ -276,19 +286,12 @@ pub struct TableSink<'o> {
     open: Vec<(Place, Slot, Option<usize>, bool)>,
     /// How many of the open containers are written as JSON text (without `whole`).
     writing: usize,
-    found: Found,
+    found: &'o mut Found,
 }
 
 impl<'o> TableSink<'o> {
-    fn new(text: &'o mut Vec<u8>, strings: &'o mut Vec<u8>, whole: bool) -> TableSink<'o> {
-        TableSink {
-            json: JsonSink::new(text),
-            strings,
-            whole,
-            open: Vec::with_capacity(4),
-            writing: 0,
-            found: Found::default(),
-        }
+    fn new(text: &'o mut Vec<u8>, strings: &'o mut String, found: &'o mut Found, whole: bool) -> TableSink<'o> {
+        TableSink { json: JsonSink::new(text), strings, whole, open: Vec::with_capacity(4), writing: 0, found }
     }
 
     fn key_name<'k>(key: &'k Key<'_>) -> &'k str {
@@ -366,8 +369,8 @@ impl<'o> TableSink<'o> {
 
     fn string(&mut self, text: &str) -> Cell {
         let start = self.strings.len();
-        self.strings.extend_from_slice(text.as_bytes());
-        Cell::Str(start, self.strings.len())
+        self.strings.push_str(text);
+        Cell::Str(start as u32, self.strings.len() as u32)
     }
 
     /// A scalar's cell; None for what is kept as JSON text.
@@ -433,12 +436,12 @@ impl<F: Front> RecordSink<F> for TableSink<'_> {
             None if self.writes() => {
                 RecordSink::<F>::put(&mut self.json, key, atom)?;
                 let start = self.json.value_start;
-                self.set(slot, Cell::Json(start, self.json.out.len()));
+                self.set(slot, Cell::Json(start as u32, self.json.out.len() as u32));
             }
             None if column => {
                 let start = self.json.out.len();
                 RecordSink::<F>::put(&mut self.json, Key::Item, atom)?;
-                self.set(slot, Cell::Json(start, self.json.out.len()));
+                self.set(slot, Cell::Json(start as u32, self.json.out.len() as u32));
             }
             None => {}
         }
@@ -470,7 +473,7 @@ impl<F: Front> RecordSink<F> for TableSink<'_> {
             if alone {
                 self.writing -= 1;
             }
-            self.set(slot, Cell::Json(start, self.json.out.len()));
+            self.set(slot, Cell::Json(start as u32, self.json.out.len() as u32));
         }
         Ok(())
     }
@@ -510,14 +513,14 @@ enum Builder {
 /// A record's texts: the JSON text (`json`) and the strings (`strings`) its cells' ranges are in.
 struct Texts<'a> {
     json: &'a [u8],
-    strings: &'a [u8],
+    strings: &'a str,
 }
 
 impl Texts<'_> {
     fn str(&self, cell: Cell) -> Option<&str> {
         match cell {
-            Cell::Str(start, end) => std::str::from_utf8(&self.strings[start..end]).ok(),
-            Cell::Json(start, end) => std::str::from_utf8(&self.json[start..end]).ok(),
+            Cell::Str(start, end) => self.strings.get(start as usize..end as usize),
+            Cell::Json(start, end) => std::str::from_utf8(&self.json[start as usize..end as usize]).ok(),
             _ => None,
         }
     }
@@ -676,11 +679,13 @@ pub struct RecordTables {
     with_json: bool,
     /// A record's texts (reused).
     text: Vec<u8>,
-    strings: Vec<u8>,
+    strings: String,
     /// Bytes of values held (what a writer flushes by).
     held: usize,
     /// The summary's statistics of the frames added (`take_summary`).
     summary: SummaryMaker,
+    /// A record's values (reused).
+    found: Found,
 }
 
 /// Where a frame column is in the frames table.
@@ -720,9 +725,10 @@ impl RecordTables {
             exchanges: Table::new(EXCHANGES, false),
             with_json,
             text: Vec::new(),
-            strings: Vec::new(),
+            strings: String::new(),
             held: 0,
             summary: SummaryMaker::default(),
+            found: Found::default(),
         }
     }
 
@@ -745,11 +751,15 @@ impl RecordTables {
     ) -> SinkResult<R> {
         self.text.clear();
         self.strings.clear();
-        let mut sink = TableSink::new(&mut self.text, &mut self.strings, self.with_json);
-        let built = build(&mut sink)?;
-        let found = std::mem::take(&mut sink.found);
-        self.add(&found, answered);
-        Ok(built)
+        let mut found = std::mem::take(&mut self.found);
+        found.clear();
+        let mut sink = TableSink::new(&mut self.text, &mut self.strings, &mut found, self.with_json);
+        let built = build(&mut sink);
+        if built.is_ok() {
+            self.add(&found, answered);
+        }
+        self.found = found; // its lists' room kept for the next record
+        built
     }
 
     fn add(&mut self, found: &Found, answered: Option<(f64, u64)>) {
@@ -757,7 +767,7 @@ impl RecordTables {
         let mut top = found.top;
         let actor = |actor: usize, at: usize| found.actors[actor][at];
         // no findings is no value; the frame's topic is its producer's, its consumer's, its own, its command's
-        if matches!(top[TOP_EXPERT], Cell::Json(s, e) if &self.text[s..e] == b"[]") {
+        if matches!(top[TOP_EXPERT], Cell::Json(s, e) if &self.text[s as usize..e as usize] == b"[]") {
             top[TOP_EXPERT] = Cell::Absent;
         }
         top[TOP_TOPIC] = actor(PRODUCER, 1)
@@ -863,20 +873,20 @@ impl RecordTables {
         let text = |cell: Cell| texts.text(cell);
         let (protocol, kind) = (text(frame[F.protocol]), text(frame[F.kind]));
         let messages = &found.rows[MESSAGE_ROWS];
-        let group = if messages.is_empty() {
-            MessageGroup::default()
+        let (topic, producer_name, subscription) = if messages.is_empty() {
+            (None, None, None)
         } else {
-            let owned = |cell: Cell| text(cell).map(|t| t.into_owned());
-            MessageGroup {
-                protocol: owned(frame[F.protocol]),
-                topic: owned(frame[TOP_TOPIC]),
-                kind: owned(frame[F.kind]),
-                conn: int_of(frame[F.conn]),
-                producer_id: int_of(frame[29]),
-                producer_name: owned(frame[28]),
-                consumer_id: int_of(frame[30]),
-                subscription: owned(frame[31]),
-            }
+            (text(frame[TOP_TOPIC]), text(frame[28]), text(frame[31]))
+        };
+        let group = GroupOf {
+            protocol: protocol.as_deref(),
+            topic: topic.as_deref(),
+            kind: kind.as_deref(),
+            conn: int_of(frame[F.conn]),
+            producer_id: int_of(frame[29]),
+            producer_name: producer_name.as_deref(),
+            consumer_id: int_of(frame[30]),
+            subscription: subscription.as_deref(),
         };
         let payload_sizes: Vec<Option<i64>> = messages.iter().map(|(_, keys)| int_of(keys[0])).collect();
         let request_type = text(frame[F.request_type]);

@@ -60,8 +60,14 @@ impl LatencySketch {
         }
         if self.bins.is_empty() && self.values.len() < EXACT_VALUES {
             self.values.push(value);
-        } else {
+        } else if self.bins.is_empty() {
             self.bin(&[value]);
+        } else {
+            let bin = bin_of(value);
+            match self.bins.binary_search_by_key(&bin, |(b, _)| *b) {
+                Ok(at) => self.bins[at].1 += 1,
+                Err(at) => self.bins.insert(at, (bin, 1)),
+            }
         }
     }
 
@@ -141,6 +147,45 @@ pub struct MessageGroup {
     pub subscription: Option<String>,
 }
 
+/// A frame's message group as its values are read (borrowed: most frames' group is the one before theirs).
+#[derive(Clone, Copy, Default)]
+pub struct GroupOf<'a> {
+    pub protocol: Option<&'a str>,
+    pub topic: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub conn: Option<i64>,
+    pub producer_id: Option<i64>,
+    pub producer_name: Option<&'a str>,
+    pub consumer_id: Option<i64>,
+    pub subscription: Option<&'a str>,
+}
+
+impl GroupOf<'_> {
+    fn is(&self, group: &MessageGroup) -> bool {
+        self.protocol == group.protocol.as_deref()
+            && self.topic == group.topic.as_deref()
+            && self.kind == group.kind.as_deref()
+            && self.conn == group.conn
+            && self.producer_id == group.producer_id
+            && self.producer_name == group.producer_name.as_deref()
+            && self.consumer_id == group.consumer_id
+            && self.subscription == group.subscription.as_deref()
+    }
+
+    fn owned(&self) -> MessageGroup {
+        MessageGroup {
+            protocol: owned(self.protocol),
+            topic: owned(self.topic),
+            kind: owned(self.kind),
+            conn: self.conn,
+            producer_id: self.producer_id,
+            producer_name: owned(self.producer_name),
+            consumer_id: self.consumer_id,
+            subscription: owned(self.subscription),
+        }
+    }
+}
+
 /// A group's figures: messages, their payload bytes (None while no message had a size) and frames.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MessageFigures {
@@ -156,7 +201,7 @@ pub struct FrameFigures<'a> {
     pub conn: Option<i64>,
     pub time: Option<f64>,
     /// The frame's messages' group and each message's payload size.
-    pub group: MessageGroup,
+    pub group: GroupOf<'a>,
     pub payload_sizes: &'a [Option<i64>],
     /// An answer's request type and latency.
     pub latency: Option<(Option<&'a str>, f64)>,
@@ -192,6 +237,8 @@ pub struct SummaryMaker {
     last_time: Option<f64>,
     types: BTreeMap<Pair, u64>,
     messages: BTreeMap<MessageGroup, MessageFigures>,
+    /// The group of the last frame with messages (its entry found again without a key made).
+    last_group: Option<MessageGroup>,
     latency: BTreeMap<Pair, LatencySketch>,
     problems: BTreeMap<Pair, u64>,
 }
@@ -218,9 +265,13 @@ impl SummaryMaker {
         }
         *entry_of(&mut self.types, frame.protocol, frame.kind) += 1;
         if !frame.payload_sizes.is_empty() {
-            let figures = match self.messages.get_mut(&frame.group) {
+            if !self.last_group.as_ref().is_some_and(|last| frame.group.is(last)) {
+                self.last_group = Some(frame.group.owned());
+            }
+            let group = self.last_group.as_ref().expect("set above");
+            let figures = match self.messages.get_mut(group) {
                 Some(figures) => figures,
-                None => self.messages.entry(frame.group.clone()).or_default(),
+                None => self.messages.entry(group.clone()).or_default(),
             };
             figures.messages += frame.payload_sizes.len() as u64;
             figures.frames += 1;
@@ -366,7 +417,7 @@ mod tests {
             kind: Some("SEND"),
             conn: Some(1),
             time: Some(2.0),
-            group: group.clone(),
+            group: GroupOf { protocol: Some("p"), topic: Some("t"), ..Default::default() },
             payload_sizes: &[Some(3), None],
             latency: None,
             findings: &[(Some("x"), Some("warning"))],
