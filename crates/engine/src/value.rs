@@ -528,6 +528,17 @@ pub fn text(bytes: &[u8]) -> Text {
     })
 }
 
+/// A number as a count reads it: 0 when absent or not a number, a flag as 0 or 1, a uint64 beyond `i64::MAX`
+/// as `i64::MAX`.
+pub fn count(value: Option<&Value>) -> i64 {
+    match value {
+        Some(Value::Int(v)) => *v,
+        Some(Value::UInt(v)) => i64::try_from(*v).unwrap_or(i64::MAX),
+        Some(Value::Bool(b)) => i64::from(*b),
+        _ => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,13 +2,12 @@
 //! (tshark's reassembly and a minimal frame split, `captures/gen/census.py`, not this engine), and a third
 //! protocol — a toy, defined here — plugged in through the `Protocol` trait alone, end to end.
 
+mod capture_support;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
 use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use pulsar_dissect_engine::analysis::{intern, Sessions};
-use pulsar_dissect_engine::capture::source::{Foreign, SliceSource, SourceError};
-use pulsar_dissect_engine::capture::Reader;
 use pulsar_dissect_engine::engine::{Count, FindingTexts, Item, JsonLines, ProtocolSetup, Settings, Sink};
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::protocols::{by_name, Depth, Limits, Protocol, REGISTRY};
@@ -18,22 +17,7 @@ use pulsar_dissect_engine::transport::splitter::{Framing, PduLength};
 use pulsar_dissect_engine::value::{entry, Text, Value};
 use pulsar_dissect_engine::{name, Engine};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn error_text(error: SourceError) -> Result<String, Foreign> {
-    match error {
-        SourceError::Gzip(text) => Ok(text),
-        SourceError::Io(error) => Ok(error.to_string()),
-        SourceError::Foreign(error) => Err(error),
-    }
-}
-
-fn reader(data: Vec<u8>) -> Reader {
-    Reader::start(Box::new(SliceSource { data, pos: 0, piece: 0 }), "test", error_text)
-        .unwrap_or_else(|_| panic!("a capture"))
-}
+use capture_support::{reader, root};
 
 /// The registry's protocols on their usual ports, with empty command tables (no pairing: the census counts
 /// frames, not answers).

@@ -3,14 +3,14 @@
 //! serde_json (not by the engine), and the `json` column, when asked for, is the line byte for byte. Records
 //! of odd shapes never fail a table: a value of another type than its column's is null.
 
-use std::path::{Path, PathBuf};
+mod capture_support;
+
+use std::path::PathBuf;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use pulsar_dissect_engine::analysis::table::CommandTable;
-use pulsar_dissect_engine::capture::source::{Foreign, SliceSource, SourceError};
-use pulsar_dissect_engine::capture::Reader;
 use pulsar_dissect_engine::engine::{FindingTexts, JsonLines, ProtocolSetup, Settings, Tables};
 use pulsar_dissect_engine::model::Finding;
 use pulsar_dissect_engine::protocols::REGISTRY;
@@ -18,24 +18,9 @@ use pulsar_dissect_engine::records::{Expert, Message, NoFront, RecordStyle};
 use pulsar_dissect_engine::tables::{tables_of, RecordTables, FRAMES, MESSAGES};
 use pulsar_dissect_engine::value::{Text, Value};
 use pulsar_dissect_engine::{name, Engine};
+
+use capture_support::{reader, root};
 use serde_json::{json, Value as Json};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn error_text(error: SourceError) -> Result<String, Foreign> {
-    match error {
-        SourceError::Gzip(text) => Ok(text),
-        SourceError::Io(error) => Ok(error.to_string()),
-        SourceError::Foreign(error) => Err(error),
-    }
-}
-
-fn reader(data: Vec<u8>) -> Reader {
-    Reader::start(Box::new(SliceSource { data, pos: 0, piece: 0 }), "test", error_text)
-        .unwrap_or_else(|_| panic!("a capture"))
-}
 
 fn setups() -> Vec<ProtocolSetup> {
     REGISTRY

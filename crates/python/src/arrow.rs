@@ -51,7 +51,12 @@ impl RecordBatches {
 
 /// The four tables' batches (frames, messages, problems, exchanges), the builders emptied.
 pub fn take(tables: &mut RecordTables) -> PyResult<Vec<RecordBatches>> {
-    let batches = tables.finish().map_err(|e| PyValueError::new_err(e.to_string()))?;
+    named(tables.finish())
+}
+
+/// The four tables' batches, each with its name.
+fn named(batches: Result<[RecordBatch; 4], arrow_schema::ArrowError>) -> PyResult<Vec<RecordBatches>> {
+    let batches = batches.map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(batches
         .into_iter()
         .zip(TABLES)
@@ -68,12 +73,7 @@ pub fn record_tables(records: Vec<Bound<'_, PyAny>>, with_json: bool) -> PyResul
         .iter()
         .map(|record| crate::convert::map_from_py(record).map(engine::value::Value::Map))
         .collect::<PyResult<_>>()?;
-    let batches = tables_of(&records, with_json).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(batches
-        .into_iter()
-        .zip(TABLES)
-        .map(|(batch, (name, _))| RecordBatches { name, schema: batch.schema(), batches: vec![batch] })
-        .collect())
+    named(tables_of(&records, with_json))
 }
 
 /// Parts of the pipeline's summary (`AnalysedDissector.take_summary`, JSON) merged into one, as JSON; each

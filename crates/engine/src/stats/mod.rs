@@ -104,14 +104,7 @@ fn number(value: Option<&Value>) -> f64 {
     }
 }
 
-fn int(value: Option<&Value>) -> i64 {
-    match value {
-        Some(Value::Int(v)) => *v,
-        Some(Value::UInt(v)) => i64::try_from(*v).unwrap_or(i64::MAX),
-        Some(Value::Bool(b)) => i64::from(*b),
-        _ => 0,
-    }
-}
+use crate::value::count as int;
 
 /// Python's `str(value)` (`None` for an absent value): what the tables show of an error code or an id.
 fn python_str(value: Option<&Value>) -> String {

@@ -2,6 +2,7 @@
 //! answers to the `Protocol` trait's questions for the statistics, as plain data.
 
 use crate::protocols::{Delivered, StatsRole};
+use crate::value::count as int;
 use crate::value::{Map, Name, Value};
 
 /// The command keys the functions below read.
@@ -34,16 +35,6 @@ pub fn role(type_name: &str) -> Option<StatsRole> {
 /// The value under `key`; a JSON null counts as absent.
 fn get<'a>(map: &'a Map, key: &str) -> Option<&'a Value> {
     crate::analysis::map_get(map, key).filter(|v| !v.is_null())
-}
-
-/// A number as the statistics count it: 0 when absent or not a number.
-fn int(value: Option<&Value>) -> i64 {
-    match value {
-        Some(Value::Int(v)) => *v,
-        Some(Value::UInt(v)) => i64::try_from(*v).unwrap_or(i64::MAX),
-        Some(Value::Bool(b)) => i64::from(*b),
-        _ => 0,
-    }
 }
 
 /// The versions a CONNECT (the client's and the protocol's) or a CONNECTED (the broker's) names; an absent
