@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""`pulsar-dissect pipeline` on a real standalone cluster on 127.0.0.1: one worker of one core against two
+workers of one core each, on the same rotated input, in one run.
+
+    .venv/bin/python benchmarks/bench_spark_cluster.py                       # benchmarks/out/perf_big.pcap in 4 files
+    .venv/bin/python benchmarks/bench_spark_cluster.py CAPTURE --pieces 8 --repeat 3
+
+The master and the workers are the pyspark package's own (`spark-class ...Master`, `...Worker --cores 1`),
+started afresh for each row; the driver runs here in client mode (`--master spark://...`), the executors in
+the workers' JVMs (`spark.executor.cores=1`, `spark.executor.memory` as given). Each row is a fresh
+`pulsar-dissect pipeline` process, the JVM's start included. Printed: seconds (median), frames, and the
+two-worker speed-up. Not a test: on a machine of two cores the driver, the master and two executors share
+them; compare within one run. Results also go to benchmarks/out/spark_cluster.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "out"
+sys.path.insert(0, str(ROOT))
+CLI = [str(Path(sys.executable).parent / "pulsar-dissect")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.2)
+    return False
+
+
+class Cluster:
+    """A standalone master and `workers` workers of one core each, on 127.0.0.1, logs under `logs`."""
+
+    def __init__(self, workers: int, memory: str, logs: Path):
+        import pyspark
+
+        self.home = os.path.dirname(pyspark.__file__)
+        self.env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, SPARK_HOME=self.home)
+        self.workers, self.memory, self.logs = workers, memory, logs
+        self.processes: list[subprocess.Popen] = []
+
+    def _start(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.logs / f"{name}.log", "w")
+        process = subprocess.Popen([os.path.join(self.home, "bin", "spark-class"), *args], env=self.env,
+                                   stdout=log, stderr=subprocess.STDOUT)
+        self.processes.append(process)
+        return process
+
+    def __enter__(self) -> str:
+        self.logs.mkdir(parents=True, exist_ok=True)
+        port = _free_port()
+        self._start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
+                               "--webui-port", str(_free_port())])
+        if not _wait_port(port, 120):
+            raise SystemExit(f"the master did not start: {(self.logs / 'master.log').read_text()[-2000:]}")
+        url = f"spark://127.0.0.1:{port}"
+        for n in range(self.workers):
+            worker_port = _free_port()
+            self._start(f"worker{n}", ["org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--port",
+                                       str(worker_port), "--webui-port", str(_free_port()), "--cores", "1",
+                                       "--memory", self.memory])
+            if not _wait_port(worker_port, 120):
+                raise SystemExit(f"worker {n} did not start: {(self.logs / f'worker{n}.log').read_text()[-2000:]}")
+        time.sleep(2)  # the workers register with the master
+        return url
+
+    def __exit__(self, *exc) -> None:
+        for process in reversed(self.processes):
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def run_pipeline(url: str, pieces: Path, out: Path, memory: str) -> dict:
+    argv = CLI + ["pipeline", str(pieces), "--out", str(out), "--master", url, "--json",
+                  "--conf", "spark.executor.cores=1", "--conf", f"spark.executor.memory={memory}"]
+    start = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"pipeline on {url} failed ({done.returncode}): {done.stderr[-3000:]}")
+    summary = json.loads(done.stdout)
+    return {"wall_s": wall, "frames": summary["frames"], "stages": summary.get("stages")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("capture", nargs="?", default=str(OUT / "perf_big.pcap"))
+    ap.add_argument("--pieces", type=int, default=4, help="cut the capture into this many rotated files (default 4)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--executor-memory", default="1g")
+    ap.add_argument("--json-out", default=str(OUT / "spark_cluster.json"))
+    args = ap.parse_args()
+    from benchmarks.bench_spark import cut
+
+    capture = Path(args.capture)
+    pieces_dir = OUT / "spark_set"
+    cut(capture, args.pieces, pieces_dir)
+    out = OUT / "spark_cluster_tables"
+    rows: dict[int, list[dict]] = {1: [], 2: []}
+    for round_no in range(1, args.repeat + 1):
+        for workers in (1, 2):
+            shutil.rmtree(out, ignore_errors=True)
+            with Cluster(workers, args.executor_memory, OUT / "spark_cluster_logs" / f"{workers}w") as url:
+                row = run_pipeline(url, pieces_dir, out, args.executor_memory)
+            rows[workers].append(row)
+            print(f"  [{round_no}/{args.repeat}] {workers} worker(s) of 1 core  {row['wall_s']:.1f} s  "
+                  f"{row['frames']:,} frames", flush=True)
+    median = {w: statistics.median(r["wall_s"] for r in rs) for w, rs in rows.items()}
+    frames = {w: {r["frames"] for r in rs} for w, rs in rows.items()}
+    print(f"\ninput: {args.pieces} rotated files of {capture} ({capture.stat().st_size / 1e6:.1f} MB); "
+          f"median of {args.repeat}; load {os.getloadavg()[0]:.2f}")
+    print(f"one worker of one core:   {median[1]:.1f} s")
+    print(f"two workers of one core:  {median[2]:.1f} s   speed-up {median[1] / median[2]:.2f}x")
+    print(f"frames: {frames[1]} and {frames[2]}" + ("  they agree" if frames[1] == frames[2] else "  THEY DIFFER"))
+    Path(args.json_out).write_text(json.dumps({"rows": rows, "median_s": median}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
