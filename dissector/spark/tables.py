@@ -56,11 +56,6 @@ def _nulls(F):
             F.lit(None).cast("long").alias("packet"), F.lit(None).cast("string").alias("frame_type"))
 
 
-#: The message types that are sent (to the broker) and received (from it), per protocol.
-SENT = ("SEND", "SendMessageRequestP2B")
-RECEIVED = ("MESSAGE", "GetMessageResponseB2C")
-
-
 def summarize(parts: list[str], files, notes, missing: list[str]) -> dict:
     """What ``stats`` tells, merged from the decoding tasks' parts (the engine's statistics of each task's
     connections, ``crates/engine/src/stats/summary.rs``): no table of frames or messages is read again. The
@@ -79,7 +74,8 @@ def summarize(parts: list[str], files, notes, missing: list[str]) -> dict:
     for g, figures in merged["messages"]:
         n, payload, frames = figures["messages"], figures["payload"], figures["frames"]
         messages += n
-        sent, received = g["type"] in SENT, g["type"] in RECEIVED
+        # whether a client sent or received them, as the engine asked the frame's protocol
+        sent, received = g["sent"] is True, g["sent"] is False
         if g["topic"] is not None:
             t = topics.setdefault((g["protocol"], g["topic"]), {
                 "protocol": g["protocol"], "topic": g["topic"], "messages_sent": 0, "bytes_sent": [],

@@ -699,6 +699,10 @@ struct FrameAt {
     kind: usize,
     request_type: usize,
     latency_ms: usize,
+    producer_name: usize,
+    producer_id: usize,
+    consumer_id: usize,
+    subscription: usize,
 }
 
 const F: FrameAt = FrameAt {
@@ -711,6 +715,10 @@ const F: FrameAt = FrameAt {
     kind: 9,
     request_type: 24,
     latency_ms: 23,
+    producer_name: 28,
+    producer_id: 29,
+    consumer_id: 30,
+    subscription: 31,
 };
 
 impl RecordTables {
@@ -718,6 +726,7 @@ impl RecordTables {
     pub fn new(with_json: bool) -> RecordTables {
         debug_assert_eq!(at(FRAMES, "latency_ms"), F.latency_ms);
         debug_assert_eq!(at(FRAMES, "request_type"), F.request_type);
+        debug_assert_eq!(at(FRAMES, "subscription"), F.subscription);
         RecordTables {
             frames: Table::new(FRAMES, with_json),
             messages: Table::new(MESSAGES, false),
@@ -777,9 +786,9 @@ impl RecordTables {
             .unwrap_or(actor(COMMAND, 1));
         let frame: [Cell; 32] = std::array::from_fn(|i| match i {
             _ if i < TOP => top[i],
-            28 => actor(PRODUCER, 2),
-            29 => actor(PRODUCER, 0),
-            30 => actor(CONSUMER, 0),
+            _ if i == F.producer_name => actor(PRODUCER, 2),
+            _ if i == F.producer_id => actor(PRODUCER, 0),
+            _ if i == F.consumer_id => actor(CONSUMER, 0),
             _ => actor(CONSUMER, 3),
         });
         let mut held = 0;
@@ -804,10 +813,10 @@ impl RecordTables {
             (5, frame[F.kind]),
             (6, frame[F.direction]),
             (7, frame[TOP_TOPIC]),
-            (8, frame[28]),
-            (9, frame[29]),
-            (10, frame[30]),
-            (11, frame[31]),
+            (8, frame[F.producer_name]),
+            (9, frame[F.producer_id]),
+            (10, frame[F.consumer_id]),
+            (11, frame[F.subscription]),
         ];
         for (position, keys) in &found.rows[MESSAGE_ROWS] {
             let columns = &mut self.messages.builders;
@@ -876,17 +885,23 @@ impl RecordTables {
         let (topic, producer_name, subscription) = if messages.is_empty() {
             (None, None, None)
         } else {
-            (text(frame[TOP_TOPIC]), text(frame[28]), text(frame[31]))
+            (text(frame[TOP_TOPIC]), text(frame[F.producer_name]), text(frame[F.subscription]))
         };
         let group = GroupOf {
             protocol: protocol.as_deref(),
             topic: topic.as_deref(),
             kind: kind.as_deref(),
             conn: int_of(frame[F.conn]),
-            producer_id: int_of(frame[29]),
+            producer_id: int_of(frame[F.producer_id]),
             producer_name: producer_name.as_deref(),
-            consumer_id: int_of(frame[30]),
+            consumer_id: int_of(frame[F.consumer_id]),
             subscription: subscription.as_deref(),
+            sent: match (&protocol, &kind) {
+                (Some(protocol), Some(kind)) if !messages.is_empty() => {
+                    crate::protocols::by_name(protocol).and_then(|p| crate::protocols::carries_messages(p, kind))
+                }
+                _ => None,
+            },
         };
         let payload_sizes: Vec<Option<i64>> = messages.iter().map(|(_, keys)| int_of(keys[0])).collect();
         let request_type = text(frame[F.request_type]);

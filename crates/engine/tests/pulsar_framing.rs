@@ -575,26 +575,6 @@ fn a_foreign_stream_recognised_before_a_gap_keeps_offset_zero_and_its_length_bef
     assert_eq!(notes(&out), [("NOT_PULSAR".to_owned(), 0, 40)]);
 }
 
-/// A xorshift generator: the random tests below are the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
 fn frame_pool() -> Vec<Vec<u8>> {
     let producer = simple_frame(&base_command(
         "PRODUCER",

@@ -3,11 +3,14 @@
 //! property tests feed permutations of a segmented stream and check the invariant that the original bytes
 //! come out, each exactly once and in order.
 
+mod rng;
+
 use pulsar_dissect_engine::analysis::bounded::DropCounter;
 use pulsar_dissect_engine::name;
 use pulsar_dissect_engine::transport::net::{Ip, Segment, ACK, FIN, RST, SYN};
 use pulsar_dissect_engine::transport::reassembly::{Config, Reassembler, StreamEvent};
 use pulsar_dissect_engine::value::{Map, Value};
+use rng::Rng;
 
 const CLIENT: Ip = Ip::V4([10, 0, 0, 1]);
 const SERVER: Ip = Ip::V4([10, 0, 0, 2]);
@@ -139,27 +142,6 @@ fn opened(events: &[StreamEvent]) -> Vec<(u64, bool)> {
 
 fn data_count(events: &[StreamEvent]) -> usize {
     events.iter().filter(|e| matches!(e, StreamEvent::Data { .. })).count()
-}
-
-/// A small deterministic generator (xorshift64), so the random tests are the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.below(i + 1);
-            v.swap(i, j);
-        }
-    }
 }
 
 const CISN: u32 = 1000;

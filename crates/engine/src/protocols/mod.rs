@@ -21,6 +21,16 @@ pub fn by_name(name: &str) -> Option<&'static dyn Protocol> {
     REGISTRY.iter().copied().find(|p| p.name() == name)
 }
 
+/// Whether a frame of `type_name` carries messages a client sent (true) or received (false): a publish or a
+/// delivery as the protocol's statistics roles say, else what it says of its clients' frames; None: neither.
+pub fn carries_messages(protocol: &dyn Protocol, type_name: &str) -> Option<bool> {
+    match protocol.stats_role(type_name) {
+        Some(StatsRole::Publish) => Some(true),
+        Some(StatsRole::Delivery) => Some(false),
+        _ => protocol.client_messages(type_name),
+    }
+}
+
 /// The protocol of a record whose `protocol` key says `name` (None: it has none). A record without the key is
 /// Pulsar's: records had no such key while Pulsar was the only protocol, and saved ones are still read.
 pub fn of_record(name: Option<&str>) -> Option<&'static dyn Protocol> {

@@ -145,6 +145,8 @@ pub struct MessageGroup {
     pub producer_name: Option<String>,
     pub consumer_id: Option<i64>,
     pub subscription: Option<String>,
+    /// The messages were sent by a client (true) or received by one (false), as the protocol says of the type.
+    pub sent: Option<bool>,
 }
 
 /// A frame's message group as its values are read (borrowed: most frames' group is the one before theirs).
@@ -158,6 +160,7 @@ pub struct GroupOf<'a> {
     pub producer_name: Option<&'a str>,
     pub consumer_id: Option<i64>,
     pub subscription: Option<&'a str>,
+    pub sent: Option<bool>,
 }
 
 impl GroupOf<'_> {
@@ -170,6 +173,7 @@ impl GroupOf<'_> {
             && self.producer_name == group.producer_name.as_deref()
             && self.consumer_id == group.consumer_id
             && self.subscription == group.subscription.as_deref()
+            && self.sent == group.sent
     }
 
     fn owned(&self) -> MessageGroup {
@@ -182,6 +186,7 @@ impl GroupOf<'_> {
             producer_name: owned(self.producer_name),
             consumer_id: self.consumer_id,
             subscription: owned(self.subscription),
+            sent: self.sent,
         }
     }
 }

@@ -21,6 +21,10 @@ use prost_reflect::{
 
 pub use prost_reflect::Value as PV;
 
+#[path = "../rng/mod.rs"]
+mod rng;
+pub use rng::Rng;
+
 pub const MIB: u64 = 1 << 20;
 
 /// The descriptor pool of proto/pulsar (PulsarApi.proto and PulsarMarkers.proto), compiled once.
@@ -388,32 +392,6 @@ pub fn without_unknown_fields(value: &Value) -> Value {
         ),
         Value::List(items) => Value::List(items.iter().map(without_unknown_fields).collect()),
         other => other.clone(),
-    }
-}
-
-/// A xorshift64 generator: the same mutations on every run.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// `bytes` with one to three bytes replaced, bit-flipped or incremented.
-    pub fn mutate(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let mut b = bytes.to_vec();
-        for _ in 0..1 + self.next() % 3 {
-            let at = self.next() as usize % b.len();
-            b[at] = match self.next() % 3 {
-                0 => self.next() as u8,
-                1 => b[at] ^ (1 << (self.next() % 8)),
-                _ => b[at].wrapping_add(1),
-            };
-        }
-        b
     }
 }
 
