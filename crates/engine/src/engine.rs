@@ -8,26 +8,25 @@
 //! through traits ([`FindingTexts`]: the texts of findings, which the Python front end keeps in its templates).
 //! Protocols are chosen by server port; a connection on no protocol's port is counted, never decoded.
 
-use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
 
 use crate::analysis::table::CommandTable;
-use crate::analysis::{
-    Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis, CONNECTION_CLOSED, CONNECTION_OPENED,
-};
+use crate::analysis::{Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis};
 use crate::capture::Reader;
 use crate::model::{Decoded, Finding};
-use crate::problems::GenericProblem;
+use crate::name;
+use crate::pipeline::{DecodeSettings, Made, Pipeline, PipelineSettings, StreamNote, StreamProtocol};
 use crate::protocols::{Depth, Limits, Protocol};
 use crate::records::{
     build_record, Expert, JsonSink, MapSink, NoFront, RecordInput, RecordStyle, SinkError, SinkResult,
 };
 use crate::stats::{Stats, STATS_KEPT};
 use crate::tables::RecordTables;
-use crate::transport::net::{endpoint_text, tcp_segment};
-use crate::transport::reassembly::{Config, Reassembler, StreamEvent};
-use crate::transport::splitter::{Framing, RawPdu, Split, Splitter};
-use crate::value::{entry, write_json_map, Map, Text, Value};
-use crate::{finding, name};
+use crate::transport::net::tcp_segment;
+use crate::transport::reassembly::Config;
+use crate::transport::splitter::Framing;
+use crate::value::{entry, write_json_map, Map, Value};
 
 /// A protocol as a front end sets it up: the protocol itself, and what the front end declares of it.
 pub struct ProtocolSetup {
@@ -239,6 +238,64 @@ pub struct Engine {
     settings: Settings,
 }
 
+/// A protocol set up, as the stages use it (its framing made once per run).
+struct SetUp<'e> {
+    setup: &'e ProtocolSetup,
+    name: Arc<str>,
+    framing: Box<dyn Framing>,
+}
+
+impl StreamProtocol for SetUp<'_> {
+    type Decoded = Decoded;
+    type Error = Infallible;
+
+    fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+    fn framing(&self) -> &dyn Framing {
+        self.framing.as_ref()
+    }
+    fn ports(&self) -> &[(u16, String)] {
+        &self.setup.ports
+    }
+    fn client_role(&self) -> &str {
+        &self.setup.client_role
+    }
+    fn server_roles(&self) -> &[String] {
+        &self.setup.server_roles
+    }
+    fn max_frame_size(&self) -> Option<usize> {
+        Some(self.setup.max_frame_size)
+    }
+    fn sender(&self, _type_name: &str) -> Option<&str> {
+        None // (no detection: the sides come from the ports)
+    }
+    fn decode(&self, data: &[u8], missing: i64, how: &DecodeSettings) -> Result<Decoded, Infallible> {
+        let missing = usize::try_from(missing).unwrap_or(0);
+        Ok(self.setup.protocol.decode(data, missing, how.max_decompressed, how.depth))
+    }
+    fn confirms(&self, decoded: &mut Decoded) -> Result<bool, Infallible> {
+        Ok(self.setup.protocol.confirms(decoded.type_name.as_str(), !decoded.findings.is_empty()))
+    }
+    fn type_name(&self, decoded: &Decoded) -> Result<String, Infallible> {
+        Ok(decoded.type_name.as_str().to_owned())
+    }
+    fn size(&self, decoded: &Decoded) -> Result<Value, Infallible> {
+        Ok(decoded.size.into())
+    }
+    fn with_finding_first(&self, mut decoded: Decoded, finding: Finding) -> Result<Decoded, Infallible> {
+        decoded.findings.insert(0, finding);
+        Ok(decoded)
+    }
+}
+
+fn infallible<T>(result: Result<T, Infallible>) -> T {
+    match result {
+        Ok(value) => value,
+        Err(never) => match never {},
+    }
+}
+
 impl Engine {
     pub fn new(protocols: Vec<ProtocolSetup>, settings: Settings) -> Engine {
         Engine { protocols, settings }
@@ -247,8 +304,35 @@ impl Engine {
     /// Every packet of the capture through the stages into `sink`; the number of packets read. Stops at the
     /// first error of the sink; a reader's error ends the capture as the CLI ends it (what was read counts).
     pub fn run(&self, reader: &mut Reader, sink: &mut dyn Sink) -> SinkResult<u64> {
-        let mut run = Run::new(self, sink);
-        let mut events = Vec::new();
+        let settings = &self.settings;
+        let protocols = self
+            .protocols
+            .iter()
+            .map(|setup| SetUp { setup, name: Arc::from(setup.protocol.name()), framing: setup.protocol.framing() })
+            .collect();
+        let mut pipeline = Pipeline::new(
+            PipelineSettings {
+                detect: false,
+                detect_budget: 0,
+                max_frame_size: None,
+                keep_frame_bytes: false,
+                extra_ports: Vec::new(),
+                reassembly: Config { max_connections: settings.max_connections, ..Config::default() },
+                decode: DecodeSettings { max_decompressed: settings.limits.max_decompressed, depth: settings.depth },
+            },
+            protocols,
+        );
+        let mut run = Run {
+            engine: self,
+            sink,
+            analyzer: Analyzer::new(PairingOptions {
+                request_timeout: settings.request_timeout,
+                request_timeout_value: Value::Float(settings.request_timeout),
+                max_pending_requests: settings.max_pending_requests,
+            }),
+            outputs: Vec::new(),
+        };
+        let mut made = Vec::new();
         let mut packets = 0;
         while let Ok(Some(packet)) = reader.next_packet() {
             packets += 1;
@@ -258,294 +342,104 @@ impl Engine {
             let Some(seg) = tcp_segment(packet.index as i64, packet.timestamp, linktype, bytes, orig_len) else {
                 continue;
             };
-            if run.port_of(seg.src_port).is_none() && run.port_of(seg.dst_port).is_none() {
-                continue; // other TCP: never decoded
+            infallible(pipeline.feed_segment(&seg, &mut made));
+            for item in made.drain(..) {
+                run.made(&pipeline, item)?;
             }
-            run.reassembler.feed(&seg, &mut events);
-            for event in events.drain(..) {
-                run.stream_event(event)?;
-            }
+        }
+        infallible(pipeline.finish(&mut made));
+        for item in made.drain(..) {
+            run.made(&pipeline, item)?;
         }
         run.finish()?;
         Ok(packets)
     }
 }
 
-/// A connection on a protocol's port: its protocol, sides, texts and splitters.
-struct Conn {
-    proto: usize,
-    server: usize,
-    server_role: String,
-    text: [String; 2],
-    direction: [String; 2],
-    splitters: [Option<Splitter>; 2],
-    /// The sides in the order their splitters were made (closed in that order).
-    order: Vec<usize>,
-}
-
-/// What the end of a stream was, for what it leaves over: (how, closed by).
-type End<'a> = Option<(&'a str, Option<String>)>;
-
-/// The state of one run over one capture.
+/// The state of one run over one capture past the stages: the analysis, and the sink.
 struct Run<'e, 's> {
     engine: &'e Engine,
-    framings: Vec<Box<dyn Framing>>,
     sink: &'s mut dyn Sink,
     analyzer: Analyzer,
-    reassembler: Reassembler,
-    conns: HashMap<u64, Conn>,
-    frame_index: u64,
     outputs: Vec<Output>,
 }
 
-impl<'e, 's> Run<'e, 's> {
-    fn new(engine: &'e Engine, sink: &'s mut dyn Sink) -> Run<'e, 's> {
-        let settings = &engine.settings;
-        Run {
-            engine,
-            framings: engine.protocols.iter().map(|setup| setup.protocol.framing()).collect(),
-            sink,
-            analyzer: Analyzer::new(PairingOptions {
-                request_timeout: settings.request_timeout,
-                request_timeout_value: Value::Float(settings.request_timeout),
-                max_pending_requests: settings.max_pending_requests,
-            }),
-            reassembler: Reassembler::new(Config { max_connections: settings.max_connections, ..Config::default() }),
-            conns: HashMap::new(),
-            frame_index: 0,
-            outputs: Vec::new(),
-        }
-    }
+/// What is being flushed: a frame (with its first packet), an event, or nothing (the end).
+enum Current<'a> {
+    Nothing,
+    Frame(&'a Frame<'a>, i64),
+    Note(&'a StreamNote),
+}
 
-    fn port_of(&self, port: u16) -> Option<(usize, &str)> {
-        self.engine
-            .protocols
-            .iter()
-            .enumerate()
-            .find_map(|(i, setup)| setup.ports.iter().find(|(p, _)| *p == port).map(|(_, role)| (i, role.as_str())))
-    }
-
-    /// The end of the capture: every stream's end, every splitter's rest, the analysis' last words.
-    fn finish(&mut self) -> SinkResult<()> {
-        let mut events = Vec::new();
-        self.reassembler.finish(&mut events);
-        for event in events.drain(..) {
-            self.stream_event(event)?;
-        }
-        let mut ids: Vec<u64> = self.conns.keys().copied().collect();
-        ids.sort_unstable();
-        for id in ids {
-            if let Some(mut conn) = self.conns.remove(&id) {
-                self.close_splitters(id, &mut conn, 0.0, 0, Some(("end_of_capture", None)))?;
-            }
-        }
+impl Run<'_, '_> {
+    fn made(&mut self, pipeline: &Pipeline<SetUp<'_>>, made: Made<Decoded>) -> SinkResult<()> {
         let mut outputs = std::mem::take(&mut self.outputs);
-        self.analyzer.finish(&mut outputs);
-        self.flush(&mut outputs, None)
-    }
-
-    fn stream_event(&mut self, event: StreamEvent) -> SinkResult<()> {
-        match event {
-            StreamEvent::Opened { conn, time, packet, mid_stream } => {
-                let on_b = self.port_of(conn.b.port).map(|(p, r)| (p, r.to_owned()));
-                let Some((proto, role, server)) = on_b
-                    .map(|(p, r)| (p, r, 1))
-                    .or_else(|| self.port_of(conn.a.port).map(|(p, r)| (p, r.to_owned(), 0)))
-                else {
-                    return Ok(());
-                };
-                let text = [endpoint_text(&conn.a.ip, conn.a.port), endpoint_text(&conn.b.ip, conn.b.port)];
-                let direction =
-                    [0, 1].map(|side| if side == server { "to_client".to_owned() } else { format!("to_{role}") });
-                let state = Conn {
-                    proto,
-                    server,
-                    server_role: role,
-                    text,
-                    direction,
-                    splitters: [None, None],
-                    order: Vec::new(),
-                };
-                let details = vec![
-                    entry(name!("client"), state.text[1 - server].clone()),
-                    entry(name!("mid_stream"), mid_stream),
-                ];
-                self.conns.insert(conn.id, state);
-                self.event(CONNECTION_OPENED, Some(conn.id), time, packet, mid_stream, details)
+        let result = match made {
+            Made::Note(note) => {
+                let mid_stream = note
+                    .details
+                    .iter()
+                    .any(|(key, value)| key.as_str() == "mid_stream" && matches!(value, Value::Bool(true)));
+                let packet = u64::try_from(note.packet).unwrap_or(0);
+                self.analyzer.event(&note.kind, note.conn, note.time, packet, mid_stream, &mut outputs);
+                self.flush(&mut outputs, Current::Note(&note))
             }
-            StreamEvent::Data { conn, side, saw_syn, data, offset, time, packet } => {
-                let Some(mut state) = self.conns.remove(&conn) else { return Ok(()) };
-                let result = self.feed(conn, &mut state, side, saw_syn, Ok(&data), offset, time, packet);
-                self.conns.insert(conn, state);
-                result
-            }
-            StreamEvent::Gap { conn, side, saw_syn, offset, length, time, packet, reason } => {
-                let Some(mut state) = self.conns.remove(&conn) else { return Ok(()) };
-                let details = vec![entry(name!("reason"), reason.to_owned())];
-                let mut result = self.event("GAP", Some(conn), time, packet, false, details);
-                if result.is_ok() {
-                    result = self.feed(conn, &mut state, side, saw_syn, Err(length), offset, time, packet);
-                }
-                self.conns.insert(conn, state);
-                result
-            }
-            StreamEvent::Ignored { conn, kind, length, time, packet, .. } => {
-                self.event(kind, Some(conn), time, packet, false, vec![entry(name!("length"), length)])
-            }
-            StreamEvent::BufferDropped { conn, time, packet, limit, dropped } => {
-                let details = vec![entry(name!("limit"), limit), entry(name!("dropped"), dropped)];
-                self.event("STATE_DROPPED", Some(conn), time, packet, false, details)
-            }
-            StreamEvent::Closed { conn, time, packet, how, bytes, first_fin_from, rst_from, .. } => {
-                let Some(mut state) = self.conns.remove(&conn) else { return Ok(()) };
-                let closer = match how {
-                    "fin" => first_fin_from,
-                    "rst" => rst_from,
-                    _ => None,
-                };
-                let closed_by = closer.map(|side| {
-                    if side == state.server {
-                        state.server_role.clone()
-                    } else {
-                        self.engine.protocols[state.proto].client_role.clone()
-                    }
-                });
-                self.close_splitters(conn, &mut state, time, packet, Some((how, closed_by.clone())))?;
-                let mut details = vec![entry(name!("how"), how.to_owned())];
-                for (direction, bytes) in state.direction.iter().zip(bytes) {
-                    details.push((Text::Owned(format!("bytes_{direction}")), Value::from(bytes)));
-                }
-                if let Some(by) = closed_by {
-                    details.push(entry(name!("closed_by"), by));
-                }
-                self.event(CONNECTION_CLOSED, Some(conn), time, packet, false, details)
-            }
-        }
-    }
-
-    /// New bytes (Ok) or a gap of a length (Err) in one direction, through its splitter.
-    #[allow(clippy::too_many_arguments)]
-    fn feed(
-        &mut self,
-        id: u64,
-        state: &mut Conn,
-        side: usize,
-        saw_syn: bool,
-        data: Result<&[u8], i64>,
-        offset: i64,
-        time: f64,
-        packet: i64,
-    ) -> SinkResult<()> {
-        let max_frame_size = self.engine.protocols[state.proto].max_frame_size;
-        if state.splitters[side].is_none() {
-            state.order.push(side);
-        }
-        let splitter =
-            state.splitters[side].get_or_insert_with(|| Splitter::new(saw_syn && offset == 0, max_frame_size, offset));
-        let framing = self.framings[state.proto].as_ref();
-        let mut items = Vec::new();
-        match data {
-            Ok(bytes) => splitter.feed(framing, bytes, time, packet, &mut items),
-            Err(length) => splitter.gap(framing, length, time, packet, &mut items),
-        }
-        for item in items {
-            self.split(id, state, side, item, &None)?;
-        }
-        Ok(())
-    }
-
-    fn close_splitters(&mut self, id: u64, state: &mut Conn, time: f64, packet: i64, end: End<'_>) -> SinkResult<()> {
-        let mut items = Vec::new();
-        for side in state.order.clone() {
-            let Some(splitter) = state.splitters[side].as_mut() else { continue };
-            splitter.finish(self.framings[state.proto].as_ref(), time, packet, &mut items);
-            for item in items.drain(..) {
-                self.split(id, state, side, item, &end)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn split(&mut self, id: u64, state: &Conn, side: usize, item: Split, end: &End<'_>) -> SinkResult<()> {
-        match item {
-            Split::Note(note) => {
-                let mut details = note.details.clone();
-                details.extend(note.params.clone());
-                details.push(entry(name!("offset"), note.offset));
-                details.push(entry(name!("length"), note.length));
-                self.event(&note.kind, Some(id), note.time, note.packet, false, details)
-            }
-            Split::Pdu(pdu) => {
-                let engine = self.engine;
-                let setup = &engine.protocols[state.proto];
-                let (protocol, settings) = (setup.protocol, &engine.settings);
-                let missing = usize::try_from(pdu.missing).unwrap_or(0);
-                let mut decoded = protocol.decode(&pdu.data, missing, settings.limits.max_decompressed, settings.depth);
-                if pdu.missing > 0 {
-                    decoded.findings.insert(0, incomplete(&decoded, &pdu, end));
-                }
-                self.frame_index += 1;
+            Made::Frame(place, decoded) => {
+                let setup = pipeline.protocols()[place.protocol].setup;
                 let frame = Frame {
-                    index: self.frame_index,
-                    protocol: protocol.name(),
-                    conn: id,
-                    src: &state.text[side],
-                    dst: &state.text[1 - side],
-                    direction: &state.direction[side],
-                    time: pdu.time,
-                    packet: u64::try_from(pdu.last_packet).unwrap_or(0),
+                    index: place.index,
+                    protocol: setup.protocol.name(),
+                    conn: place.conn,
+                    src: &place.src,
+                    dst: &place.dst,
+                    direction: &place.direction,
+                    time: place.time,
+                    packet: u64::try_from(place.packet).unwrap_or(0),
                     pdu: &decoded,
                 };
-                if !self.analyzer.knows_protocol(protocol.name()) {
+                if !self.analyzer.knows_protocol(frame.protocol) {
                     let role = setup.server_roles.first().map_or("server", String::as_str);
                     let analysis = ProtocolAnalysis {
                         table: (setup.table)(),
                         default_to_server: format!("to_{role}"),
-                        sessions: protocol.sessions(&settings.limits),
+                        sessions: setup.protocol.sessions(&self.engine.settings.limits),
                     };
-                    self.analyzer.add_protocol(protocol.name(), analysis);
+                    self.analyzer.add_protocol(frame.protocol, analysis);
                 }
-                let mut outputs = std::mem::take(&mut self.outputs);
                 self.analyzer.frame(&frame, &mut outputs);
-                let result = self.flush(&mut outputs, Some((&frame, pdu.first_packet)));
-                outputs.clear();
-                self.outputs = outputs;
-                result
+                self.flush(&mut outputs, Current::Frame(&frame, place.first_packet))
             }
-        }
-    }
-
-    /// A pipeline event: into the analysis (which passes it on), then to the sink.
-    fn event(
-        &mut self,
-        kind: &str,
-        conn: Option<u64>,
-        time: f64,
-        packet: i64,
-        mid_stream: bool,
-        details: Map,
-    ) -> SinkResult<()> {
-        let mut outputs = std::mem::take(&mut self.outputs);
-        self.analyzer.event(kind, conn, time, u64::try_from(packet).unwrap_or(0), mid_stream, &mut outputs);
-        let result = self.flush(&mut outputs, None);
+        };
         outputs.clear();
         self.outputs = outputs;
-        result?;
-        self.sink.item(Item::Event { kind, time, conn, details: &details })
+        result
     }
 
-    /// What the analysis gave: the frame's record, events.
-    fn flush(&mut self, outputs: &mut Vec<Output>, frame: Option<(&Frame, i64)>) -> SinkResult<()> {
+    /// The analysis' last words.
+    fn finish(&mut self) -> SinkResult<()> {
+        let mut outputs = std::mem::take(&mut self.outputs);
+        self.analyzer.finish(&mut outputs);
+        self.flush(&mut outputs, Current::Nothing)
+    }
+
+    /// What the analysis gave, in its order: the input itself (an event), the frame's record, events.
+    fn flush(&mut self, outputs: &mut Vec<Output>, current: Current<'_>) -> SinkResult<()> {
         for output in outputs.drain(..) {
             match output {
-                Output::Input => {}
-                Output::Event(Event { kind, time, conn, mut details, params, .. }) => {
-                    details.extend(params);
+                Output::Input => {
+                    let Current::Note(note) = current else {
+                        return Err(SinkError::Misplaced("no input to pass on"));
+                    };
+                    let (kind, time, conn) = (note.kind.as_str(), note.time, note.conn);
+                    self.sink.item(Item::Event { kind, time, conn, details: &note.details })?;
+                }
+                Output::Event(Event { kind, time, conn, details, .. }) => {
                     self.sink.item(Item::Event { kind: kind.as_str(), time, conn, details: &details })?;
                 }
                 Output::Annotated { notes, findings, answered } => {
-                    let (frame, first_packet) =
-                        frame.ok_or(SinkError::Misplaced("a frame's notes without the frame"))?;
+                    let Current::Frame(frame, first_packet) = current else {
+                        return Err(SinkError::Misplaced("a frame's notes without the frame"));
+                    };
                     self.sink.item(Item::Frame {
                         frame,
                         first_packet,
@@ -557,25 +451,6 @@ impl<'e, 's> Run<'e, 's> {
             }
         }
         Ok(())
-    }
-}
-
-/// Why a PDU's last bytes are missing.
-fn incomplete(decoded: &Decoded, pdu: &RawPdu, end: &End<'_>) -> Finding {
-    if pdu.oversized {
-        let (head, missing, size) = (pdu.data.len(), pdu.missing, decoded.size);
-        return finding!(GenericProblem::FrameOversizedHead, "head" => head, "missing" => missing, "size" => size);
-    }
-    match end {
-        None => finding!(GenericProblem::FrameGapDamaged, "missing" => pdu.missing, "size" => decoded.size),
-        Some((how, closed_by)) => {
-            let mut finding = finding!(GenericProblem::FrameCutAtEnd, "missing" => pdu.missing, "size" => decoded.size,
-                                       "how" => how.to_string());
-            if let Some(by) = closed_by {
-                finding.params.push(entry(name!("closed_by"), by.clone()));
-            }
-            finding
-        }
     }
 }
 

@@ -21,6 +21,7 @@ pub mod model;
 mod ordered;
 pub mod pb;
 pub mod pieces;
+pub mod pipeline;
 pub(crate) mod printable;
 pub mod problems;
 pub mod protocols;

@@ -570,14 +570,14 @@ impl ConversationCore {
                     .map(|f| records.texts.expert(py, f))
                     .collect::<PyResult<Vec<_>>>()?;
                 if place.data.is_none() {
-                    let job = |records: &mut Records, notes| {
+                    let job = |notes| {
                         Ok::<_, PyErr>(RecordJob {
                             index: place.index,
                             conn: place.conn,
                             time: place.time,
                             packet: u64::try_from(place.packet).unwrap_or(0),
                             first_packet: place.first_packet,
-                            route: records.route_texts.route(py, place)?,
+                            route: place.route.clone(),
                             pdu: Arc::clone(pdu),
                             expert: expert
                                 .iter()
@@ -587,15 +587,13 @@ impl ConversationCore {
                             notes,
                         })
                     };
-                    if records.pooled.is_some() {
-                        let job = job(records, notes)?;
-                        let pooled = records.pooled.as_mut().expect("checked above");
-                        return pooled.push(job, &mut records.made.lines_out());
+                    if let Some(pooled) = &mut records.pooled {
+                        return pooled.push(job(notes)?, &mut records.made.lines_out());
                     }
                     if let Target::Stats(stats) = &records.made.target {
                         let stats = stats.clone_ref(py);
                         if stats.borrow(py).feeds() {
-                            let job = job(records, notes)?;
+                            let job = job(notes)?;
                             return stats.borrow_mut(py).add_frame(job);
                         }
                     }
@@ -739,7 +737,6 @@ struct Records {
     made: RecordsMade,
     /// With JSON lines: the records written on the thread pool (`pooled.rs`).
     pooled: Option<PooledLines>,
-    route_texts: RouteTexts,
 }
 
 impl Records {
@@ -757,52 +754,6 @@ impl Records {
         }
     }
 }
-
-/// The pipeline's route strings (protocol, addresses, direction; one object per connection) as shared Rust
-/// text, for the records written on the pool: each object copied once.
-#[derive(Default)]
-struct RouteTexts {
-    known: FastMap<usize, (Py<PyString>, Arc<str>)>,
-    /// The last frame's route: the objects' addresses (alive in `known`) and their texts.
-    last: Option<([usize; 4], [Arc<str>; 4])>,
-}
-
-impl RouteTexts {
-    /// A frame's protocol, src, dst and direction (most frames have the route of the frame before).
-    fn route(&mut self, py: Python<'_>, place: &FramePlace) -> PyResult<[Arc<str>; 4]> {
-        let objects = [&place.protocol, &place.src, &place.dst, &place.direction];
-        let addresses = objects.map(|text| text.as_ptr() as usize);
-        if let Some((known, texts)) = &self.last {
-            if *known == addresses {
-                return Ok(texts.clone());
-            }
-        }
-        let texts = [
-            self.get(py, objects[0])?,
-            self.get(py, objects[1])?,
-            self.get(py, objects[2])?,
-            self.get(py, objects[3])?,
-        ];
-        self.last = Some((addresses, texts.clone()));
-        Ok(texts)
-    }
-
-    fn get(&mut self, py: Python<'_>, text: &Py<PyString>) -> PyResult<Arc<str>> {
-        // keyed by the object, which the map keeps alive so that its address names no other string
-        if let Some((_, known)) = self.known.get(&(text.as_ptr() as usize)) {
-            return Ok(Arc::clone(known));
-        }
-        if self.known.len() >= ROUTE_TEXTS {
-            self.known.clear();
-            self.last = None; // (its objects are no longer kept alive)
-        }
-        let copied: Arc<str> = Arc::from(text.bind(py).to_str()?);
-        self.known.insert(text.as_ptr() as usize, (text.clone_ref(py), Arc::clone(&copied)));
-        Ok(copied)
-    }
-}
-
-const ROUTE_TEXTS: usize = 4096; // route strings kept at most (then copied afresh)
 
 /// Where the records go.
 enum Target {
@@ -1025,7 +976,6 @@ impl AnalysedDissector {
                     pooled: (matches!(target, Target::Json(_)) && pool_bytes > 0)
                         .then(|| PooledLines::new(style, pool_bytes)),
                     made: RecordsMade { style, target, pieces: Vec::new(), frames: 0, problems: 0 },
-                    route_texts: RouteTexts::default(),
                 })
             }
         };
@@ -1153,7 +1103,7 @@ impl AnalysedDissector {
 
     #[getter]
     fn last_time(&self) -> f64 {
-        self.pipeline.last_time
+        self.pipeline.last_time()
     }
 
     /// (frames numbered so far, the id of the next connection): (`plan_numbering` sets them).
@@ -1213,12 +1163,12 @@ impl AnalysedDissector {
 
     #[getter]
     fn last_packet(&self) -> i64 {
-        self.pipeline.last_packet
+        self.pipeline.last_packet()
     }
 
     /// TCP off the protocols' ports: the busiest `most` server ports, as {port, connections, bytes}.
     fn other_tcp<'py>(&self, py: Python<'py>, most: usize) -> PyResult<Bound<'py, PyList>> {
-        other_tcp_rows(py, &self.pipeline.other, most)
+        other_tcp_rows(py, self.pipeline.other(), most)
     }
 }
 
@@ -1260,11 +1210,11 @@ impl FileStage for AnalysedDissector {
     }
 
     fn last_time(&self) -> f64 {
-        self.pipeline.last_time
+        self.pipeline.last_time()
     }
 
     fn last_packet(&self) -> i64 {
-        self.pipeline.last_packet
+        self.pipeline.last_packet()
     }
 
     fn event_class(&self) -> &Py<PyAny> {

@@ -4,22 +4,24 @@
 //! same generic code calls. A spec's callable, when given, takes the place of the core's.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::convert::{map_from_py, map_to_py, value_from_py, StrToPy};
 use engine::model::{Decoded, Finding};
-use engine::protocols::{self, Depth, Protocol as EngineProtocol};
+use engine::pipeline::{DecodeSettings, StreamProtocol};
+use engine::protocols::{self, Protocol as EngineProtocol};
 use engine::transport::splitter::{BadLength, Framing, Head, PduLength};
 use engine::value::Value;
 
-/// What the decoder needs of the options.
-pub struct DecodeOptions {
-    pub max_decompressed: u64,
-    /// How deep bodies are decoded.
-    pub depth: Depth,
-    pub options: Py<PyAny>, // for the decoders of protocols declared in Python
+/// What a protocol declared in Python is decoded with, beyond the engine's settings: the options object its
+/// callables take, and the classes a rebuilt ``Decoded`` is made of.
+pub struct PythonDecoding {
+    pub options: Py<PyAny>,
+    pub decoded_class: Py<PyAny>,
+    pub finding_class: Py<PyAny>,
 }
 
 /// A spec's framing: the core's, with the spec's Python callables (when given) in place of its methods.
@@ -34,6 +36,7 @@ pub struct SpecFraming {
 
 pub struct Protocol {
     pub name: Py<PyString>,
+    name_text: Arc<str>,
     pub client_role: String,
     pub server_roles: Vec<String>,
     pub ports: Vec<(u16, String)>,
@@ -46,6 +49,7 @@ pub struct Protocol {
     core: Option<&'static dyn EngineProtocol>,
     decode: Option<Py<PyAny>>,
     confirms: Option<Py<PyAny>>,
+    python: PythonDecoding,
 }
 
 fn optional(spec: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<Py<PyAny>>> {
@@ -55,7 +59,7 @@ fn optional(spec: &Bound<'_, PyAny>, name: &str) -> PyResult<Option<Py<PyAny>>> 
 
 impl Protocol {
     /// Read a ``ProtocolSpec``.
-    pub fn from_spec(py: Python<'_>, spec: &Bound<'_, PyAny>) -> PyResult<Protocol> {
+    pub fn from_spec(py: Python<'_>, spec: &Bound<'_, PyAny>, python: PythonDecoding) -> PyResult<Protocol> {
         let core =
             match spec.getattr("core")?.extract::<Option<String>>()?.as_deref() {
                 None => None,
@@ -104,8 +108,10 @@ impl Protocol {
         if decode.is_none() && core.is_none() {
             return Err(pyo3::exceptions::PyValueError::new_err("a protocol needs decode or a core implementation"));
         }
+        let name: String = spec.getattr("name")?.extract()?;
         Ok(Protocol {
-            name: PyString::intern(py, &spec.getattr("name")?.extract::<String>()?).unbind(),
+            name: PyString::intern(py, &name).unbind(),
+            name_text: Arc::from(name),
             client_role: spec.getattr("client_role")?.extract()?,
             server_roles: spec.getattr("server_roles")?.extract()?,
             ports,
@@ -115,127 +121,153 @@ impl Protocol {
             core,
             decode,
             confirms: optional(spec, "confirms")?,
+            python,
         })
     }
-
-    pub fn default_server_role(&self) -> &str {
-        self.server_roles.first().map(|s| s.as_str()).unwrap_or("server")
-    }
 }
 
-/// A decoded PDU: the core's Rust plain data, kept as such until the pipeline builds the Python frame, or
-/// the Python object a protocol declared in Python decoded.
+/// A decoded PDU: the engine's plain data, kept as such until the binding builds the Python frame, or the
+/// Python object a protocol declared in Python decoded.
 #[allow(clippy::large_enum_variant)] // one at a time, on the stack: no allocation per PDU to box it
-pub enum DecodedPdu<'py> {
+pub enum PyDecoded {
     Core(Decoded),
-    Python(Bound<'py, PyAny>),
+    Python(Py<PyAny>),
 }
 
-impl<'py> DecodedPdu<'py> {
-    /// The PDU's type (a command's name).
-    pub fn type_name(&self) -> PyResult<String> {
-        match self {
-            DecodedPdu::Core(d) => Ok(d.type_name.as_str().to_owned()),
-            DecodedPdu::Python(d) => d.getattr(pyo3::intern!(d.py(), "type"))?.extract(),
-        }
-    }
-
-    fn has_findings(&self) -> PyResult<bool> {
-        match self {
-            DecodedPdu::Core(d) => Ok(!d.findings.is_empty()),
-            DecodedPdu::Python(d) => Ok(!d.getattr(pyo3::intern!(d.py(), "findings"))?.is_empty()?),
-        }
-    }
-
-    /// Bytes of the PDU on the wire, as its decoder counted them.
-    pub fn size(&self) -> PyResult<Value> {
-        match self {
-            DecodedPdu::Core(d) => Ok(d.size.into()),
-            DecodedPdu::Python(d) => value_from_py(&d.getattr(pyo3::intern!(d.py(), "size"))?),
-        }
-    }
-
-    /// The same PDU with `finding` before its decoder's findings (a Python ``Decoded`` is rebuilt with the
-    /// ``model.Decoded`` and ``Finding`` classes the pipeline was given).
-    pub fn with_finding_first(
-        self,
-        py: Python<'py>,
-        finding: Finding,
-        decoded_class: &Bound<'py, PyAny>,
-        finding_class: &Bound<'py, PyAny>,
-    ) -> PyResult<Self> {
-        match self {
-            DecodedPdu::Core(mut d) => {
-                d.findings.insert(0, finding);
-                Ok(DecodedPdu::Core(d))
-            }
-            DecodedPdu::Python(d) => {
-                let first = finding_class.call1((finding.id.to_py(py), map_to_py(py, &finding.params)?))?;
-                let findings = PyList::new(py, [first])?;
-                for f in d.getattr(pyo3::intern!(py, "findings"))?.try_iter()? {
-                    findings.append(f?)?;
-                }
-                let field = |name: &Bound<'py, PyString>| d.getattr(name);
-                Ok(DecodedPdu::Python(decoded_class.call1((
-                    field(pyo3::intern!(py, "type"))?,
-                    field(pyo3::intern!(py, "command"))?,
-                    field(pyo3::intern!(py, "size"))?,
-                    findings,
-                    field(pyo3::intern!(py, "body"))?,
-                ))?))
-            }
-        }
-    }
-
-    /// The Python ``Decoded`` for a Python callable to read; the core's data is converted in place, so it is
-    /// converted once even then.
-    fn as_py(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+impl PyDecoded {
+    /// The Python ``Decoded`` for a Python callable to read; the engine's data is converted in place, so it
+    /// is converted once even then.
+    fn as_py<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let object = match self {
-            DecodedPdu::Core(d) => crate::decoded_to_py(py, d)?,
-            DecodedPdu::Python(d) => d.clone(),
+            PyDecoded::Core(d) => crate::decoded_to_py(py, d)?,
+            PyDecoded::Python(d) => d.bind(py).clone(),
         };
-        *self = DecodedPdu::Python(object.clone());
+        *self = PyDecoded::Python(object.clone().unbind());
         Ok(object)
     }
 }
 
-/// Decode one PDU (``missing`` bytes of it not at hand): the one place the pipeline reaches a decoder.
-pub fn decode_pdu<'py>(
-    py: Python<'py>,
-    protocol: &Protocol,
-    data: &[u8],
-    missing: i64,
-    options: &DecodeOptions,
-) -> PyResult<DecodedPdu<'py>> {
-    if let Some(decode) = &protocol.decode {
-        return Ok(DecodedPdu::Python(decode.bind(py).call1((
-            PyBytes::new(py, data),
-            missing,
-            options.options.bind(py),
-        ))?));
+/// The one place the stages reach a decoder, for the engine's protocols and those declared in Python alike.
+impl StreamProtocol for Protocol {
+    type Decoded = PyDecoded;
+    type Error = PyErr;
+
+    fn name(&self) -> &Arc<str> {
+        &self.name_text
     }
-    match protocol.core {
-        Some(core) => {
-            let missing = usize::try_from(missing).unwrap_or(0);
-            let decode = || core.decode(data, missing, options.max_decompressed, options.depth);
-            // a large frame's decoding (decompression above all) lets other Python threads run
-            Ok(DecodedPdu::Core(if data.len() < crate::RELEASE_GIL_FROM { decode() } else { py.detach(decode) }))
+    fn framing(&self) -> &dyn Framing {
+        &self.framing
+    }
+    fn ports(&self) -> &[(u16, String)] {
+        &self.ports
+    }
+    fn client_role(&self) -> &str {
+        &self.client_role
+    }
+    fn server_roles(&self) -> &[String] {
+        &self.server_roles
+    }
+    fn max_frame_size(&self) -> Option<usize> {
+        self.max_frame_size
+    }
+    fn sender(&self, type_name: &str) -> Option<&str> {
+        self.senders.get(type_name).map(String::as_str)
+    }
+
+    /// Decode one PDU (``missing`` bytes of it not at hand).
+    fn decode(&self, data: &[u8], missing: i64, how: &DecodeSettings) -> PyResult<PyDecoded> {
+        Python::attach(|py| {
+            if let Some(decode) = &self.decode {
+                let options = self.python.options.bind(py);
+                return Ok(PyDecoded::Python(
+                    decode.bind(py).call1((PyBytes::new(py, data), missing, options))?.unbind(),
+                ));
+            }
+            match self.core {
+                Some(core) => {
+                    let missing = usize::try_from(missing).unwrap_or(0);
+                    let decode = || core.decode(data, missing, how.max_decompressed, how.depth);
+                    // a large frame's decoding (decompression above all) lets other Python threads run
+                    Ok(PyDecoded::Core(if data.len() < crate::RELEASE_GIL_FROM { decode() } else { py.detach(decode) }))
+                }
+                None => Err(pyo3::exceptions::PyValueError::new_err("no decoder")),
+            }
+        })
+    }
+
+    /// Whether a decoded PDU proves the protocol on a connection off its ports (``--detect``).
+    fn confirms(&self, decoded: &mut PyDecoded) -> PyResult<bool> {
+        Python::attach(|py| {
+            if let Some(f) = &self.confirms {
+                return f.bind(py).call1((decoded.as_py(py)?,))?.is_truthy();
+            }
+            let has_findings = match decoded {
+                PyDecoded::Core(d) => !d.findings.is_empty(),
+                PyDecoded::Python(d) => !d.bind(py).getattr(pyo3::intern!(py, "findings"))?.is_empty()?,
+            };
+            Ok(match self.core {
+                Some(core) => core.confirms(&self.type_name(decoded)?, has_findings),
+                None => !has_findings,
+            })
+        })
+    }
+
+    fn type_name(&self, decoded: &PyDecoded) -> PyResult<String> {
+        match decoded {
+            PyDecoded::Core(d) => Ok(d.type_name.as_str().to_owned()),
+            PyDecoded::Python(d) => Python::attach(|py| d.bind(py).getattr(pyo3::intern!(py, "type"))?.extract()),
         }
-        None => Err(pyo3::exceptions::PyValueError::new_err("no decoder")),
+    }
+
+    fn size(&self, decoded: &PyDecoded) -> PyResult<Value> {
+        match decoded {
+            PyDecoded::Core(d) => Ok(d.size.into()),
+            PyDecoded::Python(d) => Python::attach(|py| value_from_py(&d.bind(py).getattr(pyo3::intern!(py, "size"))?)),
+        }
+    }
+
+    /// A Python ``Decoded`` is rebuilt with the ``model.Decoded`` and ``Finding`` classes.
+    fn with_finding_first(&self, decoded: PyDecoded, finding: Finding) -> PyResult<PyDecoded> {
+        let d = match decoded {
+            PyDecoded::Core(mut d) => {
+                d.findings.insert(0, finding);
+                return Ok(PyDecoded::Core(d));
+            }
+            PyDecoded::Python(d) => d,
+        };
+        Python::attach(|py| rebuilt(py, d.bind(py), finding, &self.python))
+    }
+
+    /// A framing callable's error, restored by it (the splitter knows no Python).
+    fn take_framing_error(&self) -> Option<PyErr> {
+        if !self.framing.calls_python() {
+            return None;
+        }
+        Python::attach(PyErr::take)
     }
 }
 
-/// Whether a decoded PDU proves the protocol on a connection off its ports (``--detect``); with its type,
-/// what learning the roles needs. The one place this is decided.
-pub fn confirms<'py>(py: Python<'py>, protocol: &Protocol, decoded: &mut DecodedPdu<'py>) -> PyResult<bool> {
-    if let Some(f) = &protocol.confirms {
-        return f.bind(py).call1((decoded.as_py(py)?,))?.is_truthy();
+/// A Python ``Decoded`` again, with `finding` first, made of the ``model.Decoded`` and ``Finding`` classes.
+fn rebuilt<'py>(
+    py: Python<'py>,
+    d: &Bound<'py, PyAny>,
+    finding: Finding,
+    python: &PythonDecoding,
+) -> PyResult<PyDecoded> {
+    let first = python.finding_class.bind(py).call1((finding.id.to_py(py), map_to_py(py, &finding.params)?))?;
+    let findings = PyList::new(py, [first])?;
+    for f in d.getattr(pyo3::intern!(py, "findings"))?.try_iter()? {
+        findings.append(f?)?;
     }
-    let has_findings = decoded.has_findings()?;
-    Ok(match protocol.core {
-        Some(core) => core.confirms(&decoded.type_name()?, has_findings),
-        None => !has_findings,
-    })
+    let field = |name: &Bound<'py, PyString>| d.getattr(name);
+    let args = (
+        field(pyo3::intern!(py, "type"))?,
+        field(pyo3::intern!(py, "command"))?,
+        field(pyo3::intern!(py, "size"))?,
+        findings,
+        field(pyo3::intern!(py, "body"))?,
+    );
+    Ok(PyDecoded::Python(python.decoded_class.bind(py).call1(args)?.unbind()))
 }
 
 fn bad_length(v: &Bound<'_, PyAny>) -> PyResult<BadLength> {
@@ -244,6 +276,12 @@ fn bad_length(v: &Bound<'_, PyAny>) -> PyResult<BadLength> {
         details: map_from_py(&v.getattr("details")?)?,
         params: map_from_py(&v.getattr("params")?)?,
     })
+}
+
+impl SpecFraming {
+    fn calls_python(&self) -> bool {
+        self.pdu_length.is_some() || self.resync.is_some() || self.oversized_head.is_some()
+    }
 }
 
 impl Framing for SpecFraming {

@@ -4,8 +4,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::capture::{read_batch, selected_segments, FileStage, Selection};
-use crate::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline, Settings};
-use crate::protocol::{DecodeOptions, Protocol};
+use crate::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline};
+use crate::protocol::{Protocol, PythonDecoding};
+use engine::pipeline::{DecodeSettings, PipelineSettings};
 use engine::transport::net::{tcp_segment as parse_segment, Ip, Segment};
 use engine::transport::reassembly::Config;
 
@@ -43,12 +44,17 @@ pub fn pipeline(
     protocols: &Bound<'_, PyAny>,
     classes: Classes,
 ) -> PyResult<Pipeline> {
+    let python = || PythonDecoding {
+        options: options.clone().unbind(),
+        decoded_class: classes.decoded.clone_ref(py),
+        finding_class: classes.finding.clone_ref(py),
+    };
     let protocols: Vec<Protocol> =
-        protocols.try_iter()?.map(|p| Protocol::from_spec(py, &p?)).collect::<PyResult<_>>()?;
+        protocols.try_iter()?.map(|p| Protocol::from_spec(py, &p?, python())).collect::<PyResult<_>>()?;
     if protocols.is_empty() {
         return Err(pyo3::exceptions::PyValueError::new_err("no protocol to look for"));
     }
-    let settings = Settings {
+    let settings = PipelineSettings {
         detect: options.getattr("detect")?.extract()?,
         detect_budget: options.getattr("detect_budget")?.extract()?,
         max_frame_size: options.getattr("max_frame_size")?.extract()?,
@@ -69,13 +75,12 @@ pub fn pipeline(
             })
             .collect::<PyResult<_>>()?,
         reassembly: reassembly_config(options)?,
-        decode: DecodeOptions {
+        decode: DecodeSettings {
             max_decompressed: options.getattr("max_decompressed")?.extract()?,
             depth: engine::protocols::Depth::brief(options.getattr("summary")?.extract()?),
-            options: options.clone().unbind(),
         },
     };
-    Ok(Pipeline::new(settings, classes, protocols))
+    Ok(Pipeline::new(py, settings, classes, protocols))
 }
 
 /// One captured packet (the fields of a ``CapturedPacket``) through the pipeline: what it completes into `out`.
@@ -257,7 +262,7 @@ impl Dissector {
         let selection = Selection { flows, offset };
         let (mut packets, mut frames, mut opened) = (Vec::new(), Vec::new(), Vec::new());
         let (inner, held) = (&mut self.inner, &mut self.held);
-        inner.count_only = true;
+        inner.set_count_only(true);
         let counted = selected_segments(&reader, &selection, |segment| {
             let before = inner.numbering();
             inner.feed_segment(py, segment, held)?;
@@ -270,7 +275,7 @@ impl Dissector {
             }
             Ok(true)
         });
-        inner.count_only = false;
+        inner.set_count_only(false);
         counted?;
         Ok((PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened)))
     }
@@ -307,17 +312,17 @@ impl Dissector {
 
     #[getter]
     fn last_time(&self) -> f64 {
-        self.inner.last_time
+        self.inner.last_time()
     }
 
     #[getter]
     fn last_packet(&self) -> i64 {
-        self.inner.last_packet
+        self.inner.last_packet()
     }
 
     /// TCP off the protocols' ports: the busiest ``most`` server ports, as {port, connections, bytes}.
     fn other_tcp<'py>(&self, py: Python<'py>, most: usize) -> PyResult<Bound<'py, PyList>> {
-        other_tcp_rows(py, &self.inner.other, most)
+        other_tcp_rows(py, self.inner.other(), most)
     }
 }
 
@@ -351,11 +356,11 @@ impl FileStage for Dissector {
     }
 
     fn last_time(&self) -> f64 {
-        self.inner.last_time
+        self.inner.last_time()
     }
 
     fn last_packet(&self) -> i64 {
-        self.inner.last_packet
+        self.inner.last_packet()
     }
 
     fn event_class(&self) -> &Py<PyAny> {
