@@ -130,8 +130,11 @@ fn run(stem: &str, pipeline: &mut Pipeline<TestPulsar>) -> (Vec<Made<Decoded>>, 
     (made, error)
 }
 
-/// Each frame as (number, type, src, dst, direction); each note as its kind and connection.
-fn outline(made: &[Made<Decoded>]) -> (Vec<(u64, String, String, String, String)>, Vec<(String, Option<u64>)>) {
+/// A frame as (number, type, src, dst, direction).
+type FrameOutline = (u64, String, String, String, String);
+
+/// Each frame's outline; each note as its kind and connection.
+fn outline(made: &[Made<Decoded>]) -> (Vec<FrameOutline>, Vec<(String, Option<u64>)>) {
     let mut frames = Vec::new();
     let mut notes = Vec::new();
     for item in made {
