@@ -8,11 +8,16 @@
 //! goes into its column as it is (nothing is written as JSON and parsed back); an object or a list that is a
 //! column (`command`, `metadata`, `expert`, a message's `properties`...) is kept as its JSON text, as the
 //! record's line has it. The whole line (`--json`'s) is a column only when asked (`with_json`). A value of
-//! another type than its column's is null there, never an error.
+//! another type than its column's is null there, never an error. A text column whose values repeat from row
+//! to row (addresses, types, topics) is a dictionary (`Kind::Repeated`), and a message's row takes its
+//! frame's columns once for all the frame's messages.
 
 use std::sync::Arc;
 
-use arrow_array::builder::{BooleanBuilder, FixedSizeBinaryBuilder, Float64Builder, Int64Builder, LargeStringBuilder};
+use arrow_array::builder::{
+    BooleanBuilder, FixedSizeBinaryBuilder, Float64Builder, Int64Builder, LargeStringBuilder, StringDictionaryBuilder,
+};
+use arrow_array::types::Int32Type;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
@@ -28,6 +33,10 @@ pub enum Kind {
     Bool,
     /// a string as it is, any other value as its JSON text (large_string)
     Text,
+    /// the same, for a column whose values repeat from row to row (a connection's addresses, a topic, a
+    /// type): each distinct value held once per batch (dictionary<int32, string>), which Parquet writes as
+    /// its dictionary without hashing each row's value again
+    Repeated,
     /// a SHA-256 digest written as 64 hex digits (fixed_size_binary(32)); anything else is null
     Digest,
 }
@@ -39,6 +48,7 @@ impl Kind {
             Kind::Float => DataType::Float64,
             Kind::Bool => DataType::Boolean,
             Kind::Text => DataType::LargeUtf8,
+            Kind::Repeated => DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
             Kind::Digest => DataType::FixedSizeBinary(32),
         }
     }
@@ -52,20 +62,20 @@ pub type Columns = &'static [(&'static str, Kind)];
 /// when asked.
 pub const FRAMES: Columns = &[
     ("index", Kind::Int),
-    ("protocol", Kind::Text),
+    ("protocol", Kind::Repeated),
     ("time", Kind::Float),
     ("conn", Kind::Int),
-    ("src", Kind::Text),
-    ("dst", Kind::Text),
-    ("direction", Kind::Text),
+    ("src", Kind::Repeated),
+    ("dst", Kind::Repeated),
+    ("direction", Kind::Repeated),
     ("packet", Kind::Int),
     ("first_packet", Kind::Int),
-    ("type", Kind::Text),
+    ("type", Kind::Repeated),
     ("command", Kind::Text),
     ("size", Kind::Int),
     ("problems", Kind::Text),
     ("expert", Kind::Text),
-    ("checksum", Kind::Text),
+    ("checksum", Kind::Repeated),
     ("metadata", Kind::Text),
     ("broker_entry_metadata", Kind::Text),
     ("payload_size", Kind::Int),
@@ -75,14 +85,14 @@ pub const FRAMES: Columns = &[
     ("serial", Kind::Int),
     ("answers", Kind::Int),
     ("latency_ms", Kind::Float),
-    ("request_type", Kind::Text),
-    ("topic", Kind::Text),
-    ("client_id", Kind::Text),
-    ("group", Kind::Text),
-    ("producer_name", Kind::Text),
+    ("request_type", Kind::Repeated),
+    ("topic", Kind::Repeated),
+    ("client_id", Kind::Repeated),
+    ("group", Kind::Repeated),
+    ("producer_name", Kind::Repeated),
     ("producer_id", Kind::Int),
     ("consumer_id", Kind::Int),
-    ("subscription", Kind::Text),
+    ("subscription", Kind::Repeated),
 ];
 
 /// The frames table's last column when the records' lines are kept.
@@ -91,18 +101,18 @@ pub const JSON_COLUMN: (&str, Kind) = ("json", Kind::Text);
 /// The messages table: the frame's columns (`frame` is its index), the message's place in the frame's
 /// `messages`, then the message's own keys.
 pub const MESSAGES: Columns = &[
-    ("protocol", Kind::Text),
+    ("protocol", Kind::Repeated),
     ("frame", Kind::Int),
     ("position", Kind::Int),
     ("conn", Kind::Int),
     ("time", Kind::Float),
-    ("type", Kind::Text),
-    ("direction", Kind::Text),
-    ("topic", Kind::Text),
-    ("producer_name", Kind::Text),
+    ("type", Kind::Repeated),
+    ("direction", Kind::Repeated),
+    ("topic", Kind::Repeated),
+    ("producer_name", Kind::Repeated),
     ("producer_id", Kind::Int),
     ("consumer_id", Kind::Int),
-    ("subscription", Kind::Text),
+    ("subscription", Kind::Repeated),
     ("payload_size", Kind::Int),
     ("payload_sha256", Kind::Digest),
     ("message_id", Kind::Text),
@@ -118,33 +128,33 @@ pub const MESSAGES: Columns = &[
 /// The problems table: a finding of a frame (`expert`), then the frame's; `file` (the input a problem of
 /// reading is about) is null in the rows made here (the pipeline adds the others).
 pub const PROBLEMS: Columns = &[
-    ("id", Kind::Text),
-    ("severity", Kind::Text),
+    ("id", Kind::Repeated),
+    ("severity", Kind::Repeated),
     ("message", Kind::Text),
-    ("protocol", Kind::Text),
+    ("protocol", Kind::Repeated),
     ("frame", Kind::Int),
     ("conn", Kind::Int),
     ("time", Kind::Float),
     ("packet", Kind::Int),
-    ("frame_type", Kind::Text),
+    ("frame_type", Kind::Repeated),
     ("file", Kind::Text),
 ];
 
 /// The exchanges table: a frame that answers a request (its `answers`), with the request's time and packet
 /// as the analysis paired them (null for a record made elsewhere).
 pub const EXCHANGES: Columns = &[
-    ("protocol", Kind::Text),
+    ("protocol", Kind::Repeated),
     ("conn", Kind::Int),
     ("request_frame", Kind::Int),
-    ("request_type", Kind::Text),
+    ("request_type", Kind::Repeated),
     ("request_time", Kind::Float),
     ("request_packet", Kind::Int),
     ("response_frame", Kind::Int),
-    ("response_type", Kind::Text),
+    ("response_type", Kind::Repeated),
     ("response_time", Kind::Float),
     ("response_packet", Kind::Int),
     ("latency_ms", Kind::Float),
-    ("topic", Kind::Text),
+    ("topic", Kind::Repeated),
 ];
 
 /// The tables, in the order [`RecordTables::finish`] gives them.
@@ -264,7 +274,6 @@ impl Found {
 }
 
 /// One record's values, as the sink found them.
-#[derive(Default)]
 struct Found {
     top: [Cell; TOP],
     actors: [[Cell; 4]; 3],
@@ -272,6 +281,17 @@ struct Found {
     rows: [Vec<(usize, [Cell; MESSAGE_KEYS])>; 2],
     items: [usize; 2],
 }
+
+impl Default for Found {
+    fn default() -> Found {
+        Found { top: [Cell::Absent; TOP], actors: [[Cell::Absent; 4]; 3], rows: Default::default(), items: [0; 2] }
+    }
+}
+
+/// What the keys named by statics are, by (address, where), kept from record to record: a direct-mapped
+/// table of `MEMO` entries (a clash only costs a lookup).
+type Memo = Vec<Option<(usize, u16, (Place, Slot))>>;
+const MEMO: usize = 512;
 
 /// A record, as the record builder writes it, into the cells of its rows (`RecordTables::record`).
 pub struct TableSink<'o> {
@@ -287,11 +307,18 @@ pub struct TableSink<'o> {
     /// How many of the open containers are written as JSON text (without `whole`).
     writing: usize,
     found: &'o mut Found,
+    memo: &'o mut Memo,
 }
 
 impl<'o> TableSink<'o> {
-    fn new(text: &'o mut Vec<u8>, strings: &'o mut String, found: &'o mut Found, whole: bool) -> TableSink<'o> {
-        TableSink { json: JsonSink::new(text), strings, whole, open: Vec::with_capacity(4), writing: 0, found }
+    fn new(
+        text: &'o mut Vec<u8>,
+        strings: &'o mut String,
+        found: &'o mut Found,
+        memo: &'o mut Memo,
+        whole: bool,
+    ) -> TableSink<'o> {
+        TableSink { json: JsonSink::new(text), strings, whole, open: Vec::with_capacity(4), writing: 0, found, memo }
     }
 
     fn key_name<'k>(key: &'k Key<'_>) -> &'k str {
@@ -318,10 +345,51 @@ impl<'o> TableSink<'o> {
 
     /// What a value under `key` in the container open now is: as a container, what it holds; its column.
     fn slot(&mut self, key: &Key<'_>, object: bool) -> (Place, Slot) {
-        let name = Self::key_name(key);
-        match self.open.last().map(|(place, ..)| *place) {
+        let place = self.open.last().map(|(place, ..)| *place);
+        match place {
             None => (Place::Record, Slot::Nothing),
-            Some(Place::Record) => match (name, object) {
+            Some(Place::Rows(list)) => {
+                self.found.items[list] += 1;
+                if object {
+                    let position = self.found.items[list] - 1;
+                    self.found.rows[list].push((position, Default::default()));
+                    (Place::Row(list), Slot::Nothing)
+                } else {
+                    (Place::Inside, Slot::Nothing)
+                }
+            }
+            Some(Place::Inside) => (Place::Inside, Slot::Nothing),
+            Some(place) => match key {
+                // a name the record builder writes is a static: its answer, once found, is remembered by
+                // its address (a record has tens of keys, each message ten: comparing them all against the
+                // columns' names was a tenth of the time)
+                Key::Name(name) => {
+                    let address = *name as *const _ as usize;
+                    let context = match place {
+                        Place::Record => object as u16,
+                        Place::Actor(actor) => 2 + actor as u16,
+                        Place::Row(list) => 8 + list as u16,
+                        _ => unreachable!("handled above"),
+                    };
+                    let memo = &mut self.memo[(address >> 3) % MEMO];
+                    if let Some((at, within, found)) = *memo {
+                        if at == address && within == context {
+                            return found;
+                        }
+                    }
+                    let found = Self::lookup(place, name.as_str(), object);
+                    self.memo[(address >> 3) % MEMO] = Some((address, context, found));
+                    found
+                }
+                _ => Self::lookup(place, Self::key_name(key), object),
+            },
+        }
+    }
+
+    /// What a key of a record, an actor or a row is (`slot` without its memory).
+    fn lookup(place: Place, name: &str, object: bool) -> (Place, Slot) {
+        match place {
+            Place::Record => match (name, object) {
                 ("producer", true) => (Place::Actor(PRODUCER), Slot::Nothing),
                 ("consumer", true) => (Place::Actor(CONSUMER), Slot::Nothing),
                 ("command", true) => (Place::Actor(COMMAND), Slot::Top(TOP_COMMAND)),
@@ -333,24 +401,14 @@ impl<'o> TableSink<'o> {
                     }
                 }
             },
-            Some(Place::Actor(actor)) => {
+            Place::Actor(actor) => {
                 let at = ACTOR_KEYS.iter().position(|k| *k == name);
                 (Place::Inside, at.map_or(Slot::Nothing, |at| Slot::Actor(actor, at)))
             }
-            Some(Place::Rows(list)) => {
-                self.found.items[list] += 1;
-                if object {
-                    let position = self.found.items[list] - 1;
-                    self.found.rows[list].push((position, Default::default()));
-                    (Place::Row(list), Slot::Nothing)
-                } else {
-                    (Place::Inside, Slot::Nothing)
-                }
-            }
-            Some(Place::Row(list)) => {
+            Place::Row(list) => {
                 (Place::Inside, place_in(row_keys(list), name).map_or(Slot::Nothing, |at| Slot::RowKey(list, at)))
             }
-            Some(Place::Inside) => (Place::Inside, Slot::Nothing),
+            Place::Rows(_) | Place::Inside => (Place::Inside, Slot::Nothing),
         }
     }
 
@@ -507,6 +565,7 @@ enum Builder {
     Float(Float64Builder),
     Bool(BooleanBuilder),
     Text(LargeStringBuilder),
+    Repeated(StringDictionaryBuilder<Int32Type>),
     Digest(FixedSizeBinaryBuilder),
 }
 
@@ -565,12 +624,22 @@ impl Builder {
             Kind::Float => Builder::Float(Float64Builder::new()),
             Kind::Bool => Builder::Bool(BooleanBuilder::new()),
             Kind::Text => Builder::Text(LargeStringBuilder::new()),
+            Kind::Repeated => Builder::Repeated(StringDictionaryBuilder::new()),
             Kind::Digest => Builder::Digest(FixedSizeBinaryBuilder::new(32)),
         }
     }
 
     /// A cell as this column takes it; the bytes it added.
     fn push(&mut self, cell: Cell, texts: &Texts<'_>) -> usize {
+        self.push_n(cell, 1, texts)
+    }
+
+    /// A cell as this column takes it, in `n` rows (the messages of a frame repeat its columns); the bytes
+    /// they added.
+    fn push_n(&mut self, cell: Cell, n: usize, texts: &Texts<'_>) -> usize {
+        if n != 1 {
+            return self.push_run(cell, n, texts);
+        }
         match self {
             Builder::Int(b) => {
                 b.append_option(int_of(cell));
@@ -592,6 +661,10 @@ impl Builder {
                 b.append_option(text.as_deref());
                 text.map_or(0, |t| t.len()) + 8
             }
+            Builder::Repeated(b) => {
+                b.append_option(texts.text(cell).as_deref());
+                4
+            }
             Builder::Digest(b) => {
                 match texts.str(cell).and_then(digest) {
                     Some(bytes) => b.append_value(bytes).expect("32 bytes"),
@@ -602,8 +675,28 @@ impl Builder {
         }
     }
 
+    fn push_run(&mut self, cell: Cell, n: usize, texts: &Texts<'_>) -> usize {
+        match self {
+            Builder::Int(b) => match int_of(cell) {
+                Some(v) => b.append_value_n(v, n),
+                None => b.append_nulls(n),
+            },
+            Builder::Float(b) => match float_of(cell) {
+                Some(v) => b.append_value_n(v, n),
+                None => b.append_nulls(n),
+            },
+            Builder::Repeated(b) => {
+                b.append_options(texts.text(cell).as_deref(), n);
+                return 4 * n;
+            }
+            _ => return (0..n).map(|_| self.push(cell, texts)).sum(),
+        }
+        8 * n
+    }
+
     fn finish(&mut self) -> ArrayRef {
         match self {
+            Builder::Repeated(b) => Arc::new(b.finish()),
             Builder::Int(b) => Arc::new(b.finish()),
             Builder::Float(b) => Arc::new(b.finish()),
             Builder::Bool(b) => Arc::new(b.finish()),
@@ -666,6 +759,7 @@ fn kind_of(data_type: &DataType) -> Kind {
         DataType::Float64 => Kind::Float,
         DataType::Boolean => Kind::Bool,
         DataType::FixedSizeBinary(_) => Kind::Digest,
+        DataType::Dictionary(..) => Kind::Repeated,
         _ => Kind::Text,
     }
 }
@@ -686,6 +780,7 @@ pub struct RecordTables {
     summary: SummaryMaker,
     /// A record's values (reused).
     found: Found,
+    memo: Memo,
 }
 
 /// Where a frame column is in the frames table.
@@ -738,6 +833,7 @@ impl RecordTables {
             held: 0,
             summary: SummaryMaker::default(),
             found: Found::default(),
+            memo: vec![None; MEMO],
         }
     }
 
@@ -762,7 +858,7 @@ impl RecordTables {
         self.strings.clear();
         let mut found = std::mem::take(&mut self.found);
         found.clear();
-        let mut sink = TableSink::new(&mut self.text, &mut self.strings, &mut found, self.with_json);
+        let mut sink = TableSink::new(&mut self.text, &mut self.strings, &mut found, &mut self.memo, self.with_json);
         let built = build(&mut sink);
         if built.is_ok() {
             self.add(&found, answered);
@@ -818,16 +914,23 @@ impl RecordTables {
             (10, frame[F.consumer_id]),
             (11, frame[F.subscription]),
         ];
-        for (position, keys) in &found.rows[MESSAGE_ROWS] {
+        let messages = &found.rows[MESSAGE_ROWS];
+        if !messages.is_empty() {
+            // column by column: the frame's columns once for all its messages
             let columns = &mut self.messages.builders;
             for (at, cell) in shared {
-                held += columns[at].push(cell, &texts);
+                held += columns[at].push_n(cell, messages.len(), &texts);
             }
-            held += columns[2].push(Cell::Int(*position as i64), &texts);
-            for (at, cell) in keys.iter().enumerate() {
-                held += columns[FIRST_MESSAGE_KEY + at].push(*cell, &texts);
+            for (position, _) in messages {
+                held += columns[2].push(Cell::Int(*position as i64), &texts);
             }
-            self.messages.rows += 1;
+            for at in 0..MESSAGE_KEYS {
+                let column = &mut columns[FIRST_MESSAGE_KEY + at];
+                for (_, keys) in messages {
+                    held += column.push(keys[at], &texts);
+                }
+            }
+            self.messages.rows += messages.len();
         }
         // a finding's row: id, severity, message, then the frame's protocol, index, conn, time, packet, type
         for (_, keys) in &found.rows[FINDING_ROWS] {

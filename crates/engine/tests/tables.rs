@@ -8,7 +8,7 @@ mod capture_support;
 use std::path::PathBuf;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::types::{Float64Type, Int32Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use pulsar_dissect_engine::analysis::table::CommandTable;
 use pulsar_dissect_engine::engine::{FindingTexts, JsonLines, ProtocolSetup, Settings, Tables};
@@ -78,6 +78,11 @@ fn cell(batch: &RecordBatch, column: &str, row: usize) -> Json {
         arrow_schema::DataType::Float64 => Json::from(array.as_primitive::<Float64Type>().value(row)),
         arrow_schema::DataType::Boolean => Json::from(array.as_boolean().value(row)),
         arrow_schema::DataType::LargeUtf8 => Json::from(array.as_string::<i64>().value(row)),
+        arrow_schema::DataType::Dictionary(..) => {
+            let dictionary = array.as_dictionary::<Int32Type>();
+            let key = dictionary.keys().value(row) as usize;
+            Json::from(dictionary.values().as_string::<i32>().value(key))
+        }
         arrow_schema::DataType::FixedSizeBinary(32) => {
             let bytes = array.as_fixed_size_binary().value(row);
             Json::from(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
