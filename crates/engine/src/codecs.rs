@@ -9,6 +9,10 @@
 //!   and grows ×4 towards the limit, so that a payload without `uncompressed_size` does not cost a
 //!   limit-sized buffer. Blocks that break the format's end-of-block rules fail, as with liblz4.
 //! * SNAPPY (raw format) reads the uncompressed length from its header first and refuses before allocating.
+//!   A payload in Snappy's framing format (stream identifier `sNaPpY`, then chunks of at most 64 KiB, each
+//!   with a masked CRC-32C), as pulsar-rs writes it, is recognised by its identifier, decoded chunk by chunk
+//!   with every checksum checked, and said to be framed (`Decompressed::snappy_framed`): the Java and C++
+//!   clients read raw blocks only.
 //! * ZLIB (zlib-rs: zlib's inflate, errors and messages) and ZSTD (read 8 KiB at a time, as Python's cramjam
 //!   does) stream into a buffer that grows ×2 and stops one byte past the limit. zstd's own window buffer
 //!   is zstd's business, as in Python: at most what the frame header asks for (zstd refuses more than
@@ -77,16 +81,19 @@ impl Problem {
 pub struct Decompressed<'a> {
     pub data: Option<Cow<'a, [u8]>>,
     pub problem: Option<Problem>,
+    /// The payload was Snappy's framing format, not the raw block format Pulsar's codec is.
+    pub snappy_framed: bool,
 }
 
 /// Decompress `data`; the output may not exceed `declared_size` (when given) nor `max_size`.
 pub fn decompress(codec: i64, data: &[u8], declared_size: Option<u64>, max_size: u64) -> Decompressed<'_> {
-    let refused = |problem| Decompressed { data: None, problem: Some(problem) };
+    let framed = codec == SNAPPY && data.starts_with(SNAPPY_STREAM_ID);
+    let refused = |problem| Decompressed { data: None, problem: Some(problem), snappy_framed: framed };
     let Some(name) = codec_name(codec) else {
         return refused(Problem::UnknownCodec { codec });
     };
     if codec == NONE {
-        return Decompressed { data: Some(Cow::Borrowed(data)), problem: None };
+        return Decompressed { data: Some(Cow::Borrowed(data)), problem: None, snappy_framed: false };
     }
     let limit = match declared_size {
         None => max_size,
@@ -100,6 +107,7 @@ pub fn decompress(codec: i64, data: &[u8], declared_size: Option<u64>, max_size:
         ZLIB => inflate_sync_flushed(data, limit, exact),
         LZ4 => lz4_block(data, limit, exact),
         ZSTD => zstd_frames(data, limit, exact),
+        _ if framed => snappy_framed(data, limit),
         _ => snappy_raw(data, limit),
     };
     match result {
@@ -114,7 +122,7 @@ pub fn decompress(codec: i64, data: &[u8], declared_size: Option<u64>, max_size:
                 Some(declared) if actual != declared => Some(Problem::SizeMismatch { codec: name, declared, actual }),
                 _ => None,
             };
-            Decompressed { data: Some(Cow::Owned(out)), problem }
+            Decompressed { data: Some(Cow::Owned(out)), problem, snappy_framed: framed }
         }
     }
 }
@@ -405,6 +413,67 @@ fn snappy_raw(data: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
     let n = snap::raw::Decoder::new().decompress(data, &mut buf).map_err(failed)?;
     buf.truncate(n);
     Ok(buf)
+}
+
+/// The first chunk of Snappy's framing format: type 0xff, length 6, "sNaPpY".
+pub const SNAPPY_STREAM_ID: &[u8] = b"\xff\x06\x00\x00sNaPpY";
+/// A framed chunk's uncompressed data is at most this long (the format's rule).
+const SNAPPY_FRAMED_CHUNK: usize = 65536;
+
+/// Snappy's framing format (google/snappy `framing_format.txt`): chunks of a type byte and a 3-byte length;
+/// 0x00 compressed data and 0x01 uncompressed data, each after a masked CRC-32C of the uncompressed data;
+/// 0xff the stream identifier (again at any point); 0x80–0xfe skipped; 0x02–0x7f reserved, unskippable. The
+/// output is bounded as the raw format's: a chunk's length is read before anything is allocated for it.
+fn snappy_framed(data: &[u8], limit: u64) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    let (mut pos, mut index) = (0usize, 0usize);
+    while pos < data.len() {
+        let Some(&[kind, a, b, c]) = data.get(pos..pos + 4) else {
+            return Err(failed(format!("snappy framing: chunk {index}'s header cut at byte {pos}")));
+        };
+        let length = u32::from_le_bytes([a, b, c, 0]) as usize;
+        let Some(body) = data.get(pos + 4..pos + 4 + length) else {
+            return Err(failed(format!("snappy framing: chunk {index} of {length} bytes runs past the end")));
+        };
+        match kind {
+            0xff if body != b"sNaPpY" => return Err(failed("snappy framing: a bad stream identifier")),
+            0x00 | 0x01 => {
+                let Some((checksum, chunk)) = body.split_first_chunk::<4>() else {
+                    return Err(failed(format!("snappy framing: chunk {index} too short for its checksum")));
+                };
+                let start = out.len();
+                let size = if kind == 0x00 { snap::raw::decompress_len(chunk).map_err(failed)? } else { chunk.len() };
+                if size > SNAPPY_FRAMED_CHUNK {
+                    return Err(failed(format!("snappy framing: chunk {index} holds {size} bytes (at most 65536)")));
+                }
+                if (start + size) as u64 > limit {
+                    return Err(Error::TooLarge);
+                }
+                if kind == 0x00 {
+                    out.resize(start + size, 0);
+                    let n = snap::raw::Decoder::new().decompress(chunk, &mut out[start..]).map_err(failed)?;
+                    out.truncate(start + n);
+                } else {
+                    out.extend_from_slice(chunk);
+                }
+                if masked_crc32c(&out[start..]) != u32::from_le_bytes(*checksum) {
+                    return Err(failed(format!("snappy framing: chunk {index}'s checksum does not match its data")));
+                }
+            }
+            0x02..=0x7f => {
+                return Err(failed(format!("snappy framing: chunk {index} has the reserved type {kind:#04x}")));
+            }
+            _ => {} // the stream identifier again, padding, skippable chunks
+        }
+        pos += 4 + length;
+        index += 1;
+    }
+    Ok(out)
+}
+
+/// The framing format's checksum: CRC-32C, rotated and offset (so that a CRC of CRCs is not a CRC).
+fn masked_crc32c(data: &[u8]) -> u32 {
+    crc32c::crc32c(data).rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
 // ------------------------------------------------------------------------------------------------ ZSTD
@@ -1027,6 +1096,54 @@ mod tests {
             let less = declared - 1;
             assert_eq!(problem(decompress(codec, block, Some(less), MAX)).case(), "bomb_declared", "{name}");
         }
+    }
+
+    /// `data` in Snappy's framing format, as pulsar-rs writes it (the snap crate's frame encoder).
+    fn framed(data: &[u8]) -> Vec<u8> {
+        let mut encoder = snap::write::FrameEncoder::new(Vec::new());
+        std::io::Write::write_all(&mut encoder, data).unwrap();
+        encoder.into_inner().unwrap()
+    }
+
+    #[test]
+    fn snappy_framing_is_recognised_decoded_and_said() {
+        let data = [text(150_000), noise(20_000, 7)].concat(); // several chunks, compressed and not
+        let payload = framed(&data);
+        assert!(payload.starts_with(SNAPPY_STREAM_ID));
+        for declared in [Some(data.len() as u64), None] {
+            let result = decompress(SNAPPY, &payload, declared, MAX);
+            assert!(result.snappy_framed);
+            assert_eq!((ok(&result), result.problem), (data.clone(), None));
+        }
+        let raw = compress(SNAPPY, &data);
+        assert!(!decompress(SNAPPY, &raw, None, MAX).snappy_framed, "the raw block format is Pulsar's own");
+        assert!(!decompress(LZ4, &compress(LZ4, &data), None, MAX).snappy_framed);
+    }
+
+    #[test]
+    fn snappy_framing_checks_every_chunk_and_its_bounds() {
+        let data = text(150_000);
+        let payload = framed(&data);
+        // a chunk's checksum (the first data chunk's, after the 10-byte stream identifier and its header)
+        let mut bad = payload.clone();
+        bad[14] ^= 1;
+        let message = failed_message(decompress(SNAPPY, &bad, None, MAX));
+        assert!(message.contains("checksum"), "{message}");
+        // cut in a chunk
+        let message = failed_message(decompress(SNAPPY, &payload[..payload.len() - 3], None, MAX));
+        assert!(message.contains("runs past the end"), "{message}");
+        // a reserved chunk type
+        let reserved = [SNAPPY_STREAM_ID, &[0x02, 1, 0, 0, 0]].concat();
+        assert!(failed_message(decompress(SNAPPY, &reserved, None, MAX)).contains("reserved"));
+        // skippable chunks and padding are skipped
+        let padded = [&payload[..10], &[0xfe, 2, 0, 0, 9, 9], &[0x80, 1, 0, 0, 9], &payload[10..]].concat();
+        assert_eq!(ok(&decompress(SNAPPY, &padded, None, MAX)), data);
+        // the limits hold as for the raw format: the declared size, then the cap
+        let less = Some(data.len() as u64 - 1);
+        assert_eq!(problem(decompress(SNAPPY, &payload, less, MAX)).case(), "bomb_declared");
+        assert_eq!(problem(decompress(SNAPPY, &payload, None, 100_000)).case(), "bomb_limit");
+        let over = decompress(SNAPPY, &payload, less, MAX);
+        assert!(over.snappy_framed, "said framed even when refused");
     }
 
     #[test]

@@ -417,6 +417,35 @@ fn snappy_payload_decompresses() {
 }
 
 #[test]
+fn a_batch_in_snappys_framing_format_decodes_whole_and_is_said_unreadable_by_java_and_cpp() {
+    // as pulsar-rs sends a batch: Snappy's frame encoder over the whole batch, uncompressed_size the batch's
+    let entries: Vec<(DynamicMessage, Vec<u8>)> =
+        (0..20).map(|i| format!("message {i} of a batch").into_bytes()).map(|p| (smm(&p, &[]), p)).collect();
+    let body: Vec<u8> = entries.iter().flat_map(|(m, p)| batch_entry(m, p)).collect();
+    let mut encoder = snap::write::FrameEncoder::new(Vec::new());
+    std::io::Write::write_all(&mut encoder, &body).unwrap();
+    let framed = encoder.into_inner().unwrap();
+    let md = metadata(&[
+        ("compression", int(SNAPPY)),
+        ("uncompressed_size", uint(body.len() as u64)),
+        ("num_messages_in_batch", int(20)),
+    ]);
+    let d = full(&send_frame(&md, &framed));
+    assert_eq!(ids(&d), ["payload.snappy_framed"], "a warning, and no decompression failure");
+    assert_eq!(param(&d, "payload.snappy_framed", "bytes"), Some(&Value::Int(framed.len() as i64)));
+    let s = sec(&d);
+    assert_eq!(s.uncompressed_size, Some(body.len()));
+    assert_eq!(s.messages.len(), 20, "every entry of the batch");
+    for (message, (_, payload)) in s.messages.iter().zip(&entries) {
+        assert_eq!(message.get("payload"), Some(&bytes(payload)));
+    }
+    // the same batch in the raw block format (what the Java and C++ clients write): no warning
+    let raw = full(&compressed_frame(SNAPPY, &body, Some(body.len() as u64), &[("num_messages_in_batch", int(20))]));
+    assert!(raw.findings.is_empty(), "{:?}", raw.findings);
+    assert_eq!(sec(&raw).messages.len(), 20);
+}
+
+#[test]
 fn java_sync_flushed_zlib_payload_decompresses() {
     // Pulsar's Java Deflater never finishes the stream
     let body = text_body();

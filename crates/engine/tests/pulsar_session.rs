@@ -8,8 +8,9 @@ use pulsar_dissect_engine::analysis::{
     intern, map_get, Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis,
 };
 use pulsar_dissect_engine::model::Decoded;
+use pulsar_dissect_engine::protocols::pulsar::payload::PayloadSection;
 use pulsar_dissect_engine::protocols::pulsar::session::PulsarSessions;
-use pulsar_dissect_engine::protocols::Limits;
+use pulsar_dissect_engine::protocols::{Body, Limits};
 use pulsar_dissect_engine::value::{Map, Text, Value};
 
 const TO_BROKER: &str = "to_broker";
@@ -170,6 +171,17 @@ impl Capture {
     }
 
     fn on(&mut self, conn: u64, direction: &str, kind: &str, fields: &[(&str, Value)]) -> Result {
+        self.on_with(conn, direction, kind, fields, None)
+    }
+
+    fn on_with(
+        &mut self,
+        conn: u64,
+        direction: &str,
+        kind: &str,
+        fields: &[(&str, Value)],
+        body: Option<Body>,
+    ) -> Result {
         self.index += 1;
         self.time += 0.001;
         let d = Decoded {
@@ -177,7 +189,7 @@ impl Capture {
             command: Some(obj(fields)),
             size: 20,
             findings: vec![],
-            body: None,
+            body,
         };
         let frame = Frame {
             index: self.index,
@@ -263,6 +275,22 @@ impl Capture {
         let mut fields = vec![("producer_id", Value::Int(producer)), ("sequence_id", Value::Int(sequence))];
         fields.extend(extra.iter().cloned());
         self.client("SEND", &fields)
+    }
+
+    /// A SEND of a batch of `n` entries, whose entries' own sequence ids reach `highest` (None: they carry
+    /// none), or whose entries could not be read (`read` false).
+    fn send_batch(&mut self, producer: i64, sequence: i64, n: i64, highest: Option<i64>, read: bool) -> Result {
+        let fields = [
+            ("producer_id", Value::Int(producer)),
+            ("sequence_id", Value::Int(sequence)),
+            ("num_messages", Value::Int(n)),
+        ];
+        let section = PayloadSection {
+            metadata: Some(obj(&[("num_messages_in_batch", Value::Int(n))])),
+            batch_sequence_ids: read.then_some(highest),
+            ..PayloadSection::default()
+        };
+        self.on_with(1, TO_BROKER, "SEND", &fields, Some(Body::Pulsar(section)))
     }
 }
 
@@ -471,13 +499,38 @@ fn sequence_ids_in_order_say_nothing_and_a_gap_or_regression_is_flagged() {
 }
 
 #[test]
-fn a_batch_advances_the_sequence_by_its_messages() {
+fn highest_sequence_id_says_how_far_a_send_goes() {
     let mut c = Capture::new();
     c.producer(1, 1, None, None);
-    // sequence 0 with 3 messages covers 0..=2; 3 follows; highest_sequence_id 9 covers up to 9
-    c.send(1, 0, &[("num_messages", Value::Int(3))]);
+    // (the Java client) 0 up to 2, then 3 up to 9; 10 follows
+    assert!(c.send(1, 0, &[("highest_sequence_id", Value::Int(2))]).ids().is_empty());
     assert!(c.send(1, 3, &[("highest_sequence_id", Value::Int(9))]).ids().is_empty());
     assert!(c.send(1, 10, &[]).ids().is_empty());
+    assert_eq!(c.send(1, 10, &[]).ids(), ["sequence.regression"]);
+}
+
+#[test]
+fn a_batch_covers_only_the_sequence_ids_its_frame_gives() {
+    // the C++ client: each entry has its own id, 0..=4, then 5..=9
+    let mut c = Capture::new();
+    c.producer(1, 1, None, None);
+    assert!(c.send_batch(1, 0, 5, Some(4), true).ids().is_empty());
+    assert!(c.send_batch(1, 5, 5, Some(9), true).ids().is_empty());
+    assert_eq!(c.send_batch(1, 7, 5, Some(11), true).ids(), ["sequence.regression"], "7 after 9");
+    // pulsar-rs: one id per batch (0, 1, 2), its entries none: no regression, no gap
+    let mut c = Capture::new();
+    c.producer(1, 1, None, None);
+    for sequence in 0..3 {
+        assert!(c.send_batch(1, sequence, 5, None, true).ids().is_empty(), "batch {sequence}");
+    }
+    assert_eq!(c.send_batch(1, 5, 5, None, true).ids(), ["sequence.gap"], "3 and 4 skipped");
+    // a batch that could not be read: its range is unknown, so the next SEND is not judged by a guess
+    let mut c = Capture::new();
+    c.producer(1, 1, None, None);
+    c.send(1, 0, &[]);
+    assert!(c.send_batch(1, 1, 5, None, false).ids().is_empty());
+    assert!(c.send_batch(1, 2, 5, None, true).ids().is_empty(), "not a regression against 1 + 5 - 1");
+    assert_eq!(c.send(1, 2, &[]).ids(), ["sequence.regression"], "judged again once a range is known");
 }
 
 #[test]

@@ -334,13 +334,32 @@ fn section(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
         Err(_) => None,
     };
     let verdict = body.getattr(intern!(py, "checksum"))?;
+    let batched = metadata.as_ref().is_some_and(|md| md.get("num_messages_in_batch").is_some());
     Ok(PayloadSection {
         checksum: checksum(verdict.cast::<PyString>()?.to_str()?),
         metadata,
         compression: body.getattr(intern!(py, "compression"))?.extract()?,
         messages,
+        batch_sequence_ids: if batched { batch_sequence_ids(&body.getattr(intern!(py, "messages"))?)? } else { None },
         ..PayloadSection::default()
     })
+}
+
+/// A batch's entries read (None: none were), and the highest `sequence_id` they carry.
+fn batch_sequence_ids(messages: &Bound<'_, PyAny>) -> PyResult<Option<Option<i64>>> {
+    let py = messages.py();
+    let Ok(messages) = messages.cast::<PyList>() else { return Ok(None) };
+    if messages.is_empty() {
+        return Ok(None);
+    }
+    let mut highest: Option<i64> = None;
+    for message in messages.iter() {
+        let Ok(message) = message.cast::<PyDict>() else { continue };
+        if let Some(id) = message.get_item(intern!(py, "sequence_id"))?.and_then(|id| id.extract::<i64>().ok()) {
+            highest = Some(highest.map_or(id, |h| h.max(id)));
+        }
+    }
+    Ok(Some(highest))
 }
 
 /// What the analysis reads of a `model.Decoded`.

@@ -449,6 +449,7 @@ fn section_from_py(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
         messages: list("messages")?,
         batch_later: None,
         marker: optional("marker")?,
+        batch_sequence_ids: None, // (what the sessions read, not the record)
         findings: findings_from_py(&get("findings")?)?,
     })
 }

@@ -43,6 +43,8 @@ register("payload.metadata_missing_required", ERROR, lambda p: "MessageMetadata 
          + ", ".join(p["fields"]))
 register("payload.incomplete", WARNING, "payload incomplete: only {captured} bytes of it are in the capture")
 register("payload.decompression", ERROR, lambda p: _DECOMPRESSION[p["case"]].format(**p))
+register("payload.snappy_framed", WARNING, "SNAPPY payload in Snappy's framing format (stream identifier sNaPpY), "
+         "as pulsar-rs writes it: the Java and C++ clients read only raw Snappy blocks and cannot decompress it")
 register("batch.malformed", ERROR, lambda p: f"batch entry {p['entry']}: " + _BATCH[p["case"]].format(**p))
 register("batch.count_mismatch", ERROR, "batch holds {entries} entries but num_messages_in_batch is {expected}")
 register("marker.unparsable", ERROR, "marker body ({marker}) does not parse: {error}")
@@ -51,8 +53,7 @@ _DECOMPRESSION = {
     "unknown_codec": "unknown compression type {codec}: payload left compressed",
     "over_limit": "{codec}: uncompressed_size {declared} exceeds the --max-decompressed limit of {limit} bytes; "
                   "not decompressed",
-    "bomb_declared": "{codec}: output would exceed uncompressed_size {declared} (decompression bomb or wrong "
-                     "uncompressed_size); not decompressed",
+    "bomb_declared": "{codec}: output would exceed uncompressed_size {declared}; not decompressed",
     "bomb_limit": "{codec}: output would exceed the {limit}-byte limit (decompression bomb or wrong "
                   "uncompressed_size); not decompressed",
     "failed": "{codec} decompression failed: {error}",

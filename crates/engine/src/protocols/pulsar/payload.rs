@@ -82,6 +82,9 @@ pub struct PayloadSection {
     pub batch_later: Option<Box<BatchLater>>,
     /// The decoded PulsarMarkers message.
     pub marker: Option<Value>,
+    /// A batch whose entries were read: the highest `sequence_id` its entries carry (None: they carry none,
+    /// as pulsar-rs's, whose batch has the one sequence id of its SEND).
+    pub batch_sequence_ids: Option<Option<i64>>,
     pub findings: Vec<Finding>,
 }
 
@@ -351,6 +354,9 @@ fn decode_messages(
             None
         };
         let result = codecs::decompress(compression, payload, declared, max_decompressed);
+        if result.snappy_framed {
+            sec.findings.push(finding!(PulsarProblem::PayloadSnappyFramed, "bytes" => payload.len()));
+        }
         if let Some(problem) = &result.problem {
             sec.findings.push(decompression_finding(problem));
         }
@@ -374,10 +380,18 @@ fn decode_messages(
     }
     if md.has(schema, f.num_messages_in_batch) {
         let expected = get_i32(md, core, f.num_messages_in_batch) as i64;
+        let mut highest: Option<i64> = None;
+        let mut note_sequence_id = |e: &BatchEntry<'_>| {
+            if let Some(id) = e.smm.varint(schema, 8) {
+                highest = Some(highest.map_or(id as i64, |h| h.max(id as i64)));
+            }
+        };
         if depth != Depth::Full {
             let mut bytes = 0i64;
-            let entries =
-                split_batch(core, &data, expected, &mut sec.findings, ack_set, |e| bytes += e.payload.len() as i64);
+            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, |e| {
+                bytes += e.payload.len() as i64;
+                note_sequence_id(e);
+            });
             let ack_set = ack_set.map(<[u64]>::to_vec);
             let summary = Value::Map(vec![entry(name!("count"), entries), entry(name!("bytes"), bytes)]);
             sec.batch_later = Some(Box::new(BatchLater {
@@ -391,9 +405,11 @@ fn decode_messages(
         } else {
             let messages = &mut sec.messages;
             split_batch(core, &data, expected, &mut sec.findings, ack_set, |e| {
-                messages.push(Value::Map(batch_message(core, e, keep_payloads)))
+                messages.push(Value::Map(batch_message(core, e, keep_payloads)));
+                note_sequence_id(e);
             });
         }
+        sec.batch_sequence_ids = Some(highest);
         return;
     }
     let size = data.len();

@@ -46,6 +46,7 @@ problems! {
         PayloadMetadataMissingRequired => "payload.metadata_missing_required",
         PayloadMetadataSize => "payload.metadata_size",
         PayloadMetadataUnparsable => "payload.metadata_unparsable",
+        PayloadSnappyFramed => "payload.snappy_framed",
         ProducerExclusiveConflict => "producer.exclusive_conflict",
         SendUnknownProducer => "send.unknown_producer",
         SequenceGap => "sequence.gap",

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::rc::{Rc, Weak};
 
 use super::chunks::{Chunk, ChunkAssembler, ChunkMetadata, ChunkSource, CLIENT_EXPIRE_S, CLIENT_MAX_PENDING};
-use super::payload::Checksum;
+use super::payload::{Checksum, PayloadSection};
 use super::problems::PulsarProblem;
 use crate::analysis::bounded::{remember_bounded, DropCounter, FastMap, OrderedMap};
 use crate::analysis::table::{Actor, CommandSpec};
@@ -481,7 +481,7 @@ impl PulsarSession {
 
     // ------------------------------------------------------------------------------------------- producers
 
-    fn on_send(&mut self, cmd: &Value, findings: &mut Vec<Finding>) {
+    fn on_send(&mut self, cmd: &Value, body: Option<&PayloadSection>, findings: &mut Vec<Finding>) {
         let pid = field_or_null(cmd, "producer_id");
         let ident = Ident::of(Some(&pid));
         let Some(producer) = self.producers.get_mut(&ident) else {
@@ -492,9 +492,17 @@ impl PulsarSession {
             return;
         };
         let first = int_field(cmd, "sequence_id", 0);
+        // the last sequence id the SEND covers, only as the frame says it: highest_sequence_id (Java), the
+        // batch's entries' own ids (C++), else the one id of the SEND (a single message, or a batch whose
+        // entries carry none, as pulsar-rs sends); unknown when the batch could not be read
+        let batched = int_field(cmd, "num_messages", 1) > 1
+            || body.and_then(|b| b.metadata.as_ref()).is_some_and(|md| md.get("num_messages_in_batch").is_some());
         let last = match field(cmd, "highest_sequence_id") {
-            Some(_) => int_field(cmd, "highest_sequence_id", 0),
-            None => first + int_field(cmd, "num_messages", 1).max(1) - 1,
+            Some(_) => Some(int_field(cmd, "highest_sequence_id", 0)),
+            None if !batched => Some(first),
+            None => {
+                body.and_then(|b| b.batch_sequence_ids).map(|highest| highest.map_or(first, |h| (h as i128).max(first)))
+            }
         };
         let previous = producer.last_sequence_id;
         if let Some(previous) = previous {
@@ -511,7 +519,8 @@ impl PulsarSession {
                 }
             }
         }
-        producer.last_sequence_id = Some(last.max(previous.unwrap_or(last)));
+        // a range not known: the next SEND is not judged against a guess
+        producer.last_sequence_id = last.map(|last| last.max(previous.unwrap_or(last)));
     }
 
     fn add_chunk(&mut self, frame: &Frame, cmd: &Value, notes: &mut Map, findings: &mut Vec<Finding>) {
@@ -762,7 +771,7 @@ impl Session for PulsarSession {
         }
         match t {
             // not a SEND cut inside its command
-            "SEND" if body.is_some() || frame.pdu.findings.is_empty() => self.on_send(cmd, findings),
+            "SEND" if body.is_some() || frame.pdu.findings.is_empty() => self.on_send(cmd, body, findings),
             "SEND" => {}
             "MESSAGE" => self.on_message(frame, cmd, notes, findings, events),
             "FLOW" => {
