@@ -796,8 +796,12 @@ def _journey_line(summary: dict, dropped: int) -> str:
     parts = [f"publish {ms(summary['publish_latency_ms'])}" if summary["send"] else "no SEND in the capture"]
     deliveries = summary["deliveries"]
     for d in deliveries:
-        ack = (f"acked by #{d['ack_index']} after {ms(d['ack_latency_ms'])}" if d["ack_index"] is not None
-               else "never acked")
+        if d["discarded"] is not None:
+            ack = f"dropped unread by the client ({safe(str(d['discarded']))}) at #{d['ack_index']}"
+        elif d["ack_index"] is not None:
+            ack = f"acked by #{d['ack_index']} after {ms(d['ack_latency_ms'])}"
+        else:
+            ack = "never acked"
         parts.append(f"#{d['index']} to {safe(d['consumer'] or '?')} ({safe(d['subscription'] or '?')}) "
                      f"{ms(d['delay_ms'])} after the SEND, {ack}")
     if not deliveries:

@@ -33,7 +33,7 @@ _MESSAGE_ID = re.compile(r"(\d+):(\d+)(?::(-?\d+))?")
 SEND_FIELDS = ("index", "time", "conn", "producer", "producer_id", "sequence_id", "messages", "topic")
 RECEIPT_FIELDS = ("index", "time", "conn")
 DELIVERY_FIELDS = ("index", "time", "conn", "topic", "consumer", "consumer_id", "subscription", "redelivery_count")
-ACK_FIELDS = ("index", "time", "conn", "ack_type", "delivery", "batches")
+ACK_FIELDS = ("index", "time", "conn", "ack_type", "delivery", "batches", "discarded")
 
 
 class MessageIdError(ValueError):
@@ -135,6 +135,8 @@ class Journey:
                 "delay_ms": _ms(d["time"] - send_time) if send_time is not None else None,
                 "ack_index": ack["index"] if ack else None,
                 "ack_type": ack["ack_type"] if ack else None,
+                # the ACK's validation_error: the client dropped the message unread (the application never had it)
+                "discarded": ack["discarded"] if ack else None,
                 "ack_latency_ms": _ms(ack["time"] - d["time"]) if ack else None,
                 "send_to_ack_ms": _ms(ack["time"] - send_time) if ack and send_time is not None else None,
             })
@@ -144,7 +146,8 @@ class Journey:
             "ledger": self.ledger, "entry": self.entry, "batch": batch,
             "send": send, "receipt": receipt, "publish_latency_ms": publish,
             "deliveries": deliveries, "subscriptions": len(seen_subscriptions), "redeliveries": redeliveries,
-            "acked": sum(1 for d in deliveries if d["ack_index"] is not None),
+            "acked": sum(1 for d in deliveries if d["ack_index"] is not None and d["discarded"] is None),
+            "discarded": sum(1 for d in deliveries if d["discarded"] is not None),
             "deliveries_dropped": self.deliveries_dropped, "acks_dropped": self.acks_dropped,
         }
 
@@ -251,7 +254,10 @@ class JourneyTracker:
             ids = _wire_id(item)
             if ids is not None and item.get("ack_set"):
                 ack_sets[ids] = item["ack_set"]
-        for delivery in rec.get("acks") or ():
+        # an ACK with a validation_error says which deliveries the client dropped unread (``discards``)
+        error = cmd.get("validation_error")
+        marked = [(d, None) for d in rec.get("acks") or ()] + [(d, error) for d in rec.get("discards") or ()]
+        for delivery, discarded in marked:
             known = self.deliveries.get(delivery)
             if known is None:
                 continue
@@ -266,7 +272,7 @@ class JourneyTracker:
                 journey.acks = []
             if self._room(journey.acks):
                 journey.acks.append((rec["index"], rec["time"], rec["conn"], ack_type, delivery,
-                                     frozenset(batches) if batches is not None else None))
+                                     frozenset(batches) if batches is not None else None, discarded))
             else:
                 journey.acks_dropped += 1
             self._keep(journey, rec)

@@ -3,7 +3,7 @@
 Text forms::
 
     no-errors | checksums-valid | all-answered | no-gaps | no-redeliveries | sequence-contiguous |
-    no-problems | all-acked                                   built-in rules by name
+    no-problems | all-acked | no-discarded                    built-in rules by name
     latency SEND p99 < 20ms                                   a latency percentile of a request type
     count(type == "SEND" and topic == "t") == 1000            a count (==, !=, <, <=, >, >=)
     CONNECT before PRODUCER [before SEND ...]                 the order of first occurrences, per connection
@@ -43,6 +43,9 @@ BUILTINS = {
                                                   "gap(s) in a producer's sequence ids"),
     "no-problems": lambda name, p: NoProblems(name, p.get("severity", "warning"), _names(p.get("ids"))),
     "all-acked": lambda name, p: AllAcked(name),
+    # a client that acknowledged messages with a validation_error dropped them unread (ack.validation_error)
+    "no-discarded": lambda name, p: Forbid(name, '"ack.validation_error" in expert.id',
+                                           "ACK(s) of messages the client dropped unread"),
     "latency": lambda name, p: Latency(name, str(p["type"]).upper(), _percentile(p.get("percentile", "p99")),
                                        _duration_ms(p["below"])),
     "count": lambda name, p: _count(name, p),

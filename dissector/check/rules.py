@@ -304,7 +304,8 @@ class AllAcked(Rule):
                 self.waiting.popitem(last=False)
                 self.forgotten += 1
         elif rec["type"] == "ACK":
-            for index in rec.get("acks", ()):
+            # (an ACK with a validation_error acknowledges too, on the wire: `no-discarded` judges those)
+            for index in [*rec.get("acks", ()), *rec.get("discards", ())]:
                 self.waiting.pop(index, None)
 
     def verdict(self) -> Verdict:

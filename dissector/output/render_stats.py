@@ -31,8 +31,8 @@ def _fmt(value, column: str = "") -> str:
 
 # Fixed decimals, so that a column lines up: latencies in ms to the microsecond, as the timeline shows them.
 _DECIMALS = {"p50": 3, "p90": 3, "p99": 3, "max": 3, "mean": 3, "avg": 1, "ratio": 2}
-_NUMERIC = {"msgs", "acc", "rej", "dup", "acked", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks", "permits",
-            "redeliv", "frames →/←",
+_NUMERIC = {"msgs", "acc", "rej", "dup", "acked", "dropped", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks",
+            "permits", "redeliv", "frames →/←",
             "bytes →/←", "problems", "conn", "count", "p50", "p90", "p99", "max", "mean"}
 # Columns of words that may wrap between words on a narrow terminal (never inside a word); every other value is
 # kept whole on one line: an address, a number, an error name. Plain output never wraps anything.
@@ -149,9 +149,13 @@ def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> 
         consumers = [c for c in data["consumers"] if c.get("topic") == topic]
         if consumers:
             console.print()
-            table(None, ["consumer", "sub", "type", "msgs", "dup", "acked", "bytes", "permits"],
+            # messages a client acknowledged with a validation_error, dropped unread: a column only when any
+            dropped = any(c.get("messages_discarded") for c in consumers)
+            table(None, ["consumer", "sub", "type", "msgs", "dup", "acked"] + (["dropped"] if dropped else [])
+                  + ["bytes", "permits"],
                   [[_actor_name(c), c.get("subscription"), c.get("type"), c["messages"], c["messages_duplicate"],
-                    c["messages_acked"], c["payload_bytes"], c["permits_granted"]] for c in consumers])
+                    c["messages_acked"]] + ([c["messages_discarded"]] if dropped else [])
+                   + [c["payload_bytes"], c["permits_granted"]] for c in consumers])
     for c in data.get("clients", []):  # TubeMQ's clients, by client id (long: a line each, not a column)
         console.print()
         title = Text("TubeMQ client ", style="bold") + Text(safe(c["client_id"], 200), style="bold cyan")

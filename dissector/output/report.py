@@ -229,7 +229,8 @@ def _journey_row(summary: dict, journey: Journey) -> dict:
         "send_time": send.get("time"), "publish_ms": summary["publish_latency_ms"],
         "subscriptions": summary["subscriptions"], "redeliveries": summary["redeliveries"],
         "deliveries": [[d["index"], d["subscription"], d["consumer"], d["delay_ms"], d["redelivery_count"],
-                        d["ack_index"], d["ack_latency_ms"], d["send_to_ack_ms"]] for d in summary["deliveries"]],
+                        d["ack_index"], d["ack_latency_ms"], d["send_to_ack_ms"], d["discarded"]]
+                       for d in summary["deliveries"]],
         "frames": frames,
     }
 

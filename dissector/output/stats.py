@@ -138,5 +138,6 @@ def _actor_out(a: dict, *, producer: bool) -> dict:
     else:
         out.update(acks=a["acks"], permits_granted=a["permits"], redelivered_frames=a["redeliveries"],
                    messages_distinct=a["distinct"], messages_duplicate=a["messages"] - a["distinct"],
-                   messages_acked=a["acked"], messages_unacked=a["distinct"] - a["acked"])
+                   messages_acked=a["acked"], messages_discarded=a["discarded"],
+                   messages_unacked=a["distinct"] - a["acked"] - a["discarded"])
     return out

@@ -393,6 +393,37 @@ fn acknowledged_messages_are_not_unacked_at_the_end() {
 }
 
 #[test]
+fn an_ack_with_a_validation_error_says_the_client_dropped_those_messages_unread() {
+    let mut c = Capture::new();
+    c.subscribe(1, "Exclusive", true); // frame 1
+    c.message(1, 7, 1); // frame 2
+    c.message(1, 7, 2); // frame 3
+                        // the C++ and Java consumers, unable to decompress an entry, acknowledge it with the error
+    let r = c.client(
+        "ACK",
+        &[
+            ("consumer_id", Value::Int(1)),
+            ("ack_type", st("Individual")),
+            ("message_id", Value::List(vec![id(7, 1)])),
+            ("validation_error", st("DecompressionError")),
+        ],
+    );
+    assert_eq!(r.ids(), ["ack.validation_error"]);
+    assert_eq!(r.param("ack.validation_error", "error").and_then(Value::as_str), Some("DecompressionError"));
+    assert_eq!(r.param("ack.validation_error", "messages"), Some(&Value::Int(1)));
+    assert_eq!(r.param("ack.validation_error", "frames"), Some(&Value::List(vec![Value::Int(2)])));
+    assert_eq!(r.note("discards"), Some(&Value::List(vec![Value::Int(2)])), "frame 2 delivered 7:1");
+    assert_eq!(r.note("acks"), None, "not an acknowledgement of a message the application had");
+    // a plain ACK of the other: nothing to say; and nothing is left unacknowledged on the wire
+    let plain = c.client(
+        "ACK",
+        &[("consumer_id", Value::Int(1)), ("ack_type", st("Individual")), ("message_id", Value::List(vec![id(7, 2)]))],
+    );
+    assert!(plain.ids().is_empty());
+    assert!(c.close(1).iter().all(|e| e.kind.as_str() != "UNACKED_AT_END"));
+}
+
+#[test]
 fn a_cumulative_ack_acknowledges_everything_up_to_its_id() {
     let mut c = Capture::new();
     c.subscribe(1, "Failover", true);

@@ -425,6 +425,26 @@ fn a_consumer_counts_distinct_and_repeated_deliveries_and_acks() {
 }
 
 #[test]
+fn messages_a_consumer_dropped_unread_are_discarded_not_acked() {
+    let mut s = stats();
+    let info = obj(&[("id", Value::Int(2)), ("topic", st("t")), ("name", st("cons"))]);
+    s.add(&message(2, &info, 10, 1, 5, &[])); // a batch of 5 the client cannot decompress
+    s.add(&message(3, &info, 10, 2, 1, &[]));
+    let discard = [("consumer", info.clone()), ("discards", Value::List(vec![Value::Int(2)]))];
+    s.add(&frame(4, 1.0, "ACK", 1, "to_broker", &discard));
+    s.add(&frame(
+        5,
+        1.0,
+        "ACK",
+        1,
+        "to_broker",
+        &[("consumer", info.clone()), ("acks", Value::List(vec![Value::Int(3)]))],
+    ));
+    let c = s.consumers.get(&(1, 2)).unwrap();
+    assert_eq!((c.acks, c.acked, c.discarded), (2, 1, 5), "the batch's 5 discarded, the other message acked");
+}
+
+#[test]
 fn a_redelivery_count_also_counts_as_a_redelivery() {
     let mut s = stats();
     let info = obj(&[("id", Value::Int(2)), ("topic", st("t"))]);

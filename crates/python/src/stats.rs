@@ -59,6 +59,7 @@ fn actor_to_py<'py>(py: Python<'py>, conn: i64, a: &Actor) -> PyResult<Bound<'py
         ("redeliveries", a.redeliveries),
         ("distinct", a.distinct),
         ("acked", a.acked),
+        ("discarded", a.discarded),
     ] {
         d.set_item(key, value)?;
     }

@@ -728,7 +728,7 @@
     for (const i of journeyShown) {
       const j = J.rows[i];
       const first = j.deliveries[0];
-      const acked = j.deliveries.filter((d) => d[5] !== null);
+      const acked = j.deliveries.filter((d) => d[5] !== null && d[8] == null);
       const tr = el("tr", { "data-journey": j.id });
       [el("span", { class: "mono" }, j.topic ?? "?"), j.id, j.producer ?? "–", fmt(j.sequence_id), fmt(j.entries), fmt(j.publish_ms), String(j.deliveries.length),
         first ? fmt(first[3]) : "–", String(j.redeliveries), `${acked.length}/${j.deliveries.length}`, acked.length ? fmt(acked[0][6]) : "–"].forEach((v) => tr.appendChild(el("td", {}, v)));
@@ -746,7 +746,8 @@
     const lines = [];
     if (j.publish_ms !== null) lines.push(`published by ${j.producer ?? "?"} (sequence id ${fmt(j.sequence_id)}) in ${fmt(j.publish_ms)} ms`);
     for (const d of j.deliveries) lines.push(`delivered to ${d[2] ?? "?"} on subscription ${d[1] ?? "?"} ${d[3] !== null ? d[3] + " ms after the SEND" : ""}${d[4] ? ` (redelivery count ${d[4]})` : ""}; ` +
-      (d[5] !== null ? `acknowledged by frame #${d[5]} ${fmt(d[6])} ms after delivery (${fmt(d[7])} ms after the SEND)` : "never acknowledged in the capture"));
+      (d[8] != null ? `dropped unread by the client (${d[8]}), acknowledged with that error by frame #${d[5]}` :
+       d[5] !== null ? `acknowledged by frame #${d[5]} ${fmt(d[6])} ms after delivery (${fmt(d[7])} ms after the SEND)` : "never acknowledged in the capture"));
     view.appendChild(el("ul", {}, ...lines.map((l) => el("li", {}, l))));
     const rows = el("div", { id: "jr-frames" });
     for (const index of j.frames) {

@@ -136,6 +136,10 @@ register("actor.used_after_close", WARNING, lambda p: f"{p['type']} for {p['acto
          + _actor(p.get("name"), p["id"]) + " after the client closed it")
 register("consumer.unacked", WARNING, lambda p: f"consumer {_actor(p.get('name'), p['consumer_id'])} closed with "
          f"{p['count']} delivered MESSAGE frame(s) never acknowledged (frames {_frames(p['frames'], p['count'])})")
+register("ack.validation_error", WARNING, lambda p: f"consumer {_actor(p.get('name'), p['consumer_id'])} could not "
+         f"read {p['messages']} message id(s) ({p['error']}) and acknowledged them with that error: the broker counts "
+         "them acknowledged, the application never received them"
+         + (f" (MESSAGE frames {_frames(p['frames'], len(p['frames']))})" if p.get("frames") else ""))
 register("UNACKED_AT_END", WARNING, lambda p: f"consumer {_actor(p.get('name'), p['consumer_id'])} had {p['count']} "
          f"delivered MESSAGE frame(s) never acknowledged when its connection ended (frames "
          f"{_frames(p['frames'], p['count'])})")

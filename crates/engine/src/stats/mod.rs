@@ -24,7 +24,7 @@ macro_rules! names {
 
 /// The keys of a record the statistics read (the command and the messages last), and of its command and
 /// messages: a record is made or converted only that far (a full record's messages can be most of it).
-pub static READ_KEYS: [Name; 29] = names![
+pub static READ_KEYS: [Name; 30] = names![
     "index",
     "time",
     "type",
@@ -45,6 +45,7 @@ pub static READ_KEYS: [Name; 29] = names![
     "messages_summary",
     "delivery",
     "acks",
+    "discards",
     "reassembled",
     "uncompressed_size",
     "details",
@@ -244,6 +245,8 @@ pub struct Actor {
     pub distinct: i64,
     delivered_frames: OrderedMap<i64, i64>,
     pub acked: i64,
+    /// Messages the consumer acknowledged with a validation error: dropped, never handed to the application.
+    pub discarded: i64,
 }
 
 impl Actor {
@@ -274,6 +277,7 @@ impl Actor {
             distinct: 0,
             delivered_frames: OrderedMap::new(),
             acked: 0,
+            discarded: 0,
         }
     }
 
@@ -860,6 +864,9 @@ impl Stats {
                 actor.acks += 1;
                 for index in get(rec, "acks").and_then(Value::as_list).unwrap_or(&[]) {
                     actor.acked += actor.delivered_frames.remove(&int(Some(index))).unwrap_or(0);
+                }
+                for index in get(rec, "discards").and_then(Value::as_list).unwrap_or(&[]) {
+                    actor.discarded += actor.delivered_frames.remove(&int(Some(index))).unwrap_or(0);
                 }
             }
             Some((StatsRole::Permits, protocol)) => {

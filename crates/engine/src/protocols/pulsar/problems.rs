@@ -7,6 +7,7 @@ use crate::problems::problems;
 problems! {
     /// A Pulsar finding's id.
     pub enum PulsarProblem {
+        AckValidationError => "ack.validation_error",
         ActorUsedAfterClose => "actor.used_after_close",
         BatchCountMismatch => "batch.count_mismatch",
         BatchMalformed => "batch.malformed",

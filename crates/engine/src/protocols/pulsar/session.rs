@@ -662,7 +662,7 @@ impl PulsarSession {
         }
     }
 
-    fn on_ack(&mut self, cmd: &Value, notes: &mut Map) {
+    fn on_ack(&mut self, cmd: &Value, notes: &mut Map, findings: &mut Vec<Finding>) {
         let Some(consumer) = self.consumers.get(&Ident::of(field(cmd, "consumer_id"))) else { return };
         let mut acked: Vec<u64> = Vec::new();
         let cumulative = field(cmd, "ack_type").and_then(Value::as_str) == Some("Cumulative");
@@ -683,9 +683,22 @@ impl PulsarSession {
                 acked.extend(unacked.remove(&key));
             }
         }
+        acked.sort_unstable();
+        acked.dedup();
+        // an ACK with a validation_error: the client could not read those messages and dropped them (the C++
+        // and Java consumers do so on a decompression, checksum, batch or decryption failure); the broker
+        // takes it as an acknowledgement, but the application never received them
+        if let Some(error) = field(cmd, "validation_error").filter(|e| !e.is_null()) {
+            let ids = field(cmd, "message_id").and_then(Value::as_list).map_or(0, <[Value]>::len);
+            findings.push(finding!(PulsarProblem::AckValidationError, "error" => error.clone(),
+                "messages" => ids, "consumer_id" => field_or_null(cmd, "consumer_id"), "name" => consumer.name(),
+                "frames" => Value::List(acked.iter().take(LINKS_SHOWN).map(|&f| Value::from(f)).collect())));
+            if !acked.is_empty() {
+                set_note(notes, name!("discards"), Value::List(acked.into_iter().map(Value::from).collect()));
+            }
+            return;
+        }
         if !acked.is_empty() {
-            acked.sort_unstable();
-            acked.dedup();
             set_note(notes, name!("acks"), Value::List(acked.into_iter().map(Value::from).collect()));
         }
     }
@@ -781,7 +794,7 @@ impl Session for PulsarSession {
                     set_note(notes, name!("permits"), consumer.permits);
                 }
             }
-            "ACK" => self.on_ack(cmd, notes),
+            "ACK" => self.on_ack(cmd, notes, findings),
             "REDELIVER_UNACKNOWLEDGED_MESSAGES" => self.on_redeliver(frame, cmd, notes),
             "SEEK" => {
                 if let Some(consumer) = self.consumers.get(&Ident::of(field(cmd, "consumer_id"))) {
