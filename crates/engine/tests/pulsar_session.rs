@@ -499,6 +499,57 @@ fn a_redeliver_request_links_the_unacked_frames_and_the_redelivery_links_back() 
     assert_eq!(c.message(1, 7, 1).note("redelivery_requested_by"), Some(&Value::Int(6)));
 }
 
+/// A message id with its batch index (as pulsar-rs names one entry of a batch).
+fn batch_id(ledger: i64, entry: i64, batch_index: i64) -> Value {
+    obj(&[("ledgerId", Value::Int(ledger)), ("entryId", Value::Int(entry)), ("batch_index", Value::Int(batch_index))])
+}
+
+#[test]
+fn a_message_handed_back_is_not_left_unacknowledged_and_its_batch_index_links_it() {
+    // pulsar-rs, Shared: entries of one batch acked one by one (batch_index, no ack_set), one nacked at once
+    let mut c = Capture::new();
+    c.subscribe(1, "Shared", true); // frame 1
+    c.message(1, 7, 1); // frame 2: a batch
+    c.message(1, 7, 2); // frame 3
+    let ack = c.client(
+        "ACK",
+        &[
+            ("consumer_id", Value::Int(1)),
+            ("ack_type", st("Individual")),
+            ("message_id", Value::List(vec![batch_id(7, 1, 0)])),
+        ],
+    );
+    assert_eq!(ack.ids(), ["ack.whole_entry"], "the broker acknowledges all of 7:1");
+    assert_eq!(ack.param("ack.whole_entry", "batch_index"), Some(&Value::Int(0)));
+    assert_eq!(ack.note("acks"), Some(&Value::List(vec![Value::Int(2)])));
+    // a nack of another entry of 7:1 (acknowledged already) and of 7:2's first: each linked to its MESSAGE
+    let nack = c.client(
+        "REDELIVER_UNACKNOWLEDGED_MESSAGES",
+        &[("consumer_id", Value::Int(1)), ("message_ids", Value::List(vec![batch_id(7, 1, 3), batch_id(7, 2, 0)]))],
+    );
+    assert_eq!(nack.note("redelivers"), Some(&Value::List(vec![Value::Int(2), Value::Int(3)])));
+    // 7:2 was handed back (another consumer of the subscription acknowledges it): nothing is unacknowledged
+    let events = c.close(1);
+    assert!(
+        events.iter().all(|e| e.kind.as_str() != "UNACKED_AT_END"),
+        "{:?}",
+        events.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_redeliver_of_everything_hands_back_what_came_before_it() {
+    let mut c = Capture::new();
+    c.subscribe(1, "Shared", true); // frame 1
+    c.message(1, 7, 1); // frame 2
+    c.client("REDELIVER_UNACKNOWLEDGED_MESSAGES", &[("consumer_id", Value::Int(1))]); // frame 3
+    c.message(1, 7, 5); // frame 4: delivered after, never acknowledged
+    let events = c.close(1);
+    let unacked = events.iter().find(|e| e.kind.as_str() == "UNACKED_AT_END").expect("7:5 is held");
+    assert_eq!(detail(unacked, "count"), Some(&Value::Int(1)));
+    assert_eq!(detail(unacked, "frames"), Some(&Value::List(vec![Value::Int(4)])));
+}
+
 #[test]
 fn the_first_message_after_a_seek_points_to_it() {
     let mut c = Capture::new();

@@ -8,6 +8,7 @@ problems! {
     /// A Pulsar finding's id.
     pub enum PulsarProblem {
         AckValidationError => "ack.validation_error",
+        AckWholeEntry => "ack.whole_entry",
         ActorUsedAfterClose => "actor.used_after_close",
         BatchCountMismatch => "batch.count_mismatch",
         BatchMalformed => "batch.malformed",

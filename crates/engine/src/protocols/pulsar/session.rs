@@ -96,14 +96,22 @@ impl Consumer {
         (Ident::of(map_get(&self.info, "topic")), Ident::of(map_get(&self.info, "subscription")))
     }
 
+    /// The MESSAGE frames delivered and neither acknowledged nor handed back: a REDELIVER of every
+    /// unacknowledged message hands back those delivered before it (the broker delivers them again).
+    fn held(&self) -> Vec<u64> {
+        let remembered = self.remembered.borrow();
+        let after = self.asked_all.unwrap_or(0);
+        remembered.unacked.values().copied().filter(|&frame| frame > after).collect()
+    }
+
     /// `consumer.unacked`'s parameters (and `UNACKED_AT_END`'s details), for the consumer named `id`.
     fn unacked_params(&self, id: Value) -> Map {
-        let remembered = self.remembered.borrow();
-        let frames: Vec<Value> = remembered.unacked.values().take(20).map(|&f| Value::from(f)).collect();
+        let held = self.held();
+        let frames: Vec<Value> = held.iter().take(20).map(|&f| Value::from(f)).collect();
         vec![
             entry(name!("consumer_id"), id),
             entry(name!("name"), self.name()),
-            entry(name!("count"), remembered.unacked.len()),
+            entry(name!("count"), held.len()),
             entry(name!("frames"), Value::List(frames)),
         ]
     }
@@ -441,7 +449,7 @@ impl PulsarSession {
             Actor::Consumer => {
                 let Some(mut consumer) = self.consumers.remove(&ident) else { return };
                 remember_bounded(&mut self.closed, (scope, ident), consumer.info.clone(), self.options.max_actors);
-                if !consumer.remembered.borrow().unacked.is_empty() && consumer.durable {
+                if !consumer.held().is_empty() && consumer.durable {
                     let params = consumer.unacked_params(id.clone()); // the id as this frame names it
                     findings.push(Finding { id: PulsarProblem::ConsumerUnacked.name(), params });
                 }
@@ -666,6 +674,7 @@ impl PulsarSession {
         let Some(consumer) = self.consumers.get(&Ident::of(field(cmd, "consumer_id"))) else { return };
         let mut acked: Vec<u64> = Vec::new();
         let cumulative = field(cmd, "ack_type").and_then(Value::as_str) == Some("Cumulative");
+        let mut whole_entry: Option<Finding> = None;
         let mut remembered = consumer.remembered.borrow_mut();
         let unacked = &mut remembered.unacked;
         let zero = Value::Int(0);
@@ -680,9 +689,19 @@ impl PulsarSession {
                 // A batch-index ack: the entry is acknowledged only in part.
                 acked.extend(unacked.get(&key).copied());
             } else {
+                let batch_index = mid.get("batch_index").filter(|i| i.as_i64().is_some_and(|i| i >= 0));
+                if let (Some(batch_index), None) = (batch_index, &whole_entry) {
+                    // a batch index without an ack_set (pulsar-rs acks each entry so): the broker reads no
+                    // batch index, so this acknowledges the whole entry, and later ACKs of its other entries
+                    // add nothing
+                    whole_entry = Some(finding!(PulsarProblem::AckWholeEntry, "ledger" => mid.get("ledgerId")
+                        .cloned().unwrap_or(Value::Null), "entry" => mid.get("entryId").cloned().unwrap_or(Value::Null),
+                        "batch_index" => batch_index.clone()));
+                }
                 acked.extend(unacked.remove(&key));
             }
         }
+        findings.extend(whole_entry);
         acked.sort_unstable();
         acked.dedup();
         // an ACK with a validation_error: the client could not read those messages and dropped them (the C++
@@ -708,15 +727,25 @@ impl PulsarSession {
     fn on_redeliver(&mut self, frame: &Frame, cmd: &Value, notes: &mut Map) {
         let cap = self.options.max_remembered_messages;
         let Some(consumer) = self.consumers.get_mut(&Ident::of(field(cmd, "consumer_id"))) else { return };
-        let remembered = consumer.remembered.borrow();
+        let mut remembered = consumer.remembered.borrow_mut();
         let zero = Value::Int(0);
         let ids = field(cmd, "message_ids").and_then(Value::as_list).unwrap_or(&[]);
+        // the messages are handed back: the broker delivers them again (to this consumer or another), so they
+        // are no longer this consumer's to acknowledge. An id with a batch index (pulsar-rs nacks one entry of
+        // a batch so) hands back its whole entry: the broker redelivers entries, not their parts.
         let (mut frames, count) = if !ids.is_empty() {
             let keys: Vec<EntryKey> = ids
                 .iter()
                 .map(|m| entry_key(m.get("ledgerId").unwrap_or(&zero), m.get("entryId").unwrap_or(&zero)))
                 .collect();
-            let frames: Vec<u64> = keys.iter().filter_map(|k| remembered.unacked.get(k).copied()).collect();
+            // its MESSAGE: the delivery not yet acknowledged, else the first (an entry acknowledged in part)
+            let frames: Vec<u64> = keys
+                .iter()
+                .filter_map(|k| {
+                    let unacked = remembered.unacked.remove(k);
+                    unacked.or_else(|| remembered.delivered.get(k).map(|seen| seen & FRAME_MASK))
+                })
+                .collect();
             for key in keys {
                 remember_bounded(&mut consumer.asked, key, frame.index, cap);
             }
@@ -726,6 +755,7 @@ impl PulsarSession {
             // every unacknowledged message: one marker, not one entry per message (the table can be large)
             consumer.asked_all = Some(frame.index);
             let count = remembered.unacked.len();
+            // (handed back too: `held` leaves out what was delivered before this frame)
             (remembered.unacked.values().take(LINKS_SHOWN).copied().collect(), count)
         };
         if count > 0 {
@@ -837,7 +867,7 @@ impl Session for PulsarSession {
         let idents: Vec<Ident> = consumers.keys().cloned().collect();
         for ident in idents {
             let Some(consumer) = consumers.get_mut(&ident) else { continue };
-            if !consumer.remembered.borrow().unacked.is_empty() && consumer.durable {
+            if !consumer.held().is_empty() && consumer.durable {
                 let details = consumer.unacked_params(consumer.id.clone());
                 events.push(Event::new(name!("UNACKED_AT_END"), time, packet, Some(self.conn), details));
             }
