@@ -8,7 +8,7 @@ use pulsar_dissect_engine::analysis::{
     intern, map_get, Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis,
 };
 use pulsar_dissect_engine::model::Decoded;
-use pulsar_dissect_engine::protocols::pulsar::payload::PayloadSection;
+use pulsar_dissect_engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use pulsar_dissect_engine::protocols::pulsar::session::PulsarSessions;
 use pulsar_dissect_engine::protocols::{Body, Limits};
 use pulsar_dissect_engine::value::{Map, Text, Value};
@@ -69,6 +69,8 @@ fn table() -> CommandTable {
         Spec { scope: producer, opens: Some(REQ), ..row("CLOSE_PRODUCER") },
         Spec { opens: Some(REQ), ..row("SUBSCRIBE") },
         Spec { scope: consumer, opens: Some(REQ), ..row("CLOSE_CONSUMER") },
+        Spec { scope: consumer, opens: Some(REQ), remember: &["consumer_id"], ..row("UNSUBSCRIBE") },
+        Spec { ..row("CONNECT") },
         Spec { scope: consumer, opens: Some(REQ), ..row("SEEK") },
         Spec { scope: consumer, ..row("FLOW") },
         Spec { scope: consumer, ..row("MESSAGE") },
@@ -77,7 +79,7 @@ fn table() -> CommandTable {
         Spec { answers: Some(REQ), ..row("ERROR") },
         Spec {
             answers: Some(REQ),
-            answer_types: Some(&["SUBSCRIBE", "CLOSE_PRODUCER", "CLOSE_CONSUMER", "SEEK"]),
+            answer_types: Some(&["SUBSCRIBE", "UNSUBSCRIBE", "CLOSE_PRODUCER", "CLOSE_CONSUMER", "SEEK"]),
             ..row("SUCCESS")
         },
         Spec { opens: Some(REQ), remember: &["topic"], ..row("LOOKUP") },
@@ -548,6 +550,55 @@ fn a_redeliver_of_everything_hands_back_what_came_before_it() {
     let unacked = events.iter().find(|e| e.kind.as_str() == "UNACKED_AT_END").expect("7:5 is held");
     assert_eq!(detail(unacked, "count"), Some(&Value::Int(1)));
     assert_eq!(detail(unacked, "frames"), Some(&Value::List(vec![Value::Int(4)])));
+}
+
+#[test]
+fn a_frame_for_a_consumer_after_its_unsubscribe_succeeded_is_after_its_close() {
+    let mut c = Capture::new();
+    c.subscribe(1, "Shared", true); // frame 1
+    c.message(1, 7, 1); // frame 2: never acknowledged, but the subscription goes with it
+    c.client("UNSUBSCRIBE", &[("request_id", Value::Int(70)), ("consumer_id", Value::Int(1))]);
+    let success = c.broker("SUCCESS", &[("request_id", Value::Int(70))]);
+    assert!(success.ids().is_empty(), "no consumer.unacked: the subscription's backlog is no one's now");
+    let late = c.client(
+        "ACK",
+        &[("consumer_id", Value::Int(1)), ("ack_type", st("Individual")), ("message_id", Value::List(vec![id(7, 1)]))],
+    );
+    assert_eq!(late.ids(), ["actor.used_after_close"]);
+    assert_eq!(late.param("actor.used_after_close", "name").and_then(Value::as_str), Some("cons-a"));
+    // an UNSUBSCRIBE the broker refused closes nothing
+    let mut c = Capture::new();
+    c.subscribe(1, "Shared", true);
+    c.client("UNSUBSCRIBE", &[("request_id", Value::Int(71)), ("consumer_id", Value::Int(1))]);
+    c.broker("ERROR", &[("request_id", Value::Int(71)), ("error", st("MetadataError"))]);
+    let ack = c.client(
+        "ACK",
+        &[("consumer_id", Value::Int(1)), ("ack_type", st("Individual")), ("message_id", Value::List(vec![]))],
+    );
+    assert!(ack.ids().is_empty(), "{:?}", ack.ids());
+}
+
+#[test]
+fn a_message_without_a_checksum_to_a_client_that_needs_one_is_said_once() {
+    for (client, warned) in [("pulsar-rs-v6.9.1", true), ("Pulsar-CPP-v4.2.0", false)] {
+        let mut c = Capture::new();
+        c.client("CONNECT", &[("client_version", st(client)), ("protocol_version", Value::Int(12))]);
+        c.subscribe(1, "Exclusive", true);
+        let body = || Some(Body::Pulsar(PayloadSection { checksum: Checksum::Absent, ..PayloadSection::default() }));
+        let message = |c: &mut Capture, entry| {
+            let fields = [("consumer_id", Value::Int(1)), ("message_id", id(7, entry))];
+            c.on_with(1, TO_CLIENT, "MESSAGE", &fields, body())
+        };
+        let first = message(&mut c, 1);
+        assert_eq!(first.ids() == ["message.checksum_required"], warned, "{client}: {:?}", first.ids());
+        if warned {
+            assert_eq!(
+                first.param("message.checksum_required", "client_version").and_then(Value::as_str),
+                Some(client)
+            );
+        }
+        assert!(message(&mut c, 2).ids().is_empty(), "{client}: once");
+    }
 }
 
 #[test]

@@ -91,7 +91,7 @@ _SPECS = [
                                     ("name", "consumer_name"), ("initial", "initialPosition"),
                                     ("start", "start_message_id"), ("durable", "durable"), ("schema", "schema.type")),
              creates="consumer"),
-    _request("UNSUBSCRIBE", **_CONSUMER),
+    _request("UNSUBSCRIBE", remember=("consumer_id",), **_CONSUMER),  # its SUCCESS closes the consumer
     _request("CLOSE_CONSUMER", ANY, (_REQ, _CONS), **_CONSUMER),
     _request("SEEK", timeline=(_REQ, _CONS, ("id", "message_id"), ("time", "message_publish_time", "date_ms")),
              **_CONSUMER),

@@ -142,6 +142,8 @@ register("ack.validation_error", WARNING, lambda p: f"consumer {_actor(p.get('na
          + (f" (MESSAGE frames {_frames(p['frames'], len(p['frames']))})" if p.get("frames") else ""))
 register("ack.whole_entry", NOTE, "ack of {ledger}:{entry} with batch_index {batch_index} and no ack_set: the broker "
          "acknowledges the whole entry (every message of its batch); later acks of its other messages add nothing")
+register("message.checksum_required", WARNING, "MESSAGE without the magic number and CRC32C to a client ({client_version}) "
+         "that rejects such frames: pulsar-rs 6.9.1 fails to decode it and drops the connection")
 register("UNACKED_AT_END", WARNING, lambda p: f"consumer {_actor(p.get('name'), p['consumer_id'])} had {p['count']} "
          f"delivered MESSAGE frame(s) never acknowledged when its connection ended (frames "
          f"{_frames(p['frames'], p['count'])})")

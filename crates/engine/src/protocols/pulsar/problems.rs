@@ -39,6 +39,7 @@ problems! {
         FrameTruncated => "frame.truncated",
         LookupRedirectLoop => "lookup.redirect_loop",
         MarkerUnparsable => "marker.unparsable",
+        MessageChecksumRequired => "message.checksum_required",
         MessageEarlyDelivery => "message.early_delivery",
         MessageRedelivered => "message.redelivered",
         PayloadBrokerEntryMetadata => "payload.broker_entry_metadata",

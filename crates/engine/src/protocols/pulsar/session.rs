@@ -276,7 +276,14 @@ pub struct PulsarSession {
     closed: OrderedMap<(Actor, Ident), Map>, // closed actors -> their info
     chunks: ChunkAssembler,
     drops: DropCounter,
+    /// The client's version when it is one that rejects a MESSAGE without the magic number and CRC32C (which
+    /// are optional on the wire); None once that was said.
+    needs_checksum: Option<Value>,
 }
+
+/// Clients that fail to decode a MESSAGE without the optional magic number and CRC32C and drop the
+/// connection (pulsar-rs 6.9.1 does, `CONNECT.client_version` "pulsar-rs-v6.9.1").
+const CLIENTS_NEEDING_CHECKSUMS: [&str; 1] = ["pulsar-rs"];
 
 /// Insert or replace a note (a dict's assignment).
 fn set_note(notes: &mut Map, key: &'static Name, value: impl Into<Value>) {
@@ -330,6 +337,7 @@ impl PulsarSession {
             closed: OrderedMap::new(),
             chunks,
             drops: DropCounter::new(conn),
+            needs_checksum: None,
         }
     }
 
@@ -429,11 +437,14 @@ impl PulsarSession {
 
     /// The actor is gone: later frames about it are a client bug; messages it never acked and messages
     /// delivered more than once are said now.
+    /// `backlog_matters`: false when the subscription went with the consumer (UNSUBSCRIBE): what it left
+    /// unacknowledged is no one's any more.
     fn on_close(
         &mut self,
         frame: &Frame,
         scope: Actor,
         cmd: &Value,
+        backlog_matters: bool,
         findings: &mut Vec<Finding>,
         events: &mut Vec<Event>,
     ) {
@@ -449,7 +460,7 @@ impl PulsarSession {
             Actor::Consumer => {
                 let Some(mut consumer) = self.consumers.remove(&ident) else { return };
                 remember_bounded(&mut self.closed, (scope, ident), consumer.info.clone(), self.options.max_actors);
-                if !consumer.held().is_empty() && consumer.durable {
+                if backlog_matters && !consumer.held().is_empty() && consumer.durable {
                     let params = consumer.unacked_params(id.clone()); // the id as this frame names it
                     findings.push(Finding { id: PulsarProblem::ConsumerUnacked.name(), params });
                 }
@@ -783,6 +794,13 @@ impl Session for PulsarSession {
         let t = spec.name.as_str();
         if let Some(request) = request {
             self.learn(t, cmd, request, findings);
+            if t == "SUCCESS" && request.type_name.as_str() == "UNSUBSCRIBE" {
+                // the subscription is gone, and its consumer with it (a later frame for it is after its close)
+                if let Some(id) = map_get(&request.kept, "consumer_id") {
+                    let closing = Value::Map(vec![entry(name!("consumer_id"), id.clone())]);
+                    self.on_close(frame, Actor::Consumer, &closing, false, findings, events);
+                }
+            }
         }
         if let Some((scope, scope_id)) = &spec.scope {
             let ident = Ident::of(field(cmd, scope_id));
@@ -806,6 +824,18 @@ impl Session for PulsarSession {
         match t {
             "PRODUCER" => self.new_producer(frame, cmd, events),
             "SUBSCRIBE" => self.new_consumer(frame, cmd, events),
+            "CONNECT" => {
+                let version = field(cmd, "client_version")
+                    .filter(|v| v.as_str().is_some_and(|v| CLIENTS_NEEDING_CHECKSUMS.iter().any(|c| v.starts_with(c))));
+                self.needs_checksum = version.cloned();
+            }
+            "MESSAGE"
+                if self.needs_checksum.is_some()
+                    && frame.pdu.payload().is_some_and(|b| b.checksum == Checksum::Absent) =>
+            {
+                let version = self.needs_checksum.take().unwrap_or(Value::Null);
+                findings.push(finding!(PulsarProblem::MessageChecksumRequired, "client_version" => version));
+            }
             _ => {}
         }
         let body = frame.pdu.payload();
@@ -842,7 +872,7 @@ impl Session for PulsarSession {
                     set_note(notes, name!("broker_initiated"), true);
                 }
                 let scope = if t == "CLOSE_PRODUCER" { Actor::Producer } else { Actor::Consumer };
-                self.on_close(frame, scope, cmd, findings, events);
+                self.on_close(frame, scope, cmd, true, findings, events);
             }
             _ => {}
         }
