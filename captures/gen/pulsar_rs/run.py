@@ -10,8 +10,8 @@ Every scenario field of a manifest is what a client API reported (send receipts,
 results, receive timeouts). Only `capture_files`, `tcp_conversations_tshark` and `derived_frame_census` are
 read from the pcap, and never by the project's dissector.
 
-usage (run with a python that has pulsar-lite 0.2.0 and pulsar-client 3.13.0, e.g. /work/main/.venv/bin/python):
-  CARGO_TARGET_DIR=/work/target-helpers/pulsarrs python captures/gen/pulsar_rs/run.py [capture ...]
+usage (run with a python that has pulsar-lite 0.2.0 and pulsar-client 3.13.0, e.g. the checkout's .venv/bin/python):
+  python captures/gen/pulsar_rs/run.py [capture ...]   (CARGO_TARGET_DIR: where the generator was built)
 Only processes started here are signalled, by PID.
 """
 import datetime
@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CAPTURES_GEN = os.path.dirname(HERE)
 OUT_DIR = os.path.join(os.path.dirname(CAPTURES_GEN), "pulsar_rs")
 WORK = os.environ.get("PULSARRS_WORK", os.path.join(tempfile.gettempdir(), "pulsarrs-capture-run"))
-TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", "/work/target-helpers/pulsarrs")
+TARGET_DIR = os.environ.get("CARGO_TARGET_DIR", os.path.join(HERE, "target"))
 GEN_BIN = os.path.join(TARGET_DIR, "release", "pulsarrs-capture-gen")
 BROKER_CONF = os.path.join(HERE, "broker.toml")
 PORT = 16650
