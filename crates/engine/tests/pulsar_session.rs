@@ -467,6 +467,11 @@ fn closing_a_consumer_with_unacked_messages_says_so_then_later_use_is_flagged() 
     assert_eq!(r.ids(), ["actor.used_after_close"]);
     assert_eq!(r.param("actor.used_after_close", "actor").and_then(Value::as_str), Some("consumer"));
     assert_eq!(r.param("actor.used_after_close", "name").and_then(Value::as_str), Some("cons-a"));
+    // closing it again (pulsar-rs does) names it and says it is closed already: a note, no warning
+    let again = c.client("CLOSE_CONSUMER", &[("request_id", Value::Int(51)), ("consumer_id", Value::Int(1))]);
+    assert_eq!(again.ids(), ["actor.closed_again"]);
+    assert_eq!(again.param("actor.closed_again", "name").and_then(Value::as_str), Some("cons-a"));
+    assert!(again.note("consumer").is_some(), "the consumer it names");
 }
 
 #[test]

@@ -134,6 +134,8 @@ register("lookup.redirect_loop", WARNING, "lookup of {topic} redirected {limit} 
 
 register("actor.used_after_close", WARNING, lambda p: f"{p['type']} for {p['actor']} "
          + _actor(p.get("name"), p["id"]) + " after the client closed it")
+register("actor.closed_again", NOTE, lambda p: f"{p['type']} for {p['actor']} " + _actor(p.get("name"), p["id"])
+         + ", closed already")
 register("consumer.unacked", WARNING, lambda p: f"consumer {_actor(p.get('name'), p['consumer_id'])} closed with "
          f"{p['count']} delivered MESSAGE frame(s) never acknowledged (frames {_frames(p['frames'], p['count'])})")
 register("ack.validation_error", WARNING, lambda p: f"consumer {_actor(p.get('name'), p['consumer_id'])} could not "

@@ -9,6 +9,7 @@ problems! {
     pub enum PulsarProblem {
         AckValidationError => "ack.validation_error",
         AckWholeEntry => "ack.whole_entry",
+        ActorClosedAgain => "actor.closed_again",
         ActorUsedAfterClose => "actor.used_after_close",
         BatchCountMismatch => "batch.count_mismatch",
         BatchMalformed => "batch.malformed",

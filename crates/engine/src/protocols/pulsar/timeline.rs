@@ -32,11 +32,12 @@ fn summary<'a>(payload: &PayloadFacts<'a>) -> Summary<'a> {
         };
     }
     let messages = payload.messages.unwrap_or(&[]);
-    let bytes =
-        messages.iter().filter_map(|m| m.get("payload_size").and_then(Value::as_i64)).fold(0i64, i64::saturating_add);
+    let sizes: Vec<i64> = messages.iter().filter_map(|m| m.get("payload_size").and_then(Value::as_i64)).collect();
+    // no message's size known (an encrypted batch: its entries cannot be read): unknown, not zero
+    let unknown = !messages.is_empty() && sizes.is_empty();
     Summary {
         count: Atom::Int(messages.len() as i64),
-        bytes: Atom::Int(bytes),
+        bytes: if unknown { Atom::Str("?") } else { Atom::Int(sizes.iter().fold(0i64, |a, b| a.saturating_add(*b))) },
         chunk: messages.first().filter(|m| m.get("chunk_id").is_some()).map(chunk_of),
     }
 }
@@ -80,10 +81,10 @@ pub fn pieces(facts: &LineFacts, line: &mut Line) {
                 }
                 text::push_safe(key.get("key").unwrap_or(&Value::from("?".to_owned())), 20, &mut line.text);
             }
-            line.text.push_str(" algo=");
-            match md("encryption_algo") {
-                Some(algo) => text::push_safe(algo, 20, &mut line.text),
-                None => line.text.push('?'),
+            // (no encryption_algo: the client named none, the default cipher)
+            if let Some(algo) = md("encryption_algo") {
+                line.text.push_str(" algo=");
+                text::push_safe(algo, 20, &mut line.text);
             }
             line.end(Role::Encrypted);
         }
