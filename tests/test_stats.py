@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -481,3 +482,17 @@ def test_producers_and_consumers_share_one_memory_budget_and_connections_a_small
     assert result["latency_ms"]["PING"]["exact"] is True and result["latency_ms"]["PING"]["count"] == 500
     conn = result["connections"][0]["latency_ms"]["PING"]
     assert conn["exact"] is False and conn["count"] == 500 and conn["max"] == 499.0
+
+
+def test_a_topic_counts_what_the_broker_accepted_apart_from_what_was_sent():
+    """11b: the client API sent one message that fit (its step "ok") and one of 100,000 bytes above the broker's
+    limit, which the client sent again and again and the broker refused each time (its manifest)."""
+    root = Path(__file__).resolve().parent.parent
+    manifest = json.loads((root / "captures" / "11b_send_error_too_big.json").read_text())
+    accepted = sum(1 for step in manifest["steps"] if step["step"].startswith("send ") and step.get("result") == "ok")
+    res = subprocess.run([sys.executable, "-m", "dissector.cli.main", "stats", "--json",
+                          str(root / "captures" / "11b_send_error_too_big.pcap.gz")],
+                         capture_output=True, text=True, timeout=120)
+    topic = json.loads(res.stdout)["topics"][manifest["topic"]]
+    assert topic["messages_accepted"] == accepted == 1
+    assert topic["messages_rejected"] == topic["messages_sent"] - accepted > 0

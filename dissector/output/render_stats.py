@@ -137,7 +137,11 @@ def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> 
     for topic, t in data["topics"].items():
         console.print()
         say(Text("Topic ", style="bold") + Text(safe(topic, 200), style="bold cyan"))
-        say(Text(f"  sent {t['messages_sent']:,} messages ({t['bytes_sent']:,} B), "
+        # what the broker made of them: a SEND is not a message published
+        answers = [f"{t[key]:,} {word}" for key, word in (("messages_accepted", "accepted"),
+                                                           ("messages_rejected", "rejected")) if t.get(key)]
+        say(Text(f"  sent {t['messages_sent']:,} messages ({t['bytes_sent']:,} B"
+                 + (f"; {', '.join(answers)}" if answers and t.get("messages_rejected") else "") + "), "
                  f"received {t['messages_received']:,} messages ({t['bytes_received']:,} B)"))
         producers = [p for p in data["producers"] if p.get("topic") == topic]
         if producers:

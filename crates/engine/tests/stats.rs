@@ -271,6 +271,7 @@ fn a_producer_counts_what_it_sends_and_what_was_answered() {
     assert_eq!(p.frames, 5);
     let topic = s.topics.get("persistent://t/n/orders").unwrap();
     assert_eq!((topic.messages_sent, topic.bytes_sent), (6, 360));
+    assert_eq!((topic.messages_accepted, topic.messages_rejected), (3, 2), "a SEND is not a message published");
     assert!(topic.producers.contains("prod-a"));
 }
 

@@ -250,6 +250,8 @@ impl StatsCore {
             let d = PyDict::new(py);
             d.set_item("messages_sent", t.messages_sent)?;
             d.set_item("bytes_sent", t.bytes_sent)?;
+            d.set_item("messages_accepted", t.messages_accepted)?;
+            d.set_item("messages_rejected", t.messages_rejected)?;
             d.set_item("messages_received", t.messages_received)?;
             d.set_item("bytes_received", t.bytes_received)?;
             d.set_item("producers", PyList::new(py, &t.producers)?)?;

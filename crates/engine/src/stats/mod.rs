@@ -190,6 +190,9 @@ impl Conn {
 pub struct Topic {
     pub messages_sent: i64,
     pub bytes_sent: i64,
+    /// Of the messages sent, those the server accepted (a receipt) and refused (an error answer).
+    pub messages_accepted: i64,
+    pub messages_rejected: i64,
     pub messages_received: i64,
     pub bytes_received: i64,
     pub producers: std::collections::BTreeSet<String>,
@@ -767,9 +770,14 @@ impl Stats {
         self.throughput_span = (self.throughput_span.0.div_euclid(2), self.throughput_span.1.div_euclid(2));
     }
 
+    /// The topic of a producer or consumer (`?` when it names none).
+    fn topic_of(&mut self, info: &Map) -> &mut Topic {
+        self.topics.entry(topic_name(info)).or_default()
+    }
+
     /// Messages and bytes of one publish (`sent`) or delivery (not `sent`) for its actor and topic.
     fn count_messages(&mut self, rec: &Map, info: &Map, sent: bool, time: f64, to_client: bool) -> (i64, i64) {
-        let topic_name = get(info, "topic").filter(|v| v.truthy()).map_or("?".to_owned(), |v| python_str(Some(v)));
+        let topic_name = topic_name(info);
         let who = get(info, "name")
             .filter(|v| v.truthy())
             .map_or_else(|| python_str(get(info, "id")), |v| python_str(Some(v)));
@@ -820,12 +828,16 @@ impl Stats {
             Some((StatsRole::PublishAccepted, _)) => {
                 let actor = actor(&mut self.producers, conn, info, true);
                 actor.receipts += 1;
-                actor.accepted += answered(&mut actor.waiting, rec);
+                let n = answered(&mut actor.waiting, rec);
+                actor.accepted += n;
+                self.topic_of(info).messages_accepted += n;
             }
             Some((StatsRole::PublishRefused, protocol)) => {
                 let actor = actor(&mut self.producers, conn, info, true);
                 actor.errors.add(error_name(Some(protocol), command), 1);
-                actor.rejected += answered(&mut actor.waiting, rec);
+                let n = answered(&mut actor.waiting, rec);
+                actor.rejected += n;
+                self.topic_of(info).messages_rejected += n;
             }
             _ => {
                 actor(&mut self.producers, conn, info, true);
@@ -908,6 +920,10 @@ fn actor<'a>(table: &'a mut OrderedMap<(i64, i64), Actor>, conn: i64, info: &Map
 }
 
 /// The messages of the publish an answer (accepting or refusing it) answers, no longer waiting.
+fn topic_name(info: &Map) -> String {
+    get(info, "topic").filter(|v| v.truthy()).map_or("?".to_owned(), |v| python_str(Some(v)))
+}
+
 fn answered(waiting: &mut OrderedMap<i64, i64>, rec: &Map) -> i64 {
     match get(rec, "answers") {
         Some(index) => waiting.remove(&int(Some(index))).unwrap_or(0),
