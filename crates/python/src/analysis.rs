@@ -22,7 +22,7 @@ use engine::tables::RecordTables;
 
 use crate::arrow::RecordBatches;
 use crate::convert::{map_to_py, value_from_py, StrToPy};
-use crate::pipeline::{Classes as PipelineClasses, FramePlace, Made, Pipeline};
+use crate::pipeline::{note_to_py, Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::pooled::{JsonLines, LinesOut, PooledLines, RecordJob};
 use crate::records::{py_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
 use crate::stats::StatsCore;
@@ -35,6 +35,7 @@ use engine::analysis::{
 };
 use engine::model::{Decoded, Finding};
 use engine::name;
+use engine::pipeline::StreamNote;
 use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::protocols::{self, Limits};
 use engine::records::{build_record, JsonSink, MapSink, RecordInput, RecordStyle, SinkResult};
@@ -464,7 +465,14 @@ impl ConversationCore {
     fn process_made(&mut self, py: Python<'_>, made: Made, out: &Bound<'_, PyList>) -> PyResult<()> {
         let (place, pdu) = match made {
             Made::Frame(place, pdu) => (place, Arc::new(pdu)), // (shared with the record written on the pool)
-            Made::PyFrame(item) | Made::Event(item) => return self.process(py, item.bind(py), out),
+            Made::PyFrame(item) => return self.process(py, item.bind(py), out),
+            Made::Note(note) => {
+                // read as the engine made it: a `model.Event` only where it comes out
+                let mid_stream = note.details.iter().any(|(key, value)| key.as_str() == "mid_stream" && value.truthy());
+                let packet = u64::try_from(note.packet).unwrap_or(0);
+                self.analyzer.event(&note.kind, note.conn, note.time, packet, mid_stream, &mut self.out);
+                return self.flush_current(py, Current::Note(&note), out);
+            }
         };
         if let Err(error) = self.native_frame(py, &place, &pdu) {
             self.out.clear();
@@ -530,7 +538,9 @@ impl ConversationCore {
                     let frame = match item {
                         Current::Object(frame) => (*frame).clone(),
                         Current::Native(place, pdu) => place.frame_to_py(py, &self.classes.frame, pdu)?,
-                        Current::Nothing => return Err(PyRuntimeError::new_err("a frame's notes without the frame")),
+                        Current::Nothing | Current::Note(_) => {
+                            return Err(PyRuntimeError::new_err("a frame's notes without the frame"))
+                        }
                     };
                     let findings = findings_to_py(py, &self.classes.finding, &findings)?;
                     let notes = self.notes(py, notes)?;
@@ -543,6 +553,14 @@ impl ConversationCore {
                             stats_python_event(py, stats, input)?;
                         }
                         self.append(py, out, (*input).clone())?
+                    }
+                    Current::Note(note) => {
+                        if let Some(stats) = self.stats_target() {
+                            let record = event_stats_record(&note.kind, note.time, note.conn, note.details.clone());
+                            stats.borrow_mut(py).add_record(record)?;
+                        }
+                        let event = note_to_py(py, &self.classes.event, note)?;
+                        self.append(py, out, event)?
                     }
                     _ => return Err(PyRuntimeError::new_err("no input to pass on")),
                 },
@@ -643,7 +661,7 @@ impl ConversationCore {
                 })??;
                 self.emit_record(py, built, out)
             }
-            Current::Nothing => Err(PyRuntimeError::new_err("a frame's notes without the frame")),
+            Current::Nothing | Current::Note(_) => Err(PyRuntimeError::new_err("a frame's notes without the frame")),
         }
     }
 
@@ -747,6 +765,8 @@ enum Current<'a, 'py> {
     Nothing,
     Object(&'a Bound<'py, PyAny>),
     Native(&'a FramePlace, &'a Arc<Decoded>),
+    /// A stream's note, as the engine's data.
+    Note(&'a StreamNote),
 }
 
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON

@@ -22,7 +22,9 @@ pub use engine::pipeline::OtherTraffic;
 /// record can be written from it), or as the Python frame of a protocol declared in Python.
 #[allow(clippy::large_enum_variant)] // held for one packet's items at most: boxing would allocate per frame
 pub enum Made {
-    Event(Py<PyAny>),
+    /// A stream's note, as the engine's plain data (the analysis reads it so; a `model.Event` is made of it
+    /// only where one comes out: `note_to_py`).
+    Note(StreamNote),
     Frame(FramePlace, Decoded),
     PyFrame(Py<PyAny>),
 }
@@ -89,27 +91,39 @@ impl FramePlace {
     }
 }
 
-/// The Python objects of what the pipeline made, for callers that want only those.
-pub fn made_to_py<'py>(py: Python<'py>, frame_class: &Py<PyAny>, made: Vec<Made>) -> PyResult<Bound<'py, PyList>> {
-    let out = PyList::empty(py);
-    made_into(py, frame_class, made, &out)?;
-    Ok(out)
-}
-
-/// The same, appended to `out`.
-pub fn made_into(
-    py: Python<'_>,
-    frame_class: &Py<PyAny>,
-    made: impl IntoIterator<Item = Made>,
-    out: &Bound<'_, PyList>,
-) -> PyResult<()> {
-    for m in made {
-        match m {
-            Made::Event(object) | Made::PyFrame(object) => out.append(object)?,
-            Made::Frame(place, pdu) => out.append(place.frame_to_py(py, frame_class, &pdu)?)?,
-        }
+/// A stream's note as a ``model.Event`` (``event_class``).
+pub fn note_to_py<'py>(py: Python<'py>, event_class: &Py<PyAny>, note: &StreamNote) -> PyResult<Bound<'py, PyAny>> {
+    let details = map_to_py(py, &note.details)?;
+    let params = map_to_py(py, &note.params)?;
+    let event = event_class.bind(py);
+    match &note.at {
+        Some(at) => event.call1((
+            note.kind.as_str(),
+            note.time,
+            note.packet,
+            note.conn,
+            &*at.src,
+            &*at.dst,
+            &*at.direction,
+            at.offset,
+            at.length,
+            details,
+            params,
+        )),
+        None => event.call1((
+            note.kind.as_str(),
+            note.time,
+            note.packet,
+            note.conn,
+            py.None(),
+            py.None(),
+            py.None(),
+            py.None(),
+            py.None(),
+            details,
+            params,
+        )),
     }
-    Ok(())
 }
 
 /// The Python classes the pipeline builds.
@@ -169,11 +183,6 @@ impl Pipeline {
     /// The ``model.Event`` class it builds.
     pub fn event_class(&self) -> &Py<PyAny> {
         &self.classes.event
-    }
-
-    /// The ``model.Frame`` class it builds.
-    pub fn frame_class(&self) -> &Py<PyAny> {
-        &self.classes.frame
     }
 
     pub fn other(&self) -> &OtherTraffic {
@@ -251,7 +260,7 @@ impl Pipeline {
                 continue;
             }
             let converted = match item {
-                pipeline::Made::Note(note) => self.event(py, note).map(Made::Event),
+                pipeline::Made::Note(note) => Ok(Made::Note(note)),
                 pipeline::Made::Frame(place, pdu) => self.frame(py, place, pdu),
             };
             match converted {
@@ -288,39 +297,27 @@ impl Pipeline {
         })
     }
 
-    /// A stream's note as a ``model.Event``.
-    fn event(&mut self, py: Python<'_>, note: StreamNote) -> PyResult<Py<PyAny>> {
-        let details = map_to_py(py, &note.details)?;
-        let params = map_to_py(py, &note.params)?;
-        let event = self.classes.event.bind(py);
-        let object = match note.at {
-            Some(at) => event.call1((
-                note.kind,
-                note.time,
-                note.packet,
-                note.conn,
-                self.texts.get(py, &at.src),
-                self.texts.get(py, &at.dst),
-                self.texts.get(py, &at.direction),
-                at.offset,
-                at.length,
-                details,
-                params,
-            ))?,
-            None => event.call1((
-                note.kind,
-                note.time,
-                note.packet,
-                note.conn,
-                py.None(),
-                py.None(),
-                py.None(),
-                py.None(),
-                py.None(),
-                details,
-                params,
-            ))?,
-        };
-        Ok(object.unbind())
+    /// The Python objects of what the pipeline made, for callers that want only those.
+    pub fn made_to_py<'py>(&self, py: Python<'py>, made: Vec<Made>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        self.made_into(py, made, &out)?;
+        Ok(out)
+    }
+
+    /// The same, appended to `out`.
+    pub fn made_into(
+        &self,
+        py: Python<'_>,
+        made: impl IntoIterator<Item = Made>,
+        out: &Bound<'_, PyList>,
+    ) -> PyResult<()> {
+        for m in made {
+            match m {
+                Made::Note(note) => out.append(note_to_py(py, &self.classes.event, &note)?)?,
+                Made::PyFrame(object) => out.append(object)?,
+                Made::Frame(place, pdu) => out.append(place.frame_to_py(py, &self.classes.frame, &pdu)?)?,
+            }
+        }
+        Ok(())
     }
 }

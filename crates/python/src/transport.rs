@@ -4,7 +4,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::capture::{read_batch, selected_segments, FileStage, Selection};
-use crate::pipeline::{made_into, made_to_py, Classes, Made, OtherTraffic, Pipeline};
+use crate::pipeline::{Classes, Made, OtherTraffic, Pipeline};
 use crate::protocol::{Protocol, PythonDecoding};
 use engine::pipeline::{DecodeSettings, PipelineSettings};
 use engine::transport::net::{tcp_segment as parse_segment, Ip, Segment};
@@ -153,7 +153,7 @@ impl Dissector {
     ) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         feed_packet(py, &mut self.inner, index, timestamp, linktype, &data, orig_len, &mut out)?;
-        made_to_py(py, self.inner.frame_class(), out)
+        self.inner.made_to_py(py, out)
     }
 
     /// One captured packet, what it completes held until ``release`` (so a file reader's notes can go before
@@ -179,7 +179,7 @@ impl Dissector {
 
     /// The held items.
     fn release<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        made_to_py(py, self.inner.frame_class(), std::mem::take(&mut self.held))
+        self.inner.made_to_py(py, std::mem::take(&mut self.held))
     }
 
     /// Packets of a ``CaptureReader`` (the core's) until at least ``at_least`` items are made, packets of
@@ -232,21 +232,21 @@ impl Dissector {
             };
             self.inner.feed_segment(py, &seg, &mut out)
         })??;
-        made_to_py(py, self.inner.frame_class(), out)
+        self.inner.made_to_py(py, out)
     }
 
     /// The clock moved to ``now``: the time-based expiries, without waiting for the next packet.
     fn tick<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.inner.tick(py, now, &mut out)?;
-        made_to_py(py, self.inner.frame_class(), out)
+        self.inner.made_to_py(py, out)
     }
 
     /// End of the capture: every connection closed, what the streams left over.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let mut out = Vec::new();
         self.inner.finish(py, &mut out)?;
-        made_to_py(py, self.inner.frame_class(), out)
+        self.inner.made_to_py(py, out)
     }
 
     /// The packets of `flows` (`flow_key`s) in a file of a larger input (`reader`, a ``CaptureReader``; its
@@ -289,7 +289,7 @@ impl Dissector {
             let conn = match &made {
                 Made::Frame(place, _) => place.conn,
                 Made::PyFrame(frame) => frame.bind(py).getattr("conn")?.extract()?,
-                Made::Event(_) => continue,
+                Made::Note(_) => continue,
             };
             match counts.last_mut() {
                 Some((last, n)) if *last == conn => *n += 1,
@@ -344,7 +344,7 @@ impl FileStage for Dissector {
     }
 
     fn release_into(&mut self, py: Python<'_>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        made_into(py, self.inner.frame_class(), self.held.drain(..), out)
+        self.inner.made_into(py, self.held.drain(..), out)
     }
 
     fn event_into(&mut self, _py: Python<'_>, event: Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
