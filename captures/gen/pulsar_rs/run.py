@@ -62,7 +62,35 @@ CAPTURES = {
                            "receives with 3 s timeouts, acking what it gets. Expected: it cannot decompress the "
                            "Snappy entries, acks them with validation_error=DecompressionError and delivers only "
                            "the 2 plain messages."),
+    "rs_07_partitioned": (["partitioned"], "The broker makes every new topic partitioned (broker-partitioned.toml: "
+                          "default_partitions = 3; pulsar-lite has no admin API). A non-batched pulsar-rs producer "
+                          "with RoutingPolicy::RoundRobin sends 12 messages with keys key-<i%4> (routed by "
+                          "murmur3(key) % 3) and properties; then the official Python client subscribes to the "
+                          "partitioned topic (one consumer per partition, same name) and acks each message."),
+    "rs_08_many_on_one_connection": (["many"], "One pulsar-rs client, one connection: producers rs-many-batched "
+                                     "(topic rs-many-a, batches of 5, keys and properties, 10 messages), "
+                                     "rs-many-plain (rs-many-b, not batched, no key or properties, 4 messages) and "
+                                     "rs-many-zstd (rs-many-c, not batched, ZSTD, 3 messages) send at the same time; "
+                                     "then a Shared and an Exclusive consumer (Latest) on rs-many-a / rs-many-b "
+                                     "ack by the receipts' ids, individually (a) and cumulatively up to the last "
+                                     "(b). Then the official Python client reads rs-many-a on py-sub."),
+    "rs_09_errors": (["errors"], "What the broker refuses, each refused call from its own pulsar-rs client (its own "
+                     "connection, retries bounded to 1): an Exclusive-access producer rs-err-exclusive sends 3 "
+                     "messages; a second producer with the same name; a second Exclusive-access producer; an "
+                     "Exclusive consumer on rs-err-sub, then a second one on the same subscription; a send after "
+                     "the first producer's close()."),
+    "rs_10_reader_seek_cumulative": (["seek-cumulative"], "pulsar-rs produces 10 batched (5 per batch) and 4 plain "
+                                     "messages and closes its producers; its Exclusive consumer at Latest calls cumulative_ack_with_id (batched "
+                                     "#7) and seek by a publish time one hour ahead. Then the official Python "
+                                     "client: consumer py-consumer (Exclusive, Earliest) receives all, acks "
+                                     "cumulatively up to #6, seeks to the id of #2 and receives again, acks "
+                                     "cumulatively up to the last (if any), closes; a second consumer py-consumer-2 "
+                                     "on py-sub receives what is left and acks cumulatively; then a reader py-reader starts after the first "
+                                     "plain message, reads, seeks to earliest and reads 3 more."),
 }
+
+# capture name -> broker config file next to this script (default broker.toml)
+BROKER_CONFIGS = {"rs_07_partitioned": "broker-partitioned.toml"}
 
 
 def sha256(data):
@@ -109,17 +137,18 @@ def port_open():
 
 
 class Broker:
-    def __init__(self, workdir):
+    def __init__(self, workdir, config=BROKER_CONF):
         import pulsar_lite
         self.bin = os.path.join(os.path.dirname(pulsar_lite.__file__), "bin", "pulsar-lite")
         self.workdir = workdir
+        self.config = config
         self.log = os.path.join(workdir, "broker.log")
 
     def start(self):
         if port_open():
             raise RuntimeError(f"port {PORT} is already in use")
         self.log_file = open(self.log, "w")
-        self.proc = subprocess.Popen([self.bin, "--config", BROKER_CONF, "--addr", f"127.0.0.1:{PORT}",
+        self.proc = subprocess.Popen([self.bin, "--config", self.config, "--addr", f"127.0.0.1:{PORT}",
                                       "--db-path", os.path.join(self.workdir, "data.db"), "--log-level", "info"],
                                      cwd=self.workdir, stdout=self.log_file, stderr=subprocess.STDOUT)
         wait_for(port_open, 10, "broker port")
@@ -232,6 +261,25 @@ def run_generator(args, workdir):
     return report
 
 
+def received_record(msg, started):
+    """What the official client's API returned for one message."""
+    data = msg.data()
+    mid = msg.message_id()
+    record = {"message_id": {"ledger_id": mid.ledger_id(), "entry_id": mid.entry_id(),
+                             "partition": mid.partition(), "batch_index": mid.batch_index(), "str": str(mid)},
+              "topic": msg.topic_name(),
+              "payload_len": len(data), "payload_sha256": sha256(data), "properties": msg.properties(),
+              "partition_key": msg.partition_key() or None, "redelivery_count": msg.redelivery_count(),
+              "publish_timestamp_ms": msg.publish_timestamp(), "producer_name": msg.producer_name(),
+              "t_s": round(time.time() - started, 3)}
+    if len(data) <= 256:
+        try:
+            record["payload_utf8"] = data.decode()
+        except UnicodeDecodeError:
+            record["payload_hex"] = data.hex()
+    return record
+
+
 def python_consumer(topic, workdir, expected_total, subscription, consumer_name):
     """The official Python client consumes what pulsar-rs produced; records exactly what its API returned."""
     import pulsar
@@ -249,19 +297,7 @@ def python_consumer(topic, workdir, expected_total, subscription, consumer_name)
             timeouts += 1
             events.append({"event": "receive_timeout", "timeout_ms": 3000, "t_s": round(time.time() - started, 3)})
             continue
-        data = msg.data()
-        mid = msg.message_id()
-        record = {"message_id": {"ledger_id": mid.ledger_id(), "entry_id": mid.entry_id(),
-                                 "partition": mid.partition(), "batch_index": mid.batch_index(), "str": str(mid)},
-                  "payload_len": len(data), "payload_sha256": sha256(data), "properties": msg.properties(),
-                  "partition_key": msg.partition_key() or None, "redelivery_count": msg.redelivery_count(),
-                  "publish_timestamp_ms": msg.publish_timestamp(), "producer_name": msg.producer_name(),
-                  "t_s": round(time.time() - started, 3)}
-        if len(data) <= 256:
-            try:
-                record["payload_utf8"] = data.decode()
-            except UnicodeDecodeError:
-                record["payload_hex"] = data.hex()
+        record = received_record(msg, started)
         consumer.acknowledge(msg)
         record["app_action"] = "acknowledge"
         received.append(record)
@@ -271,11 +307,110 @@ def python_consumer(topic, workdir, expected_total, subscription, consumer_name)
     log_lines = open(log_path, errors="replace").read().splitlines() if os.path.exists(log_path) else []
     notable = [line for line in log_lines if re.search(r"decompress|corrupt|discard|validation|snappy", line, re.I)]
     return {"client": f"pulsar-client {pulsar.__version__} (Python, bundled C++ core)",
-            "subscription": subscription, "consumer_name": consumer_name, "sub_type": "Exclusive",
+            "topic": topic, "subscription": subscription, "consumer_name": consumer_name, "sub_type": "Exclusive",
             "initial_position": "Earliest", "receive_timeout_ms": 3000, "stop_rule": "2 receive timeouts",
             "received": received, "events": events,
             "summary": {"received": len(received), "receive_timeouts": timeouts},
             "client_log_lines_about_decompression": notable[:20]}
+
+
+def python_seek_cumulative_reader(topic, workdir, expected_total):
+    """The official client over pulsar-rs's messages: a consumer that acks cumulatively and seeks, then a reader
+    that starts at a message id and seeks. Records exactly what its API returned (each call and its result)."""
+    import pulsar
+    log_path = os.path.join(workdir, "pulsar-client-seek.log")
+    client = pulsar.Client(URL, operation_timeout_seconds=15,
+                           logger=pulsar.FileLogger(pulsar.LoggerLevel.Info, log_path))
+    started = time.time()
+
+    def call(calls, name, fn, **details):
+        try:
+            fn()
+            result = "ok"
+        except Exception as e:  # the API's own refusal is the record
+            result = f"{type(e).__name__}: {e}"
+        calls.append({"call": name, **details, "result": result, "t_s": round(time.time() - started, 3)})
+
+    def drain(receiver, limit, events, label):
+        got, timeouts = [], 0
+        while timeouts < 2 and len(got) < limit:
+            try:
+                msg = (receiver.read_next if hasattr(receiver, "read_next") else receiver.receive)(3000)
+            except pulsar.Timeout:
+                timeouts += 1
+                events.append({"event": "receive_timeout", "stage": label, "timeout_ms": 3000,
+                               "t_s": round(time.time() - started, 3)})
+                continue
+            got.append((msg, received_record(msg, started)))
+            events.append({"event": "received", "stage": label, "i": len(got) - 1})
+        return got
+
+    calls, events = [], []
+    consumer = client.subscribe(topic, "py-sub", consumer_type=pulsar.ConsumerType.Exclusive,
+                                initial_position=pulsar.InitialPosition.Earliest, consumer_name="py-consumer")
+    first = drain(consumer, expected_total, events, "first pass")
+    for _, record in first:
+        record["app_action"] = "none (covered by the cumulative acks below)"
+    if len(first) > 6:
+        call(calls, "acknowledge_cumulative", lambda: consumer.acknowledge_cumulative(first[6][0]),
+             received_index=6, message_id=first[6][1]["message_id"]["str"])
+    if len(first) > 2:
+        call(calls, "seek", lambda: consumer.seek(first[2][0].message_id()), received_index=2,
+             message_id=first[2][1]["message_id"]["str"])
+    second = drain(consumer, expected_total, events, "after seek")
+    for _, record in second:
+        record["app_action"] = "none (covered by the cumulative ack below)"
+    if second:
+        call(calls, "acknowledge_cumulative", lambda: consumer.acknowledge_cumulative(second[-1][0]),
+             stage="after seek", received_index=len(second) - 1, message_id=second[-1][1]["message_id"]["str"])
+    call(calls, "consumer.close", consumer.close)
+
+    # Where the seek and the cumulative acks left the subscription: a new consumer on it, acking cumulatively.
+    resubscribe_calls, resubscribe_events = [], []
+    again = client.subscribe(topic, "py-sub", consumer_type=pulsar.ConsumerType.Exclusive,
+                             initial_position=pulsar.InitialPosition.Earliest, consumer_name="py-consumer-2")
+    resubscribed = drain(again, expected_total, resubscribe_events, "resubscribed")
+    if resubscribed:
+        call(resubscribe_calls, "acknowledge_cumulative", lambda: again.acknowledge_cumulative(resubscribed[-1][0]),
+             received_index=len(resubscribed) - 1, message_id=resubscribed[-1][1]["message_id"]["str"])
+    call(resubscribe_calls, "consumer.close", again.close)
+
+    reader_calls, reader_events = [], []
+    plain = [m for m, r in first if r["message_id"]["batch_index"] < 0]
+    start = plain[0].message_id() if plain else pulsar.MessageId.earliest
+    reader = client.create_reader(topic, start, reader_name="py-reader")
+    reader_calls.append({"call": "create_reader", "start_message_id": str(start), "result": "ok"})
+    read = drain(reader, expected_total, reader_events, "from the start id")
+    call(reader_calls, "reader.seek", lambda: reader.seek(pulsar.MessageId.earliest), message_id="earliest")
+    reread = drain(reader, 3, reader_events, "after seek to earliest")
+    call(reader_calls, "reader.close", reader.close)
+    client.close()
+    log_lines = open(log_path, errors="replace").read().splitlines() if os.path.exists(log_path) else []
+    notable = [line for line in log_lines if re.search(r"decompress|corrupt|discard|validation|seek|reset", line, re.I)]
+    consumer_report = {
+        "client": f"pulsar-client {pulsar.__version__} (Python, bundled C++ core)", "topic": topic,
+        "subscription": "py-sub", "consumer_name": "py-consumer", "sub_type": "Exclusive",
+        "initial_position": "Earliest", "receive_timeout_ms": 3000, "stop_rule": "2 receive timeouts per stage",
+        "received": [r for _, r in first],
+        "received_after_seek": [r for _, r in second],
+        "api_calls": calls, "events": events,
+        "summary": {"received": len(first), "received_after_seek": len(second),
+                    "receive_timeouts": sum(e["event"] == "receive_timeout" for e in events)},
+        "client_log_lines_about_decompression": [line for line in notable if "seek" not in line.lower()][:20],
+        "client_log_lines_about_seek": [line for line in notable if "seek" in line.lower()][:20],
+    }
+    reader_report = {
+        "reader_name": "py-reader", "start_message_id": str(start),
+        "read": [r for _, r in read], "read_after_seek": [r for _, r in reread],
+        "api_calls": reader_calls, "events": reader_events,
+        "summary": {"read": len(read), "read_after_seek": len(reread)},
+    }
+    resubscribe_report = {
+        "subscription": "py-sub", "consumer_name": "py-consumer-2", "sub_type": "Exclusive",
+        "received": [r for _, r in resubscribed], "api_calls": resubscribe_calls, "events": resubscribe_events,
+        "summary": {"received": len(resubscribed)},
+    }
+    return consumer_report, resubscribe_report, reader_report
 
 
 def notes_from_reports(manifest):
@@ -294,11 +429,15 @@ def notes_from_reports(manifest):
     for key in ("python_consumer", "cross_consumer"):
         report = manifest.get(key)
         if report:
-            sent = {r["payload_sha256"] for r in scenario.get("sent", [])}
+            # Only what was sent to the topic it read (rs_08 has three topics).
+            on_topic = {p["name"] for p in scenario.get("producers", []) if p.get("topic", report.get("topic"))
+                        == report.get("topic")}
+            sent = {r["payload_sha256"] for r in scenario.get("sent", []) if r["producer"] in on_topic}
             matched = sum(r["payload_sha256"] in sent for r in report["received"])
-            notes.append(f"{key}: the official Python client received {report['summary']['received']} of "
-                         f"{len(sent)} sent messages ({matched} with a payload sha256 equal to a sent one) and "
-                         f"had {report['summary']['receive_timeouts']} receive timeouts.")
+            notes.append(f"{key}: the official Python client received {report['summary']['received']} of the "
+                         f"{len(sent)} messages sent to {report.get('topic', 'the topic')} ({matched} with a "
+                         f"payload sha256 equal to a sent one) and had {report['summary']['receive_timeouts']} "
+                         "receive timeouts.")
     return notes
 
 
@@ -309,7 +448,8 @@ def record_capture(name):
     os.makedirs(workdir)
     os.makedirs(OUT_DIR, exist_ok=True)
     pcap = os.path.join(OUT_DIR, f"{name}.pcap")
-    broker, tcpdump = Broker(workdir), Tcpdump(pcap, workdir)
+    broker_conf = os.path.join(HERE, BROKER_CONFIGS.get(name, "broker.toml"))
+    broker, tcpdump = Broker(workdir, broker_conf), Tcpdump(pcap, workdir)
     manifest = {"capture": name, "description": description, "notes": []}
     broker.start()
     try:
@@ -324,7 +464,15 @@ def record_capture(name):
         if args[0] == "produce-cross":
             manifest["cross_consumer"] = python_consumer(scenario["topic"], workdir, scenario["summary"]["sent"],
                                                          "py-cross-sub", "py-cross-consumer")
-        elif args[0] in ("basic", "batch"):
+        elif args[0] == "many":  # the official client reads the batched producer's topic
+            topic_a = scenario["producers"][0]["topic"]
+            count = sum(m["producer"] == scenario["producers"][0]["name"] for m in scenario["sent"])
+            manifest["python_consumer"] = python_consumer(topic_a, workdir, count, "py-sub", "py-consumer")
+        elif args[0] == "seek-cumulative":
+            (manifest["python_consumer"], manifest["python_consumer_resubscribed"],
+             manifest["python_reader"]) = python_seek_cumulative_reader(
+                scenario["topic"], workdir, scenario["summary"]["sent"])
+        elif args[0] in ("basic", "batch", "partitioned"):
             # pulsar-rs's own consumer cannot read pulsar-lite's MESSAGE frames (see README): the official
             # client reads the same messages on a second subscription, so the capture has real consumer acks.
             manifest["python_consumer"] = python_consumer(scenario["topic"], workdir, scenario["summary"]["sent"],
@@ -345,8 +493,9 @@ def record_capture(name):
         "generator_args": args,
         "versions": versions(),
         "broker": {"impl": "pulsar-lite (PyPI, native binary pulsar_lite/bin/pulsar-lite)",
-                   "listen": f"127.0.0.1:{PORT}", "port": PORT, "config_file": "captures/gen/pulsar_rs/broker.toml",
-                   "config": open(BROKER_CONF).read(), "fresh_db": True, "log_file": f"{name}.broker.log"},
+                   "listen": f"127.0.0.1:{PORT}", "port": PORT,
+                   "config_file": f"captures/gen/pulsar_rs/{os.path.basename(broker_conf)}",
+                   "config": open(broker_conf).read(), "fresh_db": True, "log_file": f"{name}.broker.log"},
         "dissector_hint": f"--port {PORT}",
         "bpf_filter": f"tcp port {PORT}",
         "capture_files": {"tcpdump": dict(file=os.path.basename(pcap), bytes=len(data), sha256=sha256(data),

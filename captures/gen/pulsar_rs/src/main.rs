@@ -8,6 +8,11 @@
 //!                          Exclusive consumer acks each
 //!   nack                   batched + non-batched messages; Shared consumer nacks some, then acks the redeliveries
 //!   produce-cross [codec]  produce only (batched compressed + 2 plain ones), for another client to consume
+//!   partitioned            non-batched producer on a partitioned topic, routed by key (RoutingPolicy::RoundRobin)
+//!   many                   3 producers (3 topics) and 2 consumers on one client, i.e. one connection
+//!   errors                 what the broker refuses: a producer name in use, a second Exclusive producer, a second
+//!                          Exclusive consumer, a send after close
+//!   seek-cumulative        produce, then cumulative_ack_with_id and seek by time from a consumer at Latest
 //!
 //! codec: none | snappy | lz4 | zstd | zlib
 //!
@@ -20,8 +25,10 @@ use futures::StreamExt;
 use pulsar::compression::{Compression, CompressionLz4, CompressionSnappy, CompressionZlib, CompressionZstd};
 use pulsar::consumer::InitialPosition;
 use pulsar::proto::{MessageIdData, MessageMetadata};
+use pulsar::routing_policy::RoutingPolicy;
 use pulsar::{
-    CommandSendReceipt, Consumer, ConsumerOptions, Producer, ProducerOptions, Pulsar, SubType, TokioExecutor,
+    CommandSendReceipt, Consumer, ConsumerOptions, OperationRetryOptions, Producer, ProducerOptions, Pulsar, SubType,
+    TokioExecutor,
 };
 use serde_json::{json, Value};
 
@@ -409,6 +416,51 @@ async fn scenario_nack(client: &Client) -> Result<Value, pulsar::Error> {
     }))
 }
 
+/// The message ids the send futures returned, per sent record: (producer, index, id).
+fn receipt_ids(sent: &[Value]) -> Vec<(String, usize, MessageIdData)> {
+    let mut ids = Vec::new();
+    for record in sent {
+        let outgoing_index = record["i"].as_u64().unwrap_or_default() as usize;
+        let producer = record["producer"].as_str().unwrap_or_default().to_string();
+        let id = &record["receipt"]["message_id"];
+        if id.is_null() {
+            continue;
+        }
+        let as_i32 = |v: &Value| v.as_i64().map(|n| n as i32);
+        ids.push((
+            producer,
+            outgoing_index,
+            MessageIdData {
+                ledger_id: id["ledger_id"].as_u64().unwrap_or_default(),
+                entry_id: id["entry_id"].as_u64().unwrap_or_default(),
+                partition: as_i32(&id["partition"]),
+                batch_index: as_i32(&id["batch_index"]),
+                batch_size: as_i32(&id["batch_size"]),
+                ..Default::default()
+            },
+        ));
+    }
+    ids
+}
+
+/// pulsar-rs retries ProducerBusy / ConsumerBusy / ServiceNotReady forever by default; a call here is bounded.
+async fn bounded<T, E: std::fmt::Display>(
+    seconds: u64,
+    call: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(Duration::from_secs(seconds), call).await {
+        Err(_) => Err(format!("no answer within {seconds} s (tokio timeout in the generator)")),
+        Ok(result) => result.map_err(|e| format!("{e}")),
+    }
+}
+
+fn outcome<T>(result: &Result<T, String>) -> Value {
+    match result {
+        Ok(_) => json!("ok"),
+        Err(error) => json!(error),
+    }
+}
+
 /// pulsar-rs cannot read pulsar-lite's MESSAGE frames (they carry no magic/CRC32C and pulsar-rs always reads
 /// one), so this variant drives the nack/ack API by message id instead: the ids are those the send futures
 /// returned (with batch_index for batched messages). The Shared consumer subscribes at Latest, after the sends,
@@ -424,28 +476,7 @@ async fn scenario_nack_by_id(client: &Client) -> Result<Value, pulsar::Error> {
     let mut sent = send_all(&mut batch_producer, batch_name, &batched).await;
     let mut single_producer = make_producer(client, topic, single_name, None, None).await?;
     sent.extend(send_one_by_one(&mut single_producer, single_name, &singles).await);
-    let mut receipt_ids: Vec<(String, usize, MessageIdData)> = Vec::new();
-    for record in &sent {
-        let outgoing_index = record["i"].as_u64().unwrap_or_default() as usize;
-        let producer = record["producer"].as_str().unwrap_or_default().to_string();
-        let id = &record["receipt"]["message_id"];
-        if id.is_null() {
-            continue;
-        }
-        let as_i32 = |v: &Value| v.as_i64().map(|n| n as i32);
-        receipt_ids.push((
-            producer,
-            outgoing_index,
-            MessageIdData {
-                ledger_id: id["ledger_id"].as_u64().unwrap_or_default(),
-                entry_id: id["entry_id"].as_u64().unwrap_or_default(),
-                partition: as_i32(&id["partition"]),
-                batch_index: as_i32(&id["batch_index"]),
-                batch_size: as_i32(&id["batch_size"]),
-                ..Default::default()
-            },
-        ));
-    }
+    let receipt_ids = receipt_ids(&sent);
     let mut consumer = client
         .consumer()
         .with_topic(topic)
@@ -520,12 +551,282 @@ async fn scenario_produce_cross(client: &Client, codec: &str) -> Result<Value, p
     }))
 }
 
+/// A partitioned topic (the broker makes every new topic partitioned: broker-partitioned.toml). The producer routes
+/// by key: pulsar-rs uses the key only with an explicit RoutingPolicy::RoundRobin (None means round-robin only).
+async fn scenario_partitioned(client: &Client) -> Result<Value, pulsar::Error> {
+    let topic = "persistent://public/default/rs-partitioned";
+    let producer_name = "rs-part-producer";
+    let messages: Vec<Outgoing> = (0..12).map(|i| outgoing("partitioned", i, 1, 4)).collect();
+    let mut events = Vec::new();
+    let options = ProducerOptions { routing_policy: Some(RoutingPolicy::RoundRobin), ..Default::default() };
+    let mut producer =
+        client.producer().with_topic(topic).with_name(producer_name).with_options(options).build().await?;
+    let partitions = producer.partitions();
+    let sent = send_one_by_one(&mut producer, producer_name, &messages).await;
+    close_producer(&mut producer, producer_name, &mut events).await;
+    Ok(json!({
+        "topic": topic,
+        "partitions_of_the_producer": partitions,
+        "producers": [{"name": producer_name, "batch_size": null, "compression": "none",
+                       "routing_policy": "RoundRobin (a keyed message goes to murmur3(key) % partitions)"}],
+        "sent": sent,
+        "events": events,
+        "summary": {"sent": messages.len()},
+    }))
+}
+
+/// One client, so one connection: a batched producer with keys and properties, a plain one and a ZSTD one on three
+/// topics, sending at the same time; then two consumers at Latest (nothing is dispatched to them: pulsar-rs could
+/// not read pulsar-lite's MESSAGE frames) ack by the ids the sends returned, one individually, one cumulatively.
+async fn scenario_many(client: &Client) -> Result<Value, pulsar::Error> {
+    let (topic_a, topic_b, topic_c) = (
+        "persistent://public/default/rs-many-a",
+        "persistent://public/default/rs-many-b",
+        "persistent://public/default/rs-many-c",
+    );
+    let (name_a, name_b, name_c) = ("rs-many-batched", "rs-many-plain", "rs-many-zstd");
+    let batched: Vec<Outgoing> = (0..10).map(|i| outgoing("many-batched", i, 1, 4)).collect();
+    let plain: Vec<Outgoing> = (0..4)
+        .map(|i| Outgoing { properties: Vec::new(), ..outgoing("many-plain", i, 0, 0) })
+        .collect();
+    let zstd: Vec<Outgoing> = (0..3).map(|i| outgoing("many-zstd", i, 6, 0)).collect();
+    let mut events = Vec::new();
+    let mut producer_a = make_producer(client, topic_a, name_a, Some(BATCH_SIZE), None).await?;
+    let mut producer_b = make_producer(client, topic_b, name_b, None, None).await?;
+    let mut producer_c = make_producer(client, topic_c, name_c, None, compression_for("zstd")).await?;
+    let (sent_a, sent_b, sent_c) = futures::join!(
+        send_all(&mut producer_a, name_a, &batched),
+        send_one_by_one(&mut producer_b, name_b, &plain),
+        send_one_by_one(&mut producer_c, name_c, &zstd),
+    );
+    let sent: Vec<Value> = sent_a.into_iter().chain(sent_b).chain(sent_c).collect();
+    let ids = receipt_ids(&sent);
+    let subscribe_latest = |topic: &'static str, subscription: &'static str, name: &'static str, sub_type| {
+        client
+            .consumer()
+            .with_topic(topic)
+            .with_subscription(subscription)
+            .with_consumer_name(name)
+            .with_subscription_type(sub_type)
+            .with_options(ConsumerOptions::default().with_initial_position(InitialPosition::Latest))
+            .build::<Vec<u8>>()
+    };
+    let mut consumer_a = subscribe_latest(topic_a, "rs-many-a-sub", "rs-many-consumer-a", SubType::Shared).await?;
+    let mut consumer_b = subscribe_latest(topic_b, "rs-many-b-sub", "rs-many-consumer-b", SubType::Exclusive).await?;
+    let mut calls = Vec::new();
+    for (producer, index, id) in ids.iter().filter(|(producer, _, _)| producer == name_a) {
+        let result = consumer_a.ack_with_id(topic_a, id.clone()).await.map_err(|e| format!("{e}"));
+        calls.push(json!({"call": "ack_with_id", "consumer": "rs-many-consumer-a", "producer": producer, "i": index,
+                          "message_id": id_json(id), "result": outcome(&result)}));
+    }
+    if let Some((producer, index, id)) = ids.iter().filter(|(producer, _, _)| producer == name_b).last() {
+        let result = consumer_b.cumulative_ack_with_id(topic_b, id.clone()).await.map_err(|e| format!("{e}"));
+        calls.push(json!({"call": "cumulative_ack_with_id", "consumer": "rs-many-consumer-b", "producer": producer,
+                          "i": index, "message_id": id_json(id), "result": outcome(&result)}));
+    }
+    let connections = consumer_a.connections().await.map(|urls| urls.iter().map(|u| u.to_string()).collect::<Vec<_>>());
+    calls.push(json!({"call": "connections", "consumer": "rs-many-consumer-a",
+                      "result": connections.map_err(|e| format!("{e}")).map_or_else(|e| json!(e), |v| json!(v))}));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for (consumer, name) in [(&mut consumer_a, "rs-many-consumer-a"), (&mut consumer_b, "rs-many-consumer-b")] {
+        let result = consumer.close().await.map_err(|e| format!("{e}"));
+        events.push(json!({"event": "consumer_close", "consumer": name, "result": outcome(&result)}));
+    }
+    close_producer(&mut producer_a, name_a, &mut events).await;
+    close_producer(&mut producer_b, name_b, &mut events).await;
+    close_producer(&mut producer_c, name_c, &mut events).await;
+    Ok(json!({
+        "topics": [topic_a, topic_b, topic_c],
+        "topic": topic_a,
+        "producers": [{"name": name_a, "topic": topic_a, "batch_size": BATCH_SIZE, "batch_timeout_ms": 200,
+                       "compression": "none", "keys_and_properties": true},
+                      {"name": name_b, "topic": topic_b, "batch_size": null, "compression": "none",
+                       "keys_and_properties": false},
+                      {"name": name_c, "topic": topic_c, "batch_size": null, "compression": "zstd",
+                       "keys_and_properties": "properties only"}],
+        "consumers": [{"subscription": "rs-many-a-sub", "name": "rs-many-consumer-a", "topic": topic_a,
+                       "sub_type": "Shared", "initial_position": "Latest"},
+                      {"subscription": "rs-many-b-sub", "name": "rs-many-consumer-b", "topic": topic_b,
+                       "sub_type": "Exclusive", "initial_position": "Latest"}],
+        "sent": sent,
+        "api_calls": calls,
+        "events": events,
+        "summary": {"sent": batched.len() + plain.len() + zstd.len()},
+    }))
+}
+
+/// A second client (its own connection) with bounded retries, for the calls the broker should refuse.
+async fn refusing_client(url: &str) -> Result<Client, pulsar::Error> {
+    Pulsar::builder(url, TokioExecutor)
+        .with_operation_retry_options(OperationRetryOptions {
+            operation_timeout: Duration::from_secs(5),
+            retry_delay: Duration::from_millis(500),
+            max_retries: Some(1),
+        })
+        .build()
+        .await
+}
+
+/// What the broker refuses, as the API reports it. Each refused call is made from its own client (connection), so
+/// a refusal that closes the connection does not take the others with it.
+async fn scenario_errors(client: &Client, url: &str) -> Result<Value, pulsar::Error> {
+    let topic = "persistent://public/default/rs-errors";
+    let exclusive_name = "rs-err-exclusive";
+    let mut calls = Vec::new();
+    let mut events = Vec::new();
+    let exclusive = ProducerOptions { access_mode: Some(pulsar::proto::ProducerAccessMode::Exclusive as i32), ..Default::default() };
+    let first = bounded(
+        20,
+        client.producer().with_topic(topic).with_name(exclusive_name).with_options(exclusive.clone()).build(),
+    )
+    .await;
+    calls.push(json!({"call": "producer.build", "client": "main", "producer": exclusive_name,
+                      "access_mode": "Exclusive", "result": outcome(&first)}));
+    let mut first = first.ok();
+    let messages: Vec<Outgoing> = (0..3).map(|i| outgoing("errors", i, 1, 0)).collect();
+    let sent = match first.as_mut() {
+        Some(producer) => send_one_by_one(producer, exclusive_name, &messages).await,
+        None => Vec::new(),
+    };
+
+    let second_client = refusing_client(url).await?;
+    let same_name = bounded(20, second_client.producer().with_topic(topic).with_name(exclusive_name).build()).await;
+    calls.push(json!({"call": "producer.build", "client": "second", "producer": exclusive_name,
+                      "access_mode": "Shared (default)", "expected": "refused: the name is in use on the topic",
+                      "result": outcome(&same_name)}));
+    let third_client = refusing_client(url).await?;
+    let other_exclusive = bounded(
+        20,
+        third_client.producer().with_topic(topic).with_name("rs-err-other").with_options(exclusive.clone()).build(),
+    )
+    .await;
+    calls.push(json!({"call": "producer.build", "client": "third", "producer": "rs-err-other",
+                      "access_mode": "Exclusive", "expected": "refused: the topic has an Exclusive producer",
+                      "result": outcome(&other_exclusive)}));
+
+    let subscribe = |client: &Client, name: &'static str| {
+        client
+            .consumer()
+            .with_topic(topic)
+            .with_subscription("rs-err-sub")
+            .with_consumer_name(name)
+            .with_subscription_type(SubType::Exclusive)
+            .with_options(ConsumerOptions::default().with_initial_position(InitialPosition::Latest))
+            .build::<Vec<u8>>()
+    };
+    let consumer_one = bounded(20, subscribe(client, "rs-err-consumer-1")).await;
+    calls.push(json!({"call": "consumer.build", "client": "main", "consumer": "rs-err-consumer-1",
+                      "subscription": "rs-err-sub", "sub_type": "Exclusive", "result": outcome(&consumer_one)}));
+    let fourth_client = refusing_client(url).await?;
+    let consumer_two = bounded(20, subscribe(&fourth_client, "rs-err-consumer-2")).await;
+    calls.push(json!({"call": "consumer.build", "client": "fourth", "consumer": "rs-err-consumer-2",
+                      "subscription": "rs-err-sub", "sub_type": "Exclusive",
+                      "expected": "refused: the Exclusive subscription has a consumer", "result": outcome(&consumer_two)}));
+
+    if let Some(producer) = first.as_mut() {
+        let closed = bounded(10, producer.close()).await;
+        calls.push(json!({"call": "producer.close", "client": "main", "producer": exclusive_name,
+                          "result": outcome(&closed)}));
+        let late = outgoing("errors-after-close", 0, 1, 0);
+        let queued = bounded(10, producer.create_message().with_content(late.payload.clone()).send_non_blocking()).await;
+        let queue_result = outcome(&queued);
+        let receipt = match queued {
+            Ok(future) => bounded(10, future).await.map(|receipt| receipt_json(&receipt)),
+            Err(error) => Err(error),
+        };
+        // Not in `sent`: no receipt came back (a SEND may still have gone out: see the README).
+        calls.push(json!({"call": "send after producer.close", "client": "main", "producer": exclusive_name,
+                          "payload_hex": hex(&late.payload), "send_non_blocking_result": queue_result,
+                          "result": outcome(&receipt), "receipt": receipt.as_ref().ok()}));
+    }
+    for (consumer, name) in [(consumer_one, "rs-err-consumer-1"), (consumer_two, "rs-err-consumer-2")] {
+        if let Ok(mut consumer) = consumer {
+            let result = bounded(10, consumer.close()).await;
+            events.push(json!({"event": "consumer_close", "consumer": name, "result": outcome(&result)}));
+        }
+    }
+    for (producer, name) in [(same_name, exclusive_name), (other_exclusive, "rs-err-other")] {
+        if let Ok(mut producer) = producer {
+            let result = bounded(10, producer.close()).await;
+            events.push(json!({"event": "producer_close", "producer": name, "result": outcome(&result)}));
+        }
+    }
+    Ok(json!({
+        "topic": topic,
+        "producers": [{"name": exclusive_name, "batch_size": null, "compression": "none", "access_mode": "Exclusive"}],
+        "sent": sent,
+        "api_calls": calls,
+        "events": events,
+        "summary": {"sent": messages.len()},
+    }))
+}
+
+/// Produces a batched and a plain series and closes the producers, then an Exclusive consumer at Latest (nothing dispatched) acks
+/// cumulatively up to a batched message by id and seeks by a publish time in the future (pulsar-rs then resubscribes).
+async fn scenario_seek_cumulative(client: &Client) -> Result<Value, pulsar::Error> {
+    let topic = "persistent://public/default/rs-seek";
+    let (batch_name, plain_name) = ("rs-seek-batched", "rs-seek-plain");
+    let batched: Vec<Outgoing> = (0..10).map(|i| outgoing("seek-batched", i, 1, 2)).collect();
+    let plain: Vec<Outgoing> = (0..4).map(|i| outgoing("seek-plain", i, 1, 0)).collect();
+    let mut events = Vec::new();
+    let mut batch_producer = make_producer(client, topic, batch_name, Some(BATCH_SIZE), None).await?;
+    let mut sent = send_all(&mut batch_producer, batch_name, &batched).await;
+    let mut plain_producer = make_producer(client, topic, plain_name, None, None).await?;
+    sent.extend(send_one_by_one(&mut plain_producer, plain_name, &plain).await);
+    let ids = receipt_ids(&sent);
+    // Closed first: a refused seek may take the connection (and with it the producers) down.
+    close_producer(&mut batch_producer, batch_name, &mut events).await;
+    close_producer(&mut plain_producer, plain_name, &mut events).await;
+    let mut consumer = client
+        .consumer()
+        .with_topic(topic)
+        .with_subscription("rs-seek-sub")
+        .with_consumer_name("rs-seek-consumer")
+        .with_subscription_type(SubType::Exclusive)
+        .with_options(ConsumerOptions::default().with_initial_position(InitialPosition::Latest))
+        .build::<Vec<u8>>()
+        .await?;
+    let mut calls = Vec::new();
+    if let Some((producer, index, id)) = ids.iter().find(|(producer, index, _)| producer == batch_name && *index == 7) {
+        let result = bounded(10, consumer.cumulative_ack_with_id(topic, id.clone())).await;
+        calls.push(json!({"call": "cumulative_ack_with_id", "producer": producer, "i": index,
+                          "message_id": id_json(id), "result": outcome(&result)}));
+    }
+    let future_ms = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64)
+        + 3_600_000;
+    let result = bounded(20, consumer.seek(None, None, Some(future_ms), client.clone())).await;
+    calls.push(json!({"call": "seek", "timestamp_ms": future_ms, "note": "one hour after now", "result": outcome(&result)}));
+    let started = Instant::now();
+    let mut received = 0;
+    match next_message(&mut consumer, Duration::from_secs(3), started).await {
+        Next::Message(_, record) => {
+            received += 1;
+            events.push(json!({"event": "received", "message": record}))
+        }
+        Next::Error(error) => events.push(json!({"event": "stream_error", "error": error})),
+        Next::Ended => events.push(json!({"event": "stream_ended"})),
+        Next::TimedOut => events.push(json!({"event": "receive_timeout", "after_s": 3})),
+    }
+    close_consumer(&mut consumer, &mut events).await;
+    Ok(json!({
+        "topic": topic,
+        "producers": [{"name": batch_name, "batch_size": BATCH_SIZE, "batch_timeout_ms": 200, "compression": "none"},
+                      {"name": plain_name, "batch_size": null, "compression": "none"}],
+        "consumer": {"subscription": "rs-seek-sub", "name": "rs-seek-consumer", "sub_type": "Exclusive",
+                     "initial_position": "Latest"},
+        "sent": sent,
+        "api_calls": calls,
+        "events": events,
+        "summary": {"sent": batched.len() + plain.len(), "received": received},
+    }))
+}
+
 #[tokio::main]
 async fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("pulsar=info")).init();
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: {} <basic|batch|nack|produce-cross> <pulsar-url> [codec]", args[0]);
+        eprintln!("usage: {} <basic|batch|nack|nack-by-id|produce-cross|partitioned|many|errors|seek-cumulative> <pulsar-url> [codec]", args[0]);
         std::process::exit(2);
     }
     let (scenario, url) = (args[1].as_str(), args[2].as_str());
@@ -544,6 +845,10 @@ async fn main() {
         "nack" => scenario_nack(&client).await,
         "nack-by-id" => scenario_nack_by_id(&client).await,
         "produce-cross" => scenario_produce_cross(&client, codec).await,
+        "partitioned" => scenario_partitioned(&client).await,
+        "many" => scenario_many(&client).await,
+        "errors" => scenario_errors(&client, url).await,
+        "seek-cumulative" => scenario_seek_cumulative(&client).await,
         other => {
             eprintln!("unknown scenario {other}");
             std::process::exit(2);
