@@ -18,6 +18,7 @@ from dissector.capture.files import CaptureError
 from dissector.options import MAX_SETTING, OptionError, Options
 from dissector.output.expr import ExprError, needs_full_records
 from dissector.output.filters import FrameFilter
+from dissector.output.hints import nothing_decoded, size_text
 from dissector.output.jsonl import json_writer
 from dissector.output.records import problem_count
 from dissector.output.render_stats import render_stats
@@ -379,24 +380,7 @@ class Seen:
     def explain(self, options: Options, flt: FrameFilter, shown: int) -> str | None:
         """Why nothing (or no frame) was shown, or None when there is nothing to say."""
         if self.frames == 0:
-            from dissector import protocols
-
-            ports = sorted({p for proto in protocols.select(options.protocols) for p in proto.ports}
-                           | options.port_numbers)
-            where = "/".join(map(str, ports))
-            other = self.report.get("other_tcp")
-            rows = other.summary() if other is not None else []
-            reader = self.report.get("reader")
-            names = " or ".join(p.title for p in protocols.select(options.protocols))
-            if rows:
-                seen = ", ".join(f"{r['port']} ({r['connections']} connection{'s' if r['connections'] != 1 else ''}"
-                                 f", {_size(r['bytes'])})" for r in rows)
-                return (f"no {names} on {where}; TCP seen on {seen} — try --port {rows[0]['port']} or --detect"
-                        if not options.detect else f"no {names} found, even with --detect; TCP seen on {seen}")
-            packets = getattr(reader, "packets", None)
-            if packets == 0:
-                return "the capture holds no packets"
-            return f"no {names} frame on {where} and no other TCP in this capture ({packets} packets)"
+            return nothing_decoded(options, self.report)
         if shown:
             return None
         lines = []
@@ -418,12 +402,7 @@ def _listing(items) -> str:
     return ", ".join(items[:20]) + (f", … ({len(items)})" if len(items) > 20 else "") if items else "none"
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n} B"
+_size = size_text
 
 
 def _tell(seen: Seen, options: Options, flt: FrameFilter, output: "TimelineOutput") -> None:
@@ -1198,9 +1177,13 @@ def check_cmd(
     max_frame_size: Optional[int] = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
+    allow_empty: bool = typer.Option(False, "--allow-empty",
+                                     help="pass a capture in which nothing was decoded (by default it fails, "
+                                          "with the hint: which ports had TCP)"),
 ) -> None:
     """Assert rules on recorded captures: exit 0 when every rule holds, 1 when one fails, 2 when a capture or
-    the rules cannot be read."""
+    the rules cannot be read. A capture in which nothing was decoded fails (rule kind `decoded`) unless
+    --allow-empty."""
     from dissector.check import run_check
     from dissector.check.parse import RuleError, rule_from_text, rules_from_yaml
     from dissector.check.report import as_json, as_junit, as_text
@@ -1234,7 +1217,7 @@ def check_cmd(
     for path in paths:
         try:
             source = sys.stdin.buffer if str(path) == "-" else path  # - is standard input, as elsewhere
-            result = run_check(source, fresh_rules(), options, name=str(path))
+            result = run_check(source, fresh_rules(), options, name=str(path), allow_empty=allow_empty)
         except CaptureError as exc:
             typer.echo(f"pulsar-dissect check: {exc}", err=True)
             unreadable += 1

@@ -14,6 +14,10 @@ Installed with the package (entry point ``pytest11``: ``pulsar_dissect``), it pr
 one rule of ``dissector.check`` over them, returning the trace so that calls chain. A rule that fails raises
 ``AssertionError``: ``rule <name> failed: <detail>``, then the evidence lines (frame and packet numbers), the same
 as ``pulsar-dissect check`` prints. A capture that cannot be read raises ``capture.files.CaptureError``.
+
+Options are plain arguments, as the command line's: ``pulsar_trace(path, port=16650)`` (a port or a list, as
+``--port``), ``detect=True``. A capture in which nothing was decoded fails every rule with the hint ``check``
+gives (``TCP seen on 16650 — try --port 16650``), unless ``allow_empty=True``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .check import CaptureResult, Rule, Verdict, rule_from_text
 from .check.parse import BUILTINS, _percentile
 from .check.report import evidence_lines
 from .options import Options
+from .output.hints import nothing_decoded
 from .run import analysed_records
 
 __all__ = ["Trace", "assert_trace", "pulsar_trace"]
@@ -37,11 +42,15 @@ _P_KEYWORD = re.compile(r"^p(\d+)(?:_(\d+))?$")  # p99 ... and p99_9 for p99.9
 class Trace:
     """The records of one capture, decoded once; every method asserts one rule and returns the trace."""
 
-    def __init__(self, path: str | Path, options: Options | None = None) -> None:
+    def __init__(self, path: str | Path, options: Options | None = None, *, allow_empty: bool = False) -> None:
         self.path = str(path)
-        self.records = list(analysed_records(path, options, summary=True))  # CaptureError when unreadable
+        report: dict = {}
+        options = options or Options()
+        self.records = list(analysed_records(path, options, summary=True, report=report))  # CaptureError if unreadable
         self.first_time = self.records[0]["time"] if self.records else None
         self.verdicts: list[tuple[Rule, Verdict]] = []  # of the rules checked so far, all passed
+        decoded = any("index" in rec for rec in self.records)
+        self.nothing_decoded = None if decoded or allow_empty else nothing_decoded(options, report)
 
     def __repr__(self) -> str:
         return f"Trace({self.path!r}, {len(self.records)} records)"
@@ -155,6 +164,8 @@ class Trace:
     def check(self, rule: Rule) -> Trace:
         """Run a fresh rule over the records; AssertionError with its evidence when it fails."""
         __tracebackhide__ = True
+        if self.nothing_decoded is not None:  # never green on nothing
+            raise AssertionError(f"rule {rule.name} failed: nothing decoded in {self.path}: {self.nothing_decoded}")
         for rec in self.records:
             rule.add(rec)
         verdict = rule.verdict()
@@ -171,9 +182,15 @@ def _duration(value: str | float) -> str:
     return f"{value:g}ms" if isinstance(value, (int, float)) else str(value).strip()
 
 
-def assert_trace(path: str | Path, options: Options | None = None) -> Trace:
-    """The trace of one capture, to assert rules on: ``assert_trace("x.pcap").no_errors().all_answered()``."""
-    return Trace(path, options)
+def assert_trace(path: str | Path, options: Options | None = None, *, port: int | list[int] | None = None,
+                 detect: bool = False, allow_empty: bool = False) -> Trace:
+    """The trace of one capture, to assert rules on: ``assert_trace("x.pcap").no_errors().all_answered()``;
+    ``port``: the server's port(s) besides the protocols' own (``--port``); ``detect``: as ``--detect``;
+    ``allow_empty``: a capture with nothing decoded passes (by default it fails every rule with the hint)."""
+    if options is None:
+        ports = [port] if isinstance(port, int) else list(port or ())
+        options = Options(ports=frozenset(ports), detect=detect)
+    return Trace(path, options, allow_empty=allow_empty)
 
 
 @pytest.fixture

@@ -283,6 +283,26 @@ class ProtocolVersion(Rule):
                 else f"{offences} handshake(s) with a protocol version not {bounds} (seen: {seen})")
 
 
+class Decoded(Rule):
+    """Something was decoded: a capture aimed at the wrong port (or empty) fails every check with the hint the
+    timeline gives, never passes its rules on no records (``--allow-empty`` for traces that may be empty)."""
+
+    kind = "decoded"
+
+    def __init__(self, name: str = "something decoded") -> None:
+        super().__init__(name)
+        self.frames = 0
+        self.hint = "nothing decoded"  # what the run found instead (``run_check`` sets it)
+
+    def add(self, rec: dict) -> None:
+        self.frames += "index" in rec
+
+    def verdict(self) -> Verdict:
+        if self.frames:
+            return Verdict(True, f"{self.frames} frame(s) decoded")
+        return Verdict(False, self.hint)
+
+
 class AllAcked(Rule):
     """Every MESSAGE delivered is acknowledged by an ACK in the capture."""
 
