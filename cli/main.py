@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import gc
 import json
@@ -132,15 +133,16 @@ _FLAGS = {"max_frame_size": "--max-frame-size", "max_decompressed": "--max-decom
 class TimelineOutput:
     """Writes accepted records as timeline lines or JSON Lines and counts their problems (for --strict)."""
 
-    def __init__(self, *, json_out: bool, plain: bool, no_color: bool, absolute_time: bool = False,
-                 details: bool = False, payload: bool = False, max_frames: int | None = None,
-                 hex_dump: bool = False) -> None:
+    def __init__(self, *, json_out: bool, plain: bool, no_color: bool, color: str = "auto",
+                 absolute_time: bool = False, details: bool = False, payload: bool = False,
+                 max_frames: int | None = None, hex_dump: bool = False) -> None:
         self.out = sys.stdout
         self.max_frames = max_frames
         self.hex_dump = hex_dump and not json_out  # -x: the bytes of each frame shown, under its line
         self.renderer = None
+        no_color, force = _colours(no_color, color)
         self.console = _Console(file=self.out, no_color=no_color or plain, highlight=False,
-                               force_terminal=False if (no_color or plain) else None)
+                               force_terminal=False if (no_color or plain) else force)
         if not json_out:
             self.renderer = TimelineRenderer(self.console, plain=plain or no_color, absolute_time=absolute_time,
                                              details=details, show_payload=payload)
@@ -531,7 +533,26 @@ MAX_DECOMPRESSED_OPT = typer.Option(_DEFAULTS.max_decompressed, "--max-decompres
 FILTER_OPT = typer.Option(None, "-Y", "--filter",
                           help='only records matching this expression, e.g. \'type == "SEND" and latency_ms > 20\'')
 STRICT_OPT = typer.Option(False, "--strict", help="exit 1 when a record shown has an error or a warning")
-NO_COLOR_OPT = typer.Option(False, "--no-color", help="no colours")
+NO_COLOR_OPT = typer.Option(False, "--no-color", help="no colours (as --color never)")
+
+
+class ColorWhen(str, enum.Enum):
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+COLOR_OPT = typer.Option(ColorWhen.auto, "--color", help="colours: auto (on a terminal, unless NO_COLOR is set), "
+                         "always (into a pipe too), never")
+
+
+def _colours(no_color: bool, color: str) -> tuple[bool, bool | None]:
+    """(no colours, force a terminal's colours): --no-color or --color never: none; always: even into a pipe;
+    auto: on a terminal, unless the environment sets NO_COLOR (no-color.org: any value but empty)."""
+    color = getattr(color, "value", color)
+    if no_color or color == "never" or (color == "auto" and os.environ.get("NO_COLOR")):
+        return True, False
+    return False, (True if color == "always" else None)
 PLAIN_OPT = typer.Option(False, "--plain", help="plain text, no colours, no wrapping (for pagers)")
 ABSOLUTE_TIME_OPT = typer.Option(False, "--absolute-time", help="UTC wall-clock times, not relative")
 DETAILS_OPT = typer.Option(False, "--details", "-V", help="every decoded field under each frame, as a tree")
@@ -562,6 +583,7 @@ def dissect_cmd(
                                                           "pcap file (read, filter, write)"),
     strict: bool = STRICT_OPT,
     no_color: bool = NO_COLOR_OPT,
+    color: ColorWhen = COLOR_OPT,
     plain: bool = PLAIN_OPT,
     absolute_time: bool = ABSOLUTE_TIME_OPT,
     details: bool = DETAILS_OPT,
@@ -581,7 +603,7 @@ def dissect_cmd(
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(_conn_ids(_split_csv(conn)), _known_types(_split_csv(type_)), topic or [], producer or [],
                   consumer or [], expression=expr)
-    output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, absolute_time=absolute_time,
+    output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, color=color, absolute_time=absolute_time,
                             details=details, payload=payload, max_frames=max_frames, hex_dump=hex_dump)
     packets = _PacketSet() if write is not None else None
     # filtered to producers, consumers or topics: also the events that end their story, as follow shows them
@@ -666,6 +688,7 @@ def follow_cmd(
     detect: bool = DETECT_OPT,
     plain: bool = typer.Option(False, "--plain", help="plain text, no colours"),
     no_color: bool = NO_COLOR_OPT,
+    color: ColorWhen = COLOR_OPT,
     payload: bool = typer.Option(False, "--payload", help="show payloads"),
     details: bool = DETAILS_OPT,
     hex_dump: bool = HEX_OPT,
@@ -704,11 +727,12 @@ def follow_cmd(
                 return follow_sequence(records, set(_split_csv(producer)), sequence, set(topic or ()))
             what = f"sequence id {sequence} of {_listing(_split_csv(producer))}"
         _follow_journeys(capture, options, find, what, _filter(expression=expr),
-                         TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload,
+                         TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, color=color, payload=payload,
                                         details=details, hex_dump=hex_dump))
         return
     flt = _filter([], [], topic or [], producer or [], consumer or [], expression=expr)
-    output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, payload=payload, details=details,
+    output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, color=color,
+                            payload=payload, details=details,
                             hex_dump=hex_dump)
     stats = StatsCollector(options)
     seen = _run(capture, options, flt, output, stats.add, ActorContext())
@@ -879,6 +903,7 @@ def stats_cmd(
     detect: bool = DETECT_OPT,
     plain: bool = typer.Option(False, "--plain", help="plain text, no colours"),
     no_color: bool = NO_COLOR_OPT,
+    color: ColorWhen = COLOR_OPT,
     max_frame_size: Optional[int] = MAX_FRAME_OPT,
     max_decompressed: int = MAX_DECOMPRESSED_OPT,
     settings: Optional[List[str]] = SET_OPT,
@@ -909,8 +934,9 @@ def stats_cmd(
     elif data["frames"] or not message:  # no empty tables under the message that says why
         # plain (--plain, or not a terminal): one line per row, never a value split, wider than the terminal
         # if it must be
+        no_color, force = _colours(no_color, color)
         render_stats(data, _Console(no_color=no_color or plain, highlight=False,
-                                   force_terminal=False if (no_color or plain) else None), plain=plain or None)
+                                   force_terminal=False if (no_color or plain) else force), plain=plain or None)
     if plot is not None:
         _require("stats: --plot needs matplotlib", "plot", "matplotlib")
         from dissector.output.plot import plot_latency
@@ -938,6 +964,7 @@ def live_cmd(
     detect: bool = DETECT_OPT,
     strict: bool = STRICT_OPT,
     no_color: bool = NO_COLOR_OPT,
+    color: ColorWhen = COLOR_OPT,
     plain: bool = PLAIN_OPT,
     absolute_time: bool = ABSOLUTE_TIME_OPT,
     details: bool = DETAILS_OPT,
@@ -959,7 +986,7 @@ def live_cmd(
     _check_hex(hex_dump, json_out)
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(expression=expr)
-    output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, absolute_time=absolute_time,
+    output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, color=color, absolute_time=absolute_time,
                             details=details, payload=payload, hex_dump=hex_dump)
     options = output.hex_options(options)
     if flt.predicate is not None and needs_full_records(flt.predicate):
