@@ -949,6 +949,57 @@ def stats_cmd(
         typer.echo(f"latency plot written to {plot}", err=True)
 
 
+@app.command("problems")
+@_pipe_safe
+def problems_cmd(
+    capture: Optional[Path] = CAPTURE_ARG,
+    read: Optional[Path] = READ_OPT,
+    json_out: bool = typer.Option(False, "--json", help="one JSON object per group of findings"),
+    port: Optional[List[str]] = PORT_OPT,
+    detect: bool = DETECT_OPT,
+    max_frame_size: Optional[int] = MAX_FRAME_OPT,
+    max_decompressed: int = MAX_DECOMPRESSED_OPT,
+    settings: Optional[List[str]] = SET_OPT,
+) -> None:
+    """Every finding and problem event, grouped by severity and id, with its count and the frames and packets
+    that carry it (as tshark's -z expert)."""
+    from dissector.output.findings import Findings
+    from dissector.output.text import safe
+
+    capture = _capture(capture, read)
+    options = _options(port, detect, max_frame_size, max_decompressed, settings)
+    found = Findings()
+    seen = Seen()
+    for rec in _records(capture, options, summary=True, seen=seen):
+        found.add(rec)
+    message = seen.explain(options, _filter(), found.frames)
+    if message:
+        typer.echo(f"pulsar-dissect: {message}", err=True)
+    groups = found.ordered()
+    if json_out:
+        write = json_writer(sys.stdout)
+        for group in groups:
+            write(group.as_json())
+        return
+    if not groups:
+        if not message:
+            typer.echo(f"no problems in {found.frames:,} frames")
+        return
+    import shutil
+    import textwrap
+
+    # on a terminal every line folds at its width, indented under its group; into a pipe a group is two lines
+    columns = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    fold = (lambda text: textwrap.fill(text, columns, subsequent_indent=" " * 8, break_on_hyphens=False)) \
+        if columns else (lambda text: text)
+    for group in groups:
+        places = ", ".join(f"#{f}(p{p})" if f is not None else f"p{p}" for f, p in zip(group.frames, group.packets))
+        more = group.count - len(group.packets)
+        typer.echo(fold(f"{group.severity:<7} {safe(group.id, 60)} ×{group.count:,}: {places}"
+                        + (f", … {more:,} more" if more else "")))
+        typer.echo(fold(f"        {safe(group.message, 300)}"))
+
+
 @app.command("live")
 @_pipe_safe
 def live_cmd(
@@ -1273,7 +1324,7 @@ def _readable(path: Path) -> bool:
     return True
 
 
-SUBCOMMANDS = {"dissect", "follow", "stats", "report", "check", "live", "pipeline"}
+SUBCOMMANDS = {"dissect", "follow", "stats", "problems", "report", "check", "live", "pipeline"}
 
 
 def _widen_stdout_pipe() -> None:

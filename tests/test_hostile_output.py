@@ -368,3 +368,13 @@ def test_piped_into_head_exits_0_silently(args):
     res = subprocess.run(["bash", "-c", f"set -o pipefail; {command} | head -1"], capture_output=True, text=True,
                          timeout=120)
     assert (res.returncode, res.stderr) == (0, "") and len(res.stdout.splitlines()) == 1
+
+
+def test_the_problems_view_shows_wire_strings_escaped(hostile):
+    for args in (["problems", str(hostile)], ["problems", str(hostile), "--json"]):
+        res = run(args)
+        assert res.returncode == 0 and b"Traceback" not in res.stderr, res.stderr
+        out = res.stdout.decode("utf-8")
+        assert out, "the crafted capture has findings"
+        _assert_clean(out)
+        _assert_clean(res.stderr.decode("utf-8"))
