@@ -783,10 +783,27 @@ def _follow_journeys(capture: Path, options: Options, find, what: str, flt: Fram
             output.console.file.write(f"journey of {summary['message_id']} on {safe(journey.topic or '?', 200)}\n")
             for rec in frames:
                 output.emit(rec)
-            output.console.file.write(_journey_line(summary, journey.frames_dropped) + "\n")
+            output.console.file.write(_folded(_journey_line(summary, journey.frames_dropped), output.out) + "\n")
         output.out.flush()
     except BrokenPipeError:
         _closed_pipe()
+
+
+def _folded(text: str, out) -> str:
+    """``text`` folded between words at the terminal's width when ``out`` is a terminal (each line continuing
+    under its own indent, two further in), else as it is: a pipe gets one line per line."""
+    if not out.isatty():
+        return text
+    import shutil
+    import textwrap
+
+    width = shutil.get_terminal_size().columns
+    lines = []
+    for line in text.split("\n"):
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        lines.append(textwrap.fill(line, width, subsequent_indent=indent + "  ", break_long_words=False,
+                                   break_on_hyphens=False) if len(line) > width else line)
+    return "\n".join(lines)
 
 
 def _journey_line(summary: dict, dropped: int) -> str:
@@ -1305,7 +1322,7 @@ def check_cmd(
             for obj in as_json(result):
                 write(obj)
         else:
-            typer.echo(as_text(result))
+            typer.echo(_folded(as_text(result), sys.stdout))
     if junit is not None:
         try:
             junit.write_bytes(as_junit(results))

@@ -5,39 +5,18 @@ pseudo-terminal, as a user's shell runs the tool."""
 from __future__ import annotations
 
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from terminal import in_terminal
+
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = str(ROOT / "captures" / "01_basic_nonbatched.pcap")
 CLI = [sys.executable, "-m", "dissector.cli.main"]
 ESC = b"\x1b["
-
-
-def in_terminal(args: list[str], **env: str) -> bytes:
-    """What the command writes to a terminal of 80 columns (its standard output and error)."""
-    master, slave = pty.openpty()
-    environment = {**os.environ, "COLUMNS": "80", "LINES": "24", "TERM": "xterm-256color", **env}
-    if "NO_COLOR" not in env:
-        environment.pop("NO_COLOR", None)
-    proc = subprocess.Popen(CLI + args, stdin=slave, stdout=slave, stderr=slave, env=environment, cwd=ROOT)
-    os.close(slave)
-    out = bytearray()
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # the terminal's other end closed
-            break
-        if not chunk:
-            break
-        out += chunk
-    proc.wait(timeout=120)
-    os.close(master)
-    return bytes(out)
 
 
 def piped(args: list[str], **env: str) -> bytes:

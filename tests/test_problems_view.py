@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import pty
 import subprocess
 import sys
-import unicodedata
 from pathlib import Path
+
+from terminal import display_width, in_terminal, visible_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "dissector.cli.main"]
@@ -50,31 +49,7 @@ def test_a_clean_capture_has_none_and_the_wrong_port_says_why():
     assert "--port 16650" in res.stderr
 
 
-def width(line: str) -> int:
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
-
-
 def test_on_a_terminal_of_80_columns_every_line_fits():
-    master, slave = pty.openpty()
-    os.set_blocking(master, True)
-    import fcntl
-    import struct
-    import termios
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    proc = subprocess.Popen(CLI + ["problems", *RS03], stdout=slave, stderr=slave, env=env, cwd=ROOT)
-    os.close(slave)
-    out = bytearray()
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    proc.wait(timeout=120)
-    os.close(master)
-    lines = out.decode().replace("\r", "").splitlines()
+    lines = visible_lines(in_terminal(["problems", *RS03], columns=80))
     assert len(lines) > 8
-    assert max(width(line) for line in lines) <= 80, max(lines, key=width)
+    assert max(display_width(line) for line in lines) <= 80, max(lines, key=display_width)

@@ -31,12 +31,12 @@ def _fmt(value, column: str = "") -> str:
 
 # Fixed decimals, so that a column lines up: latencies in ms to the microsecond, as the timeline shows them.
 _DECIMALS = {"p50": 3, "p90": 3, "p99": 3, "max": 3, "mean": 3, "avg": 1, "ratio": 2}
-_NUMERIC = {"msgs", "acc", "rej", "dup", "acked", "dropped", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks",
+_NUMERIC = {"msgs", "acc", "rej", "dup", "acked", "drop", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks",
             "permits", "redeliv", "frames →/←",
             "bytes →/←", "problems", "conn", "count", "p50", "p90", "p99", "max", "mean"}
 # Columns of words that may wrap between words on a narrow terminal (never inside a word); every other value is
 # kept whole on one line: an address, a number, an error name. Plain output never wraps anything.
-_WRAP = {"producer", "consumer", "request", "what"}
+_WRAP = {"producer", "consumer", "subscription", "request", "what"}
 _MIN_WIDTH = {"producer": 12, "consumer": 12}
 _GAP = 2  # columns between two columns
 
@@ -118,12 +118,17 @@ def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> 
     seen = len(conns) + data.get("connections_dropped", 0)
     say(Text(f"{data['frames']:,} frames on {seen:,} connection(s) over {data['duration_s']:.3f} s", style="bold"))
     console.print()
-    table("Connections", ["conn", "client", "broker", "frames →/←", "bytes →/←", "closed", "problems"],
-          [[c["conn"], c["client"], c["broker"],
-            f"{c['frames_to_broker']}/{c['frames_to_client']}",
-            f"{c['bytes_to_broker']:,}/{c['bytes_to_client']:,}",
-            (c.get("closed") or "open") + (f"/{c['closed_by']}" if c.get("closed_by") else ""),
-            c["problems"]] for c in conns])
+    # one broker for every connection: named once, in the title, so the table fits 80 columns
+    brokers = {c["broker"] for c in conns}
+    one_broker = len(brokers) == 1 and not plain
+    rows = [[c["conn"], c["client"], *([] if one_broker else [c["broker"]]),
+             f"{c['frames_to_broker']}/{c['frames_to_client']}",
+             f"{c['bytes_to_broker']:,}/{c['bytes_to_client']:,}",
+             (c.get("closed") or "open") + (f"/{c['closed_by']}" if c.get("closed_by") else ""),
+             c["problems"]] for c in conns]
+    table(f"Connections to {safe(next(iter(brokers)), 60)}" if one_broker else "Connections",
+          ["conn", "client", *([] if one_broker else ["broker"]), "frames →/←", "bytes →/←", "closed", "problems"],
+          rows)
     if data.get("connections_dropped"):
         say(Text(f"  {data['connections_dropped']:,} more connections not listed (the oldest closed first; "
                  "-o max_stats_connections=)", style="dim"))
@@ -153,13 +158,15 @@ def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> 
         consumers = [c for c in data["consumers"] if c.get("topic") == topic]
         if consumers:
             console.print()
-            # messages a client acknowledged with a validation_error, dropped unread: a column only when any
+            # messages a client acknowledged with a validation_error, dropped unread: a column only when any;
+            # the subscription's type beside its name (a column of words, folded on a narrow terminal)
             dropped = any(c.get("messages_discarded") for c in consumers)
-            table(None, ["consumer", "sub", "type", "msgs", "dup", "acked"] + (["dropped"] if dropped else [])
+            table(None, ["consumer", "subscription", "msgs", "dup", "acked"] + (["drop"] if dropped else [])
                   + ["bytes", "permits"],
-                  [[_actor_name(c), c.get("subscription"), c.get("type"), c["messages"], c["messages_duplicate"],
-                    c["messages_acked"]] + ([c["messages_discarded"]] if dropped else [])
-                   + [c["payload_bytes"], c["permits_granted"]] for c in consumers])
+                  [[_actor_name(c), f"{safe(c.get('subscription') or '?', 60)} ({c.get('type') or '?'})",
+                    c["messages"], c["messages_duplicate"], c["messages_acked"]]
+                   + ([c["messages_discarded"]] if dropped else []) + [c["payload_bytes"], c["permits_granted"]]
+                   for c in consumers])
     for c in data.get("clients", []):  # TubeMQ's clients, by client id (long: a line each, not a column)
         console.print()
         title = Text("TubeMQ client ", style="bold") + Text(safe(c["client_id"], 200), style="bold cyan")

@@ -17,6 +17,8 @@ the frame's bytes: those two stay Python's.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from dissector import _core as _core
@@ -275,11 +277,31 @@ def fold(parts: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
             groups.append([piece])
         else:
             groups[-1].append(piece)
+    # a field wider than any line (an event's sentence) is folded between its words instead
+    room = width - len(FOLD_INDENT)
+    words: list[list[tuple[str, str]]] = []
+    for group in groups:
+        if group[0][0].startswith(" ") and sum(len(t) for t, _ in group) > room \
+                and not any("\n" in t for t, _ in group):
+            for text, style in group:
+                for token in re.findall(r" *[^ ]+| +", text):
+                    if token.startswith(" ") or not words:
+                        words.append([(token, style)])
+                    else:
+                        words[-1].append((token, style))
+        else:
+            words.append(group)
+    groups = words
     out: list[tuple[str, str]] = []
     column = 0
     for group in groups:
         length = sum(len(text) for text, _ in group)
         first = group[0][0]
+        if first.startswith("\n") and "\n" not in first[1:] and length - 1 > width \
+                and not any("\n" in text for text, _ in group[1:]):
+            out.extend(_wrap_line(group, width))  # a problem's line under its frame: folded at words
+            column = 0
+            continue
         if first.startswith("\n"):
             column = 0
         elif first.startswith(" ") and column + length > width and column > len(FOLD_INDENT):
@@ -293,6 +315,26 @@ def fold(parts: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
                 column = len(text) - 1 - text.rfind("\n")
             else:
                 column += len(text)
+    return out
+
+
+def _wrap_line(group: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    """A line of its own under a frame (``\n`` + indent + text: a problem, a note) folded between words at
+    ``width``, continuing under its text (past the mark that starts it); a word wider than the line is left
+    to the terminal."""
+    body = group[0][0][1:]
+    indent = body[: len(body) - len(body.lstrip(" "))]
+    hang = indent + "  "
+    out: list[tuple[str, str]] = [("\n", "")]
+    column = 0
+    for text, style in [(body, group[0][1])] + group[1:]:
+        for token in re.findall(r" *[^ ]+| +", text):
+            if token.startswith(" ") and column > len(hang) and column + len(token) > width:
+                out.append(("\n" + hang, ""))
+                token = token.lstrip(" ")
+                column = len(hang)
+            out.append((token, style))
+            column += len(token)
     return out
 
 

@@ -1,0 +1,35 @@
+"""Every line fits a terminal of 80 columns: frame lines fold between fields, a problem's line under its frame
+and an event's sentence between words (each continuing under its own text), the journey summary of
+`follow --message` and `check`'s evidence between words, `stats` names a lone broker once in the Connections
+title (a five-digit port made that table 85 columns wide), `problems` folds its places and messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from terminal import display_width, in_terminal, visible_lines
+
+RS03 = ["captures/pulsar_rs/rs_03_snappy.pcap", "--port", "16650"]
+RUNS = {
+    "timeline": RS03,
+    "timeline-events": ["captures/pulsar_rs/rs_10_reader_seek_cumulative.pcap", "--port", "16650"],
+    "stats": ["stats", *RS03],
+    "follow-message": ["follow", "captures/01_basic_nonbatched.pcap", "--message", "0:3"],
+    "check-evidence": ["check", *RS03, "--rule", "no-discarded"],
+    "problems": ["problems", *RS03],
+}
+
+
+@pytest.mark.parametrize("args", RUNS.values(), ids=RUNS.keys())
+def test_every_line_fits_80_columns(args):
+    lines = visible_lines(in_terminal(args, columns=80))
+    assert len(lines) > 3
+    too_wide = [line for line in lines if display_width(line) > 80]
+    assert not too_wide, too_wide[:3]
+
+
+def test_a_folded_problem_line_continues_under_its_text():
+    lines = visible_lines(in_terminal(RS03, columns=80))
+    at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("⚠") and i + 1 < len(lines))
+    mark = lines[at].index("⚠")
+    assert lines[at + 1].startswith(" " * (mark + 2)) and not lines[at + 1].startswith(" " * (mark + 3))
