@@ -867,7 +867,7 @@ def report_cmd(
     message = seen.explain(options, flt, builder.frames)
     if message:
         typer.echo(f"pulsar-dissect: {message}", err=True)
-    _write_report(builder, output, capture.name if str(capture) != "-" else "-", expr, "report")
+    _write_report(builder, output, capture.name if str(capture) != "-" else "-", expr, "report", notice=message)
 
 
 def _writable(output: Path, command: str) -> None:
@@ -880,11 +880,14 @@ def _writable(output: Path, command: str) -> None:
         raise typer.Exit(EXIT_UNREADABLE)
 
 
-def _write_report(builder, output: Path, capture_name: str, expr: Optional[str], command: str) -> None:
-    """Write the page (atomically: a reader never sees half of it) and say what it holds on stderr."""
+def _write_report(builder, output: Path, capture_name: str, expr: Optional[str], command: str,
+                  notice: Optional[str] = None) -> None:
+    """Write the page (atomically: a reader never sees half of it) and say what it holds on stderr; ``notice``
+    (why nothing was decoded) is the page's first line too."""
     from dissector.output.report import page_chunks
 
-    chunks = page_chunks(builder.document(capture=capture_name, expression=expr), builder.details)
+    document = builder.document(capture=capture_name, expression=expr, notice=notice)
+    chunks = page_chunks(document, builder.details)
     if str(output) == "-":
         for chunk in chunks:
             sys.stdout.buffer.write(chunk)

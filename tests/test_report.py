@@ -661,3 +661,29 @@ def test_the_journeys_share_one_budget_of_milestones():
     tracker.finish()
     kept = sum(len(j.deliveries or ()) for j in finished)
     assert kept == 50 and tracker.milestones_dropped == 80 - 50 and tracker.milestones == 0
+
+
+def test_a_frames_problem_lines_are_one_table_cell_and_every_problem_counts(tmp_path):
+    """rs_03 (pulsar-rs): frames with problems under them become one-line cells (a line break there showed as
+    a literal \\x0a); the headline count is every error and warning, events' (UNACKED_AT_END...) included, as
+    `problems` lists them."""
+    capture = Path(__file__).resolve().parent.parent / "captures" / "pulsar_rs" / "rs_03_snappy.pcap"
+    _, data = build_report(capture, tmp_path / "r.html", "--port", "16650")
+    column = data["table"]["columns"].index("info")
+    infos = [row[column] for row in data["table"]["rows"]]
+    assert not [info for info in infos if "\n" in info]
+    assert any("⚠" in info for info in infos)
+    listed = run("problems", str(capture), "--port", "16650", "--json").stdout.splitlines()
+    groups = [json.loads(line) for line in listed]
+    expected = sum(g["count"] for g in groups if g["severity"] in ("error", "warning"))
+    summary = data["summary"]
+    shown = sum(e["count"] for e in summary["expert"] if e["severity"] != "note") + sum(
+        n for kind, n in summary["events"].items() if data["event_severity"].get(kind) in ("error", "warning"))
+    assert shown == expected > 0
+
+
+def test_a_report_of_nothing_decoded_says_which_port_to_try(tmp_path):
+    capture = Path(__file__).resolve().parent.parent / "captures" / "pulsar_rs" / "rs_03_snappy.pcap"
+    _, data = build_report(capture, tmp_path / "r.html")
+    assert data["summary"]["frames"] == 0
+    assert "--port 16650" in data["notice"]

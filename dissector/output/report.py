@@ -86,7 +86,8 @@ class ReportBuilder:
     def _row(self, rec: dict) -> list:
         pieces = self.format.pieces(rec)
         start = next((i for i, (_, role) in enumerate(pieces) if role in _TYPE_ROLES), len(pieces) - 1)
-        info = "".join(text for text, _ in pieces[start + 1:]).strip()
+        # one line: the lines a frame's problems add under it joined on (a table cell shows no line breaks)
+        info = " ".join(part.strip() for part in "".join(text for text, _ in pieces[start + 1:]).split("\n")).strip()
         if "index" in rec:
             expert = rec.get("expert") or []
             severity = max((e.get("severity") for e in expert), key=lambda s: _SEVERITY_RANK.get(s, 0),
@@ -133,8 +134,9 @@ class ReportBuilder:
 
     # ------------------------------------------------------------------ the document
 
-    def document(self, *, capture: str, expression: str | None = None) -> dict[str, Any]:
-        """The report's data (call once, after the last record: it finishes the journeys still open)."""
+    def document(self, *, capture: str, expression: str | None = None, notice: str | None = None) -> dict[str, Any]:
+        """The report's data (call once, after the last record: it finishes the journeys still open). ``notice``:
+        what the page says first (why nothing was decoded: the ports to try)."""
         self.tracker.finish()
         stats = self.stats.result()
         origin = self.format.origin
@@ -145,6 +147,7 @@ class ReportBuilder:
             "capture": capture,
             "generated_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
             "filter": expression,
+            "notice": notice,
             # the names an expression typed in the page may start with (the -Y language's)
             "expression_fields": sorted(KNOWN_FIELDS),
             "origin": origin,

@@ -132,7 +132,10 @@
   // ------------------------------------------------------------------ summary
   function renderSummary() {
     const root = document.getElementById("tab-summary");
-    const problemCount = (S.expert || []).filter((e) => e.severity !== "note").reduce((a, e) => a + e.count, 0);
+    if (DATA.notice) root.appendChild(el("p", { class: "notice", id: "page-notice" }, DATA.notice)); // why nothing was decoded
+    // the frames' errors and warnings, and the events' (UNACKED_AT_END, UNANSWERED...): one count, as `problems` lists them
+    const eventProblems = Object.entries(S.events || {}).filter(([kind]) => ["error", "warning"].includes((DATA.event_severity || {})[kind])).reduce((a, [, n]) => a + n, 0);
+    const problemCount = (S.expert || []).filter((e) => e.severity !== "note").reduce((a, e) => a + e.count, 0) + eventProblems;
     const cards = el("div", { class: "cards" });
     const card = (label, key, value, bad) => cards.appendChild(el("div", { class: "card" + (bad ? " bad" : "") }, el("div", { class: "num" }, stat(key, value)), el("div", { class: "lbl" }, label)));
     card("frames", "frames", S.frames);
@@ -140,7 +143,7 @@
     card("topics", "topics", Object.keys(S.topics).length);
     card("producers", "producers", S.producers.length);
     card("consumers", "consumers", S.consumers.length);
-    card("errors and warnings (frames)", "problems", problemCount, problemCount > 0);
+    card("errors and warnings", "problems", problemCount, problemCount > 0);
     card("message journeys", "journeys", DATA.journeys.total);
     root.appendChild(cards);
 
@@ -165,10 +168,11 @@
         Object.keys(p.compression || {}).join(", ") || "none"]), [0, 0, 0, 1, 1, 1, 1, 1, 1, 0]));
 
     root.appendChild(el("h2", {}, "Consumers"));
-    root.appendChild(table(["consumer", "conn", "topic", "subscription", "type", "messages", "distinct", "duplicates", "acked", "unacked", "redelivered frames", "permits"],
+    // "dropped unread": acknowledged with a validation_error, never handed to the application
+    root.appendChild(table(["consumer", "conn", "topic", "subscription", "type", "messages", "distinct", "duplicates", "acked", "dropped unread", "unacked", "redelivered frames", "permits"],
       S.consumers.map((c) => [c.name ?? `id ${c.id}`, "c" + c.conn, el("span", { class: "mono" }, c.topic ?? "–"), c.subscription ?? "–", c.type ?? "–",
         stat(`consumer.${c.id}@c${c.conn}.messages`, c.messages), count(c.messages_distinct), count(c.messages_duplicate), count(c.messages_acked),
-        count(c.messages_unacked), count(c.redelivered_frames), count(c.permits_granted)]), [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1]));
+        count(c.messages_discarded ?? 0), count(c.messages_unacked), count(c.redelivered_frames), count(c.permits_granted)]), [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]));
 
     if (S.clients && S.clients.length) { // TubeMQ's clients, by client id
       root.appendChild(el("h2", {}, "TubeMQ clients"));
