@@ -613,7 +613,18 @@ def dissect_cmd(
         written = packets.write(capture, write)
         typer.echo(f"pulsar-dissect: {written} packets of the frames shown written to {write}", err=True)
     _tell(seen, options, flt, output)
+    _sum_up(output, capture)
     _strict_exit(strict, output)
+
+
+def _sum_up(output: "TimelineOutput", capture) -> None:
+    """On a terminal, the timeline ends with one line on stderr: how much was shown and how many problems,
+    and where they are listed (a pipe or a file gets the timeline alone)."""
+    if output.renderer is None or not output.shown or not (sys.stdout.isatty() and sys.stderr.isatty()):
+        return
+    where = f"; pulsar-dissect problems {capture} lists them" if output.problems and str(capture) != "-" else ""
+    typer.echo(_folded(f"{output.shown:,} frames and events shown, {output.problems:,} errors and warnings{where}",
+                       sys.stderr), err=True)
 
 
 def _check_hex(hex_dump: bool, json_out: bool) -> None:

@@ -33,3 +33,19 @@ def test_a_folded_problem_line_continues_under_its_text():
     at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("⚠") and i + 1 < len(lines))
     mark = lines[at].index("⚠")
     assert lines[at + 1].startswith(" " * (mark + 2)) and not lines[at + 1].startswith(" " * (mark + 3))
+
+
+def test_the_timeline_ends_with_its_count_of_problems_on_a_terminal_only():
+    import json
+    import subprocess
+
+    from terminal import CLI, ROOT
+
+    capture = "captures/11_errors.pcap"
+    groups = [json.loads(line) for line in subprocess.run(CLI + ["problems", capture, "--json"], capture_output=True,
+                                                          text=True, cwd=ROOT, timeout=120).stdout.splitlines()]
+    problems = sum(g["count"] for g in groups if g["severity"] in ("error", "warning"))
+    last = visible_lines(in_terminal([capture], columns=200))[-1]
+    assert f", {problems:,} errors and warnings; pulsar-dissect problems {capture}" in last, last
+    piped = subprocess.run(CLI + [capture], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert "errors and warnings" not in piped.stderr
