@@ -1382,8 +1382,23 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     # `pulsar-dissect FILE` is the main job: route it to the dissect command.
     if args and args[0] not in SUBCOMMANDS and args[0] not in ("--help", "-h", "--version", "-v"):
+        _mistyped_command(args[0])
         args.insert(0, "dissect")
     sys.exit(_invoke(args))
+
+
+def _mistyped_command(word: str) -> None:
+    """A first word that is no file but close to a command (`stat x.pcap`): say which, exit 2, rather than
+    read it as a capture that does not exist."""
+    import difflib
+
+    if word.startswith("-") or os.path.exists(word) or "/" in word or "." in word:
+        return
+    close = difflib.get_close_matches(word, sorted(SUBCOMMANDS), n=2, cutoff=0.6)
+    if close:
+        typer.echo(f"pulsar-dissect: no command {word!r} and no file of that name; did you mean "
+                   f"{' or '.join(close)}?", err=True)
+        sys.exit(EXIT_UNREADABLE)
 
 
 def _invoke(args: list[str]) -> int:

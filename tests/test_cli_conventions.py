@@ -304,3 +304,11 @@ def test_bad_values_of_the_timeline_are_one_line_and_exit_2(small_capture, args)
                                   ["pipeline", "{cap}"], ["pipeline", "{cap}", "--out", "o", "--partitions", "0"]])
 def test_bad_values_of_the_other_commands_are_one_line_and_exit_2(small_capture, args):
     _one_line_error(run(*[a.format(cap=small_capture) for a in args]))
+
+
+def test_a_mistyped_command_names_the_closest_ones_and_exits_2():
+    for typed, meant in (("stat", "stats"), ("folow", "follow"), ("problem", "problems")):
+        res = subprocess.run([sys.executable, "-m", "dissector.cli.main", typed, "captures/01_basic_nonbatched.pcap"],
+                             capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+        assert res.returncode == 2 and res.stdout == ""
+        assert f"did you mean {meant}" in res.stderr or f"or {meant}" in res.stderr, res.stderr
