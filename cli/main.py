@@ -800,9 +800,9 @@ def _follow_journeys(capture: Path, options: Options, find, what: str, flt: Fram
         _closed_pipe()
 
 
-def _folded(text: str, out) -> str:
+def _folded(text: str, out, hang: str | None = None) -> str:
     """``text`` folded between words at the terminal's width when ``out`` is a terminal (each line continuing
-    under its own indent, two further in), else as it is: a pipe gets one line per line."""
+    under its own indent, two further in, or at ``hang``), else as it is: a pipe gets one line per line."""
     if not out.isatty():
         return text
     import shutil
@@ -812,7 +812,8 @@ def _folded(text: str, out) -> str:
     lines = []
     for line in text.split("\n"):
         indent = " " * (len(line) - len(line.lstrip(" ")))
-        lines.append(textwrap.fill(line, width, subsequent_indent=indent + "  ", break_long_words=False,
+        lines.append(textwrap.fill(line, width, subsequent_indent=indent + "  " if hang is None else hang,
+                                   break_long_words=False,
                                    break_on_hyphens=False) if len(line) > width else line)
     return "\n".join(lines)
 
@@ -1016,13 +1017,10 @@ def problems_cmd(
         if not message:
             typer.echo(f"no problems in {found.frames:,} frames")
         return
-    import shutil
-    import textwrap
+    # on a terminal every line folds at its width, continuing under the message; into a pipe a group is two lines
+    def fold(text: str) -> str:
+        return _folded(text, sys.stdout, hang=" " * 8)
 
-    # on a terminal every line folds at its width, indented under its group; into a pipe a group is two lines
-    columns = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-    fold = (lambda text: textwrap.fill(text, columns, subsequent_indent=" " * 8, break_on_hyphens=False)) \
-        if columns else (lambda text: text)
     for group in groups:
         places = ", ".join(f"#{f}(p{p})" if f is not None else f"p{p}" for f, p in zip(group.frames, group.packets))
         more = group.count - len(group.packets)
