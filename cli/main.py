@@ -899,7 +899,7 @@ def _write_report(builder, output: Path, capture_name: str, expr: Optional[str],
     from dissector.output.report import page_chunks
 
     document = builder.document(capture=capture_name, expression=expr, notice=notice)
-    chunks = page_chunks(document, builder.details)
+    chunks = page_chunks(document, builder.details, builder.rows)
     if str(output) == "-":
         for chunk in chunks:
             sys.stdout.buffer.write(chunk)
@@ -916,7 +916,7 @@ def _write_report(builder, output: Path, capture_name: str, expr: Optional[str],
         temporary.unlink(missing_ok=True)
         typer.echo(f"pulsar-dissect {command}: cannot write {output}: {exc.strerror or exc}", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
-    kept = len(builder.rows)
+    kept = builder.kept
     typer.echo(f"pulsar-dissect {command}: {output} written ({_size(size)}): {builder.frames} frames, {kept} "
                f"records in the table" + (f" ({builder.records - kept} left out: --max-frames)"
                                           if builder.records > kept else "")

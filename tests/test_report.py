@@ -591,7 +591,7 @@ def test_the_detail_budget_keeps_rows_and_drops_only_their_fields():
         builder.add(rec)
     doc = builder.document(capture="x")
     details = json.loads(b"[" + bytes(builder.details).rstrip(b",") + b"]")
-    assert len(details) == len(doc["table"]["rows"]) == doc["table"]["records"]
+    assert len(details) == len(builder.table_rows()) == doc["table"]["kept"] == doc["table"]["records"]
     dropped = [i for i, d in enumerate(details) if d is None]
     assert dropped and doc["table"]["details_dropped"] == len(dropped)
     kept = [d for d in details if d is not None]
@@ -687,3 +687,39 @@ def test_a_report_of_nothing_decoded_says_which_port_to_try(tmp_path):
     _, data = build_report(capture, tmp_path / "r.html")
     assert data["summary"]["frames"] == 0
     assert "--port 16650" in data["notice"]
+
+
+@pytest.mark.parametrize("name", ["05b_batch_index_ack.pcap", "09_shared.pcap", "11_errors.pcap"])
+def test_packed_journeys_summarise_as_the_ones_kept_as_objects(monkeypatch, name):
+    """The tracker packs journeys not touched lately into bytes (memory): with one journey kept as an object
+    (every other packed and unpacked again as frames join it), every summary equals the all-objects one."""
+    from dissector.analysis import journeys
+    from dissector.run import analysed_records
+
+    def summaries(hot: int) -> list[dict]:
+        monkeypatch.setattr(journeys, "HOT_JOURNEYS", hot)
+        finished = []
+        tracker = journeys.JourneyTracker(on_finish=finished.append)
+        for rec in analysed_records(capture_path(name)):
+            tracker.add(rec)
+        tracker.finish()
+        return [j.summary() for j in finished]
+
+    kept = summaries(10 ** 9)
+    assert kept and any(s["deliveries"] for s in kept)
+    assert summaries(1) == kept
+
+
+def test_the_deliveries_index_forgets_the_oldest_and_keeps_frames_out_of_order():
+    from dissector.analysis.journeys import Deliveries
+
+    deliveries = Deliveries(limit=3)
+    for index in (10, 11, 12, 13):
+        deliveries.add(index, ("t", 1, index), index - 10 or None)
+    assert deliveries.get(10) is None and deliveries.get(13) == (("t", 1, 13), 3) and len(deliveries) == 3
+    assert deliveries.get(11) == (("t", 1, 11), 1) and deliveries.get(99) is None and deliveries.get("11") is None
+    deliveries.add(5, ("t", 1, 5), 7)  # an index lower than the last: kept beside the ordered ones
+    assert deliveries.get(5) == (("t", 1, 5), 7)
+    for index in range(14, 30):  # many more: the bulk removal keeps the newest three
+        deliveries.add(index, ("t", 1, index), None)
+    assert [deliveries.get(i) is not None for i in (26, 27, 28, 29)] == [False, True, True, True]

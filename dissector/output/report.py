@@ -30,7 +30,10 @@ from .timeline import timeline_format
 
 DEFAULT_MAX_FRAMES = 100_000
 DEFAULT_MAX_JOURNEYS = 20_000
-DETAIL_BUDGET = 64 * 1024 * 1024  # bytes of full records kept for the detail pane; later frames: row only
+# where the table's rows go in the document's JSON: orjson writes a Fragment as it is, and never writes a NUL byte
+# itself (a NUL in a string is \u0000), so the place cannot be mistaken for data
+TABLE_ROWS = b"\x00rows\x00"
+DETAIL_BUDGET = 32 * 1024 * 1024  # bytes of full records kept for the detail pane; later frames: row only
 MAX_ENTRIES_IN_DETAIL = 50  # batch entries kept per frame in the detail pane (the count says how many more)
 
 ROW_COLUMNS = ("index", "time", "conn", "direction", "type", "info", "topic", "actor", "problems", "severity",
@@ -51,7 +54,10 @@ class ReportBuilder:
         self.max_frames = max_frames
         self.max_journeys = max_journeys
         self.detail_budget = detail_budget
-        self.rows: list[list] = []
+        # the kept rows as embedded JSON, each followed by a comma, in one buffer (a list per row was 60 MB of
+        # Python objects for 100,000 rows; the page inlines the buffer as it is)
+        self.rows = bytearray()
+        self.kept = 0
         # the JSON of the kept rows' records (null past the budget), each followed by a comma, in one buffer:
         # thousands of small bytes objects left among the freed records would pin the allocator's arenas
         self.details = bytearray()
@@ -60,7 +66,8 @@ class ReportBuilder:
         self.records = 0
         self.frames = 0
         self.latency: dict[str, Distribution] = {}
-        self.journey_rows: list[dict] = []
+        self.journey_rows = bytearray()  # the kept journeys' rows as embedded JSON, each followed by a comma
+        self.journeys_kept = 0
         self.journeys_total = 0
         self.end_to_end: dict[str, dict[str, Distribution]] = {}
         self.tracker = JourneyTracker(on_finish=self._journey_done)
@@ -77,8 +84,10 @@ class ReportBuilder:
             ms, kind = rec.get("latency_ms"), rec.get("request_type")
             if isinstance(ms, (int, float)) and kind:
                 self.latency.setdefault(kind, Distribution()).add(float(ms))
-        if len(self.rows) < self.max_frames:
-            self.rows.append(self._row(rec))
+        if self.kept < self.max_frames:
+            self.rows += embedded_json(self._row(rec))
+            self.rows += b","
+            self.kept += 1
             self._keep_detail(rec)
 
     # ------------------------------------------------------------------ rows
@@ -114,6 +123,10 @@ class ReportBuilder:
         self.details += data
         self.details += b","
 
+    def table_rows(self) -> list[list]:
+        """The kept rows as lists (for tests and tools: the page takes the buffer as it is)."""
+        return orjson.loads(b"[" + bytes(self.rows).rstrip(b",") + b"]")
+
     # ------------------------------------------------------------------ journeys
 
     def _journey_done(self, journey: Journey) -> None:
@@ -129,14 +142,17 @@ class ReportBuilder:
                 dists["send_deliver"].add(d["delay_ms"])
             if d["send_to_ack_ms"] is not None:
                 dists["send_ack"].add(d["send_to_ack_ms"])
-        if len(self.journey_rows) < self.max_journeys:
-            self.journey_rows.append(_journey_row(summary, journey))
+        if self.journeys_kept < self.max_journeys:
+            self.journey_rows += embedded_json(_journey_row(summary, journey))
+            self.journey_rows += b","
+            self.journeys_kept += 1
 
     # ------------------------------------------------------------------ the document
 
     def document(self, *, capture: str, expression: str | None = None, notice: str | None = None) -> dict[str, Any]:
         """The report's data (call once, after the last record: it finishes the journeys still open). ``notice``:
-        what the page says first (why nothing was decoded: the ports to try)."""
+        what the page says first (why nothing was decoded: the ports to try). The table's rows are a place
+        (``TABLE_ROWS``) that ``page_chunks`` fills with ``self.rows``; ``table_rows()`` reads them."""
         self.tracker.finish()
         stats = self.stats.result()
         origin = self.format.origin
@@ -154,8 +170,8 @@ class ReportBuilder:
             "summary": stats,
             # the severity of each kind of event the summary counts (stats --json counts them by kind)
             "event_severity": {kind: severity(kind) for kind in stats["events"]},
-            "table": {"columns": list(ROW_COLUMNS), "rows": self.rows, "records": self.records,
-                      "frames": self.frames, "kept": len(self.rows), "omitted": self.records - len(self.rows),
+            "table": {"columns": list(ROW_COLUMNS), "rows": orjson.Fragment(TABLE_ROWS), "records": self.records,
+                      "frames": self.frames, "kept": self.kept, "omitted": self.records - self.kept,
                       "max_frames": self.max_frames, "details_dropped": self.details_dropped,
                       "entries_in_detail": MAX_ENTRIES_IN_DETAIL},
             "latency": {
@@ -167,7 +183,8 @@ class ReportBuilder:
             "throughput": {"width_s": width,
                            "buckets": [[_rel(slot * width, origin), *values]
                                        for slot, values in sorted(throughput.items())]},
-            "journeys": {"rows": self.journey_rows, "total": self.journeys_total, "kept": len(self.journey_rows),
+            "journeys": {"rows": orjson.Fragment(b"[" + bytes(self.journey_rows).rstrip(b",") + b"]"),
+                         "total": self.journeys_total, "kept": self.journeys_kept,
                          "closed_early": self.tracker.closed_early,
                          "milestones_dropped": self.tracker.milestones_dropped,
                          "end_to_end": {topic: {k: d.result() for k, d in dists.items()}
@@ -258,10 +275,11 @@ def _asset(name: str) -> str:
     return resources.files("dissector.output").joinpath("report_assets", name).read_text(encoding="utf-8")
 
 
-def page_chunks(document: dict, details: bytes | bytearray) -> Iterator[bytes | memoryview]:
+def page_chunks(document: dict, details: bytes | bytearray,
+                rows: bytes | bytearray = b"") -> Iterator[bytes | memoryview]:
     """The report page, in pieces to write one after the other: the template with its style and script, the
-    document and the detail records inlined (``details``: the rows' records as embedded JSON, each followed by
-    a comma, as ``ReportBuilder.details``; written as they are, not copied)."""
+    document with its table's rows and the detail records inlined (``rows`` and ``details``: embedded JSON, each
+    followed by a comma, as ``ReportBuilder.rows`` and ``.details``; written as they are, not copied)."""
     page = _asset("report.html")
     style, script = _asset("report.css"), _asset("report.js")
     # the assets must not end their element early, nor hold the places where the data goes
@@ -271,12 +289,23 @@ def page_chunks(document: dict, details: bytes | bytearray) -> Iterator[bytes | 
     before, _, rest = page.partition("@DATA@")
     middle, _, after = rest.partition("@DETAILS@")
     yield before.replace("/*@STYLE@*/", style).encode()
-    yield embedded_json(document)
+    data = embedded_json(document)
+    head, place, tail = data.partition(TABLE_ROWS)
+    yield head
+    if place:
+        yield b"["
+        yield _without_last_comma(rows)
+        yield b"]"
+    yield tail
     yield middle.encode() + b"["
-    yield memoryview(details)[:-1] if details.endswith(b",") else memoryview(details)
+    yield _without_last_comma(details)
     yield b"]" + after.replace("/*@SCRIPT@*/", script).encode()
 
 
-def render_html(document: dict, details: bytes | bytearray) -> bytes:
+def _without_last_comma(items: bytes | bytearray) -> memoryview:
+    return memoryview(items)[:-1] if items.endswith(b",") else memoryview(items)
+
+
+def render_html(document: dict, details: bytes | bytearray, rows: bytes | bytearray = b"") -> bytes:
     """The whole page as one bytes object (``page_chunks`` joined)."""
-    return b"".join(bytes(chunk) for chunk in page_chunks(document, details))
+    return b"".join(bytes(chunk) for chunk in page_chunks(document, details, rows))
