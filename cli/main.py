@@ -18,6 +18,7 @@ from rich.console import Console
 from dissector.capture.files import CaptureError
 from dissector.options import MAX_SETTING, OptionError, Options
 from dissector.output.expr import ExprError, needs_full_records
+from dissector.output.fields import FieldsError, FieldsFormat, fields_format
 from dissector.output.filters import FrameFilter
 from dissector.output.hints import nothing_decoded, size_text
 from dissector.output.jsonl import json_writer
@@ -135,8 +136,10 @@ class TimelineOutput:
 
     def __init__(self, *, json_out: bool, plain: bool, no_color: bool, color: str = "auto",
                  absolute_time: bool = False, details: bool = False, payload: bool = False,
-                 max_frames: int | None = None, hex_dump: bool = False) -> None:
+                 max_frames: int | None = None, hex_dump: bool = False, fields: FieldsFormat | None = None) -> None:
         self.out = sys.stdout
+        self.fields = fields  # -T fields: the chosen fields of each record, one line each
+        json_out = json_out or fields is not None  # the same records as --json's, written otherwise
         self.max_frames = max_frames
         self.hex_dump = hex_dump and not json_out  # -x: the bytes of each frame shown, under its line
         self.renderer = None
@@ -149,7 +152,7 @@ class TimelineOutput:
         self.write_json = json_writer(self.out)
         # The timeline shows per-message data only with --payload or --details.
         self.summary = not json_out and not (payload or details)
-        self.payload_bytes = payload
+        self.payload_bytes = payload or (fields is not None and fields.reads_payload)
         if self.renderer is not None and not self.console.is_terminal:
             self.renderer.plain = True  # piped or redirected: plain lines, no wrapping
         self.shown = 0
@@ -167,7 +170,9 @@ class TimelineOutput:
         """Write one record and count its problems; False once --max-frames is reached."""
         if not self.count(rec):
             return False
-        if self.renderer is None:
+        if self.fields is not None:
+            self.out.write(self.fields.line(rec))
+        elif self.renderer is None:
             self.write_json(rec)
         else:
             self.renderer.render(rec)
@@ -222,7 +227,9 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
         output.summary = False  # the expression reads each message or the whole metadata
     seen = Seen(flt)
     options = output.hex_options(options)
-    if (output.renderer is None and sink is None and context is None and flt.accepts_all
+    if output.fields is not None and output.fields.header:
+        output.out.write(output.fields.header_line())
+    if (output.renderer is None and output.fields is None and sink is None and context is None and flt.accepts_all
             and output.max_frames is None and not options.keep_frame_bytes):
         return _run_json_lines(capture, options, output, seen)
     if (output.plain_lines and sink is None and context is None and flt.accepts_all and output.max_frames is None
@@ -563,12 +570,51 @@ JSON_OPT = typer.Option(False, "--json", help="JSON Lines: one object per frame 
 SET_OPT = typer.Option(None, "-o", "--option", help="set a limit: NAME=VALUE (e.g. max_pending_requests=50000)")
 
 
+class OutputFormat(str, enum.Enum):
+    text = "text"
+    json = "json"
+    fields = "fields"
+
+
+FORMAT_OPT = typer.Option(None, "-T", help="text (the timeline), json (as --json) or fields (the -e fields of "
+                          "each record, as tshark's -T fields)", show_default=False)
+FIELD_OPT = typer.Option(None, "-e", help="with -T fields: a field to show, repeatable, named as -Y names it "
+                         "(type, latency_ms, producer.name, command.topic, messages.sequence_id)")
+FIELD_SETTING_OPT = typer.Option(None, "-E", help="with -T fields, as tshark's: header=y, separator=,|/t|/s, "
+                                 "quote=d|s|n, occurrence=f|l|a, aggregator=,|/s")
+
+
+def _fields_output(form, fields: Optional[List[str]], settings: Optional[List[str]], json_out: bool) -> \
+        tuple[bool, FieldsFormat | None]:
+    """(--json, the fields format) from -T, -e and -E: -e alone means -T fields; -e or -E with another format,
+    or -T fields without -e, is a one-line error and exit 2."""
+    form = getattr(form, "value", form)
+    if form is None and fields:
+        form = "fields"
+    if form == "fields" and json_out:
+        form = "both"
+    if form != "fields":
+        if fields or settings:
+            typer.echo("pulsar-dissect: -e and -E choose the fields of -T fields (not of "
+                       f"{'--json' if json_out or form in ('json', 'both') else 'the timeline'})", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+        return json_out or form == "json", None
+    try:
+        return False, fields_format(fields or [], settings or [])
+    except FieldsError as exc:
+        typer.echo(f"pulsar-dissect: {exc}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+
+
 @app.command("dissect")
 @_pipe_safe
 def dissect_cmd(
     capture: Optional[Path] = CAPTURE_ARG,
     read: Optional[Path] = READ_OPT,
     json_out: bool = JSON_OPT,
+    form: Optional[OutputFormat] = FORMAT_OPT,
+    field_names: Optional[List[str]] = FIELD_OPT,
+    field_settings: Optional[List[str]] = FIELD_SETTING_OPT,
     port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     conn: Optional[List[str]] = typer.Option(None, "--conn", help="only these connection numbers"),
@@ -595,16 +641,17 @@ def dissect_cmd(
 ) -> None:
     """Decode a capture into a request/response timeline (or JSON Lines with --json)."""
     capture = _capture(capture, read)
+    json_out, fields = _fields_output(form, field_names, field_settings, json_out)
     if write is not None and str(capture) == "-":
         typer.echo("pulsar-dissect: -w needs a capture file, not standard input (it reads the packets again)",
                    err=True)
         raise typer.Exit(EXIT_UNREADABLE)
-    _check_hex(hex_dump, json_out)
+    _check_hex(hex_dump, json_out or fields is not None, "--json" if fields is None else "-T fields")
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(_conn_ids(_split_csv(conn)), _known_types(_split_csv(type_)), topic or [], producer or [],
                   consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, color=color, absolute_time=absolute_time,
-                            details=details, payload=payload, max_frames=max_frames, hex_dump=hex_dump)
+                            details=details, payload=payload, max_frames=max_frames, hex_dump=hex_dump, fields=fields)
     packets = _PacketSet() if write is not None else None
     # filtered to producers, consumers or topics: also the events that end their story, as follow shows them
     context = ActorContext() if flt.actor_filter else None
@@ -627,11 +674,11 @@ def _sum_up(output: "TimelineOutput", capture) -> None:
                        sys.stderr), err=True)
 
 
-def _check_hex(hex_dump: bool, json_out: bool) -> None:
-    """-x shows the frames' bytes under timeline lines; JSON records never carry them."""
+def _check_hex(hex_dump: bool, json_out: bool, flag: str = "--json") -> None:
+    """-x shows the frames' bytes under timeline lines; JSON records (and their fields) never carry them."""
     if hex_dump and json_out:
         typer.echo("pulsar-dissect: -x shows the bytes under timeline lines; JSON records do not carry them "
-                   "(drop --json, or -x)", err=True)
+                   f"(drop {flag}, or -x)", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
 
 
