@@ -530,13 +530,15 @@ def _capture(capture: Optional[Path], read: Optional[Path]) -> Path:
                    err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     return capture if capture is not None else read
-PORT_OPT = typer.Option(None, "--port", help="extra server ports, repeatable or comma-separated: Pulsar's (6650 and 6651 "
+PORT_OPT = typer.Option(None, "--port", help="extra server ports, repeatable or as a comma list: Pulsar's (6650 and 6651 "
                         "always count), or PROTOCOL:[ROLE:]PORT, e.g. tubemq:9000 (8715 and 8123 always count)")
 DETECT_OPT = typer.Option(False, "--detect", help="also find Pulsar on connections off the broker ports")
 MAX_FRAME_OPT = typer.Option(None, "--max-frame-size", help="largest frame accepted, in bytes (default: each "
                              "protocol's own: Pulsar 5,253,120, TubeMQ 29,374,476)")
 MAX_DECOMPRESSED_OPT = typer.Option(_DEFAULTS.max_decompressed, "--max-decompressed",
                                     help="largest payload to decompress, in bytes")
+MAX_FRAMES_OPT = typer.Option(None, "--max-frames", "-c", min=1, help="stop after this many frames shown "
+                              "(after -Y and the other filters; events are not counted)")
 FILTER_OPT = typer.Option(None, "-Y", "--filter",
                           help='only records matching this expression, e.g. \'type == "SEND" and latency_ms > 20\'')
 STRICT_OPT = typer.Option(False, "--strict", help="exit 1 when a record shown has an error or a warning")
@@ -623,8 +625,7 @@ def dissect_cmd(
     producer: Optional[List[str]] = typer.Option(None, "--producer", help="only this producer (name or id)"),
     consumer: Optional[List[str]] = typer.Option(None, "--consumer", help="only this consumer (name or id)"),
     expr: Optional[str] = FILTER_OPT,
-    max_frames: Optional[int] = typer.Option(None, "--max-frames", "-c", min=1,
-                                             help="stop after this many frames shown"),
+    max_frames: Optional[int] = MAX_FRAMES_OPT,
     write: Optional[Path] = typer.Option(None, "-w", help="also write the packets of the frames shown to this "
                                                           "pcap file (read, filter, write)"),
     strict: bool = STRICT_OPT,
@@ -1084,10 +1085,15 @@ def live_cmd(
     bpf: Optional[str] = typer.Option(None, "-f", help="capture filter (BPF); default: TCP on the broker ports"),
     write: Optional[Path] = typer.Option(None, "-w", help="also save the packets to this pcap file"),
     duration: Optional[float] = typer.Option(None, "--duration", min=0, help="stop after this many seconds"),
-    count: Optional[int] = typer.Option(None, "-c", min=1, help="stop after this many packets"),
+    max_frames: Optional[int] = MAX_FRAMES_OPT,
+    count: Optional[int] = typer.Option(None, "--max-packets", min=1, help="stop after this many packets "
+                                        "captured (as tshark's -c)"),
     expr: Optional[str] = FILTER_OPT,
     engine: str = typer.Option("socket", "--engine", help="socket (AF_PACKET, needs CAP_NET_RAW) or dumpcap"),
     json_out: bool = JSON_OPT,
+    form: Optional[OutputFormat] = FORMAT_OPT,
+    field_names: Optional[List[str]] = FIELD_OPT,
+    field_settings: Optional[List[str]] = FIELD_SETTING_OPT,
     detect: bool = DETECT_OPT,
     strict: bool = STRICT_OPT,
     no_color: bool = NO_COLOR_OPT,
@@ -1110,11 +1116,12 @@ def live_cmd(
     from dissector.capture.live import LiveError, PcapWriter, capture_filter, open_live
     from dissector.run import live_records
 
-    _check_hex(hex_dump, json_out)
+    json_out, fields = _fields_output(form, field_names, field_settings, json_out)
+    _check_hex(hex_dump, json_out or fields is not None, "--json" if fields is None else "-T fields")
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, color=color, absolute_time=absolute_time,
-                            details=details, payload=payload, hex_dump=hex_dump)
+                            details=details, payload=payload, hex_dump=hex_dump, max_frames=max_frames, fields=fields)
     options = output.hex_options(options)
     if flt.predicate is not None and needs_full_records(flt.predicate):
         output.summary = False
@@ -1158,11 +1165,16 @@ def live_cmd(
     frames = 0
     last_flush = time.time()
     try:
-        for rec in live_records(packets(), options, payload_bytes=payload, summary=output.summary):
+        if fields is not None and fields.header:
+            output.out.write(fields.header_line())
+        for rec in live_records(packets(), options, payload_bytes=output.payload_bytes, summary=output.summary):
             if "index" in rec:
                 frames += 1
             if flt.accepts(rec):
                 output.emit(rec)
+                if max_frames is not None and output.shown >= max_frames:
+                    stop.set()  # -c: the frames shown, as offline; waiting for one more might never end
+                    break
             if time.time() - last_flush > 0.1:
                 _flush(output)
                 last_flush = time.time()
