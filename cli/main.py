@@ -157,6 +157,8 @@ class TimelineOutput:
             self.renderer.plain = True  # piped or redirected: plain lines, no wrapping
         self.shown = 0
         self.problems = 0
+        self._held: list[str] = []  # -T fields: lines written to the stream in batches (see ``hold``)
+        self._held_size = 0
 
     def hex_options(self, options: Options) -> Options:
         """-x: the pipeline keeps each frame's bytes in its record (``frame_bytes``), and the timeline dumps them
@@ -171,12 +173,31 @@ class TimelineOutput:
         if not self.count(rec):
             return False
         if self.fields is not None:
-            self.out.write(self.fields.line(rec))
+            self.hold(self.fields.line(rec))
         elif self.renderer is None:
             self.write_json(rec)
         else:
             self.renderer.render(rec)
         return True
+
+    HELD_SIZE = 1 << 16
+
+    def hold(self, line: str) -> None:
+        """A line for the stream, written with the lines after it once they are ``HELD_SIZE`` characters: a
+        write of a few lines lets the reading threads take the interpreter at each buffer's flush, and waiting
+        for it to come back cost as much as making the lines."""
+        self._held.append(line)
+        self._held_size += len(line)
+        if self._held_size >= self.HELD_SIZE:
+            self.flush(stream=False)
+
+    def flush(self, stream: bool = True) -> None:
+        """The lines held, written; then the stream flushed (unless not ``stream``)."""
+        if self._held:
+            held, self._held, self._held_size = self._held, [], 0
+            self.out.write("".join(held))
+        if stream:
+            self.out.flush()
 
     def count(self, rec: dict) -> bool:
         """Count a record about to be written, and its problems; False once --max-frames is reached."""
@@ -236,19 +257,22 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
             and not options.keep_frame_bytes):
         return _run_timeline_lines(capture, options, output, seen)
     try:
-        for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary, seen=seen):
-            if output.renderer is not None and output.renderer.origin is None:
-                output.renderer.origin = rec["time"]  # times from the capture's start, whatever the filter
-            if not flt.accepts(rec):
-                if context is None or not context.wants(rec, flt):
-                    continue
-            elif context is not None:
-                context.saw(rec)
-            if not output.emit(rec):
-                break
-            if sink is not None:
-                sink(rec)
-        output.out.flush()
+        try:
+            for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary,
+                                seen=seen):
+                if output.renderer is not None and output.renderer.origin is None:
+                    output.renderer.origin = rec["time"]  # times from the capture's start, whatever the filter
+                if not flt.accepts(rec):
+                    if context is None or not context.wants(rec, flt):
+                        continue
+                elif context is not None:
+                    context.saw(rec)
+                if not output.emit(rec):
+                    break
+                if sink is not None:
+                    sink(rec)
+        finally:  # what was shown before a capture's damage too
+            output.flush()
     except BrokenPipeError:
         _closed_pipe()
     return seen
@@ -530,8 +554,9 @@ def _capture(capture: Optional[Path], read: Optional[Path]) -> Path:
                    err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     return capture if capture is not None else read
-PORT_OPT = typer.Option(None, "--port", help="extra server ports, repeatable or as a comma list: Pulsar's (6650 and 6651 "
-                        "always count), or PROTOCOL:[ROLE:]PORT, e.g. tubemq:9000 (8715 and 8123 always count)")
+PORT_OPT = typer.Option(None, "--port", help="extra server ports, repeatable or as a comma list: Pulsar's (6650 "
+                        "and 6651 always count), or PROTOCOL:[ROLE:]PORT, e.g. tubemq:9000 (8715 and 8123 always "
+                        "count)")
 DETECT_OPT = typer.Option(False, "--detect", help="also find Pulsar on connections off the broker ports")
 MAX_FRAME_OPT = typer.Option(None, "--max-frame-size", help="largest frame accepted, in bytes (default: each "
                              "protocol's own: Pulsar 5,253,120, TubeMQ 29,374,476)")
@@ -1197,7 +1222,7 @@ def live_cmd(
 
 def _flush(output: "TimelineOutput") -> None:
     try:
-        output.out.flush()
+        output.flush()
         buffer = getattr(output.out, "buffer", None)
         if buffer is not None:
             buffer.flush()

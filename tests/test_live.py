@@ -148,8 +148,8 @@ def test_sigterm_and_max_packets_stop_cleanly_with_a_valid_pcap(tmp_path):
     _need_live("socket")
     try:
         with LiveRecording(tmp_path, "live-stop") as rec:
-            counted = subprocess.Popen(CLI + ["live", "-i", "lo", "--port", str(rec.port), "--max-packets", "5", "--json",
-                                              "-w", str(tmp_path / "five.pcap")],
+            counted = subprocess.Popen(CLI + ["live", "-i", "lo", "--port", str(rec.port), "--max-packets", "5",
+                                              "--json", "-w", str(tmp_path / "five.pcap")],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             assert "capturing on lo" in counted.stderr.readline().decode()
             framed = subprocess.Popen(CLI + ["live", "-i", "lo", "--port", str(rec.port), "-c", "3", "--json"],

@@ -16,7 +16,7 @@ quote character as ``\\"`` or ``\\'``.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .expr import KNOWN_FIELDS, resolve
 from .jsonl import dumps
@@ -46,10 +46,10 @@ class FieldsFormat:
     quote: str = ""
     occurrence: str = "a"
     header: bool = False
+    paths: tuple[tuple[str, ...], ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def paths(self) -> tuple[tuple[str, ...], ...]:
-        return tuple(tuple(name.split(".")) for name in self.names)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "paths", tuple(tuple(name.split(".")) for name in self.names))
 
     @property
     def reads_payload(self) -> bool:
@@ -64,20 +64,33 @@ class FieldsFormat:
         """One record's line (with its line feed)."""
         cells = []
         for path in self.paths:
-            values = [v for v in resolve(rec, path) if v is not None]
+            values = resolve(rec, path)
+            if len(values) == 1:  # most fields: one value
+                value = values[0]
+                cells.append(self._cell(value if type(value) is str else _text(value)))
+                continue
+            values = [v for v in values if v is not None]
             if values and self.occurrence != "a":
                 values = [values[0] if self.occurrence == "f" else values[-1]]
             cells.append(self._cell(self.aggregator.join(_text(v) for v in values)))
         return self.separator.join(cells) + "\n"
 
     def _cell(self, text: str) -> str:
-        escaped = "".join(_escape(c, self.separator if not self.quote else self.quote) for c in text)
-        return f"{self.quote}{escaped}{self.quote}"
+        special = self.quote or self.separator
+        if not text.isprintable() or "\\" in text or special in text:  # most values need no escape: one C scan
+            text = "".join(_escape(c, special) for c in text)
+        return f"{self.quote}{text}{self.quote}" if self.quote else text
 
 
 def _text(value) -> str:
-    """A value as its column shows it before escaping: a string as it is, anything else as its JSON text."""
-    return value if type(value) is str else dumps(value).decode()
+    """A value as its column shows it before escaping: a string as it is, null as nothing, anything else as its
+    JSON text."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is int:
+        return str(value)
+    return "" if value is None else dumps(value).decode()
 
 
 def _escape(char: str, special: str) -> str:
