@@ -183,9 +183,8 @@ class TimelineOutput:
     HELD_SIZE = 1 << 16
 
     def hold(self, line: str) -> None:
-        """A line for the stream, written with the lines after it once they are ``HELD_SIZE`` characters: a
-        write of a few lines lets the reading threads take the interpreter at each buffer's flush, and waiting
-        for it to come back cost as much as making the lines."""
+        """A line for the stream, written with the lines after it once they are ``HELD_SIZE`` characters: fewer,
+        larger writes than one per record (the lines are short)."""
         self._held.append(line)
         self._held_size += len(line)
         if self._held_size >= self.HELD_SIZE:
