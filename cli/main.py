@@ -612,19 +612,19 @@ FIELD_SETTING_OPT = typer.Option(None, "-E", help="with -T fields, as tshark's: 
 
 def _fields_output(form, fields: Optional[List[str]], settings: Optional[List[str]], json_out: bool) -> \
         tuple[bool, FieldsFormat | None]:
-    """(--json, the fields format) from -T, -e and -E: -e alone means -T fields; -e or -E with another format,
-    or -T fields without -e, is a one-line error and exit 2."""
+    """(--json, the fields format) from -T, -e and -E: -e alone means -T fields; --json beside another -T, -e or
+    -E beside another format, or -T fields without -e, is a one-line error and exit 2."""
     form = getattr(form, "value", form)
-    if form is None and fields:
-        form = "fields"
-    if form == "fields" and json_out:
-        form = "both"
+    if form is None:
+        form = "fields" if fields and not json_out else "json" if json_out else "text"
+    elif json_out and form != "json":
+        typer.echo(f"pulsar-dissect: --json and -T {form} ask for two formats (give one)", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
     if form != "fields":
         if fields or settings:
-            typer.echo("pulsar-dissect: -e and -E choose the fields of -T fields (not of "
-                       f"{'--json' if json_out or form in ('json', 'both') else 'the timeline'})", err=True)
+            typer.echo(f"pulsar-dissect: -e and -E choose the columns of -T fields, not of -T {form}", err=True)
             raise typer.Exit(EXIT_UNREADABLE)
-        return json_out or form == "json", None
+        return form == "json", None
     try:
         return False, fields_format(fields or [], settings or [])
     except FieldsError as exc:

@@ -128,3 +128,23 @@ def test_help_fits_80_columns_and_cuts_no_word(command):
             # each word of a description is whole somewhere on the page: not cut at a hyphen or mid-word
             for word in text.split():
                 assert word in words or any(word in w for w in words), (command, word)
+
+
+def test_live_writes_the_fields_as_offline(monkeypatch):
+    """live -T fields: the same columns as the capture file's, for the frames -c lets through."""
+    import dissector.capture.live as live
+    from dissector.cli.main import app
+
+    path = capture_path("02_batching_props_keys.pcap")
+    args = ["-T", "fields", "-e", "index", "-e", "type", "-e", "producer.name", "-E", "header=y", "-c", "6",
+            "-Y", "index"]
+    offline = subprocess.run(CLI + [str(path), *args], capture_output=True, text=True, timeout=120)
+    assert offline.returncode == 0 and len(offline.stdout.splitlines()) == 7
+    monkeypatch.setattr(live, "open_live", lambda engine, name, capture: _Interface(path))
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        res = CliRunner().invoke(app, ["live", *args])
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    assert res.exit_code == 0 and res.stdout == offline.stdout

@@ -152,6 +152,7 @@ def test_an_unknown_field_or_setting_is_one_line_naming_the_closest_and_exit_2(a
 
 
 @pytest.mark.parametrize("args", [["-T", "fields"], ["--json", "-e", "type"], ["-T", "json", "-e", "type"],
+                                  ["-T", "fields", "--json"], ["-T", "text", "--json"], ["-T", "text", "-e", "type"],
                                   ["-E", "header=y"], ["-e", "type", "-E", "quote=x"], ["-e", "type", "-x"],
                                   ["-e", "type", "-E", "separator=ab"]])
 def test_fields_without_a_field_or_beside_another_format_is_refused(args):
@@ -185,3 +186,9 @@ def test_the_fields_are_the_contract_s_keys_as_the_filter_names_them():
     wanted = [r for r in records if r["serial"] == 1]
     assert wanted and done.stdout.splitlines() == [f"1\t{expected(r, 'rpc.method_name')}" for r in wanted]
     assert compile_expr("serial == 1")(wanted[0])
+
+
+def test_t_json_is_json_and_t_text_the_timeline():
+    capture = capture_path("01_basic_nonbatched.pcap")
+    assert run(capture, "-T", "json").stdout == run(capture, "--json").stdout != ""
+    assert run(capture, "-T", "text").stdout == run(capture).stdout != ""
