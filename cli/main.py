@@ -18,6 +18,7 @@ from rich.console import Console
 from dissector.capture.files import CaptureError
 from dissector.options import MAX_SETTING, OptionError, Options
 from dissector.output.expr import ExprError, needs_full_records
+from dissector.output.fields import FieldsError, FieldsFormat, fields_format
 from dissector.output.filters import FrameFilter
 from dissector.output.hints import nothing_decoded, size_text
 from dissector.output.jsonl import json_writer
@@ -135,8 +136,10 @@ class TimelineOutput:
 
     def __init__(self, *, json_out: bool, plain: bool, no_color: bool, color: str = "auto",
                  absolute_time: bool = False, details: bool = False, payload: bool = False,
-                 max_frames: int | None = None, hex_dump: bool = False) -> None:
+                 max_frames: int | None = None, hex_dump: bool = False, fields: FieldsFormat | None = None) -> None:
         self.out = sys.stdout
+        self.fields = fields  # -T fields: the chosen fields of each record, one line each
+        json_out = json_out or fields is not None  # the same records as --json's, written otherwise
         self.max_frames = max_frames
         self.hex_dump = hex_dump and not json_out  # -x: the bytes of each frame shown, under its line
         self.renderer = None
@@ -149,11 +152,13 @@ class TimelineOutput:
         self.write_json = json_writer(self.out)
         # The timeline shows per-message data only with --payload or --details.
         self.summary = not json_out and not (payload or details)
-        self.payload_bytes = payload
+        self.payload_bytes = payload or (fields is not None and fields.reads_payload)
         if self.renderer is not None and not self.console.is_terminal:
             self.renderer.plain = True  # piped or redirected: plain lines, no wrapping
         self.shown = 0
         self.problems = 0
+        self._held: list[str] = []  # -T fields: lines written to the stream in batches (see ``hold``)
+        self._held_size = 0
 
     def hex_options(self, options: Options) -> Options:
         """-x: the pipeline keeps each frame's bytes in its record (``frame_bytes``), and the timeline dumps them
@@ -167,11 +172,31 @@ class TimelineOutput:
         """Write one record and count its problems; False once --max-frames is reached."""
         if not self.count(rec):
             return False
-        if self.renderer is None:
+        if self.fields is not None:
+            self.hold(self.fields.line(rec))
+        elif self.renderer is None:
             self.write_json(rec)
         else:
             self.renderer.render(rec)
         return True
+
+    HELD_SIZE = 1 << 16
+
+    def hold(self, line: str) -> None:
+        """A line for the stream, written with the lines after it once they are ``HELD_SIZE`` characters: fewer,
+        larger writes than one per record (the lines are short)."""
+        self._held.append(line)
+        self._held_size += len(line)
+        if self._held_size >= self.HELD_SIZE:
+            self.flush(stream=False)
+
+    def flush(self, stream: bool = True) -> None:
+        """The lines held, written; then the stream flushed (unless not ``stream``)."""
+        if self._held:
+            held, self._held, self._held_size = self._held, [], 0
+            self.out.write("".join(held))
+        if stream:
+            self.out.flush()
 
     def count(self, rec: dict) -> bool:
         """Count a record about to be written, and its problems; False once --max-frames is reached."""
@@ -222,26 +247,31 @@ def _run(capture: Path, options: Options, flt: FrameFilter, output: TimelineOutp
         output.summary = False  # the expression reads each message or the whole metadata
     seen = Seen(flt)
     options = output.hex_options(options)
-    if (output.renderer is None and sink is None and context is None and flt.accepts_all
+    if output.fields is not None and output.fields.header:
+        output.out.write(output.fields.header_line())
+    if (output.renderer is None and output.fields is None and sink is None and context is None and flt.accepts_all
             and output.max_frames is None and not options.keep_frame_bytes):
         return _run_json_lines(capture, options, output, seen)
     if (output.plain_lines and sink is None and context is None and flt.accepts_all and output.max_frames is None
             and not options.keep_frame_bytes):
         return _run_timeline_lines(capture, options, output, seen)
     try:
-        for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary, seen=seen):
-            if output.renderer is not None and output.renderer.origin is None:
-                output.renderer.origin = rec["time"]  # times from the capture's start, whatever the filter
-            if not flt.accepts(rec):
-                if context is None or not context.wants(rec, flt):
-                    continue
-            elif context is not None:
-                context.saw(rec)
-            if not output.emit(rec):
-                break
-            if sink is not None:
-                sink(rec)
-        output.out.flush()
+        try:
+            for rec in _records(capture, options, payload_bytes=output.payload_bytes, summary=output.summary,
+                                seen=seen):
+                if output.renderer is not None and output.renderer.origin is None:
+                    output.renderer.origin = rec["time"]  # times from the capture's start, whatever the filter
+                if not flt.accepts(rec):
+                    if context is None or not context.wants(rec, flt):
+                        continue
+                elif context is not None:
+                    context.saw(rec)
+                if not output.emit(rec):
+                    break
+                if sink is not None:
+                    sink(rec)
+        finally:  # what was shown before a capture's damage too
+            output.flush()
     except BrokenPipeError:
         _closed_pipe()
     return seen
@@ -523,13 +553,16 @@ def _capture(capture: Optional[Path], read: Optional[Path]) -> Path:
                    err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     return capture if capture is not None else read
-PORT_OPT = typer.Option(None, "--port", help="extra server ports, repeatable or comma-separated: Pulsar's (6650 and 6651 "
-                        "always count), or PROTOCOL:[ROLE:]PORT, e.g. tubemq:9000 (8715 and 8123 always count)")
+PORT_OPT = typer.Option(None, "--port", help="extra server ports, repeatable or as a comma list: Pulsar's (6650 "
+                        "and 6651 always count), or PROTOCOL:[ROLE:]PORT, e.g. tubemq:9000 (8715 and 8123 always "
+                        "count)")
 DETECT_OPT = typer.Option(False, "--detect", help="also find Pulsar on connections off the broker ports")
 MAX_FRAME_OPT = typer.Option(None, "--max-frame-size", help="largest frame accepted, in bytes (default: each "
                              "protocol's own: Pulsar 5,253,120, TubeMQ 29,374,476)")
 MAX_DECOMPRESSED_OPT = typer.Option(_DEFAULTS.max_decompressed, "--max-decompressed",
                                     help="largest payload to decompress, in bytes")
+MAX_FRAMES_OPT = typer.Option(None, "--max-frames", "-c", min=1, help="stop after this many frames shown "
+                              "(after -Y and the other filters; events are not counted)")
 FILTER_OPT = typer.Option(None, "-Y", "--filter",
                           help='only records matching this expression, e.g. \'type == "SEND" and latency_ms > 20\'')
 STRICT_OPT = typer.Option(False, "--strict", help="exit 1 when a record shown has an error or a warning")
@@ -563,12 +596,51 @@ JSON_OPT = typer.Option(False, "--json", help="JSON Lines: one object per frame 
 SET_OPT = typer.Option(None, "-o", "--option", help="set a limit: NAME=VALUE (e.g. max_pending_requests=50000)")
 
 
+class OutputFormat(str, enum.Enum):
+    text = "text"
+    json = "json"
+    fields = "fields"
+
+
+FORMAT_OPT = typer.Option(None, "-T", help="text (the timeline), json (as --json) or fields (the -e fields of "
+                          "each record, as tshark's -T fields)", show_default=False)
+FIELD_OPT = typer.Option(None, "-e", help="with -T fields: a field to show, repeatable, named as -Y names it "
+                         "(type, latency_ms, producer.name, command.topic, messages.sequence_id)")
+FIELD_SETTING_OPT = typer.Option(None, "-E", help="with -T fields, as tshark's: header=y, separator=,|/t|/s, "
+                                 "quote=d|s|n, occurrence=f|l|a, aggregator=,|/s")
+
+
+def _fields_output(form, fields: Optional[List[str]], settings: Optional[List[str]], json_out: bool) -> \
+        tuple[bool, FieldsFormat | None]:
+    """(--json, the fields format) from -T, -e and -E: -e alone means -T fields; --json beside another -T, -e or
+    -E beside another format, or -T fields without -e, is a one-line error and exit 2."""
+    form = getattr(form, "value", form)
+    if form is None:
+        form = "fields" if fields and not json_out else "json" if json_out else "text"
+    elif json_out and form != "json":
+        typer.echo(f"pulsar-dissect: --json and -T {form} ask for two formats (give one)", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+    if form != "fields":
+        if fields or settings:
+            typer.echo(f"pulsar-dissect: -e and -E choose the columns of -T fields, not of -T {form}", err=True)
+            raise typer.Exit(EXIT_UNREADABLE)
+        return form == "json", None
+    try:
+        return False, fields_format(fields or [], settings or [])
+    except FieldsError as exc:
+        typer.echo(f"pulsar-dissect: {exc}", err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
+
+
 @app.command("dissect")
 @_pipe_safe
 def dissect_cmd(
     capture: Optional[Path] = CAPTURE_ARG,
     read: Optional[Path] = READ_OPT,
     json_out: bool = JSON_OPT,
+    form: Optional[OutputFormat] = FORMAT_OPT,
+    field_names: Optional[List[str]] = FIELD_OPT,
+    field_settings: Optional[List[str]] = FIELD_SETTING_OPT,
     port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     conn: Optional[List[str]] = typer.Option(None, "--conn", help="only these connection numbers"),
@@ -577,8 +649,7 @@ def dissect_cmd(
     producer: Optional[List[str]] = typer.Option(None, "--producer", help="only this producer (name or id)"),
     consumer: Optional[List[str]] = typer.Option(None, "--consumer", help="only this consumer (name or id)"),
     expr: Optional[str] = FILTER_OPT,
-    max_frames: Optional[int] = typer.Option(None, "--max-frames", "-c", min=1,
-                                             help="stop after this many frames shown"),
+    max_frames: Optional[int] = MAX_FRAMES_OPT,
     write: Optional[Path] = typer.Option(None, "-w", help="also write the packets of the frames shown to this "
                                                           "pcap file (read, filter, write)"),
     strict: bool = STRICT_OPT,
@@ -595,16 +666,17 @@ def dissect_cmd(
 ) -> None:
     """Decode a capture into a request/response timeline (or JSON Lines with --json)."""
     capture = _capture(capture, read)
+    json_out, fields = _fields_output(form, field_names, field_settings, json_out)
     if write is not None and str(capture) == "-":
         typer.echo("pulsar-dissect: -w needs a capture file, not standard input (it reads the packets again)",
                    err=True)
         raise typer.Exit(EXIT_UNREADABLE)
-    _check_hex(hex_dump, json_out)
+    _check_hex(hex_dump, json_out or fields is not None, "--json" if fields is None else "-T fields")
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(_conn_ids(_split_csv(conn)), _known_types(_split_csv(type_)), topic or [], producer or [],
                   consumer or [], expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, color=color, absolute_time=absolute_time,
-                            details=details, payload=payload, max_frames=max_frames, hex_dump=hex_dump)
+                            details=details, payload=payload, max_frames=max_frames, hex_dump=hex_dump, fields=fields)
     packets = _PacketSet() if write is not None else None
     # filtered to producers, consumers or topics: also the events that end their story, as follow shows them
     context = ActorContext() if flt.actor_filter else None
@@ -627,11 +699,11 @@ def _sum_up(output: "TimelineOutput", capture) -> None:
                        sys.stderr), err=True)
 
 
-def _check_hex(hex_dump: bool, json_out: bool) -> None:
-    """-x shows the frames' bytes under timeline lines; JSON records never carry them."""
+def _check_hex(hex_dump: bool, json_out: bool, flag: str = "--json") -> None:
+    """-x shows the frames' bytes under timeline lines; JSON records (and their fields) never carry them."""
     if hex_dump and json_out:
         typer.echo("pulsar-dissect: -x shows the bytes under timeline lines; JSON records do not carry them "
-                   "(drop --json, or -x)", err=True)
+                   f"(drop {flag}, or -x)", err=True)
         raise typer.Exit(EXIT_UNREADABLE)
 
 
@@ -1037,10 +1109,15 @@ def live_cmd(
     bpf: Optional[str] = typer.Option(None, "-f", help="capture filter (BPF); default: TCP on the broker ports"),
     write: Optional[Path] = typer.Option(None, "-w", help="also save the packets to this pcap file"),
     duration: Optional[float] = typer.Option(None, "--duration", min=0, help="stop after this many seconds"),
-    count: Optional[int] = typer.Option(None, "-c", min=1, help="stop after this many packets"),
+    max_frames: Optional[int] = MAX_FRAMES_OPT,
+    count: Optional[int] = typer.Option(None, "--max-packets", min=1, help="stop after this many packets "
+                                        "captured (as tshark's -c)"),
     expr: Optional[str] = FILTER_OPT,
     engine: str = typer.Option("socket", "--engine", help="socket (AF_PACKET, needs CAP_NET_RAW) or dumpcap"),
     json_out: bool = JSON_OPT,
+    form: Optional[OutputFormat] = FORMAT_OPT,
+    field_names: Optional[List[str]] = FIELD_OPT,
+    field_settings: Optional[List[str]] = FIELD_SETTING_OPT,
     detect: bool = DETECT_OPT,
     strict: bool = STRICT_OPT,
     no_color: bool = NO_COLOR_OPT,
@@ -1063,11 +1140,12 @@ def live_cmd(
     from dissector.capture.live import LiveError, PcapWriter, capture_filter, open_live
     from dissector.run import live_records
 
-    _check_hex(hex_dump, json_out)
+    json_out, fields = _fields_output(form, field_names, field_settings, json_out)
+    _check_hex(hex_dump, json_out or fields is not None, "--json" if fields is None else "-T fields")
     options = _options(port, detect, max_frame_size, max_decompressed, settings)
     flt = _filter(expression=expr)
     output = TimelineOutput(json_out=json_out, plain=plain, no_color=no_color, color=color, absolute_time=absolute_time,
-                            details=details, payload=payload, hex_dump=hex_dump)
+                            details=details, payload=payload, hex_dump=hex_dump, max_frames=max_frames, fields=fields)
     options = output.hex_options(options)
     if flt.predicate is not None and needs_full_records(flt.predicate):
         output.summary = False
@@ -1111,11 +1189,16 @@ def live_cmd(
     frames = 0
     last_flush = time.time()
     try:
-        for rec in live_records(packets(), options, payload_bytes=payload, summary=output.summary):
+        if fields is not None and fields.header:
+            output.out.write(fields.header_line())
+        for rec in live_records(packets(), options, payload_bytes=output.payload_bytes, summary=output.summary):
             if "index" in rec:
                 frames += 1
             if flt.accepts(rec):
                 output.emit(rec)
+                if max_frames is not None and output.shown >= max_frames:
+                    stop.set()  # -c: the frames shown, as offline; waiting for one more might never end
+                    break
             if time.time() - last_flush > 0.1:
                 _flush(output)
                 last_flush = time.time()
@@ -1138,7 +1221,7 @@ def live_cmd(
 
 def _flush(output: "TimelineOutput") -> None:
     try:
-        output.out.flush()
+        output.flush()
         buffer = getattr(output.out, "buffer", None)
         if buffer is not None:
             buffer.flush()

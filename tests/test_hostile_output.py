@@ -188,6 +188,23 @@ def test_json_escapes_separators_bidi_controls_and_del(hostile, args, code):
         or "\\x1b[31mRED" in found  # the exact value (records), or as the timeline shows it (check's evidence)
 
 
+def test_fields_keep_each_record_on_its_line_and_each_value_in_its_column(hostile):
+    """-T fields: every string a peer chooses, escaped (still visible), a record a line, a field a column."""
+    names = ["index", "type", "topic", "producer.name", "consumer.name", "consumer.subscription", "command.message",
+             "command.client_version", "command.server_version", "metadata.partition_key", "messages.properties",
+             "messages.payload_text"]
+    records = run([str(hostile), "--json"]).stdout.decode("utf-8").splitlines()
+    res = run([str(hostile), "-T", "fields", *[a for name in names for a in ("-e", name)]])
+    assert res.returncode == 0 and b"Traceback" not in res.stderr
+    out = res.stdout.decode("utf-8")
+    _assert_clean(out)
+    _assert_visible(out)
+    assert "\\\\xff\\\\xfe" in out  # the record's escape of bytes that are not UTF-8, its backslash escaped
+    lines = out.split("\n")
+    assert lines.pop() == "" and len(lines) == len(records)
+    assert {line.count("\t") for line in lines} == {len(names) - 1}
+
+
 def test_the_cores_json_lines_and_pythons_serializer_agree_on_hostile_records(hostile):
     """The core's JSON sink (--json) and jsonl.dumps of the same records as dicts: byte for byte."""
     from dissector.options import Options
@@ -334,6 +351,7 @@ PIPED = [
     ("json", ["{cap}", "--json"]),
     ("details", ["{cap}", "-V"]),
     ("filtered", ["{cap}", "--type", "SEND", "--json"]),
+    ("fields", ["{cap}", "-T", "fields", "-e", "type", "-E", "header=y"]),
     ("stats", ["stats", "{cap}"]),
     ("stats-json", ["stats", "{cap}", "--json"]),
     ("follow", ["follow", "{cap}", "--topic", "batching-1"]),
@@ -360,8 +378,8 @@ def test_a_closed_pipe_is_not_a_failure(args):
 
 
 @pytest.mark.parametrize("args", [["{cap}"], ["{cap}", "--json"], ["{cap}", "-V"], ["stats", "{cap}"],
-                                  ["follow", "{cap}", "--topic", "batching-1"]],
-                         ids=["timeline", "json", "details", "stats", "follow"])
+                                  ["follow", "{cap}", "--topic", "batching-1"], ["{cap}", "-e", "type"]],
+                         ids=["timeline", "json", "details", "stats", "follow", "fields"])
 def test_piped_into_head_exits_0_silently(args):
     cap = capture_path("02_batching_props_keys.pcap")
     command = " ".join(f"'{a}'" for a in CLI + [a.format(cap=cap) for a in args])

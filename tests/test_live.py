@@ -144,20 +144,26 @@ def test_live_streams_what_the_client_sent_and_received(tmp_path, engine):
         assert written == rec.packets_captured
 
 
-def test_sigterm_and_count_stop_cleanly_with_a_valid_pcap(tmp_path):
+def test_sigterm_and_max_packets_stop_cleanly_with_a_valid_pcap(tmp_path):
     _need_live("socket")
     try:
         with LiveRecording(tmp_path, "live-stop") as rec:
-            counted = subprocess.Popen(CLI + ["live", "-i", "lo", "--port", str(rec.port), "-c", "5", "--json",
-                                              "-w", str(tmp_path / "five.pcap")],
+            counted = subprocess.Popen(CLI + ["live", "-i", "lo", "--port", str(rec.port), "--max-packets", "5",
+                                              "--json", "-w", str(tmp_path / "five.pcap")],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             assert "capturing on lo" in counted.stderr.readline().decode()
+            framed = subprocess.Popen(CLI + ["live", "-i", "lo", "--port", str(rec.port), "-c", "3", "--json"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            assert "capturing on lo" in framed.stderr.readline().decode()
             proc, out, pcap = _run_live(rec, tmp_path, "socket")
             try:
                 _scenario(rec, n=20)
             finally:
                 _stop(proc, signal.SIGTERM)
             assert counted.wait(15) == 0
+            shown, _ = framed.communicate(timeout=15)  # -c: three frames shown, as offline, then it stops
+            assert framed.returncode == 0
+            assert [json.loads(line)["index"] for line in shown.splitlines() if b'"index"' in line] == [1, 2, 3]
     except CaptureUnavailable as exc:
         pytest.skip(f"oracle missing: tcpdump cannot capture on lo here: {exc}")
     with open_capture(tmp_path / "five.pcap") as reader:

@@ -33,7 +33,8 @@ RECORD_FIELDS = frozenset((
     "size", "problems", "expert", "answers", "latency_ms", "request_type", "producer", "consumer", "permits",
     "acks", "broker_initiated", "checksum", "checksum_detail", "broker_entry_metadata", "metadata",
     "payload_size", "uncompressed_size", "encrypted", "marker", "messages", "messages_summary", "reassembled",
-    "message", "severity", "offset", "length", "details",
+    "message", "severity", "offset", "length", "details", "discards", "serial", "rpc", "partition", "client_id",
+    "group",
 ))
 DERIVED_FIELDS = frozenset(("topic",))
 KNOWN_FIELDS = RECORD_FIELDS | DERIVED_FIELDS
