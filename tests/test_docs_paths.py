@@ -1,0 +1,231 @@
+"""The README is a front door, and the documentation says only what is there.
+
+- Every repository path the README, ``docs/**/*.md``, ``benchmarks/RESULTS.md`` and ``CHANGELOG.md`` name exists:
+  a path in backquotes (``tests/test_colour.py``, ``captures/...``) counts from the repository's root, a markdown
+  link to a local file (``[check](docs/commands/check.md#rules)``) from the document's folder, and its anchor
+  must be a heading of the target.
+- Every option a command's ``--help`` prints is in the OPTIONS table of its page ``docs/commands/<command>.md``,
+  and that table names no option the command lacks; every command has its page and a row in the README.
+- The README has at most 300 lines.
+
+The help is read from the command line run in this tree (``python -m dissector.cli.main``), so it needs the
+compiled extension only for what the CLI imports at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from test_architecture_doc import named_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+COMMANDS_DIR = ROOT / "docs" / "commands"
+README_MAX_LINES = 300
+# what the benchmarks make and .gitignore keeps out of the tree: named as where the scripts write them
+GENERATED = ("benchmarks/out/",)
+
+
+def documents() -> list[Path]:
+    docs = sorted((ROOT / "docs").rglob("*.md"))
+    return [README, ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "RESULTS.md", *docs]
+
+
+# ---- paths ----------------------------------------------------------------------------------------------------
+
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+# [text](target): not an image's, not inside a code span; target without spaces
+_LINK = re.compile(r"(?<!!)\[[^\]\n]*\]\(([^)\s]+)\)")
+
+
+def backquoted_paths(text: str) -> list[str]:
+    """The repository paths named in backquotes (code spans; fenced blocks are commands and output, not names)."""
+    prose = _FENCE.sub("", text)
+    found: dict[str, None] = {}
+    for span in _CODE_SPAN.findall(prose):
+        for path in named_paths(span):
+            found[path] = None
+    return list(found)
+
+
+def local_links(text: str) -> list[str]:
+    """The targets of markdown links that point into the repository (not a URL, not an anchor of this page)."""
+    prose = _FENCE.sub("", _CODE_SPAN.sub("", text))
+    return [t for t in _LINK.findall(prose) if not re.match(r"[a-z][a-z0-9+.-]*:", t) and not t.startswith("#")]
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub makes of a markdown file's headings: lower case, punctuation dropped, spaces as -."""
+    anchors = set()
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*$", _FENCE.sub("", text), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        anchors.add(slug)
+    return anchors
+
+
+def missing_paths(doc: Path) -> list[str]:
+    text = doc.read_text(encoding="utf-8")
+    missing = [
+        p for p in backquoted_paths(text) if not p.startswith(GENERATED) and not (ROOT / p).exists()
+    ]
+    for target in local_links(text):
+        path, _, anchor = target.partition("#")
+        file = (doc.parent / path).resolve()
+        if not file.exists():
+            missing.append(target)
+        elif anchor and file.suffix == ".md" and anchor not in heading_anchors(file.read_text(encoding="utf-8")):
+            missing.append(target)
+    # anchors within the page itself
+    for anchor in re.findall(r"\]\(#([^)\s]+)\)", _CODE_SPAN.sub("", _FENCE.sub("", text))):
+        if anchor not in heading_anchors(text):
+            missing.append("#" + anchor)
+    return missing
+
+
+def test_the_parsers_find_paths_links_and_anchors():
+    text = (
+        "see `tests/test_colour.py` and `captures/x.pcap --port 1`, [a](docs/a.md#b), [u](https://x.org/a.md), "
+        "![img](pic.png), [self](#here), and not captures/bare.pcap outside quotes\n"
+        "```\n$ pulsar-dissect `captures/in_a_fence.pcap` [f](fence.md)\n```\n## Here (`it`)\n"
+    )
+    assert backquoted_paths(text) == ["tests/test_colour.py", "captures/x.pcap"]
+    assert local_links(text) == ["docs/a.md#b"]
+    assert heading_anchors(text) == {"here-it"}
+    assert heading_anchors("## Memory (`bench_memory.py`)\n# Set-up and CI\n") == {
+        "memory-bench_memorypy",
+        "set-up-and-ci",
+    }
+
+
+def test_a_missing_path_or_anchor_is_reported(tmp_path, monkeypatch):
+    """The check can fail: a document naming a file that is not there, a link to nowhere, a dead anchor."""
+    doc = ROOT / "docs" / "commands" / "dissect.md"
+    text = doc.read_text(encoding="utf-8")
+    fake = tmp_path / "docs" / "commands" / "dissect.md"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(
+        text + "\n`tests/test_hostile_nowhere.py` [gone](gone.md) [bad](problems.md#no-such-heading) [me](#nope)\n"
+    )
+    # relative links resolve from the fake's folder: give it the real pages beside it
+    (fake.parent / "problems.md").write_text((COMMANDS_DIR / "problems.md").read_text(encoding="utf-8"))
+    found = missing_paths(fake)
+    assert "tests/test_hostile_nowhere.py" in found
+    assert "gone.md" in found
+    assert "problems.md#no-such-heading" in found
+    assert "#nope" in found
+
+
+@pytest.mark.parametrize("doc", documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_path_a_document_names_exists(doc):
+    assert doc.exists(), f"{doc.relative_to(ROOT)} is missing"
+    missing = missing_paths(doc)
+    assert not missing, f"{doc.relative_to(ROOT)} names paths that do not exist: {missing}"
+
+
+def test_the_documents_name_paths_at_all():
+    """A regex gone wrong must not pass on nothing."""
+    paths = [p for doc in documents() for p in backquoted_paths(doc.read_text(encoding="utf-8"))]
+    links = [t for doc in documents() for t in local_links(doc.read_text(encoding="utf-8"))]
+    assert len(paths) >= 40 and len(links) >= 40, (len(paths), len(links))
+
+
+# ---- the README ---------------------------------------------------------------------------------------------
+
+
+def test_the_readme_is_a_front_door():
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines, at most {README_MAX_LINES}"
+
+
+# ---- options --------------------------------------------------------------------------------------------------
+
+
+@cache
+def help_text(*args: str) -> str:
+    env = dict(os.environ, COLUMNS="250", NO_COLOR="1", TERM="dumb")
+    res = subprocess.run(
+        [sys.executable, "-m", "dissector.cli.main", *args, "--help"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def _section(text: str, title: str) -> str:
+    """The lines of a help section (``Options:``, ``Commands:``) up to the next blank line."""
+    match = re.search(rf"^{title}:\n((?:[ \t].*\n?)+)", text, re.M)
+    assert match, f"no {title}: section in\n{text}"
+    return match.group(1)
+
+
+def commands() -> list[str]:
+    return re.findall(r"^\s{2}([a-z][\w-]*)\s", _section(help_text(), "Commands"), re.M)
+
+
+_OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def help_options(text: str) -> set[str]:
+    """The options a ``--help`` prints: the names at the start of each entry of its Options section."""
+    found = set()
+    for line in _section(text, "Options").splitlines():
+        head = re.match(r"\s{1,4}((?:--?[\w-]+)(?:,\s*--?[\w-]+)*)", line)
+        if head:
+            found.update(_OPTION.findall(head.group(1)))
+    return found
+
+
+def doc_options(text: str) -> set[str]:
+    """The options a command's page documents: the first column of the table in its OPTIONS section."""
+    match = re.search(r"^## OPTIONS\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    assert match, "no ## OPTIONS section"
+    found = set()
+    for line in match.group(1).splitlines():
+        if not line.startswith("|"):
+            continue
+        first_cell = re.split(r"(?<!\\)\|", line)[1]  # a pipe escaped as \| belongs to the cell
+        for span in _CODE_SPAN.findall(first_cell):
+            found.update(_OPTION.findall(span.split()[0]) if span.startswith("-") else ())
+    return found
+
+
+def test_the_option_parsers():
+    help_ = "Usage: x\n\nOptions:\n  -r, --read <path>   the file\n  --json    JSON, not --fake\n\n"
+    assert help_options(help_) == {"-r", "--read", "--json"}
+    doc = "## OPTIONS\n\n| option | what |\n| --- | --- |\n| `-r FILE`, `--read FILE` | x `--not-this` |\n" \
+          "| `--color auto\\|never` | y |\n\n## EXAMPLES\n| `--no` | z |\n"
+    assert doc_options(doc) == {"-r", "--read", "--color"}
+
+
+def test_the_cli_has_the_commands_the_docs_expect():
+    found = commands()
+    assert {"dissect", "stats", "follow", "problems", "check", "report", "live", "pipeline"} <= set(found), found
+
+
+@pytest.mark.parametrize("command", ["dissect", "follow", "stats", "problems", "report", "check", "live", "pipeline"])
+def test_every_option_of_a_command_is_in_its_page(command):
+    assert command in commands()
+    page = COMMANDS_DIR / f"{command}.md"
+    assert page.exists(), f"{command} has no page {page.relative_to(ROOT)}"
+    in_help = help_options(help_text(command))
+    assert len(in_help) >= 5, in_help
+    in_doc = doc_options(page.read_text(encoding="utf-8"))
+    assert sorted(in_help - in_doc) == [], f"options of `{command} --help` missing from {page.name}"
+    assert sorted(in_doc - in_help) == [], f"{page.name} documents options `{command}` does not have"
+
+
+def test_every_command_has_a_page_and_a_row():
+    readme = README.read_text(encoding="utf-8")
+    index = (COMMANDS_DIR / "README.md").read_text(encoding="utf-8")
+    for command in commands():
+        assert (COMMANDS_DIR / f"{command}.md").exists(), command
+        assert f"(docs/commands/{command}.md)" in readme, f"README's command table lacks {command}"
+        assert f"({command}.md)" in index, f"docs/commands/README.md lacks {command}"
