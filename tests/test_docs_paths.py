@@ -1,6 +1,6 @@
 """The README is a front door, and the documentation says only what is there.
 
-- Every repository path the README, ``docs/**/*.md``, ``benchmarks/RESULTS.md`` and ``CHANGELOG.md`` name exists:
+- Every repository path the README, ``docs/**/*.md`` and every other markdown file of the tree name exists:
   a path in backquotes (``tests/test_colour.py``, ``captures/...``) counts from the repository's root, a markdown
   link to a local file (``[check](docs/commands/check.md#rules)``) from the document's folder, and its anchor
   must be a heading of the target.
@@ -34,8 +34,19 @@ GENERATED = ("benchmarks/out/",)
 
 
 def documents() -> list[Path]:
-    docs = sorted((ROOT / "docs").rglob("*.md"))
-    return [README, ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "RESULTS.md", *docs]
+    """Every markdown file of the repository: the README, docs/, and the notes beside the code and captures.
+
+    Build products, virtualenvs and hidden folders are not walked (``target*``, ``.venv``, ``benchmarks/out``)."""
+    found = []
+    for folder, subfolders, files in os.walk(ROOT):
+        here = Path(folder)
+        subfolders[:] = sorted(
+            d for d in subfolders
+            if not d.startswith((".", "target", "node_modules", "__pycache__")) and (here / d) != ROOT / "benchmarks" / "out"
+        )
+        found += [here / f for f in sorted(files) if f.endswith(".md")]
+    first = [README, ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "RESULTS.md"]
+    return first + sorted(p for p in found if p not in first)
 
 
 # ---- paths ----------------------------------------------------------------------------------------------------
@@ -131,7 +142,9 @@ def test_every_path_a_document_names_exists(doc):
 
 
 def test_the_documents_name_paths_at_all():
-    """A regex gone wrong must not pass on nothing."""
+    """A regex gone wrong, or a walk that finds nothing, must not pass on nothing."""
+    names = {str(p.relative_to(ROOT)) for p in documents()}
+    assert {"README.md", "docs/ARCHITECTURE.md", "docs/commands/dissect.md", "captures/CORPUS.md"} <= names, names
     paths = [p for doc in documents() for p in backquoted_paths(doc.read_text(encoding="utf-8"))]
     links = [t for doc in documents() for t in local_links(doc.read_text(encoding="utf-8"))]
     assert len(paths) >= 40 and len(links) >= 40, (len(paths), len(links))
