@@ -7,6 +7,8 @@
 - Every option a command's ``--help`` prints is in the OPTIONS table of its page ``docs/commands/<command>.md``,
   and that table names no option the command lacks; every command has its page and a row in the README.
 - The README has at most 300 lines.
+- Every example of the README and the command pages (``$ pulsar-dissect ...`` in a fenced block) still prints
+  the lines shown under it.
 
 The help is read from the command line run in this tree (``python -m dissector.cli.main``), so it needs the
 compiled extension only for what the CLI imports at start-up.
@@ -242,3 +244,130 @@ def test_every_command_has_a_page_and_a_row():
         assert (COMMANDS_DIR / f"{command}.md").exists(), command
         assert f"(docs/commands/{command}.md)" in readme, f"README's command table lacks {command}"
         assert f"({command}.md)" in index, f"docs/commands/README.md lacks {command}"
+
+
+# ---- examples -------------------------------------------------------------------------------------------------
+#
+# A `$ pulsar-dissect ...` line in a fenced block of the README or a command's page is an example, and the lines
+# under it are what it printed: run again on the shipped captures, it must print them (`...` stands for lines
+# left out). `$ cat NAME` shows a file a later example reads. Examples that need root, Spark, or write files
+# (live, pipeline, report, -w) are not run here; their commands have tests of their own.
+
+_NOT_RUN = {"live", "pipeline", "report"}
+
+
+def examples(doc: Path) -> list[tuple[int, str, list[str], dict[str, str]]]:
+    """(line number, command, expected lines, files shown by `$ cat`) of each example in ``doc``."""
+    found = []
+    shown: dict[str, str] = {}
+    lines = doc.read_text(encoding="utf-8").splitlines()
+    in_fence = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):
+            in_fence = not in_fence
+            i += 1
+            continue
+        if in_fence and line.startswith("$ "):
+            start = i
+            command = line[2:]
+            while command.endswith("\\"):
+                i += 1
+                command = command[:-1] + " " + lines[i].strip()
+            expected = []
+            i += 1
+            while i < len(lines) and not lines[i].startswith(("$ ", "```")):
+                expected.append(lines[i])
+                i += 1
+            if command.startswith("cat "):
+                shown[command[4:].strip()] = "\n".join(expected) + "\n"
+            else:
+                found.append((start + 1, command, expected, dict(shown)))
+            continue
+        i += 1
+    return found
+
+
+def runnable(command: str) -> bool:
+    import shlex
+
+    words = shlex.split(command.split("|")[0])
+    return (
+        words[0] == "pulsar-dissect"
+        and (len(words) < 2 or words[1] not in _NOT_RUN)
+        and "-w" not in words
+    )
+
+
+def run_example(command: str, shown: dict[str, str], tmp_path: Path) -> list[str]:
+    import shlex
+
+    command, _, pipe = command.partition("|")
+    words = shlex.split(command)[1:]
+    for name, content in shown.items():
+        if name in words:
+            (tmp_path / name).write_text(content)
+            words[words.index(name)] = str(tmp_path / name)
+    env = dict(os.environ, NO_COLOR="1")
+    env.pop("COLUMNS", None)
+    res = subprocess.run(
+        [sys.executable, "-m", "dissector.cli.main", *words], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300,
+    )
+    out = res.stdout
+    head = re.fullmatch(r"\s*head\s+(-c\s*(\d+)|-(\d+)|-n\s*(\d+))\s*", pipe) if pipe else None
+    if pipe:
+        assert head, f"an example's pipe this test cannot replay: |{pipe}"
+        if head.group(2):
+            out = out.encode()[: int(head.group(2))].decode(errors="ignore")
+        else:
+            out = "".join(out.splitlines(keepends=True)[: int(head.group(3) or head.group(4))])
+    return [x.rstrip() for x in out.splitlines() + res.stderr.splitlines()]
+
+
+def missing_from(expected: list[str], actual: list[str]) -> list[str]:
+    """The runs of expected lines (between `...` lines) not found, each contiguous and in order, in actual."""
+    runs: list[list[str]] = [[]]
+    for line in expected:
+        if line.strip() == "...":
+            runs.append([])
+        else:
+            runs[-1].append(line.rstrip())
+    missing, at = [], 0
+    for run in filter(None, runs):
+        for start in range(at, len(actual) - len(run) + 1):
+            if actual[start : start + len(run)] == run:
+                at = start + len(run)
+                break
+        else:
+            missing.append("\n".join(run))
+    return missing
+
+
+def test_an_example_whose_output_changed_is_reported():
+    actual = ["a", "b", "c", "d"]
+    assert missing_from(["a", "b", "...", "d"], actual) == []
+    assert missing_from(["a", "c"], actual) == ["a\nc"]  # not contiguous
+    assert missing_from(["c", "...", "a"], actual) == ["a"]  # not in order
+    assert missing_from(["a", "B"], actual) == ["a\nB"]
+
+
+def _all_examples():
+    pages = [README, *sorted(COMMANDS_DIR.glob("*.md"))]
+    for doc in pages:
+        for line, command, expected, shown in examples(doc):
+            if runnable(command):
+                yield pytest.param(command, expected, shown, id=f"{doc.relative_to(ROOT)}:{line}")
+
+
+def test_the_pages_have_examples():
+    assert len(list(_all_examples())) >= 25
+
+
+@pytest.mark.parametrize("command, expected, shown", list(_all_examples()))
+def test_every_example_prints_what_its_page_shows(command, expected, shown, tmp_path):
+    assert expected, f"`{command}` shows no output"
+    actual = run_example(command, shown, tmp_path)
+    missing = missing_from(expected, actual)
+    assert not missing, f"`{command}` no longer prints:\n" + "\n---\n".join(missing) + "\n\nit prints:\n" + "\n".join(actual)
