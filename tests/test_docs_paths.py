@@ -237,6 +237,15 @@ def test_every_option_of_a_command_is_in_its_page(command):
     assert sorted(in_doc - in_help) == [], f"{page.name} documents options `{command}` does not have"
 
 
+@pytest.mark.parametrize("command", ["dissect", "follow", "stats", "problems", "report", "check", "live", "pipeline"])
+def test_a_page_is_in_man_page_order(command):
+    """As tshark's manual: SYNOPSIS, DESCRIPTION, OPTIONS, then EXAMPLES (other sections may come between)."""
+    headings = re.findall(r"^## (.+?)\s*$", (COMMANDS_DIR / f"{command}.md").read_text(encoding="utf-8"), re.M)
+    wanted = ["SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXAMPLES"]
+    assert [h for h in headings if h in wanted] == wanted, headings
+    assert headings[:3] == wanted[:3], headings
+
+
 def test_every_command_has_a_page_and_a_row():
     readme = README.read_text(encoding="utf-8")
     index = (COMMANDS_DIR / "README.md").read_text(encoding="utf-8")
