@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from functools import cache
@@ -42,9 +43,9 @@ def documents() -> list[Path]:
     found = []
     for folder, subfolders, files in os.walk(ROOT):
         here = Path(folder)
+        skipped = (".", "target", "node_modules", "__pycache__")
         subfolders[:] = sorted(
-            d for d in subfolders
-            if not d.startswith((".", "target", "node_modules", "__pycache__")) and (here / d) != ROOT / "benchmarks" / "out"
+            d for d in subfolders if not d.startswith(skipped) and here / d != ROOT / "benchmarks" / "out"
         )
         found += [here / f for f in sorted(files) if f.endswith(".md")]
     first = [README, ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "RESULTS.md"]
@@ -299,8 +300,6 @@ def examples(doc: Path) -> list[tuple[int, str, list[str], dict[str, str]]]:
 
 
 def runnable(command: str) -> bool:
-    import shlex
-
     words = shlex.split(command.split("|")[0])
     return (
         words[0] == "pulsar-dissect"
@@ -310,8 +309,6 @@ def runnable(command: str) -> bool:
 
 
 def run_example(command: str, shown: dict[str, str], tmp_path: Path) -> list[str]:
-    import shlex
-
     command, _, pipe = command.partition("|")
     words = shlex.split(command)[1:]
     for name, content in shown.items():
@@ -379,4 +376,5 @@ def test_every_example_prints_what_its_page_shows(command, expected, shown, tmp_
     assert expected, f"`{command}` shows no output"
     actual = run_example(command, shown, tmp_path)
     missing = missing_from(expected, actual)
-    assert not missing, f"`{command}` no longer prints:\n" + "\n---\n".join(missing) + "\n\nit prints:\n" + "\n".join(actual)
+    shown_now = "\n".join(actual)
+    assert not missing, f"`{command}` no longer prints:\n" + "\n---\n".join(missing) + f"\n\nit prints:\n{shown_now}"
