@@ -9,7 +9,7 @@ For each rate a fresh broker (tests/live_traffic.py, which also runs tcpdump as 
 `pulsar-dissect live -i lo` (timeline to /dev/null, `-Y 'type == "GAP"'` kept to count gaps) run while one
 producer sends at that rate for --seconds and one consumer receives and acks. A rate is kept up with when the
 kernel dropped nothing, no GAP came out, and live decoded as many frames as the offline dissection of tcpdump's
-file. The table prints the achieved client rate; the highest rate kept up with is the figure for the README.
+file. The table prints the achieved client rate; the highest rate kept up with is the figure for benchmarks/RESULTS.md.
 Needs root (packet sockets, tcpdump). Not a test: these machines are noisy.
 """
 

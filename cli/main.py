@@ -1357,7 +1357,7 @@ def pipeline_cmd(
 @_pipe_safe
 def check_cmd(
     captures: List[str] = typer.Argument(..., help="capture files, directories or glob patterns"),
-    rules_files: Optional[List[Path]] = typer.Option(None, "--rules", help="a YAML rule file (see the README)"),
+    rules_files: Optional[List[Path]] = typer.Option(None, "--rules", help="a YAML rule file (docs/commands/check.md)"),
     rule_texts: Optional[List[str]] = typer.Option(None, "--rule", help='a rule, e.g. no-errors, '
                                                    '"latency SEND p99 < 20ms", \'count(type == "SEND") == 10\''),
     junit: Optional[Path] = typer.Option(None, "--junit", help="also write JUnit XML to FILE"),

@@ -1,7 +1,7 @@
 """The JSON Lines contract as a whole: its schema, its problem ids, its times and order, on every shipped capture.
 
 The schema is docs/records.schema.json (draft 2020-12); every id the tool can emit is declared once in the
-problem registry and listed in the README; every record's time lies within the capture's packet times and
+problem registry and listed in docs/commands/problems.md; every record's time lies within the capture's packet times and
 records come in capture order.
 """
 
@@ -100,15 +100,16 @@ def test_unfinished_chunked_message_is_reported_when_its_connection_ends(tmp_pat
                                                                 "UNFINISHED_CHUNKS"]
 
 
-def _readme_ids() -> set[str]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Problems and anomalies"):]
-    section = section[: section.index("\n### ", 5)] if "\n### " in section[5:] else section
+def _documented_ids() -> set[str]:
+    """The ids the reference of `problems` lists (docs/commands/problems.md, its PROBLEM IDS section)."""
+    text = (ROOT / "docs" / "commands" / "problems.md").read_text()
+    section = text[text.index("## PROBLEM IDS"):]
+    section = section[: section.index("\n## ", 5)] if "\n## " in section[5:] else section
     return set(re.findall(r"`([A-Za-z_]+(?:\.[a-z_]+)?)`", section))
 
 
-def test_every_registered_id_is_documented_in_the_readme():
-    documented = _readme_ids()
+def test_every_registered_id_is_documented():
+    documented = _documented_ids()
     undocumented = sorted(pid for pid in REGISTRY if pid not in documented and not pid.startswith("toy."))
     assert undocumented == []
 

@@ -5,7 +5,7 @@ Written from the protocol facts, independently of the decoder: it imports nothin
 length-delimited fields) from the field-number tables below. A mistake shared by the decoder and the .proto
 files therefore shows up as a test failure instead of agreeing with itself.
 
-Facts and where they come from (apache/inlong, ``inlong-tubemq/tubemq-crates/engine/src/main``):
+Facts and where they come from (apache/inlong, ``inlong-tubemq/tubemq-core/src/main``):
 
 * ``proto/{RPC,MasterService,BrokerService}.proto``: message and field names, numbers, types, labels.
 * ``corerpc/RpcConstants.java``: begin token 0xFF7FF4FE, flags (0 request, 1 response), service types, method

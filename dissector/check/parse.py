@@ -11,7 +11,7 @@ Text forms::
     forbid EXPR / require EXPR                                no record may / some record must match
 
 YAML: a list under ``rules:``; each item a text form, or a mapping of one kind to its parameters (plus an
-optional ``name``); see the README.
+optional ``name``); see docs/commands/check.md (RULES).
 """
 
 from __future__ import annotations
