@@ -469,6 +469,15 @@ def test_summary_lines_escape_wire_strings_and_fit_80_columns():
     types = [line for line in lines if line.startswith(("types ", "      "))]
     assert len(types) > 3 and all(len(line) <= 80 or " " not in line.strip() for line in types)
     assert sum(line.count("TYPE_") for line in types) == 30
+    # a topic's line with a long name and large counts folds between words, the counts kept whole
+    long_topic = "persistent://public/default/orders-from-the-eu-west-warehouse-partition-12"
+    summary["topics"] = [{"protocol": "pulsar", "topic": long_topic, "messages_sent": 12_345_678,
+                          "bytes_sent": 9_876_543_210, "messages_received": 12_345_678,
+                          "bytes_received": 9_876_543_210}]
+    lines = summary_lines(summary)
+    topic = lines[next(i for i, line in enumerate(lines) if line.startswith("topic ")):][:3]
+    assert all(len(line) <= 80 for line in lines if " " in line.strip())
+    assert topic[0].startswith("topic persistent://public/default/orders") and "9,876,543,210 B" in " ".join(topic)
 
 
 def test_workers_start_no_blas_threads(spark):

@@ -23,21 +23,28 @@ def summary_lines(summary: dict, width: int = 80) -> list[str]:
     for item in summary.get("missing_inputs", []):
         lines.append(f"  {safe(item)}: no such file, directory or match")
     for problem in summary.get("file_problems", []):
-        lines.append(f"  {safe(problem['path'])}: {safe(problem['id'])}: {safe(problem['message'])}")
+        lines.extend(_fold(f"  {safe(problem['path'])}: {safe(problem['id'])}: {safe(problem['message'])}", width))
     if summary["types"]:  # folded between types, as a terminal of 80 columns shows them
         pairs = ", ".join(f"{safe(t).replace(' ', _KEEP)}{_KEEP}{n:,}" for t, n in summary["types"].items())
         lines.extend(line.replace(_KEEP, " ") for line in textwrap.wrap(
             pairs, width, initial_indent="types ", subsequent_indent="      ", break_on_hyphens=False))
     for topic in summary["topics"]:
-        lines.append(f"topic {safe(topic['topic'])} ({topic['protocol']}): sent {topic['messages_sent']:,} "
-                     f"({topic['bytes_sent'] or 0:,} B), received {topic['messages_received']:,} "
-                     f"({topic['bytes_received'] or 0:,} B)")
+        lines.extend(_fold(f"topic {safe(topic['topic'])} ({topic['protocol']}): sent {topic['messages_sent']:,} "
+                           f"({topic['bytes_sent'] or 0:,}{_KEEP}B), received {topic['messages_received']:,} "
+                           f"({topic['bytes_received'] or 0:,}{_KEEP}B)", width))
     for row in summary["latency_ms"]:
-        lines.append(f"latency {safe(row['request_type'])} ({row['protocol']}): n={row['count']:,} p50={row['p50']} "
-                     f"p90={row['p90']} p99={row['p99']} max={row['max']} ms")
+        lines.extend(_fold(f"latency {safe(row['request_type'])} ({row['protocol']}): n={row['count']:,} "
+                           f"p50={row['p50']} p90={row['p90']} p99={row['p99']} max={row['max']}{_KEEP}ms", width))
     for row in summary["problems"]:
         lines.append(f"problem {safe(row['id'])} ({safe(row['severity'])}): {row['count']:,}")
     return lines
+
+
+def _fold(line: str, width: int) -> list[str]:
+    """A summary line folded at ``width`` between words (a name longer than the width stays whole), the rest
+    indented under it."""
+    return [part.replace(_KEEP, " ") for part in textwrap.wrap(
+        line, width, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False)] or [""]
 
 
 #: The stages' short names on the stages line (``job.Stages``' names are DIR/stages.json's keys).
