@@ -200,7 +200,8 @@ class JourneyTracker:
         self.on_finish = on_finish
         self.max_open = max_open
         # every open journey, oldest first: a Journey, or its bytes (``Journey.packed``) when not touched lately
-        self.open: dict[tuple, Journey | bytes] = {}
+        # (an OrderedDict: a dict's first item, popped again and again, is found by skipping the ones removed)
+        self.open: OrderedDict[tuple, Journey | bytes] = OrderedDict()
         self.hot: OrderedDict[tuple, None] = OrderedDict()  # the keys of the unpacked ones, least recent first
         self.pending_sends: OrderedDict[int, tuple[dict, dict | None]] = OrderedDict()  # SEND index -> info, rec
         self.deliveries = Deliveries(MAX_DELIVERY_MEMORY)  # MESSAGE index -> journey key, batch size
@@ -332,8 +333,7 @@ class JourneyTracker:
                 self.open[cold] = journey.packed()
 
     def _pop_oldest(self) -> Journey:
-        key = next(iter(self.open))
-        journey = self.open.pop(key)
+        key, journey = self.open.popitem(last=False)
         self.hot.pop(key, None)
         return Journey.unpacked(key, journey) if isinstance(journey, bytes) else journey
 

@@ -33,7 +33,7 @@ DEFAULT_MAX_JOURNEYS = 20_000
 # where the table's rows go in the document's JSON: orjson writes a Fragment as it is, and never writes a NUL byte
 # itself (a NUL in a string is \u0000), so the place cannot be mistaken for data
 TABLE_ROWS = b"\x00rows\x00"
-DETAIL_BUDGET = 32 * 1024 * 1024  # bytes of full records kept for the detail pane; later frames: row only
+DETAIL_BUDGET = 24 * 1024 * 1024  # bytes of full records kept for the detail pane; later frames: row only
 MAX_ENTRIES_IN_DETAIL = 50  # batch entries kept per frame in the detail pane (the count says how many more)
 
 ROW_COLUMNS = ("index", "time", "conn", "direction", "type", "info", "topic", "actor", "problems", "severity",
