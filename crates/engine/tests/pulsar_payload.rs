@@ -6,7 +6,7 @@
 use pulsar_dissect_engine::model::Decoded;
 use pulsar_dissect_engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use pulsar_dissect_engine::protocols::pulsar::{decode, decode_to};
-use pulsar_dissect_engine::protocols::Depth;
+use pulsar_dissect_engine::protocols::{DecodeCaps, Depth};
 use pulsar_dissect_engine::value::Value;
 
 mod pulsar_support;
@@ -768,7 +768,7 @@ fn batches_later_checks_the_batch_and_splits_it_the_same_way() {
         &entries,
     );
     let full_decode = full(&frame);
-    let later = decode_to(&frame, 0, MIB, Depth::BatchesLater);
+    let later = decode_to(&frame, 0, DecodeCaps::decompressing(MIB), Depth::BatchesLater);
     assert!(sec(&later).messages.is_empty());
     assert_eq!(sec(&later).message_count(), 2);
     assert_eq!(later.findings, full_decode.findings, "the check found what the full decode found");
@@ -1082,7 +1082,7 @@ fn mutated_frames_never_panic_the_decoder() {
         let d = decode(&b, missing, 1 << 16, false);
         assert_eq!(d.size, b.len() + missing);
         decode(&b, missing, 1 << 16, true);
-        if let Some(s) = decode_to(&b, missing, 1 << 16, Depth::BatchesLater).payload() {
+        if let Some(s) = decode_to(&b, missing, DecodeCaps::decompressing(1 << 16), Depth::BatchesLater).payload() {
             let _ = s.messages_split();
         }
     }
