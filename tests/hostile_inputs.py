@@ -3,8 +3,9 @@ SENDs) before it and a PONG after it (what surrounds the attack must still decod
 
     python tests/hostile_inputs.py OUT_DIR [--small]
 
-writes every attack into OUT_DIR (``--small``: the sizes the fuzz seeds use). ``tests/test_hostile_limits.py``
-builds them with the sizes it needs; ``tools/fuzz/core_seeds.py`` gives the small ones to the fuzz target.
+writes every attack into OUT_DIR (``--small``: the sizes of the fuzz target's seeds, ``tests/hostile_seeds/``, which
+``tools/fuzz/core_seeds.py`` copies; written again with ``python tests/hostile_inputs.py tests/hostile_seeds
+--small``). ``tests/test_hostile_limits.py`` builds them with the sizes it needs.
 
 The attacks (the sizes are parameters; the issue's figures were measured with the defaults below):
 - ``encrypted_batch``: one SEND whose metadata carries an encryption key and claims ``entries`` batch entries;
@@ -84,7 +85,7 @@ def _write(path: Path, frames: list[bytes], gzipped: bool = False) -> Path:
         return path
     plain = path.with_suffix(".raw")
     fb.tcp_pcap(plain, items)
-    path.write_bytes(gzip.compress(plain.read_bytes(), 9))
+    path.write_bytes(gzip.compress(plain.read_bytes(), 9, mtime=0))
     plain.unlink()
     return path
 
@@ -108,9 +109,10 @@ def big_payload(path: Path, size: int = DEFAULT_MAX_DECOMPRESSED) -> Path:
 # name → (builder, file suffix, the sizes as keyword arguments, small sizes for seeds)
 ATTACKS = {
     "encrypted_batch": (encrypted_batch, ".pcap.gz", {}, {"entries": 10_000_000}),
-    "honest_batch": (honest_batch, ".pcap", {}, {"entries": 5_000}),
-    "unanswered_sends": (unanswered_sends, ".pcap", {}, {"sends": 3, "size": 1 * MiB}),
-    "big_payload": (big_payload, ".pcap", {}, {"size": 1 * MiB}),
+    # (small: within the fuzz target's 1 MiB decompression limit and its 8 KiB inputs)
+    "honest_batch": (honest_batch, ".pcap", {}, {"entries": (1 * MiB - 1) // len(EMPTY_ENTRY)}),
+    "unanswered_sends": (unanswered_sends, ".pcap", {}, {"sends": 2, "size": 1 * MiB - 1}),
+    "big_payload": (big_payload, ".pcap", {}, {"size": 1 * MiB - 1}),
 }
 
 
@@ -123,5 +125,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     main(sys.argv[1:])

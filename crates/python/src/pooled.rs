@@ -48,9 +48,11 @@ pub fn batch_shape(budget: usize) -> (usize, usize) {
 }
 
 impl RecordJob {
-    /// About the bytes the frame holds decoded, and what writing its record costs.
+    /// About the bytes the frame holds decoded (its decompressed payloads too: a 60 KB frame may hold 64 MiB,
+    /// and pool_bytes bounds what waits), and what writing its record costs.
     pub fn weight(&self) -> usize {
-        512 + self.pdu.size + 64 * self.pdu.payload().map_or(0, |section| section.message_count())
+        let body = self.pdu.body.as_ref();
+        512 + self.pdu.size + body.map_or(0, |b| b.held_bytes() + 64 * b.message_count())
     }
 
     /// Append the record's JSON line to `out`; returns its problems.

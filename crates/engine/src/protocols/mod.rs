@@ -230,6 +230,19 @@ impl Body {
         }
     }
 
+    /// Bytes of payload the body holds beyond the frame's own (decompressed): what keeping it costs.
+    pub fn held_bytes(&self) -> usize {
+        let payloads = |messages: &[Value]| -> usize {
+            messages.iter().filter_map(|m| m.get("payload")).map(|p| p.as_bytes().map_or(0, <[u8]>::len)).sum()
+        };
+        match self {
+            Body::Pulsar(section) => {
+                section.batch_later.as_ref().map_or(0, |b| b.held_bytes()) + payloads(&section.messages)
+            }
+            Body::TubeMq(body) => payloads(&body.messages),
+        }
+    }
+
     /// The body in `Decoded::write_json`'s object (Pulsar's payload section under `payload`; brief: without its
     /// messages' records).
     pub fn write_json(&self, pdu: &Decoded, object: &mut JsonObject<'_>, brief: bool) {

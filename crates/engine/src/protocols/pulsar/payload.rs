@@ -564,6 +564,11 @@ pub struct BatchLater {
 }
 
 impl BatchLater {
+    /// The batch's bytes it keeps (decompressed).
+    pub fn held_bytes(&self) -> usize {
+        self.data.len()
+    }
+
     /// The batch's messages, as a `Full` decode makes them (its findings were the check's).
     pub fn messages(&self) -> Vec<Value> {
         let core = crate::protocols::pulsar::core();
