@@ -653,7 +653,7 @@ pub fn push_preview(size: &Value, payload: PreviewOf<'_>, encrypted: bool, out: 
 /// reads it); checked a piece at a time, never decoded whole.
 pub fn b64_head(text: &str, keep: usize) -> Option<(usize, Vec<u8>)> {
     const PIECE: usize = 4 * 1024; // (a multiple of 4: pieces are whole quanta)
-    if text.len() % 4 != 0 {
+    if !text.len().is_multiple_of(4) {
         return None;
     }
     let mut head = Vec::new();

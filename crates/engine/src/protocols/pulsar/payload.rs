@@ -81,7 +81,7 @@ pub struct PayloadSection {
     pub messages: Vec<Value>,
     /// When `messages` lists fewer than the frame carries (an encrypted batch, whose entries cannot be read; a
     /// batch beyond `max_batch_entries`): the whole's count and bytes, the record's `messages_summary`.
-    pub messages_whole: Option<Value>,
+    pub messages_whole: Option<Box<Value>>,
     /// A batch not split yet (a `Depth::BatchesLater` or `Brief` decode): its messages are `messages_split`'s.
     pub batch_later: Option<Box<BatchLater>>,
     /// The decoded PulsarMarkers message.
@@ -111,7 +111,7 @@ impl PayloadSection {
     pub fn whole_summary(&self) -> Option<&Value> {
         match &self.batch_later {
             Some(batch) => (batch.kept < batch.entries).then_some(&batch.summary),
-            None => self.messages_whole.as_ref(),
+            None => self.messages_whole.as_deref(),
         }
     }
 }
@@ -122,7 +122,7 @@ impl PayloadSection {
         PayloadFacts {
             // (a batch kept whole: its count and bytes)
             messages: self.batch_later.is_none().then_some(self.messages.as_slice()),
-            summary: self.batch_later.as_ref().map(|batch| &batch.summary).or(self.messages_whole.as_ref()),
+            summary: self.batch_later.as_ref().map(|batch| &batch.summary).or(self.messages_whole.as_deref()),
             metadata: self.metadata.as_ref(),
             checksum: Some(self.checksum.name().as_str()),
             encrypted: self.encrypted,
@@ -334,7 +334,7 @@ fn decode_messages(
             // its entries cannot be read: no message listed, the count it claims (never one record per claimed
             // entry: a 400-byte capture may claim ten million), sizes unknown
             let claimed = get_i32(md, core, f.num_messages_in_batch).max(0);
-            sec.messages_whole = Some(whole(claimed as usize, Value::Null));
+            sec.messages_whole = Some(Box::new(whole(claimed as usize, Value::Null)));
         } else {
             let mut msg = single_message(core, md, None, payload.len());
             msg.push(entry(name!("encrypted"), true));
@@ -423,7 +423,7 @@ fn decode_messages(
                 note_sequence_id(e);
             });
             if entries > cap {
-                sec.messages_whole = Some(whole(entries, Value::Int(bytes)));
+                sec.messages_whole = Some(Box::new(whole(entries, Value::Int(bytes))));
             }
             entries
         };

@@ -52,7 +52,7 @@ pub fn section_keys<F: Front>(
     if style.summary {
         own!(merged, sink, "messages_summary", |key| match (&section.batch_later, &section.messages_whole) {
             (Some(batch), _) => sink.put(key, Atom::Value(&batch.summary)),
-            (None, Some(whole)) => sink.put(key, Atom::Value(whole)),
+            (None, Some(whole)) => sink.put(key, Atom::Value(whole.as_ref())),
             (None, None) => messages_summary(sink, key, &section.messages),
         });
         return Ok(());
