@@ -453,10 +453,11 @@ pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let u00 = |control: u8| [b'\\', b'u', b'0', b'0', HEX[(control >> 4) as usize], HEX[(control & 15) as usize]];
     let bytes = s.as_bytes();
-    // a long string (a payload with --payload) gets its exact room first: growing the line as its escapes come
-    // would hold the line twice while it moves
-    let escapes = if bytes.len() >= EXACT_ROOM_FROM { escapes_extra(bytes) } else { 0 };
-    out.reserve(bytes.len() + 2 + escapes);
+    // a long string (a payload with --payload) gets its exact room first, and room for the rest of its line
+    // (not touched unless used): growing the line as its escapes come, or as the record's last keys come, would
+    // hold the line twice while it moves
+    let room = if bytes.len() >= EXACT_ROOM_FROM { escapes_extra(bytes) + EXACT_ROOM_FROM } else { 0 };
+    out.reserve(bytes.len() + 2 + room);
     out.push(b'"');
     let (mut done, mut i) = (0, 0);
     while i < bytes.len() {
@@ -582,7 +583,7 @@ mod tests {
         let mut out = Vec::new();
         write_json_str(&text, &mut out);
         assert_eq!(out.len(), text.len() + 2 + escapes_extra(text.as_bytes()));
-        assert_eq!(out.capacity(), out.len()); // room made once, never grown
+        assert_eq!(out.capacity(), out.len() + EXACT_ROOM_FROM); // room made once, never grown
     }
 
     fn json(v: &Value) -> String {
