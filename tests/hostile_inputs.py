@@ -14,6 +14,8 @@ The attacks (the sizes are parameters; the issue's figures were measured with th
   payload each): 11,184,810 entries fill the default 64 MiB decompression limit.
 - ``unanswered_sends``: ``sends`` SENDs, never answered by a receipt, each decompressing to ``size`` bytes.
 - ``big_payload``: one SEND whose payload decompresses to ``size`` bytes (``--payload`` shows it).
+And the earlier list: ``unanswered_requests`` (a million LOOKUPs never answered), ``many_chunks`` (first chunks of
+a million chunked messages), a decompression bomb of each codec (``*_bomb``: 80 MiB undeclared).
 """
 
 from __future__ import annotations
@@ -106,6 +108,60 @@ def big_payload(path: Path, size: int = DEFAULT_MAX_DECOMPRESSED) -> Path:
     return _write(path, [compressed_send(size)])
 
 
+# ------------------------------------------------------------------------------------- the earlier list
+def _stream(path: Path, stream: bytes, seg: int = 1400) -> Path:
+    """One connection's client bytes, PING first and a PONG back at the end, in segments built with struct
+    (a million frames in a few seconds: scapy takes minutes)."""
+    from test_hostile_transport import PSH, ACK, pkt, write
+
+    stream = PING + stream
+    packets = [pkt(0, 1000 + i, stream[i:i + seg], PSH | ACK) for i in range(0, len(stream), seg)]
+    packets.append(pkt(0, 500, PONG, PSH | ACK, to_broker=False, ack=1000 + len(stream)))
+    return write(path, packets)
+
+
+def _numbered(template: bytes, marker: int, numbers: range) -> bytes:
+    """``template`` once per number, its varint ``marker`` replaced by the number's (all of one width)."""
+    old = fb.varint(marker)
+    at = template.index(old)
+    head, tail = template[:at], template[at + len(old):]
+    return b"".join(head + fb.varint(n) + tail for n in numbers)
+
+
+ID_BASE = 1 << 20  # ids from here to 2**21 have one varint width: frames of one size
+
+
+def unanswered_requests(path: Path, requests: int = 1_000_000) -> Path:
+    """``requests`` LOOKUPs, each its own request id, none answered (max_pending_requests forgets the oldest)."""
+    assert requests <= ID_BASE
+    template = fb.simple_frame("LOOKUP", topic=TOPIC, request_id=ID_BASE)
+    return _stream(path, _numbered(template, ID_BASE, range(ID_BASE, ID_BASE + requests)))
+
+
+def many_chunks(path: Path, chunks: int = 1_000_000) -> Path:
+    """``chunks`` first chunks of as many chunked messages (each of 2 chunks, the second never sent; the uuid
+    and the sequence id number them): max_chunked_messages abandons the oldest."""
+    assert chunks <= ID_BASE
+    md = fb.metadata(sequence_id=ID_BASE, uuid=str(ID_BASE), chunk_id=0, num_chunks_from_msg=2,
+                     total_chunk_msg_size=8)
+    template = fb.send_frame(b"abcd", md=md, sequence_id=ID_BASE, checksum=False)
+    uuid = str(ID_BASE).encode()
+    at = template.index(uuid)
+    head, tail = template[:at], template[at + len(uuid):]
+    # the uuid's text in place (its width fixed), then the sequence ids (in the command and the metadata)
+    stream = b"".join((head + str(n).encode() + tail).replace(fb.varint(ID_BASE), fb.varint(n))
+                      for n in range(ID_BASE, ID_BASE + chunks))
+    return _stream(path, stream)
+
+
+def decompression_bomb(path: Path, codec: int = fb.ZLIB, size: int = 80 * MiB) -> Path:
+    """One SEND of ``codec`` whose payload, its uncompressed_size not declared, decompresses to ``size``
+    bytes (beyond the default max_decompressed): stopped at the limit, payload.decompression."""
+    body = _zlib_repeated(b"\0", size) if codec == fb.ZLIB else fb.compress(codec, bytes(size))
+    md = fb.metadata(compression=codec)
+    return _write(path, [fb.send_frame(body, md=md)])
+
+
 # name → (builder, file suffix, the issue's sizes as keyword arguments, small sizes for seeds)
 ATTACKS = {
     "encrypted_batch": (encrypted_batch, ".pcap.gz", {}, {"entries": 10_000_000}),
@@ -113,6 +169,13 @@ ATTACKS = {
     "honest_batch": (honest_batch, ".pcap", {}, {"entries": (1 * MiB - 1) // len(EMPTY_ENTRY)}),
     "unanswered_sends": (unanswered_sends, ".pcap", {}, {"sends": 2, "size": 1 * MiB - 1}),
     "big_payload": (big_payload, ".pcap", {}, {"size": 1 * MiB - 1}),
+    # the earlier list
+    "unanswered_requests": (unanswered_requests, ".pcap", {}, {"requests": 150}),
+    "many_chunks": (many_chunks, ".pcap", {}, {"chunks": 60}),
+    "zlib_bomb": (decompression_bomb, ".pcap", {"codec": fb.ZLIB}, {"codec": fb.ZLIB, "size": 1 * MiB + 4096}),
+    "lz4_bomb": (decompression_bomb, ".pcap", {"codec": fb.LZ4}, {"codec": fb.LZ4, "size": 1 * MiB + 4096}),
+    "zstd_bomb": (decompression_bomb, ".pcap", {"codec": fb.ZSTD}, {"codec": fb.ZSTD, "size": 1 * MiB + 4096}),
+    "snappy_bomb": (decompression_bomb, ".pcap", {"codec": fb.SNAPPY}, {"codec": fb.SNAPPY, "size": 1 * MiB + 4096}),
 }
 
 

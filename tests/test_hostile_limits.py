@@ -31,7 +31,8 @@ LINEAR_RATIO = 2.5
 
 
 def _attack(tmp_path, name: str, **sizes):
-    build, suffix, _, _ = hi.ATTACKS[name]
+    build, suffix, full, _ = hi.ATTACKS[name]
+    sizes = {**full, **sizes}
     return build(tmp_path / f"{name}{sizes and '_' + '_'.join(map(str, sizes.values())) or ''}{suffix}", **sizes)
 
 
@@ -195,6 +196,35 @@ def test_one_64_mib_payload_is_held_about_twice(tmp_path, args, request):
     copies = PAYLOAD_COPIES[request.node.callspec.id]
     assert rss - rss_small < copies * 64, (rss_small, rss)
     assert "PONG" in out
+
+
+# ------------------------------------------------------------------------------------- the earlier list
+@pytest.mark.parametrize("codec", ["zlib", "lz4", "zstd", "snappy"])
+def test_a_decompression_bomb_of_each_codec_stops_at_the_limit(tmp_path, codec):
+    """80 MiB of zeros, the size undeclared: decompression stops at max_decompressed (64 MiB), said."""
+    path = _attack(tmp_path, f"{codec}_bomb")
+    rc, out, err, rss, _ = run(path, "--json")
+    _ok(rc, err)
+    assert rss < RSS_BOUND_MIB, rss
+    (send,) = _surroundings(records(out))
+    assert "payload.decompression" in expert_ids(send) and "uncompressed_size" not in send
+
+
+@pytest.mark.parametrize("name,key", [("unanswered_requests", "requests"), ("many_chunks", "chunks")])
+def test_a_million_requests_or_chunks_stay_bounded(tmp_path, name, key):
+    """A million LOOKUPs never answered (max_pending_requests forgets the oldest) or first chunks of a million
+    chunked messages (max_chunked_messages abandons the oldest): bounded, said, and the PONG after decodes;
+    time linear (100,000 then 200,000)."""
+    path = _attack(tmp_path, name)
+    rc, out, err, rss, _ = run(path, "--json")
+    _ok(rc, err)
+    assert rss < RSS_BOUND_MIB, rss
+    lines = out.splitlines()
+    firsts = [json.loads(line) for line in lines[:3]]
+    assert [r["type"] for r in frames(firsts)][:1] == ["PING"]
+    assert '"type":"PONG"' in out and '"type":"STATE_DROPPED"' in out
+    ratio = _linear(tmp_path, name, key, 100_000, "--json")
+    assert ratio < LINEAR_RATIO, ratio
 
 
 # ------------------------------------------------------------------------------------------ fuzz seeds
