@@ -35,6 +35,12 @@ class Options:
     # Pulsar's broker default maxMessageSize and frame padding, TubeMQ's largest frame its servers accept)
     max_frame_size: int | None = None
     max_decompressed: int = 64 * MiB
+    # a batch's entries listed on its record (``messages``); beyond, every entry is still read and counted (the
+    # record's ``messages_summary``: count and bytes; stats count them all) and batch.entries_truncated says how
+    # many more there were. 1,000 is the Java client's default batchingMaxMessages: a batch from a client left at
+    # its defaults is never cut, and a record stays a few hundred KB however many 6-byte entries a 64 MiB batch
+    # holds (eleven million). An encrypted batch lists none: its entries cannot be read, its claim is counted.
+    max_batch_entries: int = 1_000
     # JSON lines (--json) are written on a thread pool (RAYON_NUM_THREADS threads, default: one per core)
     # while the next packets are read and decoded: about this many bytes of decoded frames may wait for it.
     # 0: every record written on the one thread (the same bytes, slower).

@@ -454,9 +454,9 @@ def test_encrypted_payload():
     assert dec.findings == []
     assert sec.encrypted
     assert sec.uncompressed_size is None  # not decompressed
-    # A batch of 4 whose entries cannot be read: 4 placeholders keep the message count right.
-    assert [m["batch_index"] for m in sec.messages] == [0, 1, 2, 3]
-    assert all(m["payload"] is None and m["payload_size"] is None and m["encrypted"] for m in sec.messages)
+    # A batch of 4 whose entries cannot be read: none listed, its claim counted (never a placeholder per claimed
+    # entry: a 400-byte capture may claim ten million), its bytes unknown.
+    assert sec.messages == [] and sec.messages_whole == {"count": 4, "bytes": None}
 
 
 def test_encrypted_single_message_keeps_its_clear_metadata():

@@ -231,9 +231,12 @@ def _entries(rec: dict) -> int | None:
 def _for_detail(rec: dict) -> dict:
     """The record for the detail pane: every field, with at most MAX_ENTRIES_IN_DETAIL batch entries."""
     messages = rec.get("messages")
-    if isinstance(messages, list) and len(messages) > MAX_ENTRIES_IN_DETAIL:
-        rec = {**rec, "messages": messages[:MAX_ENTRIES_IN_DETAIL],
-               "messages_not_shown": len(messages) - MAX_ENTRIES_IN_DETAIL}
+    # (a record lists at most max_batch_entries of a batch: messages_summary counts them all)
+    total = (rec.get("messages_summary") or {}).get("count") if isinstance(messages, list) else None
+    total = total if isinstance(total, int) else len(messages) if isinstance(messages, list) else 0
+    if isinstance(messages, list) and total > min(len(messages), MAX_ENTRIES_IN_DETAIL):
+        shown = messages[:MAX_ENTRIES_IN_DETAIL]
+        rec = {**rec, "messages": shown, "messages_not_shown": total - len(shown)}
     if "frame_bytes" in rec:
         rec = {k: v for k, v in rec.items() if k != "frame_bytes"}
     return rec

@@ -106,6 +106,7 @@ impl Pipeline {
             max_pending_requests: MAX_PENDING_REQUESTS,
             request_timeout: 30.0,
             limits: Limits { max_decompressed: MAX_DECOMPRESSED, ..Settings::default().limits },
+            max_batch_entries: Settings::default().max_batch_entries,
             depth: Depth::Full,
         };
         Pipeline { engine: Engine::new(setups, settings) }
@@ -183,13 +184,13 @@ mod tests {
         found
     }
 
-    /// The shipped captures and every kept regression input pass the checks, and make lines (frames get
-    /// through the whole pipeline, so the fuzzer is not checking nothing).
+    /// The shipped captures, every kept regression input and the hostile seeds (issue 34) pass the checks, and
+    /// make lines (frames get through the whole pipeline, so the fuzzer is not checking nothing).
     #[test]
     fn shipped_captures_and_regressions_pass() {
         let pipeline = Pipeline::new();
-        for path in files("captures").into_iter().chain(files("captures/tubemq")).chain(files("tests/fuzz_regressions"))
-        {
+        let regressions = files("tests/fuzz_regressions").into_iter().chain(files("tests/hostile_seeds"));
+        for path in files("captures").into_iter().chain(files("captures/tubemq")).chain(regressions) {
             let data = std::fs::read(&path).expect("readable");
             let lines = pipeline.run(&data).unwrap_or_else(|b| panic!("{}: {}", path.display(), b.0));
             assert!(lines > 0, "{}: no line", path.display());

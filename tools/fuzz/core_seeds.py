@@ -1,4 +1,5 @@
-"""Seeds for the engine's fuzz target (fuzz/): the shipped captures, and windows of them.
+"""Seeds for the engine's fuzz target (fuzz/): the shipped captures, the hostile payloads
+(tests/hostile_seeds/), and windows of them.
 
 The target runs fastest on small inputs (-max_len=8192 in run_core.sh), and a whole capture would be cut
 to its first 8 KiB: so besides the captures themselves, every classic pcap is also written as windows of 12
@@ -36,6 +37,9 @@ def main(out_dir: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     captures = sorted((ROOT / "captures").glob("*.pcap*")) + sorted((ROOT / "captures" / "tubemq").glob("*.pcap"))
     captures += sorted((ROOT / "tests" / "fuzz_regressions").glob("*.pcap*"))
+    # the hostile payloads of issue 34 (tests/hostile_inputs.py --small): a batch claiming ten million
+    # encrypted entries, one of 174,762 real ones, 1 MiB payloads
+    captures += sorted((ROOT / "tests" / "hostile_seeds").glob("*.pcap*"))
     written = 0
     for path in captures:
         if path.stat().st_size > 1 << 20:

@@ -17,7 +17,7 @@ use crate::capture::Reader;
 use crate::model::{Decoded, Finding};
 use crate::name;
 use crate::pipeline::{DecodeSettings, Made, Pipeline, PipelineSettings, StreamNote, StreamProtocol};
-use crate::protocols::{Depth, Limits, Protocol};
+use crate::protocols::{DecodeCaps, Depth, Limits, Protocol};
 use crate::records::{
     build_record, Expert, JsonSink, MapSink, NoFront, RecordInput, RecordStyle, SinkError, SinkResult,
 };
@@ -50,6 +50,8 @@ pub struct Settings {
     /// Seconds after which a request still waiting is OVERDUE.
     pub request_timeout: f64,
     pub limits: Limits,
+    /// A batch's entries listed on its record (`DecodeCaps::max_batch_entries`).
+    pub max_batch_entries: usize,
     pub depth: Depth,
 }
 
@@ -70,6 +72,7 @@ impl Default for Settings {
                 max_chunk_bytes: 64 << 20,
                 redirect_loop_limit: 8,
             },
+            max_batch_entries: crate::protocols::DEFAULT_MAX_BATCH_ENTRIES,
             depth: Depth::Full,
         }
     }
@@ -272,7 +275,7 @@ impl StreamProtocol for SetUp<'_> {
     }
     fn decode(&self, data: &[u8], missing: i64, how: &DecodeSettings) -> Result<Decoded, Infallible> {
         let missing = usize::try_from(missing).unwrap_or(0);
-        Ok(self.setup.protocol.decode(data, missing, how.max_decompressed, how.depth))
+        Ok(self.setup.protocol.decode(data, missing, how.caps, how.depth))
     }
     fn confirms(&self, decoded: &mut Decoded) -> Result<bool, Infallible> {
         Ok(self.setup.protocol.confirms(decoded.type_name.as_str(), !decoded.findings.is_empty()))
@@ -318,7 +321,13 @@ impl Engine {
                 keep_frame_bytes: false,
                 extra_ports: Vec::new(),
                 reassembly: Config { max_connections: settings.max_connections, ..Config::default() },
-                decode: DecodeSettings { max_decompressed: settings.limits.max_decompressed, depth: settings.depth },
+                decode: DecodeSettings {
+                    caps: DecodeCaps {
+                        max_decompressed: settings.limits.max_decompressed,
+                        max_batch_entries: settings.max_batch_entries,
+                    },
+                    depth: settings.depth,
+                },
             },
             protocols,
         );

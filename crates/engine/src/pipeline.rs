@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::analysis::{CONNECTION_CLOSED, CONNECTION_OPENED};
 use crate::model::Finding;
 use crate::problems::GenericProblem;
-use crate::protocols::Depth;
+use crate::protocols::{DecodeCaps, Depth};
 use crate::transport::net::{endpoint_text, Ip, Segment, ACK, SYN};
 use crate::transport::reassembly::{Config, ConnInfo, Reassembler, StreamEvent};
 use crate::transport::splitter::{Framing, RawPdu, Split, Splitter};
@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_FRAME_SIZE: usize = 5 * 1024 * 1024 + 10 * 1024;
 /// How PDUs are decoded.
 #[derive(Clone, Copy, Debug)]
 pub struct DecodeSettings {
-    pub max_decompressed: u64,
+    pub caps: DecodeCaps,
     pub depth: Depth,
 }
 

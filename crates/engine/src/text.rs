@@ -106,6 +106,12 @@ pub fn push_safe_text(text: &str, limit: i64, out: &mut String) {
         out.push_str(text); // the common case: short printable ASCII
         return;
     }
+    // escaping never makes a character shorter: the first limit + 1 characters decide what is shown (a 64 MiB
+    // payload's preview is not escaped whole first)
+    let text = match usize::try_from(limit) {
+        Ok(limit) => text.char_indices().nth(limit.saturating_add(1)).map_or(text, |(end, _)| &text[..end]),
+        Err(_) => text,
+    };
     let start = out.len();
     push_escaped(text, out);
     cut(out, start, limit);
@@ -566,45 +572,109 @@ const PREVIEW_TEXT: i64 = 120;
 /// A message's payload as `--payload` shows it: text when UTF-8, else hex, or why it is not there. Takes a
 /// message record (`payload_text` / `payload_b64`, as JSON writes it) or a decoded message (`payload` bytes).
 pub fn push_payload_preview(message: &Value, out: &mut String) {
-    let size = message.get("payload_size").unwrap_or(&Value::Null);
-    let text_preview = |text: &Value, out: &mut String| {
+    let payload = match (message.get("payload_text"), message.get("payload_b64"), message.get("payload")) {
+        (Some(Value::Str(text)), _, _) => PreviewOf::Text(text.as_str()),
+        (Some(value), _, _) => PreviewOf::Other { b64: false, value },
+        (None, Some(Value::Str(b64)), _) => PreviewOf::B64(b64.as_str()),
+        (None, Some(value), _) => PreviewOf::Other { b64: true, value },
+        (None, None, Some(Value::Bytes(raw))) => PreviewOf::Bytes(raw),
+        _ => PreviewOf::Nothing,
+    };
+    let encrypted = message.get("encrypted").is_some_and(Value::truthy);
+    push_preview(message.get("payload_size").unwrap_or(&Value::Null), payload, encrypted, out);
+}
+
+/// What a payload preview is made of: a message's `payload_text`, `payload_b64`, its bytes, or none.
+pub enum PreviewOf<'a> {
+    Text(&'a str),
+    B64(&'a str),
+    /// A `payload_text` (or `payload_b64`) that is no string.
+    Other {
+        b64: bool,
+        value: &'a Value,
+    },
+    Bytes(&'a [u8]),
+    Nothing,
+}
+
+/// [`push_payload_preview`] of a message's parts (a front end's message read without copying its payload):
+/// only a payload's first characters or bytes are looked at twice, never the whole copied.
+pub fn push_preview(size: &Value, payload: PreviewOf<'_>, encrypted: bool, out: &mut String) {
+    let str_preview = |text: &str, out: &mut String| {
         out.push_str("payload: ");
         let shown_from = out.len();
-        push_safe(text, PREVIEW_TEXT, out);
-        if text.as_str() != Some(&out[shown_from..]) {
+        push_safe_text(text, PREVIEW_TEXT, out);
+        if text != &out[shown_from..] {
             let _ = write!(out, " ({} bytes)", py_str(size));
         }
     };
-    let hex_preview = |raw: &[u8], out: &mut String| {
-        let _ = write!(out, "payload ({} bytes, hex): ", raw.len());
-        push_hex(&raw[..raw.len().min(PREVIEW_HEX)], true, out);
-        if raw.len() > PREVIEW_HEX {
+    let hex_preview = |len: usize, head: &[u8], out: &mut String| {
+        let _ = write!(out, "payload ({len} bytes, hex): ");
+        push_hex(&head[..head.len().min(PREVIEW_HEX)], true, out);
+        if len > PREVIEW_HEX {
             out.push_str(" …");
         }
     };
-    if let Some(text) = message.get("payload_text") {
-        text_preview(text, out);
-    } else if let Some(b64) = message.get("payload_b64") {
-        match b64.as_str().and_then(b64_decode) {
-            Some(raw) => hex_preview(&raw, out),
+    match payload {
+        PreviewOf::Text(text) => str_preview(text, out),
+        PreviewOf::B64(b64) => match b64_head(b64, PREVIEW_HEX) {
+            Some((len, head)) => hex_preview(len, &head, out),
             None => {
                 out.push_str("payload (base64): ");
-                push_safe(b64, PREVIEW_TEXT, out);
+                push_safe_text(b64, PREVIEW_TEXT, out);
+            }
+        },
+        PreviewOf::Other { b64: true, value } => {
+            out.push_str("payload (base64): ");
+            push_safe(value, PREVIEW_TEXT, out);
+        }
+        PreviewOf::Other { b64: false, value } => {
+            out.push_str("payload: ");
+            push_safe(value, PREVIEW_TEXT, out);
+            let _ = write!(out, " ({} bytes)", py_str(size));
+        }
+        PreviewOf::Bytes(raw) => match std::str::from_utf8(raw) {
+            Ok(text) => str_preview(text, out),
+            Err(_) => hex_preview(raw.len(), raw, out),
+        },
+        PreviewOf::Nothing if encrypted => {
+            out.push_str("payload: encrypted");
+            if !size.is_null() {
+                let _ = write!(out, ", {} bytes", py_str(size));
             }
         }
-    } else if let Some(Value::Bytes(raw)) = message.get("payload") {
-        match std::str::from_utf8(raw) {
-            Ok(text) => text_preview(&Value::from(text.to_owned()), out),
-            Err(_) => hex_preview(raw, out),
+        PreviewOf::Nothing => {
+            let _ = write!(out, "payload: {} bytes (not recovered)", py_str(size));
         }
-    } else if message.get("encrypted").is_some_and(Value::truthy) {
-        out.push_str("payload: encrypted");
-        if !size.is_null() {
-            let _ = write!(out, ", {} bytes", py_str(size));
-        }
-    } else {
-        let _ = write!(out, "payload: {} bytes (not recovered)", py_str(size));
     }
+}
+
+/// A base64 text's decoded length and its first `keep` bytes, None when it is not base64 (as [`b64_decode`]
+/// reads it); checked a piece at a time, never decoded whole.
+pub fn b64_head(text: &str, keep: usize) -> Option<(usize, Vec<u8>)> {
+    const PIECE: usize = 4 * 1024; // (a multiple of 4: pieces are whole quanta)
+    if !text.len().is_multiple_of(4) {
+        return None;
+    }
+    let mut head = Vec::new();
+    let mut len = 0usize;
+    let mut buf = Vec::with_capacity(PIECE / 4 * 3);
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (piece, after) = rest.split_at(rest.len().min(PIECE));
+        // padding only at the very end: a piece before the last holds none
+        if !after.is_empty() && piece.contains('=') {
+            return None;
+        }
+        buf.clear();
+        BASE64.decode_vec(piece, &mut buf).ok()?;
+        if head.len() < keep {
+            head.extend_from_slice(&buf[..buf.len().min(keep - head.len())]);
+        }
+        len += buf.len();
+        rest = after;
+    }
+    Some((len, head))
 }
 
 #[cfg(test)]
@@ -621,6 +691,22 @@ mod tests {
         assert_eq!(safe(&s("tab\there\n"), 60), "tab\\there\\n");
         assert_eq!(safe(&s("\u{e0001}x"), 60), "\\U000e0001x");
         assert_eq!(safe(&s("[/x] é 日本"), 60), "[/x] é 日本");
+    }
+
+    #[test]
+    fn a_preview_is_the_same_of_a_long_payload_and_of_its_head() {
+        let long = "é\n\"x\"\t".repeat(100_000);
+        let mut whole = String::new();
+        push_escaped(&long, &mut whole);
+        cut(&mut whole, 0, PREVIEW_TEXT);
+        let mut preview = String::new();
+        push_safe_text(&long, PREVIEW_TEXT, &mut preview);
+        assert_eq!(preview, whole);
+        let raw: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let b64 = crate::pb::b64(&raw);
+        assert_eq!(b64_head(&b64, PREVIEW_HEX), Some((raw.len(), raw[..PREVIEW_HEX].to_vec())));
+        let padded_inside = format!("QQ=={}", &b64[..8192]);
+        assert_eq!((b64_head(&padded_inside, 4), b64_decode(&padded_inside)), (None, None));
     }
 
     #[test]

@@ -453,7 +453,11 @@ pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let u00 = |control: u8| [b'\\', b'u', b'0', b'0', HEX[(control >> 4) as usize], HEX[(control & 15) as usize]];
     let bytes = s.as_bytes();
-    out.reserve(bytes.len() + 2);
+    // a long string (a payload with --payload) gets its exact room first, and room for the rest of its line
+    // (not touched unless used): growing the line as its escapes come, or as the record's last keys come, would
+    // hold the line twice while it moves
+    let room = if bytes.len() >= EXACT_ROOM_FROM { escapes_extra(bytes) + EXACT_ROOM_FROM } else { 0 };
+    out.reserve(bytes.len() + 2 + room);
     out.push(b'"');
     let (mut done, mut i) = (0, 0);
     while i < bytes.len() {
@@ -490,6 +494,35 @@ pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
     }
     out.extend_from_slice(&bytes[done..]);
     out.push(b'"');
+}
+
+/// Strings from this long are measured before they are written (`write_json_str`).
+const EXACT_ROOM_FROM: usize = 1 << 20;
+
+/// The bytes `write_json_str`'s escapes add to a string's own.
+fn escapes_extra(bytes: &[u8]) -> usize {
+    let (mut extra, mut i) = (0, 0);
+    while i < bytes.len() {
+        if let Some(word) = bytes.get(i..i + 8) {
+            if !may_need_escape(u64::from_le_bytes(word.try_into().unwrap_or_default())) {
+                i += 8;
+                continue;
+            }
+        }
+        let code = ESCAPE[bytes[i] as usize];
+        let run = if code == 0 { 0 } else { escaped_run(code, bytes, i) };
+        if run == 0 {
+            i += 1;
+            continue;
+        }
+        // each escape is 6 bytes (\uXXXX) but a letter's (2)
+        extra += match code {
+            C1_LEAD | E2_LEAD | b'u' => 6 - run,
+            _ => 1,
+        };
+        i += run;
+    }
+    extra
 }
 
 /// Whether any of eight bytes may be one [`ESCAPE`] marks: a control (below 0x20), `"`, `\\`, DEL or any byte
@@ -542,6 +575,16 @@ pub fn count(value: Option<&Value>) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_strings_room_is_its_escaped_length() {
+        let unit = "plain \"q\"\\ \n\u{1}\u{7f}\u{85}\u{2028}\u{2067}é\u{e2}";
+        let text = unit.repeat((EXACT_ROOM_FROM / unit.len()) + 1);
+        let mut out = Vec::new();
+        write_json_str(&text, &mut out);
+        assert_eq!(out.len(), text.len() + 2 + escapes_extra(text.as_bytes()));
+        assert_eq!(out.capacity(), out.len() + EXACT_ROOM_FROM); // room made once, never grown
+    }
 
     fn json(v: &Value) -> String {
         let mut out = Vec::new();

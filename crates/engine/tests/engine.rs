@@ -10,7 +10,7 @@ use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable, Key, Key
 use pulsar_dissect_engine::analysis::{intern, Sessions};
 use pulsar_dissect_engine::engine::{Count, FindingTexts, Item, JsonLines, ProtocolSetup, Settings, Sink};
 use pulsar_dissect_engine::model::{Decoded, Finding};
-use pulsar_dissect_engine::protocols::{by_name, Depth, Limits, Protocol, REGISTRY};
+use pulsar_dissect_engine::protocols::{by_name, DecodeCaps, Depth, Limits, Protocol, REGISTRY};
 use pulsar_dissect_engine::records::{Expert, Message, NoFront, RecordStyle, SinkResult};
 use pulsar_dissect_engine::timeline::{Line, LineFacts};
 use pulsar_dissect_engine::transport::splitter::{Framing, PduLength};
@@ -177,7 +177,7 @@ impl Protocol for Toy {
         Box::new(ToyFraming)
     }
 
-    fn decode(&self, pdu: &[u8], _missing: usize, _max_decompressed: u64, _depth: Depth) -> Decoded {
+    fn decode(&self, pdu: &[u8], _missing: usize, _caps: DecodeCaps, _depth: Depth) -> Decoded {
         let (type_name, command) = match pdu.get(2..) {
             Some([b'Q', id, ..]) => ("QUESTION", Some(Value::Map(vec![entry(name!("id"), *id as i64)]))),
             Some([b'A', id, ..]) => ("ANSWER", Some(Value::Map(vec![entry(name!("id"), *id as i64)]))),

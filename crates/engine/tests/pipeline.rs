@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::pipeline::{DecodeSettings, Made, Pipeline, PipelineSettings, StreamProtocol};
-use pulsar_dissect_engine::protocols::{by_name, Depth, Protocol};
+use pulsar_dissect_engine::protocols::{by_name, DecodeCaps, Depth, Protocol};
 use pulsar_dissect_engine::transport::net::tcp_segment;
 use pulsar_dissect_engine::transport::reassembly::Config;
 use pulsar_dissect_engine::transport::splitter::Framing;
@@ -82,7 +82,7 @@ impl StreamProtocol for TestPulsar {
         if self.fail_at.is_some_and(|at| n >= at) {
             return Err(DecoderFailed(n));
         }
-        Ok(self.core.decode(data, usize::try_from(missing).unwrap_or(0), how.max_decompressed, how.depth))
+        Ok(self.core.decode(data, usize::try_from(missing).unwrap_or(0), how.caps, how.depth))
     }
     fn confirms(&self, decoded: &mut Decoded) -> Result<bool, DecoderFailed> {
         Ok(self.core.confirms(decoded.type_name.as_str(), !decoded.findings.is_empty()))
@@ -107,7 +107,7 @@ fn settings(detect: bool) -> PipelineSettings {
         keep_frame_bytes: false,
         extra_ports: Vec::new(),
         reassembly: Config::default(),
-        decode: DecodeSettings { max_decompressed: 64 << 20, depth: Depth::Full },
+        decode: DecodeSettings { caps: DecodeCaps::decompressing(64 << 20), depth: Depth::Full },
     }
 }
 

@@ -6,7 +6,7 @@
 use pulsar_dissect_engine::model::Decoded;
 use pulsar_dissect_engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use pulsar_dissect_engine::protocols::pulsar::{decode, decode_to};
-use pulsar_dissect_engine::protocols::Depth;
+use pulsar_dissect_engine::protocols::{DecodeCaps, Depth};
 use pulsar_dissect_engine::value::Value;
 
 mod pulsar_support;
@@ -768,7 +768,7 @@ fn batches_later_checks_the_batch_and_splits_it_the_same_way() {
         &entries,
     );
     let full_decode = full(&frame);
-    let later = decode_to(&frame, 0, MIB, Depth::BatchesLater);
+    let later = decode_to(&frame, 0, DecodeCaps::decompressing(MIB), Depth::BatchesLater);
     assert!(sec(&later).messages.is_empty());
     assert_eq!(sec(&later).message_count(), 2);
     assert_eq!(later.findings, full_decode.findings, "the check found what the full decode found");
@@ -856,19 +856,41 @@ fn an_encrypted_message_is_not_decompressed() {
 }
 
 #[test]
-fn an_encrypted_batch_keeps_one_placeholder_per_message() {
+fn an_encrypted_batch_lists_no_message_and_counts_its_claim() {
+    // (a 400-byte capture may claim ten million entries: one placeholder each made a record of 800 MB)
     let key = sub(msg("EncryptionKeys", &[("key", st("k")), ("value", by(b"v"))]));
-    let md = metadata(&[("num_messages_in_batch", int(3)), ("encryption_keys", list(vec![key]))]);
-    let d = full(&send_frame(&md, b"ciphertext"));
-    let placeholder = |i| {
-        map(vec![
-            ("payload_size", Value::Null),
-            ("payload", Value::Null),
-            ("batch_index", Value::Int(i)),
-            ("encrypted", Value::Bool(true)),
-        ])
-    };
-    assert_eq!(sec(&d).messages, vec![placeholder(0), placeholder(1), placeholder(2)]);
+    let md = metadata(&[("num_messages_in_batch", int(10_000_000)), ("encryption_keys", list(vec![key]))]);
+    for depth in [Depth::Full, Depth::BatchesLater, Depth::Brief] {
+        let d = decode_to(&send_frame(&md, b"ciphertext"), 0, DecodeCaps::decompressing(MIB), depth);
+        assert!(sec(&d).messages.is_empty() && sec(&d).encrypted);
+        let whole = map(vec![("count", Value::Int(10_000_000)), ("bytes", Value::Null)]);
+        assert_eq!(sec(&d).whole_summary(), Some(&whole));
+        assert!(d.findings.is_empty(), "{:?}", d.findings);
+    }
+}
+
+#[test]
+fn a_batch_beyond_max_batch_entries_lists_the_first_and_counts_all() {
+    let entries: Vec<(DynamicMessage, &[u8])> = (0..5).map(|_| (smm(b"xy", &[]), &b"xy"[..])).collect();
+    let frame = batch_frame(5, &batch(&entries));
+    let caps = DecodeCaps { max_decompressed: MIB, max_batch_entries: 2 };
+    let whole = map(vec![("count", Value::Int(5)), ("bytes", Value::Int(10))]);
+    for depth in [Depth::Full, Depth::BatchesLater, Depth::Brief] {
+        let d = decode_to(&frame, 0, caps, depth);
+        let section = sec(&d);
+        let listed: Vec<Value> =
+            section.messages_split().iter().map(|m| m.get("batch_index").cloned().unwrap()).collect();
+        assert_eq!(listed, vec![Value::Int(0), Value::Int(1)], "{depth:?}");
+        assert_eq!(section.message_count(), 2);
+        assert_eq!(section.whole_summary(), Some(&whole), "{depth:?}");
+        let truncated: Vec<_> = d.findings.iter().filter(|f| f.id.as_str() == "batch.entries_truncated").collect();
+        assert_eq!(truncated.len(), 1, "{depth:?}");
+        assert_eq!(param(&d, "batch.entries_truncated", "more"), Some(&Value::Int(3)));
+        assert!(d.findings.iter().all(|f| f.id.as_str() != "batch.count_mismatch"));
+    }
+    // at the cap: every entry listed, nothing said
+    let d = decode_to(&frame, 0, DecodeCaps { max_decompressed: MIB, max_batch_entries: 5 }, Depth::Full);
+    assert_eq!((sec(&d).messages.len(), sec(&d).whole_summary(), d.findings.len()), (5, None, 0));
 }
 
 // ----------------------------------------------------------------------------------------------- markers
@@ -1082,7 +1104,7 @@ fn mutated_frames_never_panic_the_decoder() {
         let d = decode(&b, missing, 1 << 16, false);
         assert_eq!(d.size, b.len() + missing);
         decode(&b, missing, 1 << 16, true);
-        if let Some(s) = decode_to(&b, missing, 1 << 16, Depth::BatchesLater).payload() {
+        if let Some(s) = decode_to(&b, missing, DecodeCaps::decompressing(1 << 16), Depth::BatchesLater).payload() {
             let _ = s.messages_split();
         }
     }

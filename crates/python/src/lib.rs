@@ -116,6 +116,7 @@ impl Classes {
             messages.into_any(),
             optional(py, s.marker.as_ref())?,
             PyList::new(py, &findings)?.into_any(),
+            optional(py, s.whole_summary())?,
         ];
         Ok((self.section.bind(py).call1(PyTuple::new(py, args)?)?, findings))
     }
@@ -141,7 +142,7 @@ impl Classes {
 
 /// The fields of the Python classes the core builds positionally, in order.
 const DECODED_FIELDS: [&str; 5] = ["type", "command", "size", "findings", "body"];
-const SECTION_FIELDS: [&str; 13] = [
+const SECTION_FIELDS: [&str; 14] = [
     "checksum",
     "checksum_wire",
     "checksum_computed",
@@ -155,6 +156,7 @@ const SECTION_FIELDS: [&str; 13] = [
     "messages",
     "marker",
     "findings",
+    "messages_whole",
 ];
 
 pub(crate) fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
@@ -195,7 +197,8 @@ pub(crate) fn decode_detached(
     max_decompressed: u64,
     depth: Depth,
 ) -> Decoded {
-    let decode = || engine::protocols::pulsar::decode_to(frame, missing, max_decompressed, depth);
+    let caps = engine::protocols::DecodeCaps::decompressing(max_decompressed);
+    let decode = || engine::protocols::pulsar::decode_to(frame, missing, caps, depth);
     if frame.len() < RELEASE_GIL_FROM {
         decode()
     } else {

@@ -50,7 +50,13 @@ pub fn batch_shape(budget: usize) -> (usize, usize) {
 impl RecordJob {
     /// About the bytes the frame holds decoded, and what writing its record costs.
     pub fn weight(&self) -> usize {
-        512 + self.pdu.size + 64 * self.pdu.payload().map_or(0, |section| section.message_count())
+        512 + self.pdu.size + 64 * self.pdu.body.as_ref().map_or(0, |b| b.message_count())
+    }
+
+    /// The decompressed payload bytes it holds beyond that (a 60 KB frame may hold 64 MiB): what pool_bytes
+    /// bounds as well, while it waits to be written.
+    pub fn held(&self) -> usize {
+        self.pdu.body.as_ref().map_or(0, |b| b.held_bytes())
     }
 
     /// Append the record's JSON line to `out`; returns its problems.
@@ -139,16 +145,31 @@ pub struct PooledLines {
     weight: usize,
     /// A batch's weight.
     batch_weight: usize,
-    running: VecDeque<mpsc::Receiver<Written>>,
+    running: VecDeque<(mpsc::Receiver<Written>, usize)>,
     /// Batches out at once at most (written, or waiting for a thread of the pool): see [`batch_shape`].
     max_running: usize,
+    /// The decompressed bytes the batch being filled holds, and those out (`RecordJob::held`); beyond
+    /// `budget`, the oldest batch out is waited for (one batch is out whatever it holds).
+    held: usize,
+    held_running: usize,
+    budget: usize,
 }
 
 impl PooledLines {
     /// `budget`: about the bytes of decoded frames handed over and not yet written, at most.
     pub fn new(style: RecordStyle, budget: usize) -> PooledLines {
         let (batch_weight, max_running) = batch_shape(budget);
-        PooledLines { style, batch: Vec::new(), weight: 0, batch_weight, running: VecDeque::new(), max_running }
+        PooledLines {
+            style,
+            batch: Vec::new(),
+            weight: 0,
+            batch_weight,
+            running: VecDeque::new(),
+            max_running,
+            held: 0,
+            held_running: 0,
+            budget,
+        }
     }
 
     /// Whether any record is still to be written.
@@ -159,11 +180,12 @@ impl PooledLines {
     /// A record to write after every one before it; waits for the oldest batch when too many are out.
     pub fn push(&mut self, job: RecordJob, out: &mut LinesOut<'_>) -> PyResult<()> {
         self.weight += job.weight();
+        self.held += job.held();
         self.batch.push(job);
-        if self.weight >= self.batch_weight {
+        if self.weight >= self.batch_weight || self.held >= self.batch_weight {
             self.hand_over();
         }
-        while self.running.len() > self.max_running {
+        while self.running.len() > self.max_running || (self.running.len() > 1 && self.held_running > self.budget) {
             self.take_oldest(out)?;
         }
         Ok(())
@@ -175,16 +197,19 @@ impl PooledLines {
         }
         let jobs = std::mem::take(&mut self.batch);
         let weight = std::mem::take(&mut self.weight);
+        let held = std::mem::take(&mut self.held);
         let style = self.style;
         let (sender, receiver) = mpsc::sync_channel(1);
         rayon::spawn(move || {
             let _ = sender.send(write_batch(jobs, weight, style));
         });
-        self.running.push_back(receiver);
+        self.running.push_back((receiver, held));
+        self.held_running += held;
     }
 
     fn take_oldest(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
-        let Some(receiver) = self.running.pop_front() else { return Ok(()) };
+        let Some((receiver, held)) = self.running.pop_front() else { return Ok(()) };
+        self.held_running -= held;
         // a sender dropped without sending (rayon aborts on a task's panic: not seen, but not assumed)
         let written =
             receiver.recv().map_err(|_| PyRuntimeError::new_err("writing JSON lines on the thread pool failed"))?;
@@ -203,6 +228,7 @@ impl PooledLines {
             Some(error) => {
                 self.running.clear();
                 self.batch.clear();
+                (self.held, self.held_running) = (0, 0);
                 Err(error)
             }
             None => Ok(()),
@@ -222,9 +248,10 @@ impl PooledLines {
     /// handed over (so the pool works while the caller writes what it has).
     pub fn finished(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
         self.hand_over();
-        while let Some(receiver) = self.running.front() {
+        while let Some((receiver, held)) = self.running.front() {
             match receiver.try_recv() {
                 Ok(written) => {
+                    self.held_running -= *held;
                     self.running.pop_front();
                     self.append(written, out)?;
                 }

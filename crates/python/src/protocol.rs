@@ -186,7 +186,7 @@ impl StreamProtocol for Protocol {
             match self.core {
                 Some(core) => {
                     let missing = usize::try_from(missing).unwrap_or(0);
-                    let decode = || core.decode(data, missing, how.max_decompressed, how.depth);
+                    let decode = || core.decode(data, missing, how.caps, how.depth);
                     // a large frame's decoding (decompression above all) lets other Python threads run
                     Ok(PyDecoded::Core(if data.len() < crate::RELEASE_GIL_FROM { decode() } else { py.detach(decode) }))
                 }

@@ -447,6 +447,7 @@ fn section_from_py(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
         uncompressed_size: get("uncompressed_size")?.extract()?,
         encrypted: get("encrypted")?.is_truthy()?,
         messages: list("messages")?,
+        messages_whole: optional("messages_whole")?.map(Box::new),
         batch_later: None,
         marker: optional("marker")?,
         batch_sequence_ids: None, // (what the sessions read, not the record)

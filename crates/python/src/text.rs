@@ -2,8 +2,8 @@
 //! strings and the ways values are shown, each implemented once in the engine's `text` module.
 
 use engine::text::{
-    date_ms, push_json, push_message_id, push_payload_preview, push_safe_text, push_shown_b64, safe, BytesKind,
-    MAX_VALUE,
+    date_ms, push_json, push_message_id, push_payload_preview, push_preview, push_safe_text, push_shown_b64, safe,
+    BytesKind, PreviewOf, MAX_VALUE,
 };
 use engine::value::{Text, Value};
 use pyo3::prelude::*;
@@ -88,6 +88,33 @@ fn py_message_id_text(value: &Bound<'_, PyAny>) -> PyResult<String> {
 /// `payload_preview(message)`: a message's payload as `--payload` shows it.
 #[pyfunction(name = "payload_preview")]
 fn py_payload_preview(message: &Bound<'_, PyAny>) -> PyResult<String> {
+    let Ok(dict) = message.cast::<PyDict>() else {
+        return py_payload_preview_copied(message);
+    };
+    let mut out = String::new();
+    // the payload's text read where Python holds it: a 64 MiB payload is not copied to be previewed
+    let item = |key: &str| dict.get_item(key);
+    let (text, b64) = (item("payload_text")?, item("payload_b64")?);
+    let payload = match (text.as_ref().map(plain_str), b64.as_ref().map(plain_str)) {
+        (Some(Some(text)), _) => PreviewOf::Text(text),
+        (None, Some(Some(b64))) => PreviewOf::B64(b64),
+        // no payload text, or one that is no plain str
+        _ => return py_payload_preview_copied(message),
+    };
+    let size = item("payload_size")?.map(|v| value_of(&v)).transpose()?.unwrap_or(Value::Null);
+    let encrypted = item("encrypted")?.map(|v| v.is_truthy()).transpose()?.unwrap_or(false);
+    push_preview(&size, payload, encrypted, &mut out);
+    Ok(out)
+}
+
+/// A Python str's text where Python holds it; None: no str, or one with lone surrogates.
+fn plain_str<'a>(value: &'a Bound<'_, PyAny>) -> Option<&'a str> {
+    value.cast::<PyString>().ok().and_then(|text| text.to_str().ok())
+}
+
+/// The preview of a message whose payload is no plain str (a str with lone surrogates, another object): read as
+/// a value first.
+fn py_payload_preview_copied(message: &Bound<'_, PyAny>) -> PyResult<String> {
     let mut out = String::new();
     push_payload_preview(&value_of(message)?, &mut out);
     Ok(out)

@@ -76,7 +76,10 @@ pub fn pipeline(
             .collect::<PyResult<_>>()?,
         reassembly: reassembly_config(options)?,
         decode: DecodeSettings {
-            max_decompressed: options.getattr("max_decompressed")?.extract()?,
+            caps: engine::protocols::DecodeCaps {
+                max_decompressed: options.getattr("max_decompressed")?.extract()?,
+                max_batch_entries: options.getattr("max_batch_entries")?.extract()?,
+            },
             depth: engine::protocols::Depth::brief(options.getattr("summary")?.extract()?),
         },
     };

@@ -41,3 +41,6 @@ class PayloadSection:
     messages: list[dict] = field(default_factory=list)
     marker: dict | None = None  # decoded PulsarMarkers message
     findings: list[Finding] = field(default_factory=list)
+    # when messages lists fewer than the frame carries (an encrypted batch; a batch beyond max_batch_entries):
+    # {"count", "bytes"} of them all, the record's messages_summary
+    messages_whole: dict | None = None

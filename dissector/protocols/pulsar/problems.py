@@ -47,6 +47,11 @@ register("payload.snappy_framed", WARNING, "SNAPPY payload in Snappy's framing f
          "as pulsar-rs writes it: the Java and C++ clients read only raw Snappy blocks and cannot decompress it")
 register("batch.malformed", ERROR, lambda p: f"batch entry {p['entry']}: " + _BATCH[p["case"]].format(**p))
 register("batch.count_mismatch", ERROR, "batch holds {entries} entries but num_messages_in_batch is {expected}")
+register("batch.entries_truncated", NOTE, "batch of {entries} entries: its record lists the first {kept} "
+         "(max_batch_entries), {more} more are counted in messages_summary, not listed",
+         "A batch holds more entries than the max_batch_entries option lets a record list: every entry is read "
+         "and counted (messages_summary, stats), only the first are kept as messages. Raise it with "
+         "-o max_batch_entries=N.")
 register("marker.unparsable", ERROR, "marker body ({marker}) does not parse: {error}")
 
 _DECOMPRESSION = {

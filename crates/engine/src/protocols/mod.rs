@@ -64,6 +64,27 @@ impl Depth {
     }
 }
 
+/// A batch's entries a record lists at most by default (`Options.max_batch_entries`): the Java client's default
+/// `batchingMaxMessages`, so that a batch of a client left at its defaults is never cut.
+pub const DEFAULT_MAX_BATCH_ENTRIES: usize = 1_000;
+
+/// The caps of decoding one PDU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeCaps {
+    /// Bytes a payload may decompress to.
+    pub max_decompressed: u64,
+    /// Messages of one batch decoded into its record; the rest are counted, not kept (a batch of 6-byte entries
+    /// is ten million of them in 64 MiB).
+    pub max_batch_entries: usize,
+}
+
+impl DecodeCaps {
+    /// `max_decompressed`, with the default cap on a batch's entries.
+    pub fn decompressing(max_decompressed: u64) -> DecodeCaps {
+        DecodeCaps { max_decompressed, max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES }
+    }
+}
+
 /// The caps decoding and the conversation state keep to (the options' defaults live with the front end).
 #[derive(Clone, Debug)]
 pub struct Limits {
@@ -123,8 +144,8 @@ pub trait Protocol: Sync {
     fn name(&self) -> &'static str;
     /// Its framing: how long a PDU is, where the next may start after lost bytes.
     fn framing(&self) -> Box<dyn Framing>;
-    /// One PDU decoded, whose last `missing` bytes were lost; decompressed bodies within `max_decompressed`.
-    fn decode(&self, pdu: &[u8], missing: usize, max_decompressed: u64, depth: Depth) -> Decoded;
+    /// One PDU decoded, whose last `missing` bytes were lost, within `caps`.
+    fn decode(&self, pdu: &[u8], missing: usize, caps: DecodeCaps, depth: Depth) -> Decoded;
     /// Whether a PDU decoded as `type_name`, with or without findings, proves the protocol on a connection
     /// off its ports (`--detect`).
     fn confirms(&self, type_name: &str, has_findings: bool) -> bool;
@@ -206,6 +227,19 @@ impl Body {
         match self {
             Body::Pulsar(section) => section.message_count(),
             Body::TubeMq(body) => body.messages.len(),
+        }
+    }
+
+    /// Bytes of payload the body holds beyond the frame's own (decompressed): what keeping it costs.
+    pub fn held_bytes(&self) -> usize {
+        let payloads = |messages: &[Value]| -> usize {
+            messages.iter().filter_map(|m| m.get("payload")).map(|p| p.as_bytes().map_or(0, <[u8]>::len)).sum()
+        };
+        match self {
+            Body::Pulsar(section) => {
+                section.batch_later.as_ref().map_or(0, |b| b.held_bytes()) + payloads(&section.messages)
+            }
+            Body::TubeMq(body) => payloads(&body.messages),
         }
     }
 

@@ -6,7 +6,7 @@ use super::Core;
 use crate::model::{Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
 use crate::protocols::pulsar::payload;
-use crate::protocols::Depth;
+use crate::protocols::{DecodeCaps, Depth};
 use crate::schema::Kind;
 use crate::value::{Text, Value};
 use crate::{finding, name};
@@ -55,7 +55,7 @@ fn peek_command_type(buf: &[u8]) -> Option<u64> {
     None
 }
 
-pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, depth: Depth) -> Decoded {
+pub fn decode(core: &Core, frame: &[u8], missing: usize, caps: DecodeCaps, depth: Depth) -> Decoded {
     let size = frame.len() + missing;
     let mut findings = Vec::new();
     let malformed =
@@ -144,8 +144,7 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, max_decompressed: u64, 
     if type_num == Some(core.send) || type_num == Some(core.message) {
         let is_message = type_num == Some(core.message);
         let ack_set = if is_message { command.map(|c| c.varints(schema, core.message_ack_set)) } else { None };
-        let section =
-            payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), max_decompressed, depth);
+        let section = payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), caps, depth);
         findings.extend(section.findings.iter().cloned());
         body = Some(crate::model::Body::Pulsar(section));
     } else if cmd_end < frame.len() {

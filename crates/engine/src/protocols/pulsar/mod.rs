@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use crate::analysis::Sessions;
 use crate::model::Decoded;
-use crate::protocols::{Body, Delivered, Depth, Limits, Protocol, StatsRole};
+use crate::protocols::{Body, DecodeCaps, Delivered, Depth, Limits, Protocol, StatsRole};
 use crate::schema::{EnumType, Schema};
 use crate::timeline::{Line, LineFacts};
 use crate::transport::splitter::Framing;
@@ -155,12 +155,12 @@ impl Core {
 /// decompressed payloads may not exceed `max_decompressed` bytes. `summary` keeps only the metadata fields
 /// one-line views show and makes no message records. Pure Rust: no Python involved.
 pub fn decode(frame: &[u8], missing: usize, max_decompressed: u64, summary: bool) -> model::Decoded {
-    frame::decode(core(), frame, missing, max_decompressed, Depth::brief(summary))
+    frame::decode(core(), frame, missing, DecodeCaps::decompressing(max_decompressed), Depth::brief(summary))
 }
 
-/// [`decode`] to a [`Depth`].
-pub fn decode_to(frame: &[u8], missing: usize, max_decompressed: u64, depth: Depth) -> model::Decoded {
-    frame::decode(core(), frame, missing, max_decompressed, depth)
+/// [`decode`] to a [`Depth`], within `caps`.
+pub fn decode_to(frame: &[u8], missing: usize, caps: DecodeCaps, depth: Depth) -> model::Decoded {
+    frame::decode(core(), frame, missing, caps, depth)
 }
 
 impl Decoded {
@@ -185,8 +185,8 @@ impl Protocol for Pulsar {
         Box::new(framing::PulsarFraming::new(schema()))
     }
 
-    fn decode(&self, pdu: &[u8], missing: usize, max_decompressed: u64, depth: Depth) -> Decoded {
-        decode_to(pdu, missing, max_decompressed, depth)
+    fn decode(&self, pdu: &[u8], missing: usize, caps: DecodeCaps, depth: Depth) -> Decoded {
+        decode_to(pdu, missing, caps, depth)
     }
 
     /// Decoded whole, without problems, as a type the schema knows.

@@ -18,7 +18,7 @@ use super::Core;
 use crate::codecs::{self, Problem};
 use crate::model::Finding;
 use crate::pb::{self, b64, Parsed};
-use crate::protocols::Depth;
+use crate::protocols::{DecodeCaps, Depth};
 use crate::timeline::PayloadFacts;
 use crate::value::{entry, text, JsonObject, Map, Name, Text, Value};
 use crate::{finding, name};
@@ -76,8 +76,12 @@ pub struct PayloadSection {
     /// Bytes after decompression, when it was decompressed.
     pub uncompressed_size: Option<usize>,
     pub encrypted: bool,
-    /// The application messages (maps: `payload_size`, `payload` as bytes, then the fields present).
+    /// The application messages (maps: `payload_size`, `payload` as bytes, then the fields present); of a batch,
+    /// at most `max_batch_entries`.
     pub messages: Vec<Value>,
+    /// When `messages` lists fewer than the frame carries (an encrypted batch, whose entries cannot be read; a
+    /// batch beyond `max_batch_entries`): the whole's count and bytes, the record's `messages_summary`.
+    pub messages_whole: Option<Box<Value>>,
     /// A batch not split yet (a `Depth::BatchesLater` or `Brief` decode): its messages are `messages_split`'s.
     pub batch_later: Option<Box<BatchLater>>,
     /// The decoded PulsarMarkers message.
@@ -97,9 +101,18 @@ impl PayloadSection {
         }
     }
 
-    /// How many messages the section holds (also those of a batch not split yet).
+    /// How many messages the section lists (also those of a batch not split yet): what writing them costs.
     pub fn message_count(&self) -> usize {
-        self.batch_later.as_ref().map_or(self.messages.len(), |batch| batch.entries)
+        self.batch_later.as_ref().map_or(self.messages.len(), |batch| batch.kept)
+    }
+
+    /// The count and bytes of every message the frame carries when its messages list fewer (`messages_whole`,
+    /// or a batch kept whole beyond `max_batch_entries`); None: they list them all.
+    pub fn whole_summary(&self) -> Option<&Value> {
+        match &self.batch_later {
+            Some(batch) => (batch.kept < batch.entries).then_some(&batch.summary),
+            None => self.messages_whole.as_deref(),
+        }
     }
 }
 
@@ -109,7 +122,7 @@ impl PayloadSection {
         PayloadFacts {
             // (a batch kept whole: its count and bytes)
             messages: self.batch_later.is_none().then_some(self.messages.as_slice()),
-            summary: self.batch_later.as_ref().map(|batch| &batch.summary),
+            summary: self.batch_later.as_ref().map(|batch| &batch.summary).or(self.messages_whole.as_deref()),
             metadata: self.metadata.as_ref(),
             checksum: Some(self.checksum.name().as_str()),
             encrypted: self.encrypted,
@@ -155,7 +168,7 @@ pub fn decode_section(
     mut pos: usize,
     damaged: bool,
     ack_set: Option<&[u64]>,
-    max_decompressed: u64,
+    caps: DecodeCaps,
     depth: Depth,
 ) -> PayloadSection {
     let brief = depth == Depth::Brief;
@@ -243,7 +256,7 @@ pub fn decode_section(
         sec.messages.push(Value::Map(msg));
         return sec;
     }
-    decode_messages(core, &mut sec, &md, payload, ack_set, max_decompressed, depth);
+    decode_messages(core, &mut sec, &md, payload, ack_set, caps, depth);
     sec
 }
 
@@ -298,7 +311,7 @@ fn decode_messages(
     md: &Parsed,
     payload: &[u8],
     ack_set: Option<&[u64]>,
-    max_decompressed: u64,
+    caps: DecodeCaps,
     depth: Depth,
 ) {
     let keep_payloads = depth != Depth::Brief;
@@ -318,15 +331,10 @@ fn decode_messages(
         // the payload (compressed, batched) is ciphertext; the metadata stays in the clear
         sec.encrypted = true;
         if md.has(schema, f.num_messages_in_batch) {
-            // one placeholder per message, so counts stay right although sizes and contents are unknown
-            for i in 0..get_i32(md, core, f.num_messages_in_batch).max(0) {
-                sec.messages.push(Value::Map(vec![
-                    entry(name!("payload_size"), Value::Null),
-                    entry(name!("payload"), Value::Null),
-                    entry(name!("batch_index"), i),
-                    entry(name!("encrypted"), true),
-                ]));
-            }
+            // its entries cannot be read: no message listed, the count it claims (never one record per claimed
+            // entry: a 400-byte capture may claim ten million), sizes unknown
+            let claimed = get_i32(md, core, f.num_messages_in_batch).max(0);
+            sec.messages_whole = Some(Box::new(whole(claimed as usize, Value::Null)));
         } else {
             let mut msg = single_message(core, md, None, payload.len());
             msg.push(entry(name!("encrypted"), true));
@@ -353,7 +361,7 @@ fn decode_messages(
         } else {
             None
         };
-        let result = codecs::decompress(compression, payload, declared, max_decompressed);
+        let result = codecs::decompress(compression, payload, declared, caps.max_decompressed);
         if result.snappy_framed {
             sec.findings.push(finding!(PulsarProblem::PayloadSnappyFramed, "bytes" => payload.len()));
         }
@@ -386,28 +394,42 @@ fn decode_messages(
                 highest = Some(highest.map_or(id as i64, |h| h.max(id as i64)));
             }
         };
-        if depth != Depth::Full {
-            let mut bytes = 0i64;
-            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, |e| {
+        // every entry is read and counted; at most max_batch_entries become messages
+        let cap = caps.max_batch_entries;
+        let mut bytes = 0i64;
+        let entries = if depth != Depth::Full {
+            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, usize::MAX, |e| {
                 bytes += e.payload.len() as i64;
                 note_sequence_id(e);
             });
             let ack_set = ack_set.map(<[u64]>::to_vec);
-            let summary = Value::Map(vec![entry(name!("count"), entries), entry(name!("bytes"), bytes)]);
             sec.batch_later = Some(Box::new(BatchLater {
                 data: data.into_owned(),
                 expected,
                 ack_set,
                 entries,
+                kept: entries.min(cap),
                 keep_payloads,
-                summary,
+                summary: whole(entries, Value::Int(bytes)),
             }));
+            entries
         } else {
             let messages = &mut sec.messages;
-            split_batch(core, &data, expected, &mut sec.findings, ack_set, |e| {
-                messages.push(Value::Map(batch_message(core, e, keep_payloads)));
+            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, usize::MAX, |e| {
+                bytes += e.payload.len() as i64;
+                if e.index < cap {
+                    messages.push(Value::Map(batch_message(core, e, keep_payloads)));
+                }
                 note_sequence_id(e);
             });
+            if entries > cap {
+                sec.messages_whole = Some(Box::new(whole(entries, Value::Int(bytes))));
+            }
+            entries
+        };
+        if entries > cap {
+            sec.findings.push(finding!(PulsarProblem::BatchEntriesTruncated,
+                "entries" => entries, "kept" => cap, "more" => entries - cap));
         }
         sec.batch_sequence_ids = Some(highest);
         return;
@@ -512,6 +534,11 @@ fn brief_metadata(core: &Core, md: &Parsed) -> Value {
     Value::Map(out)
 }
 
+/// A `messages_summary` of messages not all listed: their count and bytes (null: unknown).
+fn whole(count: usize, bytes: Value) -> Value {
+    Value::Map(vec![entry(name!("count"), count), entry(name!("bytes"), bytes)])
+}
+
 fn batch_problem(entry_index: usize, case: &'static Name, more: Map) -> Finding {
     let mut params = vec![entry(name!("entry"), entry_index), entry(name!("case"), case)];
     params.extend(more);
@@ -525,8 +552,10 @@ pub struct BatchLater {
     data: Vec<u8>,
     expected: i64,
     ack_set: Option<Vec<u64>>,
-    /// The entries the check read (the messages the split will make).
+    /// The entries the check read.
     pub entries: usize,
+    /// The first of them the split makes messages of (`max_batch_entries`).
+    pub kept: usize,
     /// Whether its messages hold their payloads (not after a brief decode).
     pub keep_payloads: bool,
     /// The record's `messages_summary` of it: count and bytes, as `records.rs: messages_summary` makes them
@@ -535,15 +564,20 @@ pub struct BatchLater {
 }
 
 impl BatchLater {
+    /// The batch's bytes it keeps (decompressed).
+    pub fn held_bytes(&self) -> usize {
+        self.data.len()
+    }
+
     /// The batch's messages, as a `Full` decode makes them (its findings were the check's).
     pub fn messages(&self) -> Vec<Value> {
         let core = crate::protocols::pulsar::core();
-        let mut messages = Vec::with_capacity(self.entries);
+        let mut messages = Vec::with_capacity(self.kept);
         self.entries(|e| messages.push(Value::Map(batch_message(core, e, self.keep_payloads))));
         messages
     }
 
-    /// Each entry of the batch, in order (its findings were the check's).
+    /// Each entry of the batch it keeps, in order (its findings were the check's).
     pub fn entries(&self, each: impl FnMut(&BatchEntry<'_>)) {
         split_batch(
             crate::protocols::pulsar::core(),
@@ -551,6 +585,7 @@ impl BatchLater {
             self.expected,
             &mut Vec::new(),
             self.ack_set.as_deref(),
+            self.kept,
             each,
         );
     }
@@ -566,13 +601,15 @@ pub struct BatchEntry<'a> {
 }
 
 /// Split a batch payload into its entries, `each` called with each; read every readable entry even when the
-/// batch is damaged, its damage in `findings`. Returns the entries read.
+/// batch is damaged, its damage in `findings`. Returns the entries read. `stop_after`: read no more entries than
+/// this (a split of a batch already checked, its findings not wanted).
 fn split_batch(
     core: &Core,
     payload: &[u8],
     expected: i64,
     findings: &mut Vec<Finding>,
     ack_set: Option<&[u64]>,
+    stop_after: usize,
     mut each: impl FnMut(&BatchEntry<'_>),
 ) -> usize {
     let schema = core.schema;
@@ -581,6 +618,9 @@ fn split_batch(
     let mut index = 0usize;
     let mut smm = Parsed::empty(); // (one for every entry)
     while pos < end {
+        if index >= stop_after {
+            return index;
+        }
         if end - pos < 4 {
             findings.push(batch_problem(index, name!("stray"), vec![entry(name!("left"), end - pos)]));
             break;

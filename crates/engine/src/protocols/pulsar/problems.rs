@@ -12,6 +12,7 @@ problems! {
         ActorClosedAgain => "actor.closed_again",
         ActorUsedAfterClose => "actor.used_after_close",
         BatchCountMismatch => "batch.count_mismatch",
+        BatchEntriesTruncated => "batch.entries_truncated",
         BatchMalformed => "batch.malformed",
         ChecksumInvalid => "checksum.invalid",
         ChunkAbandoned => "chunk.abandoned",

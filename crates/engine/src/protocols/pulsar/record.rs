@@ -50,9 +50,10 @@ pub fn section_keys<F: Front>(
         own!(merged, sink, "marker", |key| sink.put(key, Atom::Value(marker)));
     }
     if style.summary {
-        own!(merged, sink, "messages_summary", |key| match &section.batch_later {
-            Some(batch) => sink.put(key, Atom::Value(&batch.summary)),
-            None => messages_summary(sink, key, &section.messages),
+        own!(merged, sink, "messages_summary", |key| match (&section.batch_later, &section.messages_whole) {
+            (Some(batch), _) => sink.put(key, Atom::Value(&batch.summary)),
+            (None, Some(whole)) => sink.put(key, Atom::Value(whole.as_ref())),
+            (None, None) => messages_summary(sink, key, &section.messages),
         });
         return Ok(());
     }
@@ -67,6 +68,10 @@ pub fn section_keys<F: Front>(
             None => write_messages(sink, key, &section.messages, base, style.payload_bytes),
         }
     });
+    if let Some(whole) = section.whole_summary() {
+        // the messages list fewer than the frame carries: the whole's count and bytes, as a summary gives them
+        own!(merged, sink, "messages_summary", |key| sink.put(key, Atom::Value(whole)));
+    }
     Ok(())
 }
 

@@ -25,9 +25,11 @@ fn summary<'a>(payload: &PayloadFacts<'a>) -> Summary<'a> {
         ["chunk_id", "num_chunks", "uuid"].map(|key| first.get(key).unwrap_or(&NULL))
     };
     if let Some(brief) = payload.summary {
+        let bytes = brief.get("bytes").unwrap_or(&NULL);
         return Summary {
             count: Atom::Value(brief.get("count").unwrap_or(&NULL)),
-            bytes: Atom::Value(brief.get("bytes").unwrap_or(&NULL)),
+            // (null: an encrypted batch's bytes, unknown)
+            bytes: if bytes.is_null() { Atom::Str("?") } else { Atom::Value(bytes) },
             chunk: brief.get("chunk").filter(|c| c.truthy()).map(chunk_of),
         };
     }

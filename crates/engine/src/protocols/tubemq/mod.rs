@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use crate::analysis::Sessions;
 use crate::model::Decoded;
-use crate::protocols::{Body, Depth, Limits, Protocol};
+use crate::protocols::{Body, DecodeCaps, Depth, Limits, Protocol};
 use crate::schema::Schema;
 use crate::timeline::{Line, LineFacts, PayloadFacts};
 use crate::transport::splitter::Framing;
@@ -274,7 +274,7 @@ impl Protocol for TubeMq {
         Box::new(framing::TubeMqFraming)
     }
 
-    fn decode(&self, pdu: &[u8], missing: usize, _max_decompressed: u64, depth: Depth) -> Decoded {
+    fn decode(&self, pdu: &[u8], missing: usize, _caps: DecodeCaps, depth: Depth) -> Decoded {
         decode::decode(pdu, missing, depth == Depth::Brief)
     }
 
