@@ -226,40 +226,72 @@ def _held(seen) -> list[dict]:
     return [f.params for f in findings(seen) if f.id == "subscribe.exclusive_held"]
 
 
+def _held_at_end(c: Conversation) -> list[dict]:
+    return [e.details for e in c.events if e.kind == "SUBSCRIBE_HELD_AT_END"]
+
+
+HOLDER = {"topic": TOPIC, "subscription": "s", "other_conn": 1, "other_consumer_id": 0, "other_name": "holder"}
+
+
 def test_a_subscribe_refused_while_another_consumer_holds_the_subscription_exclusive_says_so():
-    c2 = Conversation()
-    exclusive = _subscribe(c2, 1, 0, name="holder", sub_type=0)
-    busy = _subscribe(c2, 2, 0, name="second", sub_type=0, time=1, answered=False)
-    c2.frame(2, TO_CLIENT, simple_frame("ERROR", request_id=100, error=5, message="Exclusive consumer is already "
-                                        "connected"), 1.01)  # ConsumerBusy
-    assert _held(exclusive) == []
-    assert _held(busy) == [{"topic": TOPIC, "subscription": "s", "type": "Exclusive", "other_conn": 1,
-                            "other_consumer_id": 0, "other_name": "holder"}]
-    # once the holder closes, the subscription is free
-    c2.frame(1, TO_BROKER, simple_frame("CLOSE_CONSUMER", consumer_id=0, request_id=300), 2)
-    assert _held(_subscribe(c2, 3, 0, name="third", sub_type=0, time=3)) == []
-
-
-def test_a_shared_subscription_and_a_refused_exclusive_hold_nothing():
     c = Conversation()
-    _subscribe(c, 1, 0, name="a", sub_type=1)  # Shared
-    assert _held(_subscribe(c, 2, 0, name="b", sub_type=1, time=1)) == []
-    c2 = Conversation()
-    _subscribe(c2, 1, 0, name="a", sub_type=0, answered=False)  # never granted: holds nothing
-    assert _held(_subscribe(c2, 2, 0, name="b", sub_type=0, time=1)) == []
-    c3 = Conversation()
-    _subscribe(c3, 1, 0, name="a", sub_type=0)
-    c3.close(1, 1)  # its connection ended: the broker let go
-    assert _held(_subscribe(c3, 2, 0, name="b", sub_type=0, time=2)) == []
+    _subscribe(c, 1, 0, name="holder", sub_type=0)  # Exclusive (subType 0; 1 is Shared)
+    busy = _subscribe(c, 2, 0, name="second", sub_type=0, time=1, answered=False)
+    refusal = c.frame(2, TO_CLIENT, simple_frame("ERROR", request_id=100, error=5,  # ConsumerBusy
+                                                 message="Exclusive consumer is already connected"), 1.01)
+    assert _held(busy) == []  # said on the answer, which tells what became of it
+    assert _held(refusal) == [{**HOLDER, "subscribe_frame": busy.frame.index, "type": "Exclusive",
+                               "error": "ConsumerBusy"}]
+    # once the holder closes, the subscription is free
+    c.frame(1, TO_BROKER, simple_frame("CLOSE_CONSUMER", consumer_id=0, request_id=300), 2)
+    _subscribe(c, 3, 0, name="third", sub_type=1, time=3, answered=False)
+    c.frame(3, TO_CLIENT, simple_frame("ERROR", request_id=100, error=5), 3.01)
+    assert sum(len(_held(f)) for f in c.frames) == 1 and _held_at_end(c) == []
 
 
-def test_shipped_subscribes_left_unanswered_behind_an_exclusive_consumer_are_flagged():
+def test_a_subscribe_left_unanswered_behind_an_exclusive_consumer_is_said_when_its_connection_ends():
+    c = Conversation()
+    _subscribe(c, 1, 0, name="holder", sub_type=0)
+    waiting = _subscribe(c, 2, 0, name="second", sub_type=1, time=1, answered=False)  # Shared: refused too
+    c.close(2, 2)
+    assert _held_at_end(c) == [{**HOLDER, "subscribe_frame": waiting.frame.index, "type": "Shared"}]
+
+
+def test_a_subscribe_the_broker_granted_or_that_no_exclusive_consumer_held_is_not_flagged():
+    c = Conversation()
+    _subscribe(c, 1, 0, name="holder", sub_type=0)
+    _subscribe(c, 2, 0, name="holder", sub_type=0, time=1)  # granted: the broker had let go of the holder unseen
+    shared = Conversation()
+    _subscribe(shared, 1, 0, name="a", sub_type=1)  # Shared holds nothing
+    _subscribe(shared, 2, 0, name="b", sub_type=1, time=1, answered=False)
+    shared.close(2, 2)
+    refused = Conversation()
+    _subscribe(refused, 1, 0, name="a", sub_type=0, answered=False)  # never granted: holds nothing
+    _subscribe(refused, 2, 0, name="b", sub_type=0, time=1, answered=False)
+    refused.close(2, 2)
+    gone = Conversation()
+    _subscribe(gone, 1, 0, name="a", sub_type=0)
+    gone.close(1, 1)  # its connection ended: the broker let go
+    _subscribe(gone, 2, 0, name="b", sub_type=0, time=2, answered=False)
+    gone.close(2, 3)
+    sought = Conversation()
+    _subscribe(sought, 1, 0, name="a", sub_type=0)
+    # the broker disconnects a subscription's consumers on a seek (the client subscribes again)
+    sought.frame(1, TO_BROKER, simple_frame("SEEK", consumer_id=0, request_id=7, message_publish_time=1), 1)
+    _subscribe(sought, 2, 0, name="a", sub_type=0, time=2, answered=False)
+    sought.close(2, 3)
+    for conversation in (c, shared, refused, gone, sought):
+        assert sum(len(_held(f)) for f in conversation.frames) == 0 and _held_at_end(conversation) == []
+
+
+def test_shipped_subscribes_left_unanswered_behind_an_exclusive_consumer_are_said():
     """11_errors: client A holds excl-sub Exclusive on c1; B (Exclusive) and C (Shared) subscribe on new
     connections, which the broker closes unanswered until their timeout."""
     recs = list(analysed_records(CAPTURES / "11_errors.pcap", Options()))
     subscribes = [r for r in recs if r.get("type") == "SUBSCRIBE" and r["command"].get("subscription") == "excl-sub"]
-    flagged = [r for r in subscribes if any(e["id"] == "subscribe.exclusive_held" for e in r.get("expert") or ())]
-    assert subscribes[0]["conn"] == 1 and subscribes[0] not in flagged
-    assert flagged and all(r["conn"] != 1 for r in flagged)
-    answered = {r["answers"] for r in recs if r.get("type") == "SUCCESS" and "answers" in r}
-    assert not any(r["index"] in answered for r in flagged)
+    held = [r for r in recs if r.get("type") == "SUBSCRIBE_HELD_AT_END"]
+    assert subscribes[0]["conn"] == 1 and len(subscribes) > 2
+    assert sorted(e["details"]["subscribe_frame"] for e in held) == [r["index"] for r in subscribes[1:]]
+    assert {(e["details"]["other_conn"], e["details"]["other_name"]) for e in held} == \
+        {(1, subscribes[0]["command"]["consumer_name"])}
+    assert {e["details"]["type"] for e in held} == {"Exclusive", "Shared"}

@@ -347,6 +347,9 @@ pub struct PulsarSession {
     consumers: OrderedMap<Ident, Consumer>,
     redirects: FastMap<Ident, u64>,          // topic -> lookups redirected
     closed: OrderedMap<(Actor, Ident), Map>, // closed actors -> their info
+    /// SUBSCRIBEs waiting for their answer while another consumer holds the subscription Exclusive: consumer id
+    /// -> `subscribe.exclusive_held`'s parameters
+    held_subscribes: OrderedMap<Ident, Map>,
     chunks: ChunkAssembler,
     drops: DropCounter,
     /// The client's version when it is one that rejects a MESSAGE without the magic number and CRC32C (which
@@ -408,6 +411,7 @@ impl PulsarSession {
             consumers: OrderedMap::new(),
             redirects: FastMap::default(),
             closed: OrderedMap::new(),
+            held_subscribes: OrderedMap::new(),
             chunks,
             drops: DropCounter::new(conn),
             needs_checksum: None,
@@ -437,7 +441,7 @@ impl PulsarSession {
         }
     }
 
-    fn new_consumer(&mut self, frame: &Frame, cmd: &Value, findings: &mut Vec<Finding>, events: &mut Vec<Event>) {
+    fn new_consumer(&mut self, frame: &Frame, cmd: &Value, events: &mut Vec<Event>) {
         let id = field_or_null(cmd, "consumer_id");
         let mut info = vec![
             entry(name!("id"), id.clone()),
@@ -453,17 +457,21 @@ impl PulsarSession {
         shared.tables.push(Rc::downgrade(&remembered));
         let resubscribed_from = shared.subscribing(self.conn, &info);
         // another consumer holds the subscription Exclusive: the broker refuses this one (ConsumerBusy) or
-        // leaves it waiting, whatever its own type
+        // leaves it unanswered, whatever its own type; said when its answer says which (a success: the broker
+        // had let go of the holder unseen)
         if let Some(((other_conn, other_id), other)) =
             shared.exclusive_holder(&(self.conn, Ident::of(Some(&id))), &info)
         {
-            findings.push(finding!(PulsarProblem::SubscribeExclusiveHeld,
-                "topic" => field_or_null(cmd, "topic"),
-                "subscription" => field_or_null(cmd, "subscription"),
-                "type" => field_or_null(cmd, "subType"),
-                "other_conn" => *other_conn,
-                "other_consumer_id" => other_id.to_value(),
-                "other_name" => map_get(other, "name").cloned().unwrap_or(Value::Null)));
+            let params = vec![
+                entry(name!("subscribe_frame"), frame.index),
+                entry(name!("topic"), field_or_null(cmd, "topic")),
+                entry(name!("subscription"), field_or_null(cmd, "subscription")),
+                entry(name!("type"), field_or_null(cmd, "subType")),
+                entry(name!("other_conn"), *other_conn),
+                entry(name!("other_consumer_id"), other_id.to_value()),
+                entry(name!("other_name"), map_get(other, "name").cloned().unwrap_or(Value::Null)),
+            ];
+            remember_bounded(&mut self.held_subscribes, Ident::of(Some(&id)), params, self.options.max_actors);
         }
         drop(shared);
         let consumer = Consumer {
@@ -512,10 +520,16 @@ impl PulsarSession {
                         "other_mode" => access_mode(&other).to_owned()));
                 }
             }
-        } else if t == "SUCCESS" && request_type == "SUBSCRIBE" {
+        } else if request_type == "SUBSCRIBE" {
             let ident = Ident::of(map_get(&request.kept, "consumer_id"));
-            if let Some(consumer) = self.consumers.get(&ident) {
-                self.shared.borrow_mut().consumer_ready((self.conn, ident), &consumer.info);
+            let held = self.held_subscribes.remove(&ident);
+            if t == "SUCCESS" {
+                if let Some(consumer) = self.consumers.get(&ident) {
+                    self.shared.borrow_mut().consumer_ready((self.conn, ident), &consumer.info);
+                }
+            } else if let (Some(mut params), "ERROR") = (held, t) {
+                params.push(entry(name!("error"), field_or_null(cmd, "error")));
+                findings.push(Finding { id: PulsarProblem::SubscribeExclusiveHeld.name(), params });
             }
         } else if t == "LOOKUP_RESPONSE"
             && request_type == "LOOKUP"
@@ -940,7 +954,7 @@ impl Session for PulsarSession {
         }
         match t {
             "PRODUCER" => self.new_producer(frame, cmd, events),
-            "SUBSCRIBE" => self.new_consumer(frame, cmd, findings, events),
+            "SUBSCRIBE" => self.new_consumer(frame, cmd, events),
             "CONNECT" => {
                 let version = field(cmd, "client_version")
                     .filter(|v| v.as_str().is_some_and(|v| CLIENTS_NEEDING_CHECKSUMS.iter().any(|c| v.starts_with(c))));
@@ -974,9 +988,13 @@ impl Session for PulsarSession {
             "ACK" => self.on_ack(cmd, notes, findings),
             "REDELIVER_UNACKNOWLEDGED_MESSAGES" => self.on_redeliver(frame, cmd, notes),
             "SEEK" => {
-                if let Some(consumer) = self.consumers.get(&Ident::of(field(cmd, "consumer_id"))) {
+                let ident = Ident::of(field(cmd, "consumer_id"));
+                if let Some(consumer) = self.consumers.get(&ident) {
                     // the subscription moves: a consumer subscribing again lands there too
                     self.seeks.insert(consumer.subscription(), frame.index);
+                    // the broker disconnects the subscription's consumers on a seek (the client subscribes
+                    // again: pulsar-client-cpp's "consumer seek, caused reconnection"): no longer a holder
+                    self.shared.borrow_mut().consumer_gone(&(self.conn, ident));
                 }
             }
             "ERROR" | "SEND_ERROR" => {
@@ -1009,6 +1027,9 @@ impl Session for PulsarSession {
             );
             event.params = vec![entry(name!("seen"), part.seen), entry(name!("num_chunks"), part.num_chunks)];
             events.push(event);
+        }
+        while let Some((_, details)) = self.held_subscribes.pop_oldest() {
+            events.push(Event::new(name!("SUBSCRIBE_HELD_AT_END"), time, packet, Some(self.conn), details));
         }
         let mut consumers = std::mem::take(&mut self.consumers);
         let idents: Vec<Ident> = consumers.keys().cloned().collect();
