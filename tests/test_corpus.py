@@ -82,10 +82,14 @@ def test_decodes_without_problems(stem):
     streams = len(m["derived_frame_census"]["streams"])
     assert kinds.pop("CONNECTION_OPENED") == kinds.pop("CONNECTION_CLOSED") == streams
     if stem == "11_errors":
-        # Subscriptions the broker refused by closing the connection, and the unsupported regex lookup.
-        assert set(kinds) == {"UNANSWERED"}
+        # Subscriptions the broker refused by closing the connection, and the unsupported regex lookup; those to
+        # the subscription client A held Exclusive are said so too.
+        assert set(kinds) == {"UNANSWERED", "SUBSCRIBE_HELD_AT_END"}
         unanswered = {e["details"]["request_type"] for e in events(stem) if e["type"] == "UNANSWERED"}
         assert unanswered == {"SUBSCRIBE", "GET_TOPICS_OF_NAMESPACE"}
+        held = {e["details"]["subscribe_frame"] for e in events(stem) if e["type"] == "SUBSCRIBE_HELD_AT_END"}
+        assert held and held < {e["details"]["request"] for e in events(stem)
+                                if e["type"] == "UNANSWERED" and e["details"]["request_type"] == "SUBSCRIBE"}
     else:
         assert kinds == Counter()
 

@@ -112,6 +112,10 @@ PARITY = ["02_batching_props_keys.pcap", "04_chunking.pcap.gz", "11_errors.pcap"
           "09_failover.pcap", "tubemq/tubemq_consumer_broker.pcap", "tubemq/tubemq_producer_broker.pcap"]
 
 
+# what a partition finds only when it holds every connection involved (another connection's Exclusive consumer)
+SPANS_CONNECTIONS = {"SUBSCRIBE_HELD_AT_END"}
+
+
 def _assert_summary_is_stats(summary: dict, path) -> None:
     """The summary, merged from the decoding tasks' statistics (no table read again), against `stats --json`
     of the same capture: what both tell is equal; the latencies exactly while `exact`."""
@@ -175,10 +179,12 @@ def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
     problems = _table(tmp_path, "problems")
     got_found = sorted((i, f) for i, f in zip(problems["id"], problems["frame"]) if f is not None)
     assert got_found == want_found
-    # and the events of a severity worse than a note
-    want_events = sorted(r["type"] for r in want if "index" not in r and r.get("severity") in ("warning", "error"))
+    # and the events of a severity worse than a note (but those that span connections, which a partition finds
+    # only when it holds every connection involved: docs/SPARK.md)
+    want_events = sorted(r["type"] for r in want if "index" not in r and r.get("severity") in ("warning", "error")
+                         and r["type"] not in SPANS_CONNECTIONS)
     got_events = sorted(i for i, f, file in zip(problems["id"], problems["frame"], problems["file"])
-                        if f is None and file is None)
+                        if f is None and file is None and i not in SPANS_CONNECTIONS)
     assert got_events == want_events
 
 

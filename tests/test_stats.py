@@ -132,7 +132,9 @@ def test_latency_per_connection_follows_each_connection_and_adds_up(stem):
     expected_by_conn = {}
     for client, stream in streams.items():
         asked, told = stream["client_to_broker"]["by_type"], stream["broker_to_client"]["by_type"]
-        got = {t: v["count"] for t, v in conns[client]["latency_ms"].items()}
+        got = Counter()  # a request answered, whether served or refused (REQUEST→ERROR_ANSWER is apart)
+        for t, v in conns[client]["latency_ms"].items():
+            got[t.split("→")[0]] += v["count"]
         expected = {}
         for request, answers in ANSWERS.items():
             n = asked.get(request, 0)
@@ -162,8 +164,12 @@ def test_send_latency_per_connection_follows_the_resends():
     data = stats_of("11b_send_error_too_big")
     conns = sorted(data["connections"], key=lambda c: c["first_time"])
     sends = [c["latency_ms"].get("SEND", {}).get("count", 0) for c in conns]
-    assert sends == [len(fits) + len(too_big)] + [len(too_big)] * (n - 1)
-    assert data["latency_ms"]["SEND"]["count"] == sum(sends) == len(fits) + n * len(too_big)
+    refused = [c["latency_ms"].get("SEND→SEND_ERROR", {}).get("count", 0) for c in conns]
+    # the SEND latency is the receipts'; the SEND_ERRORs' apart
+    assert sends == [len(fits)] + [0] * (n - 1)
+    assert refused == [len(too_big)] * n
+    assert data["latency_ms"]["SEND"]["count"] == sum(sends) == len(fits)
+    assert data["latency_ms"]["SEND→SEND_ERROR"]["count"] == sum(refused) == n * len(too_big)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

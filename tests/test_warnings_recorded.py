@@ -480,6 +480,11 @@ def test_each_repeated_delivery_is_a_redelivered_note(redelivery):
         assert p["delivery"] == k[mid]
         assert p["first_frame"] == by_id[mid][0]["index"]
         assert p["redelivery_count"] == r["redelivery_count"]
+        # the client's negative ack asked for it: a REDELIVER naming it (the same command an ack timeout sends)
+        assert p["cause"] == "redeliver_request"
+        asking = next(f for f in redelivery.frames if f["index"] == p["cause_frame"])
+        assert asking["type"] == "REDELIVER_UNACKNOWLEDGED_MESSAGES"
+        assert mid in {entry(i) for i in asking["command"]["message_ids"]}
     notes = sum(len(params(f, "message.redelivered")) for f in redelivery.frames)
     assert notes == sum(n - 1 for n in Counter(tuple(r["id"]) for r in received).values())
 

@@ -2,7 +2,8 @@
 
 SEND → SEND_RECEIPT (joined by the analysis: the receipt ``answers`` its SEND; publish latency), the receipt's
 message id → every MESSAGE that delivers that entry (to any consumer, any subscription, any connection;
-``redelivery_count``), and each delivery → the ACK that acknowledges it (the analysis lists the MESSAGE frames
+``redelivery_count``; a followed message also keeps the REDELIVER_UNACKNOWLEDGED_MESSAGES that asked for it
+again), and each delivery → the ACK that acknowledges it (the analysis lists the MESSAGE frames
 an ACK covers in ``acks``, cumulative acks included; a batch-index ack's ``ack_set`` says which entries of the
 batch it covers). A journey is keyed by (topic, ledger id, entry id): ledger ids are per topic, so the same
 ``L:E`` may name a message on each of several topics.
@@ -222,6 +223,8 @@ class JourneyTracker:
             self._message(rec)
         elif kind == "ACK":
             self._ack(rec)
+        elif kind == "REDELIVER_UNACKNOWLEDGED_MESSAGES":
+            self._redeliver(rec)
 
     def finish(self) -> None:
         while self.open:
@@ -301,6 +304,19 @@ class JourneyTracker:
             else:
                 journey.acks_dropped += 1
             self._keep(journey, rec)
+
+    def _redeliver(self, rec: dict) -> None:
+        """A consumer asks for messages again (a negative ack, an ack timeout, or every unacknowledged one): the
+        frame joins the journeys of the messages it names, and of the deliveries the analysis says it hands
+        back (``redelivers``: a request naming none hands back every unacknowledged one)."""
+        topic = (rec.get("consumer") or {}).get("topic")
+        keys = {(topic, *ids) for ids in map(_wire_id, (rec.get("command") or {}).get("message_ids") or ())
+                if ids is not None}
+        keys.update(known[0] for known in map(self.deliveries.get, rec.get("redelivers") or ()) if known)
+        for key in keys:
+            journey = self.open.get(key)
+            if journey is not None:
+                self._keep(journey, rec)
 
     # ------------------------------------------------------------------ bookkeeping
 

@@ -16,6 +16,7 @@ from ..problems import NOTE, SEVERITIES, WARNING
 
 EVIDENCE = 10  # offending records kept per rule; the rest are counted
 ACK_MEMORY = 1_000_000  # MESSAGE frames awaiting their ACK remembered by all-acked
+ERROR_ANSWERS = ("ERROR", "SEND_ERROR")  # a request refused: its latency is not the request's (no-errors counts it)
 
 
 @dataclass
@@ -162,7 +163,7 @@ class NoErrors(Rule):
         self.errors = set(errors or ())
 
     def add(self, rec: dict) -> None:
-        if rec.get("type") in ("ERROR", "SEND_ERROR") and "index" in rec:
+        if rec.get("type") in ERROR_ANSWERS and "index" in rec:
             if not self.errors or rec["command"].get("error") in self.errors:
                 self.offend(rec)
 
@@ -205,10 +206,14 @@ class Latency(Rule):
         super().__init__(name)
         self.request_type, self.q, self.bound_ms, self.inclusive = request_type, q, bound_ms, inclusive
         self.latencies = Latencies()
+        self.refused = 0  # requests answered by an error (SEND→SEND_ERROR): counted apart, not in the percentile
         self.slowest: list[dict] = []  # the slowest responses, for evidence
 
     def add(self, rec: dict) -> None:
         if rec.get("request_type") == self.request_type and "latency_ms" in rec:
+            if rec.get("type") in ERROR_ANSWERS:
+                self.refused += 1
+                return
             self.latencies.add(rec["latency_ms"])
             self.slowest.append(rec)
             if len(self.slowest) > 2 * EVIDENCE:
@@ -217,13 +222,14 @@ class Latency(Rule):
 
     def verdict(self) -> Verdict:
         values = sorted(self.latencies.items)
+        refused = f" ({self.refused} answered by an error, not counted)" if self.refused else ""
         if not values:
-            return Verdict(False, f"no {self.request_type} was answered: no latency to check")
+            return Verdict(False, f"no {self.request_type} was answered{refused}: no latency to check")
         value = percentile(values, self.q)
         ok = value <= self.bound_ms if self.inclusive else value < self.bound_ms
         op = "<=" if self.inclusive else "<"
-        detail = (f"{self.request_type} p{self.q:g} is {value:.3f} ms over {self.latencies.count} response(s), "
-                  f"expected {op} {self.bound_ms:g} ms")
+        detail = (f"{self.request_type} p{self.q:g} is {value:.3f} ms over {self.latencies.count} response(s)"
+                  f"{refused}, expected {op} {self.bound_ms:g} ms")
         evidence = [] if ok else sorted(self.slowest, key=lambda r: -r["latency_ms"])[:EVIDENCE]
         return Verdict(ok, detail, evidence)
 

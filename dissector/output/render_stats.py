@@ -31,12 +31,12 @@ def _fmt(value, column: str = "") -> str:
 
 # Fixed decimals, so that a column lines up: latencies in ms to the microsecond, as the timeline shows them.
 _DECIMALS = {"p50": 3, "p90": 3, "p99": 3, "max": 3, "mean": 3, "avg": 1, "ratio": 2}
-_NUMERIC = {"msgs", "acc", "rej", "dup", "acked", "drop", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks",
+_NUMERIC = {"msgs", "acc", "rej", "dup", "acked", "unacked", "drop", "bytes", "wire", "batches", "avg", "ratio", "rcpt", "acks",
             "permits", "redeliv", "frames →/←",
             "bytes →/←", "problems", "conn", "count", "p50", "p90", "p99", "max", "mean"}
 # Columns of words that may wrap between words on a narrow terminal (never inside a word); every other value is
 # kept whole on one line: an address, a number, an error name. Plain output never wraps anything.
-_WRAP = {"producer", "consumer", "subscription", "request", "what"}
+_WRAP = {"producer", "consumer", "request", "what"}
 _MIN_WIDTH = {"producer": 12, "consumer": 12}
 _GAP = 2  # columns between two columns
 
@@ -148,25 +148,39 @@ def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> 
         say(Text(f"  sent {t['messages_sent']:,} messages ({t['bytes_sent']:,} B"
                  + (f"; {', '.join(answers)}" if answers and t.get("messages_rejected") else "") + "), "
                  f"received {t['messages_received']:,} messages ({t['bytes_received']:,} B)"))
+        if t.get("msgRateIn") is not None:  # pulsar-admin's names, over the capture's duration
+            say(Text(f"  msgRateIn {t['msgRateIn']:,.3f}/s ({t['msgThroughputIn']:,.1f} B/s), "
+                     f"msgRateOut {t['msgRateOut']:,.3f}/s ({t['msgThroughputOut']:,.1f} B/s) "
+                     f"over {t['rate_window_s']:.3f} s", style="dim"))
         producers = [p for p in data["producers"] if p.get("topic") == topic]
         if producers:
             console.print()
             table(None, ["producer", "msgs", "acc", "rej", "bytes", "avg", "codec", "ratio", "errors"],
                   [[_actor_name(p), p["messages"], p["messages_accepted"], p["messages_rejected"], p["payload_bytes"],
                     p["avg_batch_size"], ",".join(p["compression"]) or "-", p["compression_ratio"], p["errors"]]
-                   for p in producers])
+                   for p in producers]
+                  # a producer back on another connection: its total over all of them
+                  + [[f"{safe(p['name'], 24)} (total, {p['connections']} conns)", p["messages"],
+                      p["messages_accepted"], p["messages_rejected"], p["payload_bytes"], None, "-", None, p["errors"]]
+                     for p in data.get("producer_totals", []) if p.get("topic") == topic])
         consumers = [c for c in data["consumers"] if c.get("topic") == topic]
-        if consumers:
+        # consumers under their subscription (as pulsar-admin's topic stats group them): a subscription's name
+        # and type are a heading, not a column, so the table keeps to 80 columns with its unacked count
+        subscriptions: dict[tuple, list[dict]] = {}
+        for c in consumers:
+            subscriptions.setdefault((c.get("subscription"), c.get("type")), []).append(c)
+        for (subscription, kind), members in subscriptions.items():
             console.print()
-            # messages a client acknowledged with a validation_error, dropped unread: a column only when any;
-            # the subscription's type beside its name (a column of words, folded on a narrow terminal)
-            dropped = any(c.get("messages_discarded") for c in consumers)
-            table(None, ["consumer", "subscription", "msgs", "dup", "acked"] + (["drop"] if dropped else [])
+            say(Text("  subscription ") + Text(safe(subscription or "?", 200), style="bold")
+                + Text(f" ({safe(kind or '?', 40)})"))
+            # messages a client acknowledged with a validation_error, dropped unread: a column only when any
+            dropped = any(c.get("messages_discarded") for c in members)
+            table(None, ["consumer", "msgs", "dup", "acked", "unacked"] + (["drop"] if dropped else [])
                   + ["bytes", "permits"],
-                  [[_actor_name(c), f"{safe(c.get('subscription') or '?', 60)} ({c.get('type') or '?'})",
-                    c["messages"], c["messages_duplicate"], c["messages_acked"]]
+                  [[_actor_name(c), c["messages"], c["messages_duplicate"], c["messages_acked"],
+                    c["messages_unacked"]]
                    + ([c["messages_discarded"]] if dropped else []) + [c["payload_bytes"], c["permits_granted"]]
-                   for c in consumers])
+                   for c in members])
     for c in data.get("clients", []):  # TubeMQ's clients, by client id (long: a line each, not a column)
         console.print()
         title = Text("TubeMQ client ", style="bold") + Text(safe(c["client_id"], 200), style="bold cyan")
@@ -184,6 +198,8 @@ def render_stats(data: dict, console: Console, *, plain: bool | None = None) -> 
         senders = [p for p in data["producers"] if p.get("send_latency_ms")]
         if len(senders) > 1:  # publish latency of each producer
             rows += [[f"SEND {_actor_name(p)}", p["send_latency_ms"]] for p in senders]
+            rows += [[f"SEND→SEND_ERROR {_actor_name(p)}", p["send_error_latency_ms"]] for p in senders
+                     if p.get("send_error_latency_ms")]
         console.print()
         table("Latency by request type (ms)", ["request", "count", "p50", "p90", "p99", "max", "mean"],
               [[k, v["count"], v["p50"], v["p90"], v["p99"], v["max"], v["mean"]] for k, v in rows])

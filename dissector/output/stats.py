@@ -4,6 +4,11 @@ Consumes records (the JSON contract, summary or full) one at a time and keeps on
 latency samples, so it runs in one pass beside any other output, and the same figures can be recomputed
 from saved JSON Lines. ``result()`` returns plain data (the JSON of ``pulsar-dissect stats --json``);
 rendering lives elsewhere.
+
+Message rates per topic use pulsar-admin's names (``msgRateIn`` / ``msgRateOut`` in messages per second,
+``msgThroughputIn`` / ``msgThroughputOut`` in bytes per second) over the capture's duration, first frame to
+last (``rate_window_s`` beside them; null rates when it is 0 s). Latency is kept per request type and, apart,
+per request type answered by an error (``SEND→SEND_ERROR``): a refusal's time is not a publish's.
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ class StatsCollector:
     def result(self) -> dict[str, Any]:
         s = self.core.state()
         duration = (s["last_time"] - s["first_time"]) if s["first_time"] is not None else 0.0
+        producers = [_actor_out(a, producer=True) for a in s["producers"]]
         return {
             "frames": s["frames"],
             "duration_s": round(duration, 6),
@@ -102,8 +108,10 @@ class StatsCollector:
             "connections": [_conn_out(c) for c in s["connections"]],
             # connections forgotten beyond Options.max_stats_connections (closed ones first)
             **({"connections_dropped": s["connections_dropped"]} if s["connections_dropped"] else {}),
-            "topics": s["topics"],
-            "producers": [_actor_out(a, producer=True) for a in s["producers"]],
+            "topics": {name: _topic_out(t, duration) for name, t in s["topics"].items()},
+            "producers": producers,
+            # a producer (by name, on its topic) seen on more than one connection: what it did over all of them
+            "producer_totals": _producer_totals(producers),
             "consumers": [_actor_out(a, producer=False) for a in s["consumers"]],
             # TubeMQ's clients (by client id; a consumer's group with it), when the capture holds TubeMQ
             **({"clients": s["clients"], "clients_dropped": s["clients_dropped"]} if s["clients"] else {}),
@@ -113,6 +121,45 @@ class StatsCollector:
                        for (i, sev), n in Counter(dict(s["expert"])).most_common()],
             "events": s["events"],
         }
+
+
+def _rate(amount: int, window_s: float) -> float | None:
+    """Per second over the window; None over a window of 0 s (one frame, or every frame at one instant)."""
+    return round(amount / window_s, 3) if window_s > 0 else None
+
+
+def _topic_out(t: dict, window_s: float) -> dict:
+    """A topic's figures, with its rates as pulsar-admin names them (in: published to the broker, out:
+    delivered to consumers) over the capture's duration."""
+    return {**t, "rate_window_s": round(window_s, 6),
+            "msgRateIn": _rate(t["messages_sent"], window_s), "msgThroughputIn": _rate(t["bytes_sent"], window_s),
+            "msgRateOut": _rate(t["messages_received"], window_s),
+            "msgThroughputOut": _rate(t["bytes_received"], window_s)}
+
+
+def _producer_totals(producers: list[dict]) -> list[dict]:
+    """The producers that came back on another connection (a reconnecting client keeps its producer's name):
+    one total per topic and name, in the order first seen. Unnamed producers are not joined (ids are per
+    connection)."""
+    groups: dict[tuple, list[dict]] = {}
+    for p in producers:
+        if p.get("name"):
+            groups.setdefault((p.get("topic"), p["name"]), []).append(p)
+    totals = []
+    for (topic, name), parts in groups.items():
+        conns = sorted({p["conn"] for p in parts})
+        if len(conns) < 2:
+            continue
+        errors: dict = {}
+        for p in parts:
+            for code, n in p["errors"].items():
+                errors[code] = errors.get(code, 0) + n
+        totals.append({"topic": topic, "name": name, "connections": len(conns), "conns": conns,
+                       **{key: sum(p[key] for p in parts) for key in (
+                           "frames", "messages", "payload_bytes", "receipts", "messages_accepted",
+                           "messages_rejected", "messages_unanswered")},
+                       "errors": errors})
+    return totals
 
 
 def _conn_out(c: dict) -> dict:
@@ -129,7 +176,10 @@ def _actor_out(a: dict, *, producer: bool) -> dict:
     if producer:
         out.update(receipts=a["receipts"], batches=a["batches"], messages_accepted=a["accepted"],
                    messages_rejected=a["rejected"], messages_unanswered=a["unanswered"],
+                   # SEND→SEND_RECEIPT; SEND→SEND_ERROR apart
                    send_latency_ms=latency_summary(a["send_latency"]) if a["send_latency"] is not None else None,
+                   send_error_latency_ms=(latency_summary(a["send_error_latency"])
+                                          if a["send_error_latency"] is not None else None),
                    avg_batch_size=round(a["batched_messages"] / a["batches"], 1) if a["batches"] else None,
                    compression=a["compression"],
                    compression_ratio=(round(a["compressed_plain"] / a["compressed_wire"], 2)

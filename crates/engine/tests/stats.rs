@@ -229,6 +229,31 @@ fn latency_is_kept_by_request_type_per_capture_and_connection() {
     assert_eq!(s.plot.seen, 5);
 }
 
+#[test]
+fn a_request_refused_keeps_its_latency_apart() {
+    let mut s = stats();
+    let info = producer_info(5, "t", Some("p"));
+    let answer = |index: i64, kind: &str, latency: f64| {
+        let fields = [
+            ("producer", info.clone()),
+            ("latency_ms", Value::Float(latency)),
+            ("request_type", st("SEND")),
+            ("command", obj(&[("error", st("NotAllowedError"))])),
+        ];
+        frame(index, 1.0, kind, 1, "to_client", &fields)
+    };
+    s.add(&answer(1, "SEND_RECEIPT", 5.0));
+    s.add(&answer(2, "SEND_ERROR", 0.5));
+    s.add(&answer(3, "SEND_ERROR", 0.7));
+    let kinds: Vec<(&str, u64)> = s.latency.entries.iter().map(|(k, l)| (k.as_str(), l.sample.seen)).collect();
+    assert_eq!(kinds, [("SEND", 1), ("SEND→SEND_ERROR", 2)]);
+    assert_eq!(s.conns.get(&1).unwrap().latency.entries.len(), 2);
+    let p = s.producers.get(&(1, 5)).unwrap();
+    assert_eq!(p.send_latency.as_ref().map(|l| l.max), Some(Some(5.0)));
+    assert_eq!(p.send_error_latency.as_ref().map(|l| l.sample.seen), Some(2));
+    assert_eq!(s.plot.seen, 3, "the plot keeps every answer (marked when an error)");
+}
+
 // -------------------------------------------------------------------------------------- producers, topics
 
 fn send(index: i64, time: f64, info: &Value, messages: i64, bytes: i64) -> Map {
@@ -716,7 +741,10 @@ fn only_an_error_answer_is_marked_in_the_latency_plot_and_only_a_publish_is_a_se
     let marked: Vec<(String, bool)> = s.plot.items.iter().map(|(_, kind, _, error)| (kind.clone(), *error)).collect();
     let expected = [("SEND", true), ("SEND", false), ("PRODUCER", false), ("SEND", false)];
     assert_eq!(marked, expected.map(|(k, e)| (k.to_owned(), e)));
-    assert_eq!(s.producers.get(&(1, 1)).unwrap().send_latency.as_ref().unwrap().sample.seen, 2);
+    // the receipt is a send latency, the refusal a send error's
+    let producer = s.producers.get(&(1, 1)).unwrap();
+    assert_eq!(producer.send_latency.as_ref().unwrap().sample.seen, 1);
+    assert_eq!(producer.send_error_latency.as_ref().unwrap().sample.seen, 1);
 }
 
 // ---------------------------------------------------------------------------------------- the sampling

@@ -67,6 +67,10 @@ fn actor_to_py<'py>(py: Python<'py>, conn: i64, a: &Actor) -> PyResult<Bound<'py
         Some(lat) => d.set_item("send_latency", latencies_to_py(py, lat)?)?,
         None => d.set_item("send_latency", py.None())?,
     }
+    match &a.send_error_latency {
+        Some(lat) => d.set_item("send_error_latency", latencies_to_py(py, lat)?)?,
+        None => d.set_item("send_error_latency", py.None())?,
+    }
     d.set_item("compression", counts_to_py(py, &a.compression)?)?;
     d.set_item("errors", counts_to_py(py, &a.errors)?)?;
     // what compressed chunked messages wait for their last chunk (oldest first), for tests of the bound

@@ -90,7 +90,7 @@ _SPECS = [
     _request("SUBSCRIBE", timeline=(_REQ, _CONS, ("topic", "topic"), ("sub", "subscription"), ("type", "subType"),
                                     ("name", "consumer_name"), ("initial", "initialPosition"),
                                     ("start", "start_message_id"), ("durable", "durable"), ("schema", "schema.type")),
-             creates="consumer"),
+             remember=("consumer_id",), creates="consumer"),  # its SUCCESS: an Exclusive consumer holds it
     _request("UNSUBSCRIBE", remember=("consumer_id",), **_CONSUMER),  # its SUCCESS closes the consumer
     _request("CLOSE_CONSUMER", ANY, (_REQ, _CONS), **_CONSUMER),
     _request("SEEK", timeline=(_REQ, _CONS, ("id", "message_id"), ("time", "message_publish_time", "date_ms")),

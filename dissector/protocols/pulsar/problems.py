@@ -121,7 +121,12 @@ register("sequence.gap", NOTE, lambda p: f"sequence_id jumps from {p['previous']
          f"({p['first'] - p['previous'] - 1} not sent on this connection)")
 register("message.redelivered", NOTE, Pieces("message {ledger}:{entry} delivered again",
                                              ("present", "first_frame", " (delivery {delivery}, first in frame {first_frame})"),
-                                             ("truthy", "redelivery_count", ", redelivery_count {redelivery_count}")))
+                                             ("truthy", "redelivery_count", ", redelivery_count {redelivery_count}"),
+                                             # what asked for it (a negative ack and an ack timeout send the same
+                                             # REDELIVER: the wire cannot tell them apart)
+                                             ("present", "cause", "; cause {cause}"),
+                                             ("present", "cause_frame", " (frame {cause_frame})"),
+                                             ("present", "cause_conn", " (subscribed before on c{cause_conn})")))
 register("REDELIVERED", WARNING, lambda p: f"{p['more_messages']} more message(s) delivered more than once to "
          f"consumer {_actor(p.get('name'), p['consumer_id'])} ({p['count']} deliveries; max_redelivered_reported)"
          if "more_messages" in p else
@@ -133,6 +138,17 @@ register("REDELIVERED", WARNING, lambda p: f"{p['more_messages']} more message(s
 register("producer.exclusive_conflict", WARNING, lambda p: f"{p['mode']} producer on {p['topic']} while producer "
          f"{_actor(p.get('other_name'), p['other_producer_id'])} ({p['other_mode']}, connection c{p['other_conn']}) "
          "still holds it")
+def _held(p: dict) -> str:
+    return (f"SUBSCRIBE (frame {p['subscribe_frame']}, {p['type']}) to {p['subscription']} on {p['topic']} while "
+            f"consumer {_actor(p.get('other_name'), p['other_consumer_id'])} on c{p['other_conn']} holds it Exclusive")
+
+
+register("subscribe.exclusive_held", WARNING, lambda p: _held(p) + f": refused ({p['error']})",
+         "the broker refused a SUBSCRIBE, of any type, to a subscription another consumer holds Exclusive (its "
+         "SUBSCRIBE succeeded; it has neither closed, nor sought, nor lost its connection)")
+register("SUBSCRIBE_HELD_AT_END", WARNING, lambda p: _held(p) + ": never answered",
+         "a SUBSCRIBE to a subscription another consumer held Exclusive got no answer before its connection ended "
+         "(subscribe.exclusive_held, unanswered: a broker may close the connection instead of refusing)")
 register("flow.overrun", WARNING, lambda p: "broker pushed a MESSAGE to consumer "
          + _actor(p.get("name"), p["consumer_id"]) + " with no permits left")
 register("lookup.redirect_loop", WARNING, "lookup of {topic} redirected {limit} times on this connection")

@@ -234,7 +234,9 @@ pub struct Actor {
     pub chunk_frames_pending: usize,
     pub errors: Counts<String>,
     pub receipts: i64,
+    /// publishes accepted: their latency (publish to acceptance); refused ones apart (publish to refusal)
     pub send_latency: Option<Latencies>,
+    pub send_error_latency: Option<Latencies>,
     /// publishes waiting for their answer: frame index -> messages
     waiting: OrderedMap<i64, i64>,
     pub accepted: i64,
@@ -270,6 +272,7 @@ impl Actor {
             errors: Counts::default(),
             receipts: 0,
             send_latency: None,
+            send_error_latency: None,
             waiting: OrderedMap::new(),
             accepted: 0,
             rejected: 0,
@@ -356,6 +359,11 @@ fn chunk_uuid(rec: &Map) -> Option<String> {
     } else {
         None
     }
+}
+
+/// The latency table's key for a request answered by an error: the request and the answer (`SEND→SEND_ERROR`).
+pub fn refused_kind(request_type: &str, answer_type: &str) -> String {
+    format!("{request_type}→{answer_type}")
 }
 
 /// (messages, application bytes) of a record carrying messages.
@@ -645,15 +653,19 @@ impl Stats {
             let request_type =
                 get(rec, "request_type").filter(|v| v.truthy()).map_or(kind.to_owned(), |v| python_str(Some(v)));
             let (cap, actor_cap) = (self.latency_samples, self.actor_latency_samples);
-            self.latency.add(&request_type, latency, cap);
             let error = role.is_some_and(|(role, _)| role.answers_with_error());
+            // a request refused: its latency apart (`REQUEST→ANSWER`), so a request's percentiles are those of
+            // the requests served (a SEND_ERROR's time is not a publish's)
+            let latency_kind = if error { refused_kind(&request_type, kind) } else { request_type.clone() };
+            self.latency.add(&latency_kind, latency, cap);
             self.plot.add((time, request_type.clone(), latency, error));
-            self.conn(conn_id, time).latency.add(&request_type, latency, actor_cap);
-            // a producer's publish answered: its send latency
+            self.conn(conn_id, time).latency.add(&latency_kind, latency, actor_cap);
+            // a producer's publish answered: its send latency (accepted, or refused)
             let published = |p: &dyn Protocol| p.stats_role(&request_type) == Some(StatsRole::Publish);
             if let Some(info) = producer.filter(|_| protocol.is_some_and(published)) {
                 let actor = actor(&mut self.producers, conn_id, info, false);
-                actor.send_latency.get_or_insert_with(|| Latencies::new(actor_cap)).add(latency);
+                let sample = if error { &mut actor.send_error_latency } else { &mut actor.send_latency };
+                sample.get_or_insert_with(|| Latencies::new(actor_cap)).add(latency);
             }
         }
         if let Some(info) = producer {

@@ -285,7 +285,19 @@ impl SummaryMaker {
             }
         }
         if let Some((request_type, latency)) = frame.latency {
-            entry_of(&mut self.latency, frame.protocol, request_type).add(latency);
+            // a request refused keeps its latency apart (`REQUEST→ANSWER`), as `stats` does
+            let refused = |answer: &str| {
+                crate::protocols::of_record(frame.protocol)
+                    .and_then(|p| p.stats_role(answer))
+                    .is_some_and(crate::protocols::StatsRole::answers_with_error)
+            };
+            match (request_type, frame.kind.filter(|&answer| refused(answer))) {
+                (Some(request), Some(answer)) => {
+                    let kind = super::refused_kind(request, answer);
+                    entry_of(&mut self.latency, frame.protocol, Some(&kind)).add(latency)
+                }
+                _ => entry_of(&mut self.latency, frame.protocol, request_type).add(latency),
+            }
         }
         for (id, severity) in frame.findings {
             *entry_of(&mut self.problems, *id, *severity) += 1;
@@ -436,5 +448,25 @@ mod tests {
         assert_eq!((merged.frames, merged.connections), (2, 2));
         assert_eq!(merged.messages, vec![(group, MessageFigures { messages: 4, payload: Some(6), frames: 2 })]);
         assert_eq!(merged.problems, vec![((Some("x".into()), Some("warning".into())), 2)]);
+    }
+
+    #[test]
+    fn a_request_refused_keeps_its_latency_apart_as_stats_does() {
+        let mut maker = SummaryMaker::default();
+        for (kind, latency) in [("SEND_RECEIPT", 5.0), ("SEND_ERROR", 0.5), ("SEND_ERROR", 0.7)] {
+            maker.frame(FrameFigures {
+                protocol: Some("pulsar"),
+                kind: Some(kind),
+                conn: Some(1),
+                time: Some(1.0),
+                group: GroupOf::default(),
+                payload_sizes: &[],
+                latency: Some((Some("SEND"), latency)),
+                findings: &[],
+            });
+        }
+        let counts: Vec<(Option<String>, u64)> =
+            maker.take().latency.into_iter().map(|((_, kind), sketch)| (kind, sketch.count)).collect();
+        assert_eq!(counts, [(Some("SEND".into()), 1), (Some("SEND→SEND_ERROR".into()), 2)]);
     }
 }

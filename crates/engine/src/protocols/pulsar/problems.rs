@@ -56,6 +56,7 @@ problems! {
         SendUnknownProducer => "send.unknown_producer",
         SequenceGap => "sequence.gap",
         SequenceRegression => "sequence.regression",
+        SubscribeExclusiveHeld => "subscribe.exclusive_held",
         ServerError => "server.error",
     }
 }

@@ -85,6 +85,9 @@ struct Consumer {
     asked_all: Option<u64>,           // the last REDELIVER that asked for every unacknowledged message
     more_messages: u64, // messages repeated beyond max_redelivered_reported, and their repeated deliveries
     more_deliveries: u64,
+    /// The connection its subscription (topic, subscription and consumer name) was last subscribed on before,
+    /// when another: a message it gets again may be one the broker redelivers because the client reconnected.
+    resubscribed_from: Option<u64>,
 }
 
 impl Consumer {
@@ -117,6 +120,31 @@ impl Consumer {
     }
 }
 
+/// What made the broker deliver a message again (`message.redelivered`'s `cause`), as the wire shows it.
+#[derive(Clone, Copy)]
+enum RedeliveryCause {
+    /// A REDELIVER_UNACKNOWLEDGED_MESSAGES naming it: a negative ack or an ack timeout (the same command).
+    Request,
+    /// A REDELIVER_UNACKNOWLEDGED_MESSAGES naming no message: every unacknowledged one.
+    All,
+    /// Its subscription was subscribed again on another connection.
+    Reconnection,
+    /// Nothing in the capture says.
+    Unknown,
+}
+
+impl RedeliveryCause {
+    /// Its stable id, as the finding's `cause` carries it.
+    fn id(self) -> Value {
+        Value::Str(Text::Name(match self {
+            RedeliveryCause::Request => name!("redeliver_request"),
+            RedeliveryCause::All => name!("redeliver_all"),
+            RedeliveryCause::Reconnection => name!("reconnection"),
+            RedeliveryCause::Unknown => name!("unknown"),
+        }))
+    }
+}
+
 struct Producer {
     info: Map,
     last_sequence_id: Option<i128>,
@@ -133,6 +161,10 @@ pub struct SharedState {
     budget: usize,
     tables: Vec<Weak<RefCell<Remembered>>>, // every consumer's ids, while the consumer lives
     deliveries: u64,
+    /// (topic, subscription) -> the Exclusive consumer holding it: (connection, consumer id), its info
+    exclusive_holders: OrderedMap<(Ident, Ident), ((u64, Ident), Map)>,
+    /// (topic, subscription, consumer name) -> the connection that subscribed it last
+    subscribed_on: OrderedMap<(Ident, Ident, Ident), u64>,
 }
 
 impl SharedState {
@@ -143,6 +175,8 @@ impl SharedState {
             budget: options.max_remembered_total,
             tables: Vec::new(),
             deliveries: 0,
+            exclusive_holders: OrderedMap::new(),
+            subscribed_on: OrderedMap::new(),
         }
     }
 
@@ -215,6 +249,40 @@ impl SharedState {
         conflicts
     }
 
+    /// A SUBSCRIBE: the connection its subscription was subscribed on before, when another (a reconnection).
+    fn subscribing(&mut self, conn: u64, info: &Map) -> Option<u64> {
+        let key = (
+            Ident::of(map_get(info, "topic")),
+            Ident::of(map_get(info, "subscription")),
+            Ident::of(map_get(info, "name")),
+        );
+        let before = self.subscribed_on.get(&key).copied().filter(|&c| c != conn);
+        remember_bounded(&mut self.subscribed_on, key, conn, self.cap);
+        before
+    }
+
+    /// The Exclusive consumer holding a subscription, other than `me` (connection, consumer id).
+    fn exclusive_holder(&self, me: &(u64, Ident), info: &Map) -> Option<&((u64, Ident), Map)> {
+        let key = (Ident::of(map_get(info, "topic")), Ident::of(map_get(info, "subscription")));
+        self.exclusive_holders.get(&key).filter(|(holder, _)| holder != me)
+    }
+
+    /// A consumer's SUBSCRIBE succeeded: an Exclusive one now holds its subscription.
+    fn consumer_ready(&mut self, me: (u64, Ident), info: &Map) {
+        if map_get(info, "type").and_then(Value::as_str) == Some("Exclusive") {
+            let key = (Ident::of(map_get(info, "topic")), Ident::of(map_get(info, "subscription")));
+            remember_bounded(&mut self.exclusive_holders, key, (me, info.clone()), self.cap);
+        }
+    }
+
+    fn consumer_gone(&mut self, me: &(u64, Ident)) {
+        let held: Vec<(Ident, Ident)> =
+            self.exclusive_holders.iter().filter(|(_, (holder, _))| holder == me).map(|(k, _)| k.clone()).collect();
+        for key in held {
+            self.exclusive_holders.remove(&key);
+        }
+    }
+
     fn producer_gone(&mut self, conn: u64, ident: &Ident) {
         let topics: Vec<Ident> = self.topic_producers.keys().cloned().collect();
         for topic in topics {
@@ -228,6 +296,11 @@ impl SharedState {
     }
 
     fn connection_gone(&mut self, conn: u64) {
+        let held: Vec<(Ident, Ident)> =
+            self.exclusive_holders.iter().filter(|(_, ((c, _), _))| *c == conn).map(|(k, _)| k.clone()).collect();
+        for key in held {
+            self.exclusive_holders.remove(&key);
+        }
         let topics: Vec<Ident> = self.topic_producers.keys().cloned().collect();
         for topic in topics {
             if let Some(held) = self.topic_producers.get_mut(&topic) {
@@ -274,6 +347,9 @@ pub struct PulsarSession {
     consumers: OrderedMap<Ident, Consumer>,
     redirects: FastMap<Ident, u64>,          // topic -> lookups redirected
     closed: OrderedMap<(Actor, Ident), Map>, // closed actors -> their info
+    /// SUBSCRIBEs waiting for their answer while another consumer holds the subscription Exclusive: consumer id
+    /// -> `subscribe.exclusive_held`'s parameters
+    held_subscribes: OrderedMap<Ident, Map>,
     chunks: ChunkAssembler,
     drops: DropCounter,
     /// The client's version when it is one that rejects a MESSAGE without the magic number and CRC32C (which
@@ -335,6 +411,7 @@ impl PulsarSession {
             consumers: OrderedMap::new(),
             redirects: FastMap::default(),
             closed: OrderedMap::new(),
+            held_subscribes: OrderedMap::new(),
             chunks,
             drops: DropCounter::new(conn),
             needs_checksum: None,
@@ -376,7 +453,27 @@ impl PulsarSession {
             info.push(entry(name!("name"), name.clone()));
         }
         let remembered = Rc::new(RefCell::new(Remembered::default()));
-        self.shared.borrow_mut().tables.push(Rc::downgrade(&remembered));
+        let mut shared = self.shared.borrow_mut();
+        shared.tables.push(Rc::downgrade(&remembered));
+        let resubscribed_from = shared.subscribing(self.conn, &info);
+        // another consumer holds the subscription Exclusive: the broker refuses this one (ConsumerBusy) or
+        // leaves it unanswered, whatever its own type; said when its answer says which (a success: the broker
+        // had let go of the holder unseen)
+        if let Some(((other_conn, other_id), other)) =
+            shared.exclusive_holder(&(self.conn, Ident::of(Some(&id))), &info)
+        {
+            let params = vec![
+                entry(name!("subscribe_frame"), frame.index),
+                entry(name!("topic"), field_or_null(cmd, "topic")),
+                entry(name!("subscription"), field_or_null(cmd, "subscription")),
+                entry(name!("type"), field_or_null(cmd, "subType")),
+                entry(name!("other_conn"), *other_conn),
+                entry(name!("other_consumer_id"), other_id.to_value()),
+                entry(name!("other_name"), map_get(other, "name").cloned().unwrap_or(Value::Null)),
+            ];
+            remember_bounded(&mut self.held_subscribes, Ident::of(Some(&id)), params, self.options.max_actors);
+        }
+        drop(shared);
         let consumer = Consumer {
             id: id.clone(),
             info,
@@ -389,6 +486,7 @@ impl PulsarSession {
             asked_all: None,
             more_messages: 0,
             more_deliveries: 0,
+            resubscribed_from,
         };
         if remember_bounded(&mut self.consumers, Ident::of(Some(&id)), consumer, self.options.max_actors) {
             self.dropped(frame, name!("max_actors"), name!("consumers"), events);
@@ -421,6 +519,17 @@ impl PulsarSession {
                         "other_name" => map_get(&other, "name").cloned().unwrap_or(Value::Null),
                         "other_mode" => access_mode(&other).to_owned()));
                 }
+            }
+        } else if request_type == "SUBSCRIBE" {
+            let ident = Ident::of(map_get(&request.kept, "consumer_id"));
+            let held = self.held_subscribes.remove(&ident);
+            if t == "SUCCESS" {
+                if let Some(consumer) = self.consumers.get(&ident) {
+                    self.shared.borrow_mut().consumer_ready((self.conn, ident), &consumer.info);
+                }
+            } else if let (Some(mut params), "ERROR") = (held, t) {
+                params.push(entry(name!("error"), field_or_null(cmd, "error")));
+                findings.push(Finding { id: PulsarProblem::SubscribeExclusiveHeld.name(), params });
             }
         } else if t == "LOOKUP_RESPONSE"
             && request_type == "LOOKUP"
@@ -459,6 +568,7 @@ impl PulsarSession {
             }
             Actor::Consumer => {
                 let Some(mut consumer) = self.consumers.remove(&ident) else { return };
+                self.shared.borrow_mut().consumer_gone(&(self.conn, ident.clone()));
                 remember_bounded(&mut self.closed, (scope, ident), consumer.info.clone(), self.options.max_actors);
                 if backlog_matters && !consumer.held().is_empty() && consumer.durable {
                     let params = consumer.unacked_params(id.clone()); // the id as this frame names it
@@ -614,11 +724,17 @@ impl PulsarSession {
         let mid = entry_key(ledger, entry_id);
         let redelivery_count = int_field(cmd, "redelivery_count", 0) as i64;
         let mut asked = if consumer.asked.is_empty() { None } else { consumer.asked.remove(&mid) };
+        // what made the broker deliver it again, as far as the wire says: a REDELIVER naming it (a negative
+        // ack or an ack timeout: pulsar-client-cpp's NegativeAcksTracker and UnAckedMessageTracker send the same
+        // command, so the wire cannot tell them apart), a REDELIVER naming none (every unacknowledged message),
+        // or its subscription subscribed again on a new connection
+        let mut cause = asked.map(|_| RedeliveryCause::Request);
         let mut remembered = consumer.remembered.borrow_mut();
         if asked.is_none() {
             if let Some(asked_all) = consumer.asked_all {
                 if remembered.unacked.get(&mid).is_some_and(|&latest| latest < asked_all) {
                     asked = Some(asked_all); // unacknowledged when "all" was asked for
+                    cause = Some(RedeliveryCause::All);
                 }
             }
         }
@@ -659,6 +775,17 @@ impl PulsarSession {
                 entry(name!("first_frame"), first),
                 entry(name!("redelivery_count"), redelivery_count),
             ];
+            match (cause, asked, consumer.resubscribed_from) {
+                (Some(cause), Some(frame), _) => {
+                    params.push(entry(name!("cause"), cause.id()));
+                    params.push(entry(name!("cause_frame"), frame));
+                }
+                (_, _, Some(conn)) => {
+                    params.push(entry(name!("cause"), RedeliveryCause::Reconnection.id()));
+                    params.push(entry(name!("cause_conn"), conn));
+                }
+                _ => params.push(entry(name!("cause"), RedeliveryCause::Unknown.id())),
+            }
             if first.is_some() {
                 set_note(notes, name!("delivery"), count);
                 params.push(entry(name!("delivery"), count));
@@ -861,9 +988,13 @@ impl Session for PulsarSession {
             "ACK" => self.on_ack(cmd, notes, findings),
             "REDELIVER_UNACKNOWLEDGED_MESSAGES" => self.on_redeliver(frame, cmd, notes),
             "SEEK" => {
-                if let Some(consumer) = self.consumers.get(&Ident::of(field(cmd, "consumer_id"))) {
+                let ident = Ident::of(field(cmd, "consumer_id"));
+                if let Some(consumer) = self.consumers.get(&ident) {
                     // the subscription moves: a consumer subscribing again lands there too
                     self.seeks.insert(consumer.subscription(), frame.index);
+                    // the broker disconnects the subscription's consumers on a seek (the client subscribes
+                    // again: pulsar-client-cpp's "consumer seek, caused reconnection"): no longer a holder
+                    self.shared.borrow_mut().consumer_gone(&(self.conn, ident));
                 }
             }
             "ERROR" | "SEND_ERROR" => {
@@ -896,6 +1027,9 @@ impl Session for PulsarSession {
             );
             event.params = vec![entry(name!("seen"), part.seen), entry(name!("num_chunks"), part.num_chunks)];
             events.push(event);
+        }
+        while let Some((_, details)) = self.held_subscribes.pop_oldest() {
+            events.push(Event::new(name!("SUBSCRIBE_HELD_AT_END"), time, packet, Some(self.conn), details));
         }
         let mut consumers = std::mem::take(&mut self.consumers);
         let idents: Vec<Ident> = consumers.keys().cloned().collect();
