@@ -143,11 +143,9 @@ class TimelineOutput:
         self.max_frames = max_frames
         self.hex_dump = hex_dump and not json_out  # -x: the bytes of each frame shown, under its line
         self.renderer = None
-        no_color, force = _colours(no_color, color)
-        self.console = _Console(file=self.out, no_color=no_color or plain, highlight=False,
-                               force_terminal=False if (no_color or plain) else force)
+        self.console = _terminal_console(self.out, no_color, color, plain)
         if not json_out:
-            self.renderer = TimelineRenderer(self.console, plain=plain or no_color, absolute_time=absolute_time,
+            self.renderer = TimelineRenderer(self.console, plain=plain, absolute_time=absolute_time,
                                              details=details, show_payload=payload)
         self.write_json = json_writer(self.out)
         # The timeline shows per-message data only with --payload or --details.
@@ -586,6 +584,18 @@ def _colours(no_color: bool, color: str) -> tuple[bool, bool | None]:
     if no_color or color == "never" or (color == "auto" and os.environ.get("NO_COLOR")):
         return True, False
     return False, (True if color == "always" else None)
+
+
+def _terminal_console(out, no_color: bool, color: str, plain: bool) -> Console:
+    """The console of the timeline and the tables: colours as ``_colours`` decides, and no styles at all
+    without them. No colour is not no terminal: NO_COLOR or --no-color still folds at the terminal's width;
+    only --plain (or a pipe) writes one line per row."""
+    no_color, force = _colours(no_color, color)
+    no_color = no_color or plain
+    return _Console(file=out, no_color=no_color, highlight=False, color_system=None if no_color else "auto",
+                    force_terminal=False if plain else (None if no_color else force))
+
+
 PLAIN_OPT = typer.Option(False, "--plain", help="plain text, no colours, no wrapping (for pagers)")
 ABSOLUTE_TIME_OPT = typer.Option(False, "--absolute-time", help="UTC wall-clock times, not relative")
 DETAILS_OPT = typer.Option(False, "--details", "-V", help="every decoded field under each frame, as a tree")
@@ -1038,9 +1048,7 @@ def stats_cmd(
     elif data["frames"] or not message:  # no empty tables under the message that says why
         # plain (--plain, or not a terminal): one line per row, never a value split, wider than the terminal
         # if it must be
-        no_color, force = _colours(no_color, color)
-        render_stats(data, _Console(no_color=no_color or plain, highlight=False,
-                                   force_terminal=False if (no_color or plain) else force), plain=plain or None)
+        render_stats(data, _terminal_console(sys.stdout, no_color, color, plain), plain=plain or None)
     if plot is not None:
         _require("stats: --plot needs matplotlib", "plot", "matplotlib")
         from dissector.output.plot import plot_latency

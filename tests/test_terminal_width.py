@@ -28,6 +28,22 @@ def test_every_line_fits_80_columns(args):
     assert not too_wide, too_wide[:3]
 
 
+@pytest.mark.parametrize("args, env", [
+    (RUNS["timeline"], {"NO_COLOR": "1"}), (RUNS["stats"], {"NO_COLOR": "1"}),
+    (RUNS["timeline"] + ["--no-color"], {}), (RUNS["stats"] + ["--color", "never"], {}),
+    (["stats", "captures/11b_send_error_too_big.pcap.gz"], {"NO_COLOR": "1"})],
+    ids=["timeline-NO_COLOR", "stats-NO_COLOR", "timeline-no-color", "stats-color-never", "stats-11b-NO_COLOR"])
+def test_no_colour_still_folds_at_the_terminals_width(args, env):
+    """Without colours the output is still a terminal's: folded at 80 columns (NO_COLOR made the stats tables
+    96 columns wide and the timeline unfolded, as --plain), and no escape sequence at all."""
+    out = in_terminal(args, columns=80, **env)
+    assert b"\x1b" not in out
+    lines = visible_lines(out)
+    assert len(lines) > 3
+    too_wide = [line for line in lines if display_width(line) > 80]
+    assert not too_wide, too_wide[:3]
+
+
 def test_a_folded_problem_line_continues_under_its_text():
     lines = visible_lines(in_terminal(RS03, columns=80))
     at = next(i for i, line in enumerate(lines) if line.lstrip().startswith("⚠") and i + 1 < len(lines))

@@ -309,14 +309,15 @@ class JourneyTracker:
         """A consumer asks for messages again (a negative ack, an ack timeout, or every unacknowledged one): the
         frame joins the journeys of the messages it names, and of the deliveries the analysis says it hands
         back (``redelivers``: a request naming none hands back every unacknowledged one)."""
+        if self.wanted is None:  # only a followed message keeps frames
+            return
         topic = (rec.get("consumer") or {}).get("topic")
         keys = {(topic, *ids) for ids in map(_wire_id, (rec.get("command") or {}).get("message_ids") or ())
                 if ids is not None}
         keys.update(known[0] for known in map(self.deliveries.get, rec.get("redelivers") or ()) if known)
         for key in keys:
-            journey = self.open.get(key)
-            if journey is not None:
-                self._keep(journey, rec)
+            if key in self.open:
+                self._keep(self._touch(key), rec)
 
     # ------------------------------------------------------------------ bookkeeping
 
