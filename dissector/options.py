@@ -64,6 +64,9 @@ class Options:
     max_redelivered_reported: int = 1_000  # REDELIVERED warnings per consumer; one more line counts the rest
     max_chunked_messages: int = 256  # chunked messages being reassembled, per connection (chunk.abandoned)
     max_chunk_bytes: int = 64 * MiB  # compressed chunks held for decompression, per connection (chunk.abandoned)
+    # the same over every connection: the connection whose chunk passes it gives up its oldest message (chunk.abandoned
+    # with total_bytes): 400 connections each holding just under max_chunk_bytes held 25 GB
+    max_chunk_bytes_total: int = 128 * MiB
     redirect_loop_limit: int = 8  # lookups of one topic redirected this often on one connection: a loop
 
     # Statistics.

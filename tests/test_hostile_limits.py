@@ -18,10 +18,13 @@ The fuzz target gets this file's attacks as seeds (``tools/fuzz/core_seeds.py``)
 from __future__ import annotations
 
 import json
+import os
+import zlib
 from pathlib import Path
 
 import pytest
 
+import framebuild as fb
 import hostile_inputs as hi
 from test_hostile_transport import expert_ids, frames, records, run
 
@@ -225,6 +228,33 @@ def test_a_million_requests_or_chunks_stay_bounded(tmp_path, name, key):
     assert '"type":"PONG"' in out and '"type":"STATE_DROPPED"' in out
     ratio = _linear(tmp_path, name, key, 100_000, "--json")
     assert ratio < LINEAR_RATIO, ratio
+
+
+def test_compressed_chunks_held_over_every_connection_share_one_cap(tmp_path):
+    """Connections that each hold the first chunk of a ZLIB message (1 MiB of chunks, under the per-connection
+    max_chunk_bytes) add up past max_chunk_bytes_total: the connection whose chunk passes it gives up its message
+    (chunk.abandoned with total_bytes), the earlier ones keep theirs, and the PONG of each still decodes."""
+    from test_hostile_transport import ACK, PSH, pkt, write
+
+    data = os.urandom(1 << 20)  # incompressible: the chunk held is about its size
+    body = zlib.compress(data, 1)
+    packets = []
+    for client in range(5):
+        md = fb.metadata(sequence_id=0, uuid=f"m{client}", chunk_id=0, num_chunks_from_msg=2,
+                         total_chunk_msg_size=2 * len(body), compression=fb.ZLIB, uncompressed_size=2 * len(data))
+        stream = hi.PING + hi.PRODUCER + fb.send_frame(body, md=md, checksum=False)
+        packets += [pkt(client, 1000 + i, stream[i:i + 1400], PSH | ACK) for i in range(0, len(stream), 1400)]
+        packets.append(pkt(client, 500, hi.PONG, PSH | ACK, to_broker=False, ack=1000 + len(stream)))
+    path = write(tmp_path / "chunks.pcap", packets)
+    rc, out, err, rss, _ = run(path, "--json", "-o", f"max_chunk_bytes_total={3 * len(body) + 100}")
+    _ok(rc, err)
+    records = [json.loads(line) for line in out.splitlines()]
+    abandoned = [(r["conn"], e) for r in records for e in r.get("expert") or () if e.get("id") == "chunk.abandoned"]
+    # each connection is far under its own max_chunk_bytes (64 MiB): only the total can abandon
+    assert [conn for conn, _ in abandoned] == [4, 5]
+    assert sum(1 for r in records if r.get("type") == "PONG") == 5
+    rc, out, err, _, _ = run(path, "--json")  # the default (128 MiB) holds them all
+    assert '"chunk.abandoned"' not in out
 
 
 # ------------------------------------------------------------------------------------------ fuzz seeds

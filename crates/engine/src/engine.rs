@@ -70,6 +70,7 @@ impl Default for Settings {
                 max_redelivered_reported: 1_000,
                 max_chunked_messages: 256,
                 max_chunk_bytes: 64 << 20,
+                max_chunk_bytes_total: 128 << 20,
                 redirect_loop_limit: 8,
             },
             max_batch_entries: crate::protocols::DEFAULT_MAX_BATCH_ENTRIES,

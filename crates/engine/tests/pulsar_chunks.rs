@@ -515,6 +515,33 @@ fn compressed_chunks_held_beyond_the_byte_cap_are_abandoned() {
 }
 
 #[test]
+fn chunks_held_over_every_connection_share_one_cap() {
+    // two connections (two assemblers sharing one count), each under its own cap: the chunk that passes the cap
+    // of every connection makes its own connection give up its oldest message; a connection forgotten gives
+    // its bytes back
+    let mut rng = Rng(78);
+    let data: Vec<u8> = (0..4000).map(|_| rng.next() as u8).collect(); // incompressible
+    let compressed = compress(SNAPPY, &data);
+    let more = [("compression", int(SNAPPY)), ("uncompressed_size", uint(data.len() as u64))];
+    let frames = chunk_frames(UUID, &compressed, 1000, false, &more);
+    let held = std::rc::Rc::new(std::cell::Cell::new(0u64));
+    let mut first = ChunkAssembler::new(MIB, 100, None, Some(false), 10, 60.0).sharing(held.clone(), 3500);
+    let mut second = ChunkAssembler::new(MIB, 100, None, Some(false), 10, 60.0).sharing(held.clone(), 3500);
+    let mut findings = Vec::new();
+    feed(&mut first, &to_broker(), 1, &frames[0], 0, 0.0, &mut findings);
+    feed(&mut first, &to_broker(), 2, &frames[1], 0, 1.0, &mut findings);
+    assert_eq!((held.get(), first.kept_bytes()), (2000, 2000));
+    feed(&mut second, &to_broker(), 3, &frames[0], 0, 2.0, &mut findings);
+    assert!(findings.is_empty(), "{findings:?}");
+    feed(&mut second, &to_broker(), 4, &frames[1], 0, 3.0, &mut findings);
+    assert_eq!(finding_ids(&findings), ["chunk.abandoned"]);
+    assert_eq!(fparam(&findings, "chunk.abandoned", "total_bytes"), Some(&Value::Int(3500)));
+    assert_eq!((second.kept_bytes(), first.kept_bytes(), held.get()), (0, 2000, 2000));
+    drop(first);
+    assert_eq!(held.get(), 0);
+}
+
+#[test]
 fn the_client_model_leaves_the_send_side_to_its_own_rules() {
     // the strictest client model: seen from its start, a cache of one message, a one-second expiry; towards the
     // broker none of it applies: a replayed chunk is a duplicate, a second message in progress drops nothing,

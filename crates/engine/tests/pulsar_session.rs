@@ -36,6 +36,7 @@ fn options() -> Limits {
         max_redelivered_reported: 100,
         max_chunked_messages: 10,
         max_chunk_bytes: 1 << 20,
+        max_chunk_bytes_total: 1 << 30,
         max_decompressed: 1 << 20,
         redirect_loop_limit: 3,
     }

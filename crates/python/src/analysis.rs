@@ -118,6 +118,7 @@ fn limits(options: &Bound<'_, PyAny>) -> PyResult<Limits> {
         max_redelivered_reported: get("max_redelivered_reported")?.extract()?,
         max_chunked_messages: get("max_chunked_messages")?.extract()?,
         max_chunk_bytes: get("max_chunk_bytes")?.extract()?,
+        max_chunk_bytes_total: get("max_chunk_bytes_total")?.extract()?,
         max_decompressed: get("max_decompressed")?.extract()?,
         redirect_loop_limit: get("redirect_loop_limit")?.extract()?,
     })

@@ -76,6 +76,8 @@ _BATCH = {
 register("chunk.restarted", WARNING, "chunked message {uuid!r} restarted after {seen} of {num_chunks} chunks")
 register("chunk.abandoned", WARNING, lambda p: (
     f"more than {p['limit']} chunked messages in progress" if "limit" in p
+    else f"more than {p['total_bytes']} bytes of compressed chunks held over every connection "
+         "(max_chunk_bytes_total)" if "total_bytes" in p
     else f"more than {p['bytes']} bytes of compressed chunks held (max_chunk_bytes)")
     + f": gave up on {p['uuid']!r} after {p['seen']} of {p['num_chunks']} chunks")
 register("chunk.orphan", WARNING, lambda p: f"chunk {p['chunk_id'] + 1}/{p['num_chunks']} of {p['uuid']!r} without "

@@ -95,6 +95,8 @@ pub struct Limits {
     pub max_redelivered_reported: usize,
     pub max_chunked_messages: usize,
     pub max_chunk_bytes: u64,
+    /// The same over every connection: the connection whose chunk passes it gives up its oldest message.
+    pub max_chunk_bytes_total: u64,
     pub redirect_loop_limit: u64,
 }
 

@@ -18,6 +18,9 @@
 //! decompression hold at most `max_kept_bytes` in all (`chunk.abandoned` for the oldest beyond either). What
 //! is remembered of finished or dropped messages (to tell a duplicate from an orphan) is a few ids, capped too.
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use sha2::{Digest, Sha256};
 
 use crate::analysis::bounded::OrderedMap;
@@ -158,7 +161,9 @@ pub struct ChunkAssembler {
     max_decompressed: u64,
     max_pending: usize,
     max_kept: u64,
-    kept_bytes: u64,   // bytes of compressed chunks held, over every message in progress
+    kept_bytes: u64, // bytes of compressed chunks held, over every message in progress
+    // the bytes held over every connection's assembler and their cap (`sharing`); None: this one alone
+    total: Option<(Rc<Cell<u64>>, u64)>,
     remembered: usize, // finished messages and consumers remembered
     mid_stream: Option<bool>,
     client_max: usize,
@@ -184,6 +189,7 @@ impl ChunkAssembler {
             max_pending,
             max_kept: max_kept_bytes.unwrap_or(max_decompressed),
             kept_bytes: 0,
+            total: None,
             remembered: (4 * max_pending).max(64),
             mid_stream,
             client_max: client_max_pending,
@@ -191,8 +197,41 @@ impl ChunkAssembler {
         }
     }
 
+    /// Count the chunks held in `held` too, shared with the other connections' assemblers: past `limit` in
+    /// all, the connection whose chunk passes it gives up its oldest message (`chunk.abandoned`, `total_bytes`).
+    pub fn sharing(mut self, held: Rc<Cell<u64>>, limit: u64) -> ChunkAssembler {
+        self.total = Some((held, limit));
+        self
+    }
+
     pub fn kept_bytes(&self) -> u64 {
         self.kept_bytes
+    }
+
+    fn hold(&mut self, bytes: u64) {
+        self.kept_bytes += bytes;
+        if let Some((held, _)) = &self.total {
+            held.set(held.get() + bytes);
+        }
+    }
+
+    fn release(&mut self, bytes: u64) {
+        let bytes = bytes.min(self.kept_bytes);
+        self.kept_bytes -= bytes;
+        if let Some((held, _)) = &self.total {
+            held.set(held.get().saturating_sub(bytes));
+        }
+    }
+
+    /// The cap passed, if any: this connection's (`bytes`) or every connection's (`total_bytes`).
+    fn over_cap(&self) -> Option<(Text, Value)> {
+        if self.kept_bytes > self.max_kept {
+            return Some(entry(name!("bytes"), self.max_kept));
+        }
+        match &self.total {
+            Some((held, limit)) if held.get() > *limit => Some(entry(name!("total_bytes"), *limit)),
+            _ => None,
+        }
     }
 
     /// Feed one chunk; returns the reassembled message (uuid, payload_size, payload_sha256, chunks: frame
@@ -538,17 +577,17 @@ impl ChunkAssembler {
                 // let go of the compressed chunks held: they can never be decompressed
                 let released = part.kept_bytes() as u64;
                 part.kept = None;
-                self.kept_bytes = self.kept_bytes.saturating_sub(released);
+                self.release(released);
             }
             Some(payload) if !part.lost => {
                 part.size += payload.len() as u64;
                 match part.kept.as_mut() {
                     Some(kept) => {
                         kept.push(payload.to_vec());
-                        self.kept_bytes += payload.len() as u64;
-                        while self.kept_bytes > self.max_kept && !self.partials.is_empty() {
-                            let bytes = self.max_kept;
-                            self.abandon_oldest(findings, entry(name!("bytes"), bytes));
+                        self.hold(payload.len() as u64);
+                        while !self.partials.is_empty() {
+                            let Some(why) = self.over_cap() else { break };
+                            self.abandon_oldest(findings, why);
                         }
                         if !self.partials.contains_key(full) {
                             return false; // this very message was the oldest
@@ -565,7 +604,7 @@ impl ChunkAssembler {
     /// No longer in progress (the chunks held stay with the returned part, for `complete`).
     fn forget(&mut self, full: &MessageKey) -> Option<Partial> {
         let part = self.partials.remove(full)?;
-        self.kept_bytes = self.kept_bytes.saturating_sub(part.kept_bytes() as u64);
+        self.release(part.kept_bytes() as u64);
         if full.source.to_client() {
             if let Some(consumer) = self.consumers.get_mut(&full.source) {
                 consumer.cache.remove(&full.uuid);
@@ -645,6 +684,13 @@ impl ChunkAssembler {
 
 /// payload.decompression cases in which the client's codec fails as well (not this tool's own limits, and not
 /// an unknown codec, which the C++ client passes through as if uncompressed).
+impl Drop for ChunkAssembler {
+    /// A connection forgotten with messages in progress gives their bytes back to every connection's count.
+    fn drop(&mut self) {
+        self.release(self.kept_bytes);
+    }
+}
+
 fn client_fails_too(problem: &Problem) -> bool {
     matches!(problem, Problem::Failed { .. } | Problem::BombDeclared { .. })
 }

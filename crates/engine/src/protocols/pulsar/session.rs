@@ -5,7 +5,7 @@
 //! only Pulsar knows, as notes and findings of the frame being processed. Nothing here edits a frame, and what
 //! is remembered about an earlier frame is a few ids, never its payload.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 
 use super::chunks::{Chunk, ChunkAssembler, ChunkMetadata, ChunkSource, CLIENT_EXPIRE_S, CLIENT_MAX_PENDING};
@@ -165,6 +165,8 @@ pub struct SharedState {
     exclusive_holders: OrderedMap<(Ident, Ident), ((u64, Ident), Map)>,
     /// (topic, subscription, consumer name) -> the connection that subscribed it last
     subscribed_on: OrderedMap<(Ident, Ident, Ident), u64>,
+    /// bytes of compressed chunks held over every connection (each session's assembler adds and releases)
+    chunk_bytes: Rc<Cell<u64>>,
 }
 
 impl SharedState {
@@ -177,6 +179,7 @@ impl SharedState {
             deliveries: 0,
             exclusive_holders: OrderedMap::new(),
             subscribed_on: OrderedMap::new(),
+            chunk_bytes: Rc::new(Cell::new(0)),
         }
     }
 
@@ -400,7 +403,8 @@ impl PulsarSession {
             Some(mid_stream),
             CLIENT_MAX_PENDING,
             CLIENT_EXPIRE_S,
-        );
+        )
+        .sharing(shared.borrow().chunk_bytes.clone(), options.max_chunk_bytes_total);
         PulsarSession {
             options,
             conn,
