@@ -459,25 +459,8 @@ pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
     let room = if bytes.len() >= EXACT_ROOM_FROM { escapes_extra(bytes) + EXACT_ROOM_FROM } else { 0 };
     out.reserve(bytes.len() + 2 + room);
     out.push(b'"');
-    let (mut done, mut i) = (0, 0);
-    while i < bytes.len() {
-        // most text has nothing to escape: skip it eight bytes at a time
-        if let Some(word) = bytes.get(i..i + 8) {
-            if !may_need_escape(u64::from_le_bytes(word.try_into().unwrap_or_default())) {
-                i += 8;
-                continue;
-            }
-        }
-        let code = ESCAPE[bytes[i] as usize];
-        if code == 0 {
-            i += 1;
-            continue;
-        }
-        let run = escaped_run(code, bytes, i);
-        if run == 0 {
-            i += 1;
-            continue;
-        }
+    let mut done = 0;
+    for (i, code, run) in escape_runs(bytes) {
         out.extend_from_slice(&bytes[done..i]);
         match code {
             C1_LEAD => out.extend_from_slice(&u00(bytes[i + 1])),
@@ -489,8 +472,7 @@ pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
             b'u' => out.extend_from_slice(&u00(bytes[i])),
             letter => out.extend_from_slice(&[b'\\', letter]),
         }
-        i += run;
-        done = i;
+        done = i + run;
     }
     out.extend_from_slice(&bytes[done..]);
     out.push(b'"');
@@ -499,30 +481,41 @@ pub fn write_json_str(s: &str, out: &mut Vec<u8>) {
 /// Strings from this long are measured before they are written (`write_json_str`).
 const EXACT_ROOM_FROM: usize = 1 << 20;
 
-/// The bytes `write_json_str`'s escapes add to a string's own.
+/// The bytes `write_json_str`'s escapes add to a string's own: each escape is 6 bytes (\uXXXX) but a letter's
+/// (2).
 fn escapes_extra(bytes: &[u8]) -> usize {
-    let (mut extra, mut i) = (0, 0);
-    while i < bytes.len() {
-        if let Some(word) = bytes.get(i..i + 8) {
-            if !may_need_escape(u64::from_le_bytes(word.try_into().unwrap_or_default())) {
-                i += 8;
-                continue;
-            }
-        }
-        let code = ESCAPE[bytes[i] as usize];
-        let run = if code == 0 { 0 } else { escaped_run(code, bytes, i) };
-        if run == 0 {
-            i += 1;
-            continue;
-        }
-        // each escape is 6 bytes (\uXXXX) but a letter's (2)
-        extra += match code {
+    escape_runs(bytes)
+        .map(|(_, code, run)| match code {
             C1_LEAD | E2_LEAD | b'u' => 6 - run,
             _ => 1,
-        };
-        i += run;
-    }
-    extra
+        })
+        .sum()
+}
+
+/// The runs of bytes `write_json_str` escapes, in order: (where, its [`ESCAPE`] code, its length).
+fn escape_runs(bytes: &[u8]) -> impl Iterator<Item = (usize, u8, usize)> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            // most text has nothing to escape: skip it eight bytes at a time
+            if let Some(word) = bytes.get(i..i + 8) {
+                if !may_need_escape(u64::from_le_bytes(word.try_into().unwrap_or_default())) {
+                    i += 8;
+                    continue;
+                }
+            }
+            let code = ESCAPE[bytes[i] as usize];
+            let run = if code == 0 { 0 } else { escaped_run(code, bytes, i) };
+            if run == 0 {
+                i += 1;
+                continue;
+            }
+            let at = i;
+            i += run;
+            return Some((at, code, run));
+        }
+        None
+    })
 }
 
 /// Whether any of eight bytes may be one [`ESCAPE`] marks: a control (below 0x20), `"`, `\\`, DEL or any byte
