@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from corpus import capture_path, decoded, manifest
+from measured import run_measured
 from pcapgen import write_pcap
 from test_pipeline import _remap_port, packets
 
@@ -179,24 +180,15 @@ def test_inputs_that_are_no_capture_are_one_line_and_exit_2(tmp_path, command, w
 
 
 def _run_measured(*args: str) -> tuple[subprocess.CompletedProcess, int]:
-    """The command run, and its own peak RSS in KiB: this child's (os.wait4), not the largest of every child
-    this test process ever waited for (RUSAGE_CHILDREN: a Spark JVM of an earlier test would count)."""
+    """The command run, and its own peak RSS in KiB (``measured``: not the test process's memory, which a child
+    forked from it would start with)."""
     import tempfile
 
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        child = subprocess.Popen(CLI + list(args), stdout=out, stderr=err, text=True)
-        deadline = time.monotonic() + 120
-        while True:
-            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                child.kill()
-            time.sleep(0.05)
-        child.returncode = os.waitstatus_to_exitcode(status)
+        rc, peak_kib = run_measured(CLI + list(args), stdout=out, stderr=err, timeout=120)
         out.seek(0)
         err.seek(0)
-        return subprocess.CompletedProcess(child.args, child.returncode, out.read(), err.read()), usage.ru_maxrss
+        return subprocess.CompletedProcess(CLI + list(args), rc, out.read(), err.read()), peak_kib
 
 
 @pytest.mark.parametrize("command", COMMANDS)

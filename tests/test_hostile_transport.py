@@ -2,13 +2,12 @@
 linear, and what the reassembly gives up or ignores is said (a problem id or an event), never silent.
 
 Each capture is built here (small packets, made with ``struct`` for speed), run through the command line in a
-subprocess, and its peak RSS and time are read from that process alone (``os.wait4``).
+subprocess, and its peak RSS and time are read from that process alone (``measured.run_measured``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import pytest
 
 import framebuild as fb
 import pcapgen
+from measured import run_measured
 
 SCRIPT = Path(sys.executable).parent / "pulsar-dissect"
 RSS_BOUND_MIB = 300
@@ -48,32 +48,14 @@ def write(path: Path, packets, t0: float = 1_700_000_000.0, step: float = 1e-6) 
     return path
 
 
-# Runs the command line and reports its peak RSS: measured from a small parent of its own, because a child forked
-# from this test process would count the test's own memory (the packets it just built) as its own.
-_MEASURE = ("import os, resource, subprocess, sys\n"
-            "rc = subprocess.call(sys.argv[2:])\n"
-            "os.write(int(sys.argv[1]), str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss).encode())\n"
-            "sys.exit(rc)\n")
-
-
 def run(path: Path, *args: str, command: str | None = None) -> tuple[int, str, str, float, float]:
     """(exit code, stdout, stderr, peak RSS in MiB, seconds) of ``pulsar-dissect [command] FILE args``."""
     out_path, err_path = path.with_suffix(".out"), path.with_suffix(".err")
     argv = [str(SCRIPT), *([command] if command else []), str(path), *args]
-    read_end, write_end = os.pipe()
-    try:
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            start = time.perf_counter()
-            rc = subprocess.call([sys.executable, "-c", _MEASURE, str(write_end), *argv], stdout=out, stderr=err,
-                                 pass_fds=(write_end,))
-            seconds = time.perf_counter() - start
-        os.close(write_end)
-        write_end = -1
-        rss_kib = int(os.read(read_end, 64) or b"0")
-    finally:
-        os.close(read_end)
-        if write_end >= 0:
-            os.close(write_end)
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        start = time.perf_counter()
+        rc, rss_kib = run_measured(argv, stdout=out, stderr=err)
+        seconds = time.perf_counter() - start
     return rc, out_path.read_text(errors="replace"), err_path.read_text(errors="replace"), rss_kib / 1024, seconds
 
 
