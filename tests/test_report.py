@@ -371,6 +371,25 @@ def test_the_page_loads_and_shows_the_stats_numbers(browser, reports, tmp_path, 
         view.close()
 
 
+@pytest.mark.parametrize("width", [800, 1400])
+def test_connection_addresses_are_never_broken_across_lines(browser, reports, tmp_path, width):
+    """An address cell may not wrap inside the address (it once showed `127.0.0.1:508` over `48`): the table
+    grows a scroll bar instead, while wire strings in other cells may still break anywhere."""
+    page_text, doc = reports["09_shared.pcap"]
+    view = Page.of(browser, page_text, tmp_path)
+    try:
+        view.page.set_viewport_size({"width": width, "height": 900})
+        view.page.wait_for_timeout(100)
+        shown = view.page.eval_on_selector_all(
+            "table.grid span.addr", "els => els.map(e => [e.textContent, e.getClientRects().length])")
+        expected = [a for c in doc["summary"]["connections"] for a in (c["client"], c["broker"])]
+        assert [text for text, _ in shown] == expected
+        assert all(lines == 1 for _, lines in shown), shown
+        view.clean()
+    finally:
+        view.close()
+
+
 def test_a_filter_click_narrows_the_table(browser, reports, tmp_path):
     page_text, doc = reports["11_errors.pcap"]
     view = Page.of(browser, page_text, tmp_path)

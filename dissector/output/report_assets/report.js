@@ -149,7 +149,7 @@
 
     root.appendChild(el("h2", {}, "Connections"));
     root.appendChild(table(["conn", "client", "broker", "client version", "server version", "protocol", "frames →broker", "frames →client", "bytes →broker", "bytes →client", "problems", "ended"],
-      S.connections.map((c) => ["c" + c.conn, c.client, c.broker, c.client_version ?? "–", c.server_version ?? "–", c.protocol_version ?? "–",
+      S.connections.map((c) => ["c" + c.conn, el("span", { class: "addr" }, c.client), el("span", { class: "addr" }, c.broker), c.client_version ?? "–", c.server_version ?? "–", c.protocol_version ?? "–",
         stat(`conn.${c.conn}.frames_to_broker`, c.frames_to_broker), stat(`conn.${c.conn}.frames_to_client`, c.frames_to_client),
         count(c.bytes_to_broker), count(c.bytes_to_client), stat(`conn.${c.conn}.problems`, c.problems),
         c.closed ? `${c.closed}${c.closed_by ? " by the " + c.closed_by : ""}` : "open at the end"]), [0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 0]));
@@ -170,7 +170,7 @@
     root.appendChild(el("h2", {}, "Consumers"));
     // "dropped unread": acknowledged with a validation_error, never handed to the application
     root.appendChild(table(["consumer", "conn", "topic", "subscription", "type", "messages", "distinct", "duplicates", "acked", "dropped unread", "unacked", "redelivered frames", "permits"],
-      S.consumers.map((c) => [c.name ?? `id ${c.id}`, "c" + c.conn, el("span", { class: "mono" }, c.topic ?? "–"), c.subscription ?? "–", c.type ?? "–",
+      S.consumers.map((c) => [c.name ?? `id ${c.id}`, "c" + c.conn, el("span", { class: "mono" }, c.topic ?? "–"), c.subscription ?? "–", el("span", { class: "whole" }, c.type ?? "–"),
         stat(`consumer.${c.id}@c${c.conn}.messages`, c.messages), count(c.messages_distinct), count(c.messages_duplicate), count(c.messages_acked),
         count(c.messages_discarded ?? 0), count(c.messages_unacked), count(c.redelivered_frames), count(c.permits_granted)]), [0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1]));
 
