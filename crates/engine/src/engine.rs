@@ -14,13 +14,12 @@ use std::sync::Arc;
 use crate::analysis::table::CommandTable;
 use crate::analysis::{Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis};
 use crate::capture::Reader;
+use crate::frame_record::{build_record, RecordInput};
 use crate::model::{Decoded, Finding};
 use crate::name;
 use crate::pipeline::{DecodeSettings, Made, Pipeline, PipelineSettings, StreamNote, StreamProtocol};
 use crate::protocols::{DecodeCaps, Depth, Limits, Protocol};
-use crate::records::{
-    build_record, Expert, JsonSink, MapSink, NoFront, RecordInput, RecordStyle, SinkError, SinkResult,
-};
+use crate::records::{Expert, JsonSink, MapSink, NoFront, RecordStyle, SinkError, SinkResult};
 use crate::stats::{Stats, STATS_KEPT};
 use crate::tables::RecordTables;
 use crate::transport::net::tcp_segment;

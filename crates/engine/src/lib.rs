@@ -6,9 +6,15 @@
 //! - `transport`: network layers, TCP reassembly, the PDU splitter (which asks a protocol's `Framing`);
 //! - `protocols`: one folder per protocol behind the `Protocol` trait, and the registry that lists them;
 //! - `analysis`: request/response pairing from a command table, and the protocols' sessions;
-//! - `records`, `stats`, `timeline`: each frame's record written to a sink (JSON, Rust maps, a front end's
-//!   own), the statistics counted from records, a timeline line made from a record or a frame;
+//! - `frame_record` (with the sinks of `records`), `stats`, `timeline` (with the plain data of `line`): each
+//!   frame's record written to a sink (JSON, Rust maps, a front end's own), the statistics counted from
+//!   records, a timeline line made from a record or a frame;
 //! - `engine`: the stages composed ([`Engine`]), for Rust callers.
+//!
+//! The files are layers: no circle of `use`s between folders (`tests/module_graph.rs` checks it). The plain
+//! data every stage shares (`value`, `line`, `model`, the sinks of `records`) and the `Protocol` trait
+//! (`protocols::protocol`) lie below the protocols' folders; the registry (`protocols`) and what asks it lie
+//! above.
 //!
 //! Front ends (the Python binding, `crates/python`) declare what they own — command tables, the texts of
 //! findings — as plain data or through traits, and convert the engine's plain data into their own objects.
@@ -17,6 +23,8 @@ pub mod analysis;
 pub mod capture;
 pub mod codecs;
 pub mod engine;
+pub mod frame_record;
+pub mod line;
 pub mod model;
 mod ordered;
 pub mod pb;

@@ -1,10 +1,42 @@
 //! The plain data of the protocol boundary in Rust: what decoding one frame gives, whatever the protocol (its
-//! body is the protocol's: `protocols::Body`). They mirror the Python classes the binding turns them into
+//! body is the protocol's, seen through [`DecodedBody`]). They mirror the Python classes the binding turns them into
 //! (`dissector/model.py: Decoded`, `dissector/problems.py: Finding`) field for field.
 
+use std::any::Any;
+use std::fmt::Debug;
+
+use crate::line::PayloadFacts;
 use crate::name;
-pub use crate::protocols::Body;
 use crate::value::{write_json_array, write_json_map, JsonObject, Map, Name, Text, Value};
+
+/// What a protocol's frames carry beside their command (Pulsar's payload section, TubeMQ's RPC envelope), as
+/// the generic code sees it: the questions it asks of any body. Its record keys are written by the protocol
+/// whose body it is (`protocols::write_body_keys`, which downcasts it through `Any`).
+pub trait DecodedBody: Any + Debug + Send + Sync {
+    /// The frame's serial number, for a protocol that numbers its frames (pairing by serial).
+    fn serial(&self) -> Option<u64> {
+        None
+    }
+    /// What a timeline line shows of the body.
+    fn line_facts(&self) -> PayloadFacts<'_>;
+    /// How many messages the body holds (what writing their records costs).
+    fn message_count(&self) -> usize;
+    /// Bytes of payload the body holds beyond the frame's own (decompressed): what keeping it costs.
+    fn held_bytes(&self) -> usize;
+    /// The body in `Decoded::write_json`'s object (brief: without its messages' records).
+    fn write_json(&self, _pdu: &Decoded, _object: &mut JsonObject<'_>, _brief: bool) {}
+}
+
+/// A frame's body: the protocol's own type behind [`DecodedBody`].
+pub type Body = Box<dyn DecodedBody>;
+
+impl Decoded {
+    /// The body, when it is of the protocol's type `B`.
+    pub fn body_as<B: DecodedBody>(&self) -> Option<&B> {
+        let body: &dyn Any = self.body.as_deref()?;
+        body.downcast_ref()
+    }
+}
 
 /// One problem or observation: a registered id and the values its message is made from.
 #[derive(Clone, Debug, PartialEq)]

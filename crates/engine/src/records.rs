@@ -1,8 +1,9 @@
-//! A frame's record (the JSON Lines contract, `docs/records.schema.json`): the one description of its keys,
-//! their order and their values ([`build_record`]), written to a sink: [`JsonSink`], the record's JSON line
-//! (byte for byte what `output/jsonl.dumps` writes of the dict), [`MapSink`], Rust plain data for the
-//! engine's statistics, or a front end's own (the Python binding's dict sink, the dict every renderer,
-//! filter and `check` reads).
+//! What a frame's record (the JSON Lines contract, `docs/records.schema.json`) is written with: the sinks,
+//! [`JsonSink`], the record's JSON line (byte for byte what `output/jsonl.dumps` writes of the dict),
+//! [`MapSink`], Rust plain data for the engine's statistics, or a front end's own (the Python binding's dict
+//! sink, the dict every renderer, filter and `check` reads), and the pieces the protocols' keys are written
+//! with. The one description of the keys, their order and their values is `frame_record.rs`'s
+//! `build_record`, above the protocols; this module is below them.
 //!
 //! The keys: index, protocol, time, conn, src, dst, direction, packet, type, command, size, problems, then
 //! expert (when there are findings), first_packet (when the frame began in an earlier packet), Pulsar's
@@ -16,7 +17,6 @@
 
 use std::hash::Hasher;
 
-use crate::analysis::Frame;
 use crate::name;
 use crate::pb::b64;
 use crate::value::{text_lossless, write_json_str, Map, Name, Text, Value};
@@ -430,7 +430,7 @@ pub enum Message<F: Front> {
 }
 
 impl<F: Front> Message<F> {
-    fn atom(&self) -> SinkResult<Atom<'_, F>> {
+    pub(crate) fn atom(&self) -> SinkResult<Atom<'_, F>> {
         Ok(match self {
             Message::Front(text) => Atom::Str(F::text(text)?, Some(text)),
             Message::Owned(text) => Atom::Str(text, None),
@@ -455,25 +455,6 @@ impl<F: Front> Message<F> {
 pub struct RecordStyle {
     pub summary: bool,
     pub payload_bytes: bool,
-}
-
-/// The front end's strings of a frame's protocol, src, dst and direction, for its own sink.
-pub type RouteObjects<'a, F> = [&'a <F as Front>::Str; 4];
-
-/// A frame and what the record adds to it.
-pub struct RecordInput<'a, F: Front> {
-    pub frame: &'a Frame<'a>,
-    /// None where the front end made none (the engine's sinks need none).
-    pub route: Option<RouteObjects<'a, F>>,
-    /// The packet of the frame's first byte.
-    pub first_packet: i64,
-    /// The decoder's then the analysis' findings.
-    pub expert: &'a [Expert<F>],
-    /// A Python-declared protocol's own keys (`ProtocolSpec.record_fields`).
-    pub protocol_keys: Option<&'a Map>,
-    pub notes: &'a Map,
-    /// The frame's bytes (`Options.keep_frame_bytes`).
-    pub data: Option<&'a F::Bytes>,
 }
 
 /// The keys a frame's record holds before its notes (those `build_record` writes).
@@ -511,7 +492,7 @@ pub fn notes_replace_a_key(notes: &Map) -> bool {
 /// The keys merged over the record (a protocol's keys, then the notes), with `dict.update`'s semantics: a
 /// key already in the record keeps its place and takes the last value given for it.
 pub struct Merged<'a> {
-    layers: [&'a [(Text, Value)]; 2],
+    pub(crate) layers: [&'a [(Text, Value)]; 2],
     used: [Vec<bool>; 2],
     /// A bit per key of the layers (`key_bit`): most of the record's keys are in no layer, and are passed by
     /// one test.
@@ -526,7 +507,7 @@ fn key_bit(key: &str) -> u64 {
 }
 
 impl<'a> Merged<'a> {
-    fn new(protocol_keys: Option<&'a Map>, notes: &'a Map) -> Merged<'a> {
+    pub(crate) fn new(protocol_keys: Option<&'a Map>, notes: &'a Map) -> Merged<'a> {
         let protocol_keys = protocol_keys.map_or(&[][..], Vec::as_slice);
         let keys = protocol_keys.iter().chain(notes).fold(0, |bits, (key, _)| bits | key_bit(key.as_str()));
         Merged {
@@ -561,7 +542,7 @@ impl<'a> Merged<'a> {
     }
 
     /// The keys the record did not hold, in order: the protocol's (a note may replace them), then the notes.
-    fn rest<F: Front>(&mut self, sink: &mut impl RecordSink<F>) -> SinkResult<()> {
+    pub(crate) fn rest<F: Front>(&mut self, sink: &mut impl RecordSink<F>) -> SinkResult<()> {
         for i in 0..self.layers[0].len() {
             if self.used[0][i] {
                 continue;
@@ -596,76 +577,6 @@ macro_rules! own {
     };
 }
 pub(crate) use own;
-
-/// Write a frame's record to `sink`. Returns the number of its problems (what --strict counts).
-pub fn build_record<F: Front>(
-    sink: &mut impl RecordSink<F>,
-    input: &RecordInput<'_, F>,
-    style: RecordStyle,
-) -> SinkResult<usize> {
-    let (frame, pdu) = (input.frame, input.frame.pdu);
-    let mut merged = Merged::new(input.protocol_keys, input.notes);
-    sink.open(Key::Item, false)?;
-    own!(merged, sink, "index", |key| sink.put(key, Atom::Value(&Value::from(frame.index))));
-    own!(merged, sink, "protocol", |key| sink.put(key, Atom::Str(frame.protocol, input.route.map(|r| r[0]))));
-    own!(merged, sink, "time", |key| sink.put(key, Atom::Value(&Value::Float(frame.time))));
-    own!(merged, sink, "conn", |key| sink.put(key, Atom::Value(&Value::from(frame.conn))));
-    own!(merged, sink, "src", |key| sink.put(key, Atom::Str(frame.src, input.route.map(|r| r[1]))));
-    own!(merged, sink, "dst", |key| sink.put(key, Atom::Str(frame.dst, input.route.map(|r| r[2]))));
-    own!(merged, sink, "direction", |key| sink.put(key, Atom::Str(frame.direction, input.route.map(|r| r[3]))));
-    own!(merged, sink, "packet", |key| sink.put(key, Atom::Value(&Value::from(frame.packet))));
-    own!(merged, sink, "type", |key| sink.put(key, Atom::Text(&pdu.type_name)));
-    own!(merged, sink, "command", |key| match &pdu.command {
-        Some(command) => sink.put(key, Atom::Value(command)),
-        None => sink.put(key, Atom::EmptyMap),
-    });
-    own!(merged, sink, "size", |key| sink.put(key, Atom::Value(&Value::from(pdu.size))));
-    let note = name!("note");
-    let mut problems = input.expert.iter().filter(|e| e.severity != note).count();
-    match merged.replaced(sink, name!("problems"))? {
-        true => {
-            problems = merged
-                .layers
-                .iter()
-                .rev()
-                .find_map(|l| map_get_slice(l, "problems"))
-                .and_then(Value::as_list)
-                .map_or(0, <[Value]>::len)
-        }
-        false => {
-            sink.open(Key::Name(name!("problems")), true)?;
-            for e in input.expert.iter().filter(|e| e.severity != note) {
-                sink.put(Key::Item, e.message.atom()?)?;
-            }
-            sink.close()?;
-        }
-    }
-    if !input.expert.is_empty() {
-        own!(merged, sink, "expert", |key| -> SinkResult<()> {
-            sink.open(key, true)?;
-            for e in input.expert {
-                sink.open(Key::Item, false)?;
-                sink.put(Key::Name(name!("id")), Atom::Name(e.id))?;
-                sink.put(Key::Name(name!("severity")), Atom::Name(e.severity))?;
-                sink.put(Key::Name(name!("message")), e.message.atom()?)?;
-                sink.close()?;
-            }
-            sink.close()
-        });
-    }
-    if u64::try_from(input.first_packet).ok() != Some(frame.packet) {
-        own!(merged, sink, "first_packet", |key| sink.put(key, Atom::Value(&Value::Int(input.first_packet))));
-    }
-    if let Some(body) = &pdu.body {
-        body.write_keys(sink, &mut merged, pdu, style)?;
-    }
-    merged.rest(sink)?;
-    if let Some(data) = input.data {
-        sink.put(Key::Name(name!("frame_bytes")), Atom::Bytes(data))?;
-    }
-    sink.close()?;
-    Ok(problems)
-}
 
 pub fn map_get_slice<'m>(map: &'m [(Text, Value)], key: &str) -> Option<&'m Value> {
     map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)

@@ -565,6 +565,11 @@ pub fn count(value: Option<&Value>) -> i64 {
     }
 }
 
+/// Bytes of the `payload`s of messages decoded as maps (what keeping them costs).
+pub fn payload_bytes(messages: &[Value]) -> usize {
+    messages.iter().filter_map(|m| m.get("payload")).map(|p| p.as_bytes().map_or(0, <[u8]>::len)).sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,10 +7,11 @@ use pulsar_dissect_engine::analysis::table::{Actor, CommandSpec, CommandTable, K
 use pulsar_dissect_engine::analysis::{
     intern, map_get, Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis,
 };
+use pulsar_dissect_engine::model::Body;
 use pulsar_dissect_engine::model::Decoded;
 use pulsar_dissect_engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use pulsar_dissect_engine::protocols::pulsar::session::PulsarSessions;
-use pulsar_dissect_engine::protocols::{Body, Limits};
+use pulsar_dissect_engine::protocols::Limits;
 use pulsar_dissect_engine::value::{Map, Text, Value};
 
 const TO_BROKER: &str = "to_broker";
@@ -293,7 +294,7 @@ impl Capture {
             batch_sequence_ids: read.then_some(highest),
             ..PayloadSection::default()
         };
-        self.on_with(1, TO_BROKER, "SEND", &fields, Some(Body::Pulsar(section)))
+        self.on_with(1, TO_BROKER, "SEND", &fields, Some(Box::new(section)))
     }
 }
 
@@ -590,7 +591,9 @@ fn a_message_without_a_checksum_to_a_client_that_needs_one_is_said_once() {
         let mut c = Capture::new();
         c.client("CONNECT", &[("client_version", st(client)), ("protocol_version", Value::Int(12))]);
         c.subscribe(1, "Exclusive", true);
-        let body = || Some(Body::Pulsar(PayloadSection { checksum: Checksum::Absent, ..PayloadSection::default() }));
+        let body = || -> Option<Body> {
+            Some(Box::new(PayloadSection { checksum: Checksum::Absent, ..PayloadSection::default() }))
+        };
         let message = |c: &mut Capture, entry| {
             let fields = [("consumer_id", Value::Int(1)), ("message_id", id(7, entry))];
             c.on_with(1, TO_CLIENT, "MESSAGE", &fields, body())

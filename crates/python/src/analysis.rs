@@ -33,12 +33,13 @@ use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, O
 use engine::analysis::{
     intern as intern_name, Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis, Sessions,
 };
+use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Decoded, Finding};
 use engine::name;
 use engine::pipeline::StreamNote;
 use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::protocols::{self, Limits};
-use engine::records::{build_record, JsonSink, MapSink, RecordInput, RecordStyle, SinkResult};
+use engine::records::{JsonSink, MapSink, RecordStyle, SinkResult};
 use engine::stats::STATS_KEPT;
 use engine::transport::net::Segment;
 use engine::value::{Map, Text, Value};
@@ -376,9 +377,9 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
         findings: finding_ids(&pdu.getattr(intern!(py, "findings"))?)?,
         // a body of a protocol declared in Python that is not one of the core's means nothing to the analysis
         body: if crate::is_payload_section(&body) {
-            Some(engine::model::Body::Pulsar(section(&body)?))
+            Some(Box::new(section(&body)?))
         } else if let Ok(tube) = body.cast::<PyDict>() {
-            Some(engine::model::Body::TubeMq(crate::tube_from_py(tube)?))
+            Some(Box::new(crate::tube_from_py(tube)?))
         } else {
             None
         },

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
-use engine::model::{Body, Decoded, Finding};
+use engine::model::{Decoded, Finding};
 use engine::protocols::pulsar::core;
 use engine::protocols::pulsar::payload::PayloadSection;
 use engine::protocols::tubemq::TubeBody;
@@ -122,13 +122,13 @@ impl Classes {
     }
 
     fn decoded<'py>(&self, py: Python<'py>, d: &Decoded) -> PyResult<Bound<'py, PyAny>> {
-        let (body, section_findings) = match &d.body {
-            Some(Body::Pulsar(section)) => {
-                let (body, findings) = self.section(py, section)?;
-                (Some(body), findings)
-            }
-            Some(Body::TubeMq(tube)) => (Some(tube_to_py(py, tube)?.into_any()), Vec::new()),
-            None => (None, Vec::new()),
+        let (body, section_findings) = if let Some(section) = d.payload() {
+            let (body, findings) = self.section(py, section)?;
+            (Some(body), findings)
+        } else if let Some(tube) = d.tube() {
+            (Some(tube_to_py(py, tube)?.into_any()), Vec::new())
+        } else {
+            (None, Vec::new())
         };
         // the frame's findings end with its section's: the same objects in both lists
         debug_assert!(d.payload().is_none_or(|s| d.findings.ends_with(&s.findings)));

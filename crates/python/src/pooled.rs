@@ -14,10 +14,9 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use engine::analysis::Frame;
+use engine::frame_record::{build_record, RecordInput};
 use engine::model::Decoded;
-use engine::records::{
-    build_record, Expert, JsonSink, Message, NoFront, RecordInput, RecordSink, RecordStyle, SinkResult,
-};
+use engine::records::{Expert, JsonSink, Message, NoFront, RecordSink, RecordStyle, SinkResult};
 use engine::value::{Map, Name};
 
 /// A batch's weight at most, about the bytes its frames hold decoded: large enough that handing a batch over

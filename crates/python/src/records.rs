@@ -8,12 +8,12 @@ use std::marker::PhantomData;
 use engine::analysis::bounded::FastMap;
 use engine::analysis::intern as intern_name;
 use engine::analysis::Frame;
+use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Body, Decoded, Finding};
 use engine::name;
 use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::records::{
-    build_record, content_hash, Atom, Expert, Front, JsonSink, Key, Message, RecordInput, RecordSink, RecordStyle,
-    SinkError, SinkResult,
+    content_hash, Atom, Expert, Front, JsonSink, Key, Message, RecordSink, RecordStyle, SinkError, SinkResult,
 };
 use engine::value::{Map, Name, Text, Value};
 use pyo3::prelude::*;
@@ -334,9 +334,9 @@ impl<'py> PyFrameData<'py> {
                 let keys = record_fields.call1((frame, style.payload_bytes, style.summary))?;
                 (None, Some(crate::convert::map_from_py(&keys)?))
             } else if crate::is_payload_section(&body) {
-                (Some(Body::Pulsar(section_from_py(&body)?)), None)
+                (Some(Box::new(section_from_py(&body)?) as Body), None)
             } else if let Ok(tube) = body.cast::<pyo3::types::PyDict>() {
-                (Some(Body::TubeMq(crate::tube_from_py(tube)?)), None)
+                (Some(Box::new(crate::tube_from_py(tube)?) as Body), None)
             } else {
                 (None, None)
             }

@@ -5,8 +5,8 @@ use super::problems::PulsarProblem;
 use super::Core;
 use crate::model::{Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
+use crate::protocols::protocol::{DecodeCaps, Depth};
 use crate::protocols::pulsar::payload;
-use crate::protocols::{DecodeCaps, Depth};
 use crate::schema::Kind;
 use crate::value::{Text, Value};
 use crate::{finding, name};
@@ -140,13 +140,13 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, caps: DecodeCaps, depth
                      "fields" => unknown.into_iter().map(Value::from).collect::<Vec<_>>()));
     }
     let command_value = command.map(|c| c.to_value(schema));
-    let mut body = None;
+    let mut body: Option<crate::model::Body> = None;
     if type_num == Some(core.send) || type_num == Some(core.message) {
         let is_message = type_num == Some(core.message);
         let ack_set = if is_message { command.map(|c| c.varints(schema, core.message_ack_set)) } else { None };
         let section = payload::decode_section(core, frame, cmd_end, missing > 0, ack_set.as_deref(), caps, depth);
         findings.extend(section.findings.iter().cloned());
-        body = Some(crate::model::Body::Pulsar(section));
+        body = Some(Box::new(section));
     } else if cmd_end < frame.len() {
         findings.push(
             finding!(PulsarProblem::CommandTrailingBytes, "length" => frame.len() - cmd_end, "type" => name.clone()),

@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::analysis::Sessions;
-use crate::model::Decoded;
-use crate::protocols::{Body, DecodeCaps, Delivered, Depth, Limits, Protocol, StatsRole};
+use crate::line::{Line, LineFacts};
+use crate::model::{Decoded, DecodedBody};
+use crate::protocols::protocol::{DecodeCaps, Delivered, Depth, Limits, Protocol, StatsRole};
 use crate::schema::{EnumType, Schema};
-use crate::timeline::{Line, LineFacts};
 use crate::transport::splitter::Framing;
 use crate::value::{Map, Name, Value};
 use crate::{model, value};
@@ -166,10 +166,31 @@ pub fn decode_to(frame: &[u8], missing: usize, caps: DecodeCaps, depth: Depth) -
 impl Decoded {
     /// Pulsar's payload section, when the frame has one.
     pub fn payload(&self) -> Option<&payload::PayloadSection> {
-        match &self.body {
-            Some(Body::Pulsar(section)) => Some(section),
-            _ => None,
-        }
+        self.body_as()
+    }
+}
+
+impl DecodedBody for payload::PayloadSection {
+    fn line_facts(&self) -> crate::line::PayloadFacts<'_> {
+        payload::PayloadSection::line_facts(self)
+    }
+
+    fn message_count(&self) -> usize {
+        payload::PayloadSection::message_count(self)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.batch_later.as_ref().map_or(0, |b| b.held_bytes()) + value::payload_bytes(&self.messages)
+    }
+
+    /// The section under `payload`, its messages' ids based on a MESSAGE command's message_id.
+    fn write_json(&self, pdu: &Decoded, object: &mut value::JsonObject<'_>, brief: bool) {
+        let base = if pdu.type_name.as_str() == "MESSAGE" {
+            pdu.command.as_ref().and_then(|c| c.get("message_id"))
+        } else {
+            None
+        };
+        payload::PayloadSection::write_json(self, object.key(crate::name!("payload")), (!brief).then_some(base));
     }
 }
 

@@ -16,11 +16,11 @@ use std::collections::HashMap;
 use super::problems::PulsarProblem;
 use super::Core;
 use crate::codecs::{self, Problem};
+use crate::line::PayloadFacts;
 use crate::model::Finding;
 use crate::pb::{self, b64, Parsed};
-use crate::protocols::{DecodeCaps, Depth};
-use crate::timeline::PayloadFacts;
-use crate::value::{entry, text, JsonObject, Map, Name, Text, Value};
+use crate::protocols::protocol::{DecodeCaps, Depth};
+use crate::value::{entry, text, Map, Name, Text, Value};
 use crate::{finding, name};
 
 const MAGIC_CRC32C: u16 = 0x0e01;
@@ -128,36 +128,6 @@ impl PayloadSection {
             encrypted: self.encrypted,
             marker: self.marker.as_ref(),
         }
-    }
-}
-
-impl PayloadSection {
-    /// `messages`: write the messages' records, with this MESSAGE command's message_id.
-    pub fn write_json(&self, out: &mut Vec<u8>, messages: Option<Option<&Value>>) {
-        let mut object = JsonObject::start(out);
-        self.checksum.name().write_json(object.key(name!("checksum")));
-        object.field(name!("checksum_wire"), &Value::from(self.checksum_wire));
-        object.field(name!("checksum_computed"), &Value::from(self.checksum_computed));
-        object.field_or_null(name!("broker_entry_metadata"), self.broker_entry_metadata.as_ref());
-        object.field_or_null(name!("metadata"), self.metadata.as_ref());
-        object.field(name!("metadata_size"), &Value::from(self.metadata_size));
-        object.field(name!("compression"), &Value::from(self.compression));
-        object.field(name!("payload_size"), &Value::from(self.payload_size));
-        object.field(name!("uncompressed_size"), &Value::from(self.uncompressed_size));
-        object.field(name!("encrypted"), &Value::Bool(self.encrypted));
-        object.field_or_null(name!("marker"), self.marker.as_ref());
-        if let Some(base) = messages {
-            let mut sink = crate::records::JsonSink::new(object.key(name!("messages")));
-            // a JSON sink writes bytes only: it has no error to give
-            let _ = super::record::write_messages::<crate::records::NoFront>(
-                &mut sink,
-                crate::records::Key::Item,
-                &self.messages_split(),
-                base,
-                false,
-            );
-        }
-        object.end();
     }
 }
 

@@ -11,7 +11,31 @@ use crate::records::{
     messages_summary, own, put_payload_bytes, put_payload_digest, Atom, Front, JsonSink, Key, Merged, NoFront,
     RecordSink, RecordStyle, SinkResult,
 };
-use crate::value::{Map, Value};
+use crate::value::{JsonObject, Map, Value};
+
+impl PayloadSection {
+    /// `messages`: write the messages' records, with this MESSAGE command's message_id.
+    pub fn write_json(&self, out: &mut Vec<u8>, messages: Option<Option<&Value>>) {
+        let mut object = JsonObject::start(out);
+        self.checksum.name().write_json(object.key(name!("checksum")));
+        object.field(name!("checksum_wire"), &Value::from(self.checksum_wire));
+        object.field(name!("checksum_computed"), &Value::from(self.checksum_computed));
+        object.field_or_null(name!("broker_entry_metadata"), self.broker_entry_metadata.as_ref());
+        object.field_or_null(name!("metadata"), self.metadata.as_ref());
+        object.field(name!("metadata_size"), &Value::from(self.metadata_size));
+        object.field(name!("compression"), &Value::from(self.compression));
+        object.field(name!("payload_size"), &Value::from(self.payload_size));
+        object.field(name!("uncompressed_size"), &Value::from(self.uncompressed_size));
+        object.field(name!("encrypted"), &Value::Bool(self.encrypted));
+        object.field_or_null(name!("marker"), self.marker.as_ref());
+        if let Some(base) = messages {
+            let mut sink = JsonSink::new(object.key(name!("messages")));
+            // a JSON sink writes bytes only: it has no error to give
+            let _ = write_messages::<NoFront>(&mut sink, Key::Item, &self.messages_split(), base, false);
+        }
+        object.end();
+    }
+}
 
 /// Pulsar's payload section keys.
 pub fn section_keys<F: Front>(

@@ -15,7 +15,7 @@ use crate::analysis::bounded::{remember_bounded, DropCounter, FastMap, OrderedMa
 use crate::analysis::table::{Actor, CommandSpec};
 use crate::analysis::{map_get, Event, Frame, Ident, Session, Sessions, Waiting, TO_CLIENT};
 use crate::model::Finding;
-use crate::protocols::Limits;
+use crate::protocols::protocol::Limits;
 use crate::value::{entry, Map, Name, Text, Value};
 use crate::{finding, name};
 

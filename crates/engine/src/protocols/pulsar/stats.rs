@@ -1,7 +1,7 @@
 //! What Pulsar's frames are to the statistics (`crate::stats`), and what those read from their commands: the
 //! answers to the `Protocol` trait's questions for the statistics, as plain data.
 
-use crate::protocols::{Delivered, StatsRole};
+use crate::protocols::protocol::{Delivered, StatsRole};
 use crate::value::count as int;
 use crate::value::{Map, Name, Value};
 

@@ -7,8 +7,8 @@
 use std::fmt::Write as _;
 
 use crate::analysis::map_get;
+use crate::line::{push_frame_list, Atom, Line, LineFacts, PayloadFacts, Role};
 use crate::text::{self, b64_decode};
-use crate::timeline::{push_frame_list, Atom, Line, LineFacts, PayloadFacts, Role};
 use crate::value::Value;
 
 static NULL: Value = Value::Null;

@@ -7,7 +7,7 @@ use super::framing::{u32_at, HEADER_SIZE, MAX_BLOCK_SIZE};
 use super::problems::TubeMqProblem;
 use super::TubeBody;
 use super::{error_code_name, event_type_name, info, service_name, tube, TubeSchema, EXCEPTION};
-use crate::model::{Body, Decoded, Finding};
+use crate::model::{Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
 use crate::value::{entry, Map, Text, Value};
 use crate::{finding, name};
@@ -114,13 +114,7 @@ pub fn decode(frame: &[u8], missing: usize, brief: bool) -> Decoded {
         f.findings.push(finding!(TubeMqProblem::TrailingBytes, "length" => data.len() - f.pos));
     }
     rpc.append(&mut f.rpc);
-    Decoded {
-        type_name,
-        command,
-        size,
-        findings: f.findings,
-        body: Some(Body::TubeMq(TubeBody { serial, rpc, messages })),
-    }
+    Decoded { type_name, command, size, findings: f.findings, body: Some(Box::new(TubeBody { serial, rpc, messages })) }
 }
 
 /// The envelope and the method's message: (type, command, messages).

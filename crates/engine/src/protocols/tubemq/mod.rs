@@ -7,10 +7,10 @@
 use std::sync::OnceLock;
 
 use crate::analysis::Sessions;
-use crate::model::Decoded;
-use crate::protocols::{Body, DecodeCaps, Depth, Limits, Protocol};
+use crate::line::{Line, LineFacts, PayloadFacts};
+use crate::model::{Decoded, DecodedBody};
+use crate::protocols::protocol::{DecodeCaps, Depth, Limits, Protocol};
 use crate::schema::Schema;
-use crate::timeline::{Line, LineFacts, PayloadFacts};
 use crate::transport::splitter::Framing;
 use crate::value::{Map, Value};
 
@@ -245,20 +245,29 @@ pub struct TubeBody {
     pub messages: Vec<Value>,
 }
 
-impl TubeBody {
+impl DecodedBody for TubeBody {
+    fn serial(&self) -> Option<u64> {
+        Some(self.serial as u64)
+    }
+
     /// What a timeline line shows of the envelope: the messages carried.
-    pub fn line_facts(&self) -> PayloadFacts<'_> {
+    fn line_facts(&self) -> PayloadFacts<'_> {
         PayloadFacts { messages: Some(self.messages.as_slice()), ..PayloadFacts::default() }
+    }
+
+    fn message_count(&self) -> usize {
+        self.messages.len()
+    }
+
+    fn held_bytes(&self) -> usize {
+        crate::value::payload_bytes(&self.messages)
     }
 }
 
 impl Decoded {
     /// TubeMQ's envelope, when the frame is TubeMQ's.
     pub fn tube(&self) -> Option<&TubeBody> {
-        match &self.body {
-            Some(Body::TubeMq(body)) => Some(body),
-            _ => None,
-        }
+        self.body_as()
     }
 }
 

@@ -2,7 +2,7 @@
 //! frame's serial number (what pairs a response with its request) and the messages it carries (count, bytes,
 //! and whether their checksums hold).
 
-use crate::timeline::{Line, LineFacts, Role};
+use crate::line::{Line, LineFacts, Role};
 use crate::value::Value;
 
 pub fn pieces(facts: &LineFacts, line: &mut Line) {
