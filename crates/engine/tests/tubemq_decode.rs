@@ -4,7 +4,7 @@
 //! checksums from a bitwise CRC-32 written there.
 
 use pulsar_dissect_engine::model::Decoded;
-use pulsar_dissect_engine::protocols::tubemq::decode::message_checksum;
+use pulsar_dissect_engine::protocols::tubemq::decode::{decode_listing, message_checksum};
 use pulsar_dissect_engine::protocols::tubemq::{
     checksum_verdict, decode, error_code_name, event_type_name, known_type, service_name, tube, EXCEPTION, METHODS,
 };
@@ -661,6 +661,36 @@ fn delivered_messages_are_each_checked() {
     assert_eq!(cmd(&d, "messages"), None, "the messages became the frame's messages");
     assert_eq!(cmd(&d, "currOffset").and_then(Value::as_i64), Some(4096));
     assert_eq!(checksum_verdict(msgs), "invalid");
+}
+
+/// Two bytes a message on the wire, a map each in memory: a frame may carry millions, a record lists at most
+/// `max_batch_entries` and counts the rest, whose checksums still decide the frame's verdict.
+#[test]
+fn messages_beyond_the_cap_are_counted_and_checked_not_listed() {
+    let good = b"ok".to_vec();
+    let bad = b"bad".to_vec();
+    let mut carried: Vec<Pv> = (0..5).map(|i| transfered(i, &good, 0, tube_checksum(&good))).collect();
+    carried.push(transfered(5, &bad, 0, tube_checksum(&bad).wrapping_add(1)));
+    let frame = response(8, 17, &get_response(carried, 200));
+    let d = decode_listing(&frame, 0, false, 3);
+    let listed: Vec<_> = messages(&d).iter().map(|m| m.get("message_id").and_then(Value::as_i64)).collect();
+    assert_eq!(listed, [Some(0), Some(1), Some(2)]);
+    assert_eq!(ids(&d), ["tubemq.messages_truncated"], "the unlisted message's problem is counted, not listed");
+    let truncated = |key| param(&d, "tubemq.messages_truncated", key).and_then(Value::as_i64);
+    assert_eq!((truncated("messages"), truncated("kept"), truncated("more")), (Some(6), Some(3), Some(3)));
+    assert_eq!(truncated("unlisted_problems"), Some(1));
+    let tube = d.tube().expect("a TubeMQ body");
+    let whole = tube.whole.as_ref().expect("the whole is counted");
+    assert_eq!(whole.summary.get("count").and_then(Value::as_i64), Some(6));
+    assert_eq!(whole.summary.get("bytes").and_then(Value::as_i64), Some(5 * 2 + 3));
+    assert_eq!(tube.checksum(), "invalid", "the verdict covers the messages not listed");
+    assert_eq!(checksum_verdict(messages(&d)), "valid", "the listed ones alone would pass");
+
+    // at the cap: nothing is cut, nothing said
+    let d = decode_listing(&frame, 0, false, 6);
+    assert_eq!(messages(&d).len(), 6);
+    assert!(d.tube().is_some_and(|t| t.whole.is_none()));
+    assert_eq!(ids(&d), ["tubemq.checksum_invalid"]);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use engine::model::{Decoded, Finding};
 use engine::protocols::pulsar::core;
 use engine::protocols::pulsar::payload::PayloadSection;
-use engine::protocols::tubemq::TubeBody;
+use engine::protocols::tubemq::{TubeBody, WholeMessages};
 use engine::protocols::Depth;
 use engine::value::Value;
 use pyo3::IntoPyObjectExt;
@@ -52,6 +52,10 @@ pub(crate) fn tube_to_py<'py>(py: Python<'py>, tube: &TubeBody) -> PyResult<Boun
     out.set_item(pyo3::intern!(py, "serial"), tube.serial)?;
     out.set_item(pyo3::intern!(py, "rpc"), map_to_py(py, &tube.rpc)?)?;
     out.set_item(pyo3::intern!(py, "messages"), list_to_py(py, &tube.messages)?)?;
+    if let Some(whole) = &tube.whole {
+        let summary = map_to_py(py, whole.summary.as_map().map_or(&Vec::new(), |m| m))?;
+        out.set_item(pyo3::intern!(py, "messages_whole"), (summary, whole.checksum))?;
+    }
     Ok(out)
 }
 
@@ -67,6 +71,14 @@ pub(crate) fn tube_from_py(body: &Bound<'_, PyDict>) -> PyResult<TubeBody> {
         messages: match get("messages")? {
             Some(messages) => messages.try_iter()?.map(|m| value_from_py(&m?)).collect::<PyResult<_>>()?,
             None => Vec::new(),
+        },
+        whole: match get("messages_whole")? {
+            Some(whole) => {
+                let (summary, checksum): (Bound<'_, PyAny>, String) = whole.extract()?;
+                let checksum = ["invalid", "valid"].into_iter().find(|v| *v == checksum).unwrap_or("absent");
+                Some(Box::new(WholeMessages { summary: value_from_py(&summary)?, checksum }))
+            }
+            None => None,
         },
     })
 }

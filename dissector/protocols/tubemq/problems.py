@@ -33,6 +33,13 @@ register("tubemq.consume_wait", NOTE, lambda p: f"no message to consume now: err
 # -- messages
 register("tubemq.checksum_invalid", ERROR, lambda p: f"message {p['message_id']}: checksum {p['wire']} on the wire, "
          f"{p['computed']} computed (the consumer drops it without a word)")
+register("tubemq.messages_truncated", NOTE, lambda p: f"{p['messages']} messages: its record lists the first "
+         f"{p['kept']} (max_batch_entries), {p['more']} more are counted in messages_summary, not listed"
+         + (f"; {p['unlisted_problems']} problems of those not listed (the frame's checksum verdict covers them)"
+            if p.get("unlisted_problems") else ""),
+         "A GetMessageResponseB2C carries more messages than the max_batch_entries option lets a record list: "
+         "every message is read, checked and counted (messages_summary, the frame's checksum, stats), only the "
+         "first are kept as messages. Raise it with -o max_batch_entries=N.")
 register("tubemq.message_attributes", ERROR, lambda p: f"message {p['message_id']}: its flag says it starts with "
          f"attributes, but their length {p['attr_len']} does not fit its {p['data_size']} bytes (the consumer drops it)")
 

@@ -5,7 +5,7 @@
 
 use super::framing::{u32_at, HEADER_SIZE, MAX_BLOCK_SIZE};
 use super::problems::TubeMqProblem;
-use super::TubeBody;
+use super::{TubeBody, WholeMessages};
 use super::{error_code_name, event_type_name, info, service_name, tube, TubeSchema, EXCEPTION};
 use crate::model::{Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
@@ -32,6 +32,10 @@ struct Frame<'a> {
     rpc: Map,
     data: &'a [u8],
     pos: usize,
+    /// The messages a record lists at most (`max_batch_entries`).
+    max_messages: usize,
+    /// Set when the frame carries more messages than it lists.
+    whole: Option<Box<WholeMessages>>,
 }
 
 impl<'a> Frame<'a> {
@@ -80,6 +84,12 @@ impl<'a> Frame<'a> {
 }
 
 pub fn decode(frame: &[u8], missing: usize, brief: bool) -> Decoded {
+    decode_listing(frame, missing, brief, crate::protocols::DEFAULT_MAX_BATCH_ENTRIES)
+}
+
+/// `decode`, the record listing at most `max_messages` of the messages a frame carries (every one is still
+/// read, checked and counted: the body's `whole`).
+pub fn decode_listing(frame: &[u8], missing: usize, brief: bool, max_messages: usize) -> Decoded {
     let t = tube();
     let size = frame.len() + missing;
     let mut findings = Vec::new();
@@ -107,14 +117,15 @@ pub fn decode(frame: &[u8], missing: usize, brief: bool) -> Decoded {
         findings.push(finding!(TubeMqProblem::Truncated, "captured" => frame.len(), "size" => size));
     }
     let mut rpc = vec![entry(name!("blocks"), list_size)];
-    let mut f = Frame { t, findings, rpc: Vec::new(), data: &data, pos: 0 };
+    let mut f = Frame { t, findings, rpc: Vec::new(), data: &data, pos: 0, max_messages, whole: None };
     let (type_name, command, messages) = envelope(&mut f, brief);
     // bytes after the last message of a whole envelope (a broken one said why already)
     if !cut && f.pos < data.len() && type_name.as_str() != "MALFORMED" {
         f.findings.push(finding!(TubeMqProblem::TrailingBytes, "length" => data.len() - f.pos));
     }
     rpc.append(&mut f.rpc);
-    Decoded { type_name, command, size, findings: f.findings, body: Some(Box::new(TubeBody { serial, rpc, messages })) }
+    let body = TubeBody { serial, rpc, messages, whole: f.whole };
+    Decoded { type_name, command, size, findings: f.findings, body: Some(Box::new(body)) }
 }
 
 /// The envelope and the method's message: (type, command, messages).
@@ -379,16 +390,39 @@ fn sent_message(f: &mut Frame<'_>, parsed: &Parsed<'_>, command: &mut Value, bri
     vec![message_record(f, data, flag, checksum, None, brief)]
 }
 
-/// GetMessageResponseB2C: the TransferedMessages (messageId, checkSum, payLoadData, flag).
+/// GetMessageResponseB2C: the TransferedMessages (messageId, checkSum, payLoadData, flag). Beyond
+/// `max_messages` (an empty message is two bytes: a frame can carry millions) each is still read and checked,
+/// but only counted: its bytes, and its problems, which the truncation's finding counts.
 fn delivered_messages(f: &mut Frame<'_>, parsed: &Parsed<'_>, command: &mut Value, brief: bool) -> Vec<Value> {
     let s = f.t.schema;
     let mut out = Vec::new();
+    let (mut count, mut bytes, mut invalid, mut unlisted_problems) = (0usize, 0i64, false, 0usize);
     for m in parsed.messages(s, 4) {
         let data = m.bytes(s, 3).unwrap_or_default();
         let id = m.varint(s, 1).map(|v| v as i64);
         let checksum = m.varint(s, 2).map(|v| v as i32 as i64);
         let flag = m.varint(s, 4).map(|v| v as i32 as i64);
-        out.push(message_record(f, data, flag, checksum, id, brief));
+        let listed = count < f.max_messages;
+        let before = f.findings.len();
+        let record = message_record(f, data, flag, checksum, id, brief || !listed);
+        count += 1;
+        bytes += record.get("payload_size").and_then(Value::as_i64).unwrap_or(0);
+        invalid |= record.get("checksum").and_then(Value::as_str) == Some("invalid");
+        if listed {
+            out.push(record);
+        } else {
+            unlisted_problems += f.findings.len() - before;
+            f.findings.truncate(before);
+        }
+    }
+    if count > out.len() {
+        let kept = out.len();
+        f.findings.push(finding!(TubeMqProblem::MessagesTruncated, "messages" => count, "kept" => kept,
+                                 "more" => count - kept, "unlisted_problems" => unlisted_problems));
+        let summary = Value::Map(vec![entry(name!("count"), count), entry(name!("bytes"), bytes)]);
+        // the frame's verdict over every message, listed or not
+        let checksum = if invalid { "invalid" } else { super::checksum_verdict(&out) };
+        f.whole = Some(Box::new(WholeMessages { summary, checksum }));
     }
     take_field(command, "messages");
     out

@@ -241,8 +241,27 @@ pub struct TubeBody {
     pub serial: u32,
     /// the envelope in the JSON contract's form: kind, service, method, protocol version, status ...
     pub rpc: Map,
-    /// the application messages (maps: `payload_size`, `payload` as bytes, then their fields)
+    /// the application messages (maps: `payload_size`, `payload` as bytes, then their fields); at most
+    /// `max_batch_entries`
     pub messages: Vec<Value>,
+    /// When the frame carries more messages than `messages` lists: all of them counted and checked.
+    pub whole: Option<Box<WholeMessages>>,
+}
+
+/// Every message of a frame that carries more than its record lists.
+#[derive(Debug)]
+pub struct WholeMessages {
+    /// The record's `messages_summary`: count and bytes.
+    pub summary: Value,
+    /// The checksums' verdict over all of them (`checksum_verdict`'s words).
+    pub checksum: &'static str,
+}
+
+impl TubeBody {
+    /// The checksums' verdict of every message the frame carries.
+    pub fn checksum(&self) -> &'static str {
+        self.whole.as_ref().map_or_else(|| checksum_verdict(&self.messages), |whole| whole.checksum)
+    }
 }
 
 impl DecodedBody for TubeBody {
@@ -252,7 +271,12 @@ impl DecodedBody for TubeBody {
 
     /// What a timeline line shows of the envelope: the messages carried.
     fn line_facts(&self) -> PayloadFacts<'_> {
-        PayloadFacts { messages: Some(self.messages.as_slice()), ..PayloadFacts::default() }
+        PayloadFacts {
+            messages: Some(self.messages.as_slice()),
+            summary: self.whole.as_ref().map(|whole| &whole.summary),
+            checksum: self.whole.as_ref().map(|whole| whole.checksum),
+            ..PayloadFacts::default()
+        }
     }
 
     fn message_count(&self) -> usize {
@@ -283,8 +307,8 @@ impl Protocol for TubeMq {
         Box::new(framing::TubeMqFraming)
     }
 
-    fn decode(&self, pdu: &[u8], missing: usize, _caps: DecodeCaps, depth: Depth) -> Decoded {
-        decode::decode(pdu, missing, depth == Depth::Brief)
+    fn decode(&self, pdu: &[u8], missing: usize, caps: DecodeCaps, depth: Depth) -> Decoded {
+        decode::decode_listing(pdu, missing, depth == Depth::Brief, caps.max_batch_entries)
     }
 
     /// A whole envelope of a method the table knows (its type is then a message name).

@@ -14,6 +14,7 @@ problems! {
         ErrorCode => "tubemq.error_code",
         Exception => "tubemq.exception",
         MessageAttributes => "tubemq.message_attributes",
+        MessagesTruncated => "tubemq.messages_truncated",
         MissingRequired => "tubemq.missing_required",
         ServiceMismatch => "tubemq.service_mismatch",
         StandbyMaster => "tubemq.standby_master",

@@ -28,17 +28,24 @@ pub fn body_keys<F: Front>(
     }
     own!(merged, sink, "checksum", |key| sink.put(
         key,
-        Atom::Name(match super::checksum_verdict(&tube.messages) {
+        Atom::Name(match tube.checksum() {
             "invalid" => name!("invalid"),
             "valid" => name!("valid"),
             _ => name!("absent"),
         })
     ));
     if style.summary {
-        own!(merged, sink, "messages_summary", |key| messages_summary(sink, key, &tube.messages));
+        own!(merged, sink, "messages_summary", |key| match &tube.whole {
+            Some(whole) => sink.put(key, Atom::Value(&whole.summary)),
+            None => messages_summary(sink, key, &tube.messages),
+        });
         return Ok(());
     }
     own!(merged, sink, "messages", |key| write_carried_messages(sink, key, &tube.messages, style.payload_bytes));
+    if let Some(whole) = &tube.whole {
+        // the messages list fewer than the frame carries: the whole's count and bytes, as a summary gives them
+        own!(merged, sink, "messages_summary", |key| sink.put(key, Atom::Value(&whole.summary)));
+    }
     Ok(())
 }
 
