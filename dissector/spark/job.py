@@ -1,24 +1,25 @@
 """``pulsar-dissect pipeline``: many (and huge) captures dissected on Apache Spark into Parquet tables.
 
-The stages (docs/SPARK.md says why this shape). Packets never pass through Spark: its rows are an index of
-the input and numbers; each task reads the capture files it needs itself.
+The stages (docs/SPARK.md says why this shape). Packets never pass through Spark, nor rows: three Spark jobs
+of Python tasks (index, count, decode: ``RDD.mapPartitions``, nothing to plan), and the rest on the driver from
+what they give back; each task reads the capture files it needs itself.
 
 1. index: one task per capture file streams it once (``tasks.index_files``): its TCP connections (a key per
-   connection, packets, bytes), its packet count and first time. Files are put in time order; a packet's
-   number in the whole input is its file's offset plus its number in the file.
-2. plan: the connections are dealt to partitions, largest first; a partition's work is, per file in capture
-   order, the connections of it that it reads. A connection that spans several rotated files is read whole
-   and in order by one task.
+   connection, packets, bytes), its packet count and first time, collected on the driver.
+2. plan (``plan.py``, the driver): files in time order, a packet's number in the whole input being its file's
+   offset plus its number in the file; the connections dealt to partitions, largest first; a partition's work
+   is, per file in capture order, the connections of it that it reads. A connection that spans several
+   rotated files is read whole and in order by one task.
 3. count (``tasks.count_numbers``): per partition, the packets that complete frames or open connections and
-   what the end leaves, into files under DIR/_numbering; then one task (``tasks.number``) merges them in
+   what the end leaves, into files under DIR/_numbering; then the driver (``tasks.number``) merges them in
    packet order into the numbers a run over the whole input would give them (running sums), a file per
    partition.
 4. decode (``tasks.decode``): per partition, its work and its numbers: the CLI's pipeline and analysis over
    its connections with those numbers, each frame's record made by the engine straight into the typed Arrow
    tables (frames, messages, the frames' problems, exchanges: each answer with its request), and the events
-   into the events table, which the task writes; its part of the summary comes back as its one row.
-5. tables (``tables.py``): the files' problems and the files in Spark SQL from the index; the summary merged
-   from the decoding tasks' parts (a row each: the only thing of the decoding collected).
+   into the events table, which the task writes; its part of the summary comes back.
+5. tables (``tables.py``, the driver): the files and their problems, from the plan, with pyarrow; the summary
+   merged from the decoding tasks' parts.
 """
 from __future__ import annotations
 
