@@ -577,3 +577,20 @@ def test_the_class_archive_is_made_once_then_mapped_and_a_cut_one_is_made_again(
     assert path.stat().st_size == int(path.with_suffix(".size").read_text())
     assert archive().used
     assert not list(tmp_path.glob("hs_err_pid*.log"))  # no JVM crashed
+
+
+def test_the_class_archive_is_one_per_spark_installation(tmp_path, monkeypatch):
+    """A JVM maps a class archive only with the classpath it was made with, and starts without it, silently, when
+    the jars are elsewhere: the same Spark in two virtual environments gets two archives."""
+    pyspark = pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime")
+    from dissector.spark.classes import ClassArchive
+    from dissector.spark.job import LOCAL_JAVA_OPTIONS
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    here = ClassArchive(LOCAL_JAVA_OPTIONS).path
+    assert ClassArchive(LOCAL_JAVA_OPTIONS).path == here  # the same installation: the same archive
+    monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "other-venv" / "pyspark" / "__init__.py"))
+    elsewhere = ClassArchive(LOCAL_JAVA_OPTIONS).path
+    assert here is not None and elsewhere is not None and elsewhere != here
