@@ -7,7 +7,6 @@ CLI is the reference), read through `dissector.run.analysed_json_lines`, and the
 packet counts, as the capture reader reads them)."""
 from __future__ import annotations
 
-import glob
 import gzip
 import json
 import os

@@ -37,7 +37,6 @@ def make(index: pa.Table, paths: list[str], partitions: int) -> Plan:
     """The plan of a job over the files ``paths`` (a file's ``file_no`` is its place there) from their
     ``index`` rows, its connections spread over ``partitions``."""
     kind = index.column("kind").to_numpy(zero_copy_only=False)
-    file_no = index.column("file_no").to_numpy(zero_copy_only=False)
 
     # files in time order (no packet: last), then by path; a file's offset is the packets before it
     is_file = np.flatnonzero(kind == "file")
