@@ -7,7 +7,6 @@ CLI is the reference), read through `dissector.run.analysed_json_lines`, and the
 packet counts, as the capture reader reads them)."""
 from __future__ import annotations
 
-import glob
 import gzip
 import json
 import os
@@ -380,8 +379,14 @@ def _wait_port(port: int, seconds: float) -> bool:
     return False
 
 
+def _sorted_rows(out, name) -> list[str]:
+    """A table's rows as JSON text, sorted: equal for two runs that wrote the same rows in any files."""
+    return sorted(json.dumps(row, sort_keys=True, default=str) for row in pq.read_table(os.path.join(out, name)).to_pylist())
+
+
 def test_a_standalone_master(tmp_path):
-    """`--master spark://`: a standalone master and worker from the pyspark package, on 127.0.0.1."""
+    """`--master spark://`: a standalone master from the pyspark package on 127.0.0.1, with one worker of one core,
+    then with a second: the tables are the CLI's, and the same with either."""
     try:
         import pyspark
     except ImportError:
@@ -389,7 +394,7 @@ def test_a_standalone_master(tmp_path):
     if not _java_ok():
         pytest.skip(ORACLE_MISSING + "a Java runtime")
     spark_class = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-class")
-    master_port, worker_port = _free_port(), _free_port()
+    master_port = _free_port()
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                SPARK_HOME=os.path.dirname(pyspark.__file__))
     logs = tmp_path / "logs"
@@ -397,33 +402,48 @@ def test_a_standalone_master(tmp_path):
     master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
                                str(master_port), "--webui-port", str(_free_port())], env=env,
                               stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT)
-    worker = None
+    workers = []
+    url = f"spark://127.0.0.1:{master_port}"
+
+    def start_worker(name: str) -> None:
+        port = _free_port()
+        workers.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--port", str(port),
+             "--webui-port", str(_free_port()), "--cores", "1", "--memory", "1500m"], env=env,
+            stdout=open(logs / f"{name}.log", "w"), stderr=subprocess.STDOUT))
+        assert _wait_port(port, 120), (logs / f"{name}.log").read_text()[-3000:]
+
+    def launched(name: str) -> bool:  # the worker ran an executor of the job: the tasks did not run in the driver
+        text = (logs / f"{name}.log").read_text()
+        return "Launching executor" in text or "Asked to launch executor" in text
+
+    def pipeline(out) -> None:
+        done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "11_errors.pcap"), "--out", str(out), "--master", url,
+                                     "--json", "--with-json", "--partitions", "4", "--conf", "spark.executor.memory=1g"],
+                              capture_output=True, text=True, timeout=900, env=env)
+        assert done.returncode == 0, done.stderr[-3000:] + (logs / "worker1.log").read_text()[-2000:]
+
     try:
         assert _wait_port(master_port, 120), (logs / "master.log").read_text()[-3000:]
-        url = f"spark://127.0.0.1:{master_port}"
-        worker = subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                                   "--port", str(worker_port), "--webui-port", str(_free_port()), "--cores", "2",
-                                   "--memory", "2g"], env=env,
-                                  stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT)
-        assert _wait_port(worker_port, 120), (logs / "worker.log").read_text()[-3000:]
-        out = tmp_path / "out"
-        done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "11_errors.pcap"), "--out", str(out), "--master", url,
-                                     "--json", "--with-json", "--conf", "spark.executor.memory=1g"],
-                              capture_output=True, text=True, timeout=900, env=env)
-        assert done.returncode == 0, done.stderr[-3000:] + (logs / "worker.log").read_text()[-2000:]
-        assert _frame_lines(out) == _cli_records(CAPTURES / "11_errors.pcap")[0]
-        # the tasks ran on the worker's executor, not in the driver
-        assert glob.glob(str(logs / "worker.log")) and "Launching executor" in (logs / "worker.log").read_text() \
-            or "Asked to launch executor" in (logs / "worker.log").read_text()
+        start_worker("worker1")
+        pipeline(tmp_path / "one")
+        assert _frame_lines(tmp_path / "one") == _cli_records(CAPTURES / "11_errors.pcap")[0]
+        assert launched("worker1")
+        start_worker("worker2")
+        pipeline(tmp_path / "two")
+        assert launched("worker2"), "the second worker's executor took part"
+        for table in ("frames", "messages", "exchanges", "problems", "events", "files"):
+            assert _sorted_rows(tmp_path / "two", table) == _sorted_rows(tmp_path / "one", table), table
     finally:
-        for process in (worker, master):
+        for process in (*workers, master):
             if process is not None:
                 process.terminate()
                 try:
                     process.wait(30)
                 except subprocess.TimeoutExpired:
                     process.kill()
-        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        shutil.rmtree(tmp_path / "one", ignore_errors=True)
+        shutil.rmtree(tmp_path / "two", ignore_errors=True)
 
 
 def test_the_engine_s_tables_reach_pyarrow_through_the_c_stream_interface():
@@ -556,3 +576,20 @@ def test_the_class_archive_is_made_once_then_mapped_and_a_cut_one_is_made_again(
     assert path.stat().st_size == int(path.with_suffix(".size").read_text())
     assert archive().used
     assert not list(tmp_path.glob("hs_err_pid*.log"))  # no JVM crashed
+
+
+def test_the_class_archive_is_one_per_spark_installation(tmp_path, monkeypatch):
+    """A JVM maps a class archive only with the classpath it was made with, and starts without it, silently, when
+    the jars are elsewhere: the same Spark in two virtual environments gets two archives."""
+    pyspark = pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime")
+    from dissector.spark.classes import ClassArchive
+    from dissector.spark.job import LOCAL_JAVA_OPTIONS
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    here = ClassArchive(LOCAL_JAVA_OPTIONS).path
+    assert ClassArchive(LOCAL_JAVA_OPTIONS).path == here  # the same installation: the same archive
+    monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "other-venv" / "pyspark" / "__init__.py"))
+    elsewhere = ClassArchive(LOCAL_JAVA_OPTIONS).path
+    assert here is not None and elsewhere is not None and elsewhere != here

@@ -53,8 +53,11 @@ class ClassArchive:
             return
         import pyspark
 
-        # an archive holds one JVM build's view of one classpath: a new Spark, java or set of options is a new one
-        key = f"{pyspark.__version__}\0{java}\0{os.stat(java).st_mtime_ns}\0{java_options}"
+        # an archive holds one JVM build's view of one classpath: a new Spark, java or set of options is a new
+        # one, and so is the same Spark installed elsewhere (another virtual environment): the JVM checks the
+        # classpath's jars against the archive's and, when they differ, starts without it, silently
+        spark_home = os.path.dirname(os.path.realpath(pyspark.__file__))
+        key = f"{pyspark.__version__}\0{spark_home}\0{java}\0{os.stat(java).st_mtime_ns}\0{java_options}"
         self.path = cache_dir() / f"spark-classes-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
         if self._whole():
             self.options = f"-XX:SharedArchiveFile={self.path} {QUIET}"

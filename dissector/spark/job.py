@@ -1,24 +1,25 @@
 """``pulsar-dissect pipeline``: many (and huge) captures dissected on Apache Spark into Parquet tables.
 
-The stages (docs/SPARK.md says why this shape). Packets never pass through Spark: its rows are an index of
-the input and numbers; each task reads the capture files it needs itself.
+The stages (docs/SPARK.md says why this shape). Packets never pass through Spark, nor rows: three Spark jobs
+of Python tasks (index, count, decode: ``RDD.mapPartitions``, nothing to plan), and the rest on the driver from
+what they give back; each task reads the capture files it needs itself.
 
 1. index: one task per capture file streams it once (``tasks.index_files``): its TCP connections (a key per
-   connection, packets, bytes), its packet count and first time. Files are put in time order; a packet's
-   number in the whole input is its file's offset plus its number in the file.
-2. plan: the connections are dealt to partitions, largest first; a partition's work is, per file in capture
-   order, the connections of it that it reads. A connection that spans several rotated files is read whole
-   and in order by one task.
+   connection, packets, bytes), its packet count and first time, collected on the driver.
+2. plan (``plan.py``, the driver): files in time order, a packet's number in the whole input being its file's
+   offset plus its number in the file; the connections dealt to partitions, largest first; a partition's work
+   is, per file in capture order, the connections of it that it reads. A connection that spans several
+   rotated files is read whole and in order by one task.
 3. count (``tasks.count_numbers``): per partition, the packets that complete frames or open connections and
-   what the end leaves, into files under DIR/_numbering; then one task (``tasks.number``) merges them in
+   what the end leaves, into files under DIR/_numbering; then the driver (``tasks.number``) merges them in
    packet order into the numbers a run over the whole input would give them (running sums), a file per
    partition.
 4. decode (``tasks.decode``): per partition, its work and its numbers: the CLI's pipeline and analysis over
    its connections with those numbers, each frame's record made by the engine straight into the typed Arrow
    tables (frames, messages, the frames' problems, exchanges: each answer with its request), and the events
-   into the events table, which the task writes; its part of the summary comes back as its one row.
-5. tables (``tables.py``): the files' problems and the files in Spark SQL from the index; the summary merged
-   from the decoding tasks' parts (a row each: the only thing of the decoding collected).
+   into the events table, which the task writes; its part of the summary comes back.
+5. tables (``tables.py``, the driver): the files and their problems, from the plan, with pyarrow; the summary
+   merged from the decoding tasks' parts.
 """
 from __future__ import annotations
 
@@ -151,11 +152,9 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     with every record in capture order (``spark.report.records_in_capture_order``) once the tables are written.
     ``stages``: the seconds of each stage are added to it. ``with_json`` (implied by ``records``): the frames
     table keeps each record's line as ``--json`` writes it, in a ``json`` column."""
-    from pyspark import StorageLevel
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
+    import pyarrow as pa
 
+    from dissector.spark import plan as planning
     from dissector.spark import tables
     from dissector.spark.rows import write_empty
 
@@ -163,81 +162,52 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     stages = stages or Stages()
     files, missing = expand(inputs)
     partitions = partitions or default_partitions(spark)
+    context = spark.sparkContext
 
-    # 1. index: one task per file
+    # 1. index: one task per file; its rows come back to the driver (a row per connection per file), once
     step(spark, "index")
-    listed = spark.sparkContext.parallelize([(i, path) for i, path in enumerate(files)], max(1, len(files)))
-    listed = spark.createDataFrame(listed, "file_no int, path string")
-    index = listed.mapInArrow(functools.partial(tasks.index_files, options=options), from_arrow_schema(tasks.INDEX))
-    index = index.persist(StorageLevel.MEMORY_AND_DISK)
-    index.count()  # read once here: the plans below would each start reading it at once
+    listed = context.parallelize(list(enumerate(files)), max(1, len(files)))
+    streams = listed.mapPartitions(functools.partial(tasks.index_files, options=options)).collect()
+    index = pa.concat_tables([pa.ipc.open_stream(stream).read_all() for stream in streams]
+                             or [tasks.INDEX.empty_table()])
     stages.done("index")
 
-    paths = spark.createDataFrame([(i, path) for i, path in enumerate(files)] or [(-1, "")], "file_no int, path string")
-    file_rows = (index.filter("kind = 'file'")
-                 .select("file_no", "packets", F.col("time").alias("first_time"), F.col("bytes").alias("size"),
-                         F.col("note_id").alias("ended_id"), F.col("note").alias("ended"))
-                 .join(paths, "file_no"))
-    in_order = Window.orderBy(F.col("first_time").asc_nulls_last(), "path")
-    files_df = (file_rows.withColumn("order", F.row_number().over(in_order))
-                .withColumn("offset", F.coalesce(F.sum("packets").over(
-                    in_order.rowsBetween(Window.unboundedPreceding, -1)), F.lit(0)))
-                .persist(StorageLevel.MEMORY_AND_DISK))
+    # 2. plan, on the driver: files in time order and their offsets, the connections dealt to the partitions
+    plan = planning.make(index, files, partitions)
+    del index, streams
 
-    # 2. plan: the connections dealt to the partitions largest first, round robin (hashing them would put two
-    # of a capture's few big connections in one partition as often as not): each gets a number whose hash
-    # partition is its turn. A partition's work: per file, in capture order, its connections there.
-    flows = index.filter("kind = 'flow'").select("file_no", "flow", "bytes")
-    by_size = Window.orderBy(F.desc("bytes"), "flow")
-    turns = (flows.groupBy("flow").agg(F.sum("bytes").alias("bytes"))
-             .withColumn("turn", (F.row_number().over(by_size) - 1) % partitions))
-    numbers_of_turns = (spark.range(0, partitions * 64)
-                        .withColumn("turn", F.expr(f"pmod(hash(id), {partitions})"))
-                        .groupBy("turn").agg(F.min("id").alias("slot")))
-    slots = (turns.join(numbers_of_turns, "turn", "left")
-             .select("flow", F.coalesce("slot", F.abs(F.hash("flow")).cast("long")).alias("slot")))
-    work = (flows.join(slots, "flow").join(files_df.select("file_no", "order", "path", "offset"), "file_no")
-            .groupBy("slot", "order", "path", "offset")
-            # as text: Spark gives a task a list column slowly (seconds per hundred thousand rows of the union)
-            .agg(F.concat_ws(",", F.collect_list(F.col("flow").cast("string"))).alias("flows"))
-            .repartition(partitions, "slot").sortWithinPartitions("order")
-            .persist(StorageLevel.MEMORY_AND_DISK))
-
-    # 3. count, then number as the whole input would: the tasks leave their numbers in files under out
+    # 3. count, then number as the whole input would: the tasks leave their numbers in files under out. A
+    # partition's work is its one item (a slot per partition, in order: parallelize slices a list by position)
     step(spark, "count")
     numbering = os.path.join(os.path.abspath(out), tasks.NUMBERING)
     shutil.rmtree(numbering, ignore_errors=True)
     os.makedirs(numbering)
-    counted = work.mapInArrow(functools.partial(tasks.count_numbers, options=options, into=numbering),
-                              from_arrow_schema(tasks.COUNTED)).persist(StorageLevel.MEMORY_AND_DISK)
-    counted.count()  # a row per partition: its counts are written
+    work = context.parallelize(plan.work, partitions)
+    counted = work.mapPartitions(functools.partial(tasks.count_numbers, options=options, into=numbering)).collect()
     stages.done("plan_and_count")
-    # one task merges them all (Spark would sort a row per packet in one partition too, in its JVM)
+    # merged on the driver, as one task would (a block of each partition's counts at a time)
     step(spark, "number")
-    counted.repartition(1).mapInArrow(functools.partial(tasks.number, into=numbering),
-                                      from_arrow_schema(tasks.COUNTED)).count()
+    slots = pa.RecordBatch.from_pydict({"slot": [slot for slot, _, _ in counted]})
+    for _ in tasks.number([slots], into=numbering):
+        pass
 
     # 4. decode: each partition's work with its numbers
     step(spark, "decode")
     with_json = with_json or records is not None  # the report reads the records' lines
     write_empty(out, with_json)
-    # the tasks write the tables; a row each comes back: its part of the summary
-    parts = [row["statistics"] for row in work.mapInArrow(
-        functools.partial(tasks.decode, options=options, out=os.path.abspath(out), numbering=numbering,
-                          with_json=with_json), from_arrow_schema(tasks.STATISTICS)).collect()]
+    # the tasks write the tables; each gives back its part of the summary
+    parts = work.mapPartitions(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
+                                                 numbering=numbering, with_json=with_json)).collect()
     shutil.rmtree(numbering, ignore_errors=True)
     stages.done("number_and_decode")
 
-    # 5. the tables and the summary
+    # 5. the tables and the summary, on the driver
     step(spark, "tables")
-    notes = index.filter("kind = 'note'").join(paths, "file_no").select("path", "note_id", "note")
-    summary = tables.write(spark, parts, files_df, notes, missing, out, stages)
+    summary = tables.write(parts, plan.files, plan.notes, missing, out, stages)
     if records is not None:
         from dissector.spark.report import records_in_capture_order
 
         step(spark, "report")
         records(records_in_capture_order(spark, out))
         stages.done("report")
-    for frame in (counted, work, files_df, index):
-        frame.unpersist()
     return summary

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 
 #: The files whose reading went wrong that the summary lists by name (all are in `problems`).
@@ -19,28 +20,41 @@ FILE_PROBLEMS_LISTED = 100
 TABLES = ("frames", "messages", "exchanges", "problems", "files")
 
 
-def write(spark, parts: list[str], files, notes, missing: list[str], out: str, stages=None) -> dict:
+def write(parts: list[str], files, notes: list[tuple[str, str, str]], missing: list[str], out: str,
+          stages=None) -> dict:
     """Write the tables under ``out`` and ``out``/summary.json; returns the summary. ``parts``: the decoding
-    tasks' parts of the summary; ``stages`` (``job.Stages``): told when each is done."""
+    tasks' parts of the summary; ``files``: the files table (``plan.FILES``, in capture order); ``notes``: the
+    readers' notes as (path, id, parameters); ``stages`` (``job.Stages``): told when each is done. A few rows
+    per file: written here with pyarrow, no Spark query (each was a job of its own)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from dissector.spark.rows import PROBLEMS
+
     done = stages.done if stages is not None else (lambda stage: None)
-    from pyspark.sql import functions as F
-
     # the decoding tasks wrote frames, messages, exchanges, events, and the problems of frames and events
-    file_problems = (files.filter("ended_id is not null")
-                     .select(F.col("ended_id").alias("id"),
-                             F.when(F.col("ended_id") == "capture.unreadable", "error").otherwise("warning").alias("severity"),
-                             F.col("ended").alias("message"), *_nulls(F), F.col("path").alias("file")))
-    note_problems = notes.select(F.col("note_id").alias("id"), F.lit("note").alias("severity"),
-                                 F.col("note").alias("message"), *_nulls(F), F.col("path").alias("file"))
-    missing_problems = spark.createDataFrame(
-        [("capture.unreadable", "error", f"{item}: no such file, directory or match", item) for item in missing],
-        "id string, severity string, message string, file string").select(
-            "id", "severity", "message", *_nulls(F), "file")
-    problems = file_problems.unionByName(note_problems).unionByName(missing_problems)
-    problems.write.mode("append").parquet(os.path.join(out, "problems"))
+    rows = {name: [] for name in PROBLEMS.names}
 
-    files.select("order", "path", "packets", "first_time", "size", "offset", "ended_id", "ended") \
-        .write.mode("overwrite").parquet(os.path.join(out, "files"))
+    def problem(pid: str, severity: str, message: str, file: str) -> None:
+        for name, value in (("id", pid), ("severity", severity), ("message", message), ("file", file)):
+            rows[name].append(value)
+        for name in ("protocol", "frame", "conn", "time", "packet", "frame_type"):
+            rows[name].append(None)
+
+    for row in files.filter(pc.is_valid(files.column("ended_id"))).to_pylist():
+        problem(row["ended_id"], "error" if row["ended_id"] == "capture.unreadable" else "warning", row["ended"],
+                row["path"])
+    for path, note_id, note in notes:
+        problem(note_id, "note", note, path)
+    for item in missing:
+        problem("capture.unreadable", "error", f"{item}: no such file, directory or match", item)
+    if rows["id"]:
+        pq.write_table(pa.Table.from_pydict(rows, schema=PROBLEMS), os.path.join(out, "problems", "part-files.parquet"))
+    files_dir = os.path.join(out, "files")
+    shutil.rmtree(files_dir, ignore_errors=True)
+    os.makedirs(files_dir)
+    pq.write_table(files, os.path.join(files_dir, "part-00000.parquet"))
 
     done("problems_and_files")
     summary = summarize(parts, files, notes, missing)
@@ -50,18 +64,10 @@ def write(spark, parts: list[str], files, notes, missing: list[str], out: str, s
     return summary
 
 
-def _nulls(F):
-    return (F.lit(None).cast("string").alias("protocol"), F.lit(None).cast("long").alias("frame"),
-            F.lit(None).cast("long").alias("conn"), F.lit(None).cast("double").alias("time"),
-            F.lit(None).cast("long").alias("packet"), F.lit(None).cast("string").alias("frame_type"))
-
-
-def summarize(parts: list[str], files, notes, missing: list[str]) -> dict:
+def summarize(parts: list[str], files, notes: list[tuple[str, str, str]], missing: list[str]) -> dict:
     """What ``stats`` tells, merged from the decoding tasks' parts (the engine's statistics of each task's
     connections, ``crates/engine/src/stats/summary.rs``): no table of frames or messages is read again. The
-    files' figures come from the index (a row per file), which Spark holds already."""
-    from pyspark.sql import functions as F
-
+    files' figures come from the index (``files``: the files table, in capture order)."""
     from dissector import _core
 
     merged = json.loads(_core.merge_summaries(parts))
@@ -107,29 +113,31 @@ def summarize(parts: list[str], files, notes, missing: list[str]) -> dict:
                      "p50": row["p50"], "p90": row["p90"], "p99": row["p99"], "max": row["max"],
                      "mean": round(row["mean"], 3), "exact": row["exact"]}
                     for row in merged["latency"]]
-    file_figures = files.agg(F.count(F.lit(1)).alias("files"), F.coalesce(F.sum("packets"), F.lit(0)).alias("packets"),
-                             F.coalesce(F.sum("size"), F.lit(0)).alias("bytes"),
-                             F.sum(F.when(F.col("ended_id") == "capture.unreadable", 1).otherwise(0)).alias("unreadable"),
-                             F.sum(F.when(F.col("ended_id") == "capture.truncated", 1).otherwise(0)).alias("truncated")).first()
-    file_problems = [row.asDict() for row in files.filter("ended_id is not null").orderBy("order")
-                     .select("path", F.col("ended_id").alias("id"), F.col("ended").alias("message"))
-                     .limit(FILE_PROBLEMS_LISTED).collect()]
+    file_rows = files.to_pylist()
+    ended = [row for row in file_rows if row["ended_id"] is not None]
+    # as Spark SQL's sums gave them: over no files, a count of the unreadable or truncated is null
+    counted = (lambda wanted: sum(row["ended_id"] == wanted for row in file_rows)) if file_rows else (lambda _: None)
+    file_figures = {"files": len(file_rows), "packets": sum(row["packets"] or 0 for row in file_rows),
+                    "bytes": sum(row["size"] or 0 for row in file_rows), "unreadable": counted("capture.unreadable"),
+                    "truncated": counted("capture.truncated")}
+    file_problems = [{"path": row["path"], "id": row["ended_id"], "message": row["ended"]}
+                     for row in ended[:FILE_PROBLEMS_LISTED]]
     # problems: the tasks' (the frames' findings, the events') and the index's (files' endings, readers' notes)
     problem_counts = {}
     for (pid, severity), n in merged["problems"]:
         problem_counts[(pid, severity)] = problem_counts.get((pid, severity), 0) + n
-    for row in files.filter("ended_id is not null").groupBy("ended_id").count().collect():
+    for row in ended:
         severity = "error" if row["ended_id"] == "capture.unreadable" else "warning"
-        problem_counts[(row["ended_id"], severity)] = problem_counts.get((row["ended_id"], severity), 0) + row["count"]
-    for row in notes.groupBy("note_id").count().collect():
-        problem_counts[(row["note_id"], "note")] = problem_counts.get((row["note_id"], "note"), 0) + row["count"]
+        problem_counts[(row["ended_id"], severity)] = problem_counts.get((row["ended_id"], severity), 0) + 1
+    for _, note_id, _ in notes:
+        problem_counts[(note_id, "note")] = problem_counts.get((note_id, "note"), 0) + 1
     if missing:
         key = ("capture.unreadable", "error")
         problem_counts[key] = problem_counts.get(key, 0) + len(missing)
     problems = [{"id": pid, "severity": severity, "count": n}
                 for (pid, severity), n in sorted(problem_counts.items(), key=lambda kv: (-kv[1], kv[0][0]))]
     return {
-        "files": file_figures.asDict(),
+        "files": file_figures,
         "file_problems": file_problems,
         "frames": merged["frames"],
         "connections": merged["connections"],

@@ -1,21 +1,23 @@
-"""What Spark's executors run: plain functions of Arrow record batches (``DataFrame.mapInArrow``), the same
-reader, pipeline and analysis as the CLI (the compiled core), nothing of Spark imported here but its Arrow
-batches. Packets never pass through Spark: each task reads the capture files it needs itself. Each function is
-one stage of ``dissector/spark/job.py``:
+"""What Spark's executors run: plain functions of a partition's items (``RDD.mapPartitions``), the same reader,
+pipeline and analysis as the CLI (the compiled core), nothing of Spark imported here. Packets never pass through
+Spark: each task reads the capture files it needs itself. Each function is one stage of
+``dissector/spark/job.py``:
 
 - ``index_files``: one task per capture file (pcap, pcapng, gzip), streaming it once: a row per TCP
   connection on a protocol's port (its key, ``flow_key`` in the core, its packets and bytes), a row per file
-  (packets, first time, how reading ended) and a row per reader note. A file that cannot be read is a row
-  too, never a failed task.
+  (packets, first time, how reading ended) and a row per reader note, as an Arrow stream the driver collects
+  (``plan.py`` plans the job from it). A file that cannot be read is a row too, never a failed task.
 - ``count_numbers``: per partition (some connections, and the files they are in, in capture order), the
   first pass: the packets that complete frames or open connections, and at the end the frames the end of the
   input leaves per connection (``Dissector.count_selected``: no decoding into Python), into files of numbers.
-- ``number``: one task merges every partition's counts in packet order and numbers frames and connections
-  as a run over the whole input would, into a file of numbers per partition.
+- ``number`` (on the driver): every partition's counts merged in packet order, frames and connections
+  numbered as a run over the whole input would, into a file of numbers per partition.
 - ``decode``: the second pass over the same files, the full pipeline and analysis with those numbers set
   before their packets (``AnalysedDissector.read_selected``), so a record is the CLI's line for that frame:
   the engine makes the records straight into the tables' typed Arrow columns, which the task writes itself
-  (``rows.py``); it gives Spark only the events.
+  (``rows.py``); it gives Spark only its part of the summary.
+
+A partition's work (``plan.Work``) comes as its one item: (slot, [(path, offset, connections' keys)...]).
 """
 from __future__ import annotations
 
@@ -58,10 +60,6 @@ _WIDTH = {"counts": 3, "ends": 2, "numbers": 3, "bases": 2}
 #: Rows of each partition the numbering task merges at a time (its memory: partitions × this × 24 bytes).
 MERGE_ROWS = 1 << 16
 
-#: A decoding task's one row to Spark: its part of the summary (the engine's statistics, as JSON).
-STATISTICS = pa.schema([("slot", pa.int64()), ("statistics", pa.string())])
-
-
 def _ports(options: Options) -> set[int] | None:
     """The server ports the pipeline watches (None with --detect: every TCP connection may be one)."""
     if options.detect:
@@ -102,12 +100,15 @@ def _int64s(buffer: bytes) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(buffer) // 8, [None, pa.py_buffer(buffer)])
 
 
-def index_files(batches, options: Options):
-    """Rows (``INDEX``) of the files named by ``batches`` (columns ``file_no``, ``path``)."""
+def index_files(files, options: Options):
+    """The rows (``INDEX``) of each of ``files`` ((file_no, path) pairs) as an Arrow stream's bytes."""
     ports = _ports(options)
-    for batch in batches:
-        for file_no, path in zip(batch.column("file_no").to_pylist(), batch.column("path").to_pylist()):
-            yield from _index_file(file_no, path, ports)
+    for file_no, path in files:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, INDEX) as stream:
+            for batch in _index_file(file_no, path, ports):
+                stream.write_batch(batch)
+        yield sink.getvalue().to_pybytes()
 
 
 def _index_file(file_no: int, path: str, ports):
@@ -138,15 +139,15 @@ def _index_file(file_no: int, path: str, ports):
     yield rows.batch()
 
 
-def _work(batches):
-    """A partition's work (``job.py``): its slot, and the files it reads in capture order as (path, offset,
-    connections: their keys, given as comma-separated text)."""
-    slot, files = None, []
-    for batch in batches:
-        for row in batch.select(["slot", "path", "offset", "flows"]).to_pylist():
-            slot = row["slot"]
-            files.append((row["path"], row["offset"], {int(flow) for flow in row["flows"].split(",")}))
-    return slot, files
+def _work(items):
+    """A partition's work (its one item, ``plan.Work``): its slot, and the files it reads in capture order as
+    (path, offset, its connections' keys there); (None, []) when it has none. The items are read to their end:
+    a Python worker that leaves some unread is not used again (the next task would start one, importing all)."""
+    slot, work = None, []
+    for item_slot, files in items:
+        if files:
+            slot, work = item_slot, [(path, offset, set(flows)) for path, offset, flows in files]
+    return slot, work
 
 
 def _open(path: str):
@@ -188,13 +189,13 @@ class _NumbersOut:
         os.replace(self.path + ".tmp", self.path)
 
 
-def count_numbers(batches, options: Options, into: str):
-    """A partition's work (columns ``slot``, ``path``, ``offset``, ``flows``, sorted by the files' order)
-    counted: what each packet made (``counts``) and what the end left per connection, keyed by that
-    connection's first packet (``ends``), written under ``into``; a row (``COUNTED``) says so."""
+def count_numbers(items, options: Options, into: str):
+    """A partition's work (``_work``) counted: what each packet made (``counts``) and what the end left per
+    connection, keyed by that connection's first packet (``ends``), written under ``into``; its slot and the
+    rows of each is its one item."""
     from dissector.pipeline import Dissector
 
-    slot, files = _work(batches)
+    slot, files = _work(items)
     if slot is None:
         return
     dissector = Dissector(options)._core
@@ -224,8 +225,7 @@ def count_numbers(batches, options: Options, into: str):
     if finish:
         ends.write([first_packet.get(conn, -1) for conn, _ in finish], [frames for _, frames in finish])
     ends.close()
-    yield pa.RecordBatch.from_pydict({"slot": [slot], "packets": [counts.rows], "finishes": [ends.rows]},
-                                     schema=COUNTED)
+    yield slot, counts.rows, ends.rows
 
 
 def number(batches, into: str):
@@ -291,18 +291,19 @@ READ_ITEMS = 64
 READ_BYTES = 1 << 20
 
 
-def decode(batches, options: Options, out: str, numbering: str, with_json: bool = False):
-    """A partition's work (``file`` rows as ``count_numbers`` reads) and its numbers (``number`` wrote them
+def decode(items, options: Options, out: str, numbering: str, with_json: bool = False):
+    """A partition's work (``_work``) and its numbers (``number`` wrote them
     under ``numbering``) through the CLI's pipeline and analysis: each frame's record into this task's files of
     the frames, messages, problems and exchanges tables under ``out`` (``rows.py``; ``with_json``: the frames
-    keep each record's line as ``--json`` writes it); rows (``EVENTS``) for the events' records."""
+    keep each record's line as ``--json`` writes it), and its events into the events table: its one item is its
+    part of the summary (JSON text)."""
     from pyspark import TaskContext
 
     from dissector.analysis.conversation import analysed_dissector
     from dissector.output.records import event_record
     from dissector.spark.rows import CHUNK_BYTES, EVENT_ROWS, FrameTables
 
-    slot, files = _work(batches)
+    slot, files = _work(items)
     if slot is None:
         return
     context = TaskContext.get()
@@ -344,4 +345,4 @@ def decode(batches, options: Options, out: str, numbering: str, with_json: bool 
     # this task's part of the summary: the engine's statistics of its frames, and its events' problems
     part = orjson.loads(stage.take_summary())
     part["problems"] += [[list(key), n] for key, n in event_problems.items()]
-    yield pa.RecordBatch.from_pydict({"slot": [slot], "statistics": [orjson.dumps(part).decode()]}, schema=STATISTICS)
+    yield orjson.dumps(part).decode()
