@@ -153,6 +153,11 @@ register("frame.cut_at_end", WARNING, lambda p: _CUT[p["how"]].format(**p) + (
 register("frame.oversized_head", WARNING, "frame above --max-frame-size: only its first {head} of {size} bytes "
          "decoded", "a frame above --max-frame-size whose head (its command and metadata) was decoded while the rest "
          "was skipped unread (an OVERSIZED event says so too)")
+register("protobuf.repeated_elided", WARNING, "{message}: {elided} more elements of repeated fields not decoded "
+         "(the first {kept} kept)",
+         "A message holds more elements of repeated fields than any client sends (an empty element is two bytes on "
+         "the wire and far more once decoded): the first are decoded, the rest are skipped and counted here, so "
+         "the frame's fields list fewer than it carries.")
 register("OVERSIZED", ERROR, lambda p: f"{p['field']} {p['size']} is above the limit ({p['limit']} max)"
          + _looks_like(p),
          "a frame whose declared size is above --max-frame-size; the bytes are skipped")

@@ -162,6 +162,35 @@ def decompression_bomb(path: Path, codec: int = fb.ZLIB, size: int = 80 * MiB) -
     return _write(path, [fb.send_frame(body, md=md)])
 
 
+def empty_ack_ids(path: Path, ids: int = 1_000_000) -> Path:
+    """An ACK of ``ids`` empty MessageIdData (two bytes each on the wire, a kilobyte once decoded and checked):
+    the parse keeps MAX_REPEATED_ELEMENTS and counts the rest (protobuf.repeated_elided)."""
+    ack = b"\x08\x01" + b"\x10\x00" + b"\x1a\x00" * ids  # consumer_id 1, Individual, the ids
+    command = b"\x08" + fb.varint(10) + b"\x52" + fb.varint(len(ack)) + ack  # type ACK, its field (10)
+    return _stream(path, fb.raw_frame(command))
+
+
+TUBEMQ_BROKER_PORT = 8123
+
+
+def tubemq_messages(path: Path, messages: int = 1_000_000) -> Path:
+    """A TubeMQ broker's GetMessageResponseB2C carrying ``messages`` empty messages (two bytes each on the
+    wire, a map each in memory), between two that carry one: the record lists max_batch_entries of them and
+    counts the rest."""
+    import tubemq_wire as tw
+    from test_hostile_transport import PSH, ACK, pkt, write
+
+    def response(serial: int, count: int) -> bytes:
+        # success (1) true, errCode (2) 200, then the messages (4): empty TransferedMessages
+        body = b"\x08\x01" + b"\x10" + fb.varint(200) + b"\x22\x00" * count
+        return tw.encode_frame(serial, tw.response_content(17, body))
+
+    stream = response(1, 1) + response(2, messages) + response(3, 1)
+    seg = 1400
+    return write(path, [pkt(0, 1000 + i, stream[i:i + seg], PSH | ACK, to_broker=False, port=TUBEMQ_BROKER_PORT)
+                        for i in range(0, len(stream), seg)])
+
+
 # name → (builder, file suffix, the issue's sizes as keyword arguments, small sizes for seeds)
 ATTACKS = {
     "encrypted_batch": (encrypted_batch, ".pcap.gz", {}, {"entries": 10_000_000}),
@@ -176,6 +205,8 @@ ATTACKS = {
     "lz4_bomb": (decompression_bomb, ".pcap", {"codec": fb.LZ4}, {"codec": fb.LZ4, "size": 1 * MiB + 4096}),
     "zstd_bomb": (decompression_bomb, ".pcap", {"codec": fb.ZSTD}, {"codec": fb.ZSTD, "size": 1 * MiB + 4096}),
     "snappy_bomb": (decompression_bomb, ".pcap", {"codec": fb.SNAPPY}, {"codec": fb.SNAPPY, "size": 1 * MiB + 4096}),
+    "empty_ack_ids": (empty_ack_ids, ".pcap", {}, {"ids": 2_000}),
+    "tubemq_messages": (tubemq_messages, ".pcap", {}, {"messages": 1_500}),
 }
 
 

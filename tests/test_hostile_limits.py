@@ -257,6 +257,47 @@ def test_compressed_chunks_held_over_every_connection_share_one_cap(tmp_path):
     assert '"chunk.abandoned"' not in out
 
 
+# ----------------------------------------------------------------------------- repeated fields of protobuf
+def test_an_ack_of_a_million_empty_ids_keeps_the_parse_budget(tmp_path):
+    """A 2 MB ACK of a million empty MessageIdData (740 MB when each was decoded, valued and checked): the
+    first MAX_REPEATED_ELEMENTS are decoded, the rest counted by protobuf.repeated_elided; PING and PONG
+    around it still decode; time linear in the ids."""
+    path = _attack(tmp_path, "empty_ack_ids")
+    rc, out, err, rss, _ = run(path, "--json")
+    _ok(rc, err)
+    assert rss < RSS_BOUND_MIB, rss
+    recs = frames(records(out))
+    assert [r["type"] for r in recs] == ["PING", "ACK", "PONG"]
+    ack = recs[1]
+    (elided,) = [e for e in ack["expert"] if e["id"] == "protobuf.repeated_elided"]
+    kept = len(ack["command"]["message_id"])
+    assert kept + int(elided["message"].split(": ")[1].split()[0]) == 1_000_000
+    assert _linear(tmp_path, "empty_ack_ids", "ids", 500_000, "--json") < LINEAR_RATIO
+
+
+def test_a_tubemq_frame_of_a_million_messages_lists_the_cap_and_counts_what_it_read(tmp_path):
+    """A 2 MB GetMessageResponseB2C of a million empty messages (2.2 GB before): the record lists
+    max_batch_entries (tubemq.messages_truncated), messages_summary counts the messages read (the parse keeps
+    MAX_REPEATED_ELEMENTS: protobuf.repeated_elided counts the rest), and stats count both findings. (Its
+    messages count for no topic: the topic is the request's, not in this capture.)"""
+    path = _attack(tmp_path, "tubemq_messages")
+    rc, out, err, rss, _ = run(path, "--json")
+    _ok(rc, err)
+    assert rss < RSS_BOUND_MIB, rss
+    recs = frames(records(out))
+    assert [len(r["messages"]) for r in recs] == [1, 1000, 1]
+    big = recs[1]
+    ids = {e["id"] for e in big["expert"]}
+    assert {"tubemq.messages_truncated", "protobuf.repeated_elided"} <= ids
+    read = big["messages_summary"]["count"]
+    assert 1000 < read < 1_000_000
+    rc, out, err, rss, _ = run(path, "--json", command="stats")
+    _ok(rc, err)
+    assert rss < RSS_BOUND_MIB, rss
+    expert = {e["id"]: e["count"] for e in json.loads(out)["expert"]}
+    assert expert["tubemq.messages_truncated"] == 1 and expert["protobuf.repeated_elided"] == 1
+
+
 # ------------------------------------------------------------------------------------------ fuzz seeds
 def test_the_fuzz_targets_seeds_are_these_attacks(tmp_path):
     """tests/hostile_seeds/ (which tools/fuzz/core_seeds.py gives the fuzz target) is what the generator writes

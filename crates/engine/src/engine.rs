@@ -51,6 +51,8 @@ pub struct Settings {
     pub limits: Limits,
     /// A batch's entries listed on its record (`DecodeCaps::max_batch_entries`).
     pub max_batch_entries: usize,
+    /// Elements of repeated fields a protobuf message keeps (`DecodeCaps::max_repeated_elements`).
+    pub max_repeated_elements: usize,
     pub depth: Depth,
 }
 
@@ -73,6 +75,7 @@ impl Default for Settings {
                 redirect_loop_limit: 8,
             },
             max_batch_entries: crate::protocols::DEFAULT_MAX_BATCH_ENTRIES,
+            max_repeated_elements: crate::pb::DEFAULT_MAX_REPEATED_ELEMENTS,
             depth: Depth::Full,
         }
     }
@@ -325,6 +328,7 @@ impl Engine {
                     caps: DecodeCaps {
                         max_decompressed: settings.limits.max_decompressed,
                         max_batch_entries: settings.max_batch_entries,
+                        max_repeated_elements: settings.max_repeated_elements,
                     },
                     depth: settings.depth,
                 },

@@ -14,6 +14,63 @@ use crate::value::{entry, text, Map, Text, Value};
 const MAX_FIELD_NUMBER: u32 = (1 << 29) - 1;
 const MAX_DEPTH: u32 = 100; // as upb: deeper nesting is refused, not a stack overflow
 
+/// Elements of repeated fields one parse keeps over its whole message tree by default (nested messages, and
+/// the values of repeated scalars, packed or not; `Options.max_repeated_elements`); beyond, they are skipped
+/// and counted (`Parsed::elided`). Two bytes on the wire (an empty nested message) became about a kilobyte in
+/// memory once parsed, valued and checked: a 2 MB ACK of a million empty message ids took 740 MB. Clients
+/// send a few thousand at most (the Java client's ack grouping flushes at 1,000).
+pub const DEFAULT_MAX_REPEATED_ELEMENTS: usize = 100_000;
+
+/// What is left of a parse's repeated elements, and what it skipped.
+struct Budget {
+    left: usize,
+    elided: usize,
+}
+
+impl Budget {
+    fn new(max_repeated: usize) -> Budget {
+        Budget { left: max_repeated, elided: 0 }
+    }
+
+    /// Whether one more element is kept (else it is counted).
+    fn take(&mut self) -> bool {
+        if self.left == 0 {
+            self.elided += 1;
+            return false;
+        }
+        self.left -= 1;
+        true
+    }
+
+    /// The packed values kept: the first `left` of them (the rest counted).
+    fn take_packed<'a>(&mut self, kind: Kind, b: &'a [u8]) -> &'a [u8] {
+        let width = match kind.wire_type() {
+            1 => 8,
+            5 => 4,
+            _ => 0,
+        };
+        let count = b.len().checked_div(width).unwrap_or_else(|| b.iter().filter(|&&byte| byte & 0x80 == 0).count());
+        if count <= self.left {
+            self.left -= count;
+            return b;
+        }
+        let keep = self.left;
+        self.elided += count - keep;
+        self.left = 0;
+        let end = if width > 0 {
+            keep * width
+        } else {
+            // after the keep-th byte that ends a varint
+            b.iter()
+                .enumerate()
+                .filter(|(_, &byte)| byte & 0x80 == 0)
+                .nth(keep.wrapping_sub(1))
+                .map_or(0, |(i, _)| i + 1)
+        };
+        &b[..end]
+    }
+}
+
 #[derive(Debug)]
 pub struct WireError;
 
@@ -38,6 +95,9 @@ pub struct Parsed<'a> {
     pub raw: &'a [u8],
     pub slots: Vec<(u16, Slot<'a>)>,
     pub unknown: Vec<u32>,
+    /// Elements of repeated fields skipped beyond the parse's limit (set on the message a parse returns, over
+    /// its whole tree; 0 on the messages within).
+    pub elided: usize,
 }
 
 #[inline]
@@ -111,29 +171,57 @@ fn read_value<'a>(
 }
 
 pub fn parse<'a>(schema: &Schema, msg: usize, buf: &'a [u8]) -> Result<Parsed<'a>, WireError> {
-    parse_at(schema, msg, buf, 0)
+    parse_limited(schema, msg, buf, DEFAULT_MAX_REPEATED_ELEMENTS)
+}
+
+/// [`parse`], keeping at most `max_repeated` elements of repeated fields over the message's tree.
+pub fn parse_limited<'a>(
+    schema: &Schema,
+    msg: usize,
+    buf: &'a [u8],
+    max_repeated: usize,
+) -> Result<Parsed<'a>, WireError> {
+    let mut budget = Budget::new(max_repeated);
+    let mut parsed = parse_at(schema, msg, buf, 0, &mut budget)?;
+    parsed.elided = budget.elided;
+    Ok(parsed)
 }
 
 /// [`parse`] into `out`, whose lists keep their capacity: a reader of many small messages (a batch's
 /// entries) allocates once.
-pub fn parse_into<'a>(schema: &Schema, msg: usize, buf: &'a [u8], out: &mut Parsed<'a>) -> Result<(), WireError> {
+pub fn parse_into<'a>(
+    schema: &Schema,
+    msg: usize,
+    buf: &'a [u8],
+    out: &mut Parsed<'a>,
+    max_repeated: usize,
+) -> Result<(), WireError> {
     out.msg = msg;
     out.raw = buf;
     out.slots.clear();
     out.unknown.clear();
-    parse_fields(schema, msg, buf, 0, out)
+    let mut budget = Budget::new(max_repeated);
+    parse_fields(schema, msg, buf, 0, out, &mut budget)?;
+    out.elided = budget.elided;
+    Ok(())
 }
 
 impl Parsed<'_> {
     /// An empty message, for [`parse_into`].
     pub fn empty() -> Parsed<'static> {
-        Parsed { msg: 0, raw: &[], slots: Vec::new(), unknown: Vec::new() }
+        Parsed { msg: 0, raw: &[], slots: Vec::new(), unknown: Vec::new(), elided: 0 }
     }
 }
 
-fn parse_at<'a>(schema: &Schema, msg: usize, buf: &'a [u8], depth: u32) -> Result<Parsed<'a>, WireError> {
-    let mut out = Parsed { msg, raw: buf, slots: Vec::new(), unknown: Vec::new() };
-    parse_fields(schema, msg, buf, depth, &mut out)?;
+fn parse_at<'a>(
+    schema: &Schema,
+    msg: usize,
+    buf: &'a [u8],
+    depth: u32,
+    budget: &mut Budget,
+) -> Result<Parsed<'a>, WireError> {
+    let mut out = Parsed { msg, raw: buf, slots: Vec::new(), unknown: Vec::new(), elided: 0 };
+    parse_fields(schema, msg, buf, depth, &mut out, budget)?;
     Ok(out)
 }
 
@@ -143,6 +231,7 @@ fn parse_fields<'a>(
     buf: &'a [u8],
     depth: u32,
     out: &mut Parsed<'a>,
+    budget: &mut Budget,
 ) -> Result<(), WireError> {
     if depth > MAX_DEPTH {
         return Err(WireError);
@@ -169,10 +258,13 @@ fn parse_fields<'a>(
         };
         let field = &ty.fields[fi];
         let expected = field.kind.wire_type();
+        if field.repeated && wt == expected && !budget.take() {
+            continue;
+        }
         let slot = if wt == expected {
             match (field.kind, value) {
                 (Kind::Message(sub), Val::Bytes(b)) => {
-                    let child = parse_at(schema, sub, b, depth + 1)?;
+                    let child = parse_at(schema, sub, b, depth + 1, budget)?;
                     if !field.repeated {
                         // a singular message sent twice is merged, as parsing the concatenation would
                         if let Some((_, Slot::Message(prev))) =
@@ -206,7 +298,7 @@ fn parse_fields<'a>(
                 }
             }
             match value {
-                Val::Bytes(b) => Slot::Packed(b),
+                Val::Bytes(b) => Slot::Packed(budget.take_packed(field.kind, b)),
                 _ => unreachable!(),
             }
         } else {

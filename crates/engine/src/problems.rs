@@ -52,6 +52,7 @@ problems! {
         FrameCutAtEnd => "frame.cut_at_end",
         FrameGapDamaged => "frame.gap_damaged",
         FrameOversizedHead => "frame.oversized_head",
+        ProtobufRepeatedElided => "protobuf.repeated_elided",
         RequestDuplicateId => "request.duplicate_id",
         ResponseBeforeRequest => "response.before_request",
         ResponseSlow => "response.slow",

@@ -753,3 +753,66 @@ fn mutated_sub_commands_decode_as_the_runtime_parses_them() {
     }
     assert!(compared > 5_000, "{compared} compared");
 }
+
+/// A repeated field's elements beyond `MAX_REPEATED_ELEMENTS` (two bytes each on the wire, a kilobyte once
+/// decoded) are skipped and counted by a finding; those kept decode as before, packed values too.
+#[test]
+fn repeated_elements_beyond_the_parse_budget_are_counted_not_decoded() {
+    use pulsar_dissect_engine::pb::DEFAULT_MAX_REPEATED_ELEMENTS as MAX_REPEATED_ELEMENTS;
+    let ack = |ids: usize| {
+        let id = msg("MessageIdData", &[("ledgerId", uint(1)), ("entryId", uint(2))]);
+        let sub = sub_command(
+            "ACK",
+            &[("consumer_id", uint(1)), ("ack_type", PV::EnumNumber(0)), ("message_id", list(vec![sub(id); ids]))],
+        );
+        simple_frame(&base_command("ACK", &sub))
+    };
+    let elided = |d: &pulsar_dissect_engine::model::Decoded| {
+        d.findings.iter().find(|f| f.id.as_str() == "protobuf.repeated_elided").map(|f| {
+            let get = |k: &str| f.params.iter().find(|(key, _)| key.as_str() == k).and_then(|(_, v)| v.as_i64());
+            (get("elided"), get("kept"))
+        })
+    };
+    let at_cap = decode(&ack(MAX_REPEATED_ELEMENTS), 0, 64 << 20, false);
+    assert_eq!(elided(&at_cap), None);
+    let beyond = decode(&ack(MAX_REPEATED_ELEMENTS + 7), 0, 64 << 20, false);
+    assert_eq!(elided(&beyond), Some((Some(7), Some(MAX_REPEATED_ELEMENTS as i64))));
+    let ids = beyond.command.as_ref().and_then(|c| c.get("message_id")).and_then(Value::as_list).map(|l| l.len());
+    assert_eq!(ids, Some(MAX_REPEATED_ELEMENTS));
+
+    // packed (as upb accepts a repeated scalar): an ack_set of more values than are left is cut at a value's
+    // end, the rest counted; written by hand, as prost-reflect writes proto2 fields unpacked
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    fn delimited(key: u8, body: &[u8], out: &mut Vec<u8>) {
+        out.push(key);
+        varint(body.len() as u64, out);
+        out.extend_from_slice(body);
+    }
+    let packed = |values: usize| {
+        let mut set = Vec::new();
+        for _ in 0..values {
+            varint(300, &mut set);
+        }
+        let mut id = vec![0x08, 0x01, 0x10, 0x02]; // ledgerId 1, entryId 2
+        delimited(0x2a, &set, &mut id); // ack_set (5), packed
+        let mut ack = vec![0x08, 0x01, 0x10, 0x00]; // consumer_id 1, Individual
+        delimited(0x1a, &id, &mut ack); // message_id (3)
+        let mut base = vec![0x08, 10]; // type ACK
+        delimited(0x52, &ack, &mut base); // ack (10)
+        simple_frame(&base)
+    };
+    let d = decode(&packed(MAX_REPEATED_ELEMENTS + 2), 0, 64 << 20, false);
+    // the message id itself takes one element of the budget
+    assert_eq!(elided(&d), Some((Some(3), Some(MAX_REPEATED_ELEMENTS as i64))));
+    let set =
+        d.command.as_ref().and_then(|c| c.get("message_id")).and_then(Value::as_list).and_then(|l| l[0].get("ack_set"));
+    let set = set.and_then(Value::as_list).expect("the values kept");
+    assert_eq!(set.len(), MAX_REPEATED_ELEMENTS - 1);
+    assert!(set.iter().all(|v| v.as_i64() == Some(300)), "cut at a value's end, not inside one");
+}

@@ -873,7 +873,7 @@ fn an_encrypted_batch_lists_no_message_and_counts_its_claim() {
 fn a_batch_beyond_max_batch_entries_lists_the_first_and_counts_all() {
     let entries: Vec<(DynamicMessage, &[u8])> = (0..5).map(|_| (smm(b"xy", &[]), &b"xy"[..])).collect();
     let frame = batch_frame(5, &batch(&entries));
-    let caps = DecodeCaps { max_decompressed: MIB, max_batch_entries: 2 };
+    let caps = DecodeCaps { max_decompressed: MIB, max_batch_entries: 2, ..DecodeCaps::decompressing(MIB) };
     let whole = map(vec![("count", Value::Int(5)), ("bytes", Value::Int(10))]);
     for depth in [Depth::Full, Depth::BatchesLater, Depth::Brief] {
         let d = decode_to(&frame, 0, caps, depth);
@@ -889,7 +889,12 @@ fn a_batch_beyond_max_batch_entries_lists_the_first_and_counts_all() {
         assert!(d.findings.iter().all(|f| f.id.as_str() != "batch.count_mismatch"));
     }
     // at the cap: every entry listed, nothing said
-    let d = decode_to(&frame, 0, DecodeCaps { max_decompressed: MIB, max_batch_entries: 5 }, Depth::Full);
+    let d = decode_to(
+        &frame,
+        0,
+        DecodeCaps { max_decompressed: MIB, max_batch_entries: 5, ..DecodeCaps::decompressing(MIB) },
+        Depth::Full,
+    );
     assert_eq!((sec(&d).messages.len(), sec(&d).whole_summary(), d.findings.len()), (5, None, 0));
 }
 

@@ -4,10 +4,11 @@
 //! checksums from a bitwise CRC-32 written there.
 
 use pulsar_dissect_engine::model::Decoded;
-use pulsar_dissect_engine::protocols::tubemq::decode::{decode_listing, message_checksum};
+use pulsar_dissect_engine::protocols::tubemq::decode::{decode_within, message_checksum};
 use pulsar_dissect_engine::protocols::tubemq::{
     checksum_verdict, decode, error_code_name, event_type_name, known_type, service_name, tube, EXCEPTION, METHODS,
 };
+use pulsar_dissect_engine::protocols::DecodeCaps;
 use pulsar_dissect_engine::value::{Map, Value};
 
 mod tubemq_support;
@@ -672,7 +673,8 @@ fn messages_beyond_the_cap_are_counted_and_checked_not_listed() {
     let mut carried: Vec<Pv> = (0..5).map(|i| transfered(i, &good, 0, tube_checksum(&good))).collect();
     carried.push(transfered(5, &bad, 0, tube_checksum(&bad).wrapping_add(1)));
     let frame = response(8, 17, &get_response(carried, 200));
-    let d = decode_listing(&frame, 0, false, 3);
+    let caps = |listed| DecodeCaps { max_batch_entries: listed, ..DecodeCaps::decompressing(0) };
+    let d = decode_within(&frame, 0, false, caps(3));
     let listed: Vec<_> = messages(&d).iter().map(|m| m.get("message_id").and_then(Value::as_i64)).collect();
     assert_eq!(listed, [Some(0), Some(1), Some(2)]);
     assert_eq!(ids(&d), ["tubemq.messages_truncated"], "the unlisted message's problem is counted, not listed");
@@ -687,7 +689,7 @@ fn messages_beyond_the_cap_are_counted_and_checked_not_listed() {
     assert_eq!(checksum_verdict(messages(&d)), "valid", "the listed ones alone would pass");
 
     // at the cap: nothing is cut, nothing said
-    let d = decode_listing(&frame, 0, false, 6);
+    let d = decode_within(&frame, 0, false, caps(6));
     assert_eq!(messages(&d).len(), 6);
     assert!(d.tube().is_some_and(|t| t.whole.is_none()));
     assert_eq!(ids(&d), ["tubemq.checksum_invalid"]);

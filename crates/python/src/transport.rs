@@ -79,6 +79,7 @@ pub fn pipeline(
             caps: engine::protocols::DecodeCaps {
                 max_decompressed: options.getattr("max_decompressed")?.extract()?,
                 max_batch_entries: options.getattr("max_batch_entries")?.extract()?,
+                max_repeated_elements: options.getattr("max_repeated_elements")?.extract()?,
             },
             depth: engine::protocols::Depth::brief(options.getattr("summary")?.extract()?),
         },

@@ -45,12 +45,18 @@ pub struct DecodeCaps {
     /// Messages of one batch decoded into its record; the rest are counted, not kept (a batch of 6-byte entries
     /// is ten million of them in 64 MiB).
     pub max_batch_entries: usize,
+    /// Elements of repeated fields one protobuf message keeps (`pb::parse_limited`); the rest are counted.
+    pub max_repeated_elements: usize,
 }
 
 impl DecodeCaps {
-    /// `max_decompressed`, with the default cap on a batch's entries.
+    /// `max_decompressed`, with the default caps on a batch's entries and on repeated elements.
     pub fn decompressing(max_decompressed: u64) -> DecodeCaps {
-        DecodeCaps { max_decompressed, max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES }
+        DecodeCaps {
+            max_decompressed,
+            max_batch_entries: DEFAULT_MAX_BATCH_ENTRIES,
+            max_repeated_elements: crate::pb::DEFAULT_MAX_REPEATED_ELEMENTS,
+        }
     }
 }
 

@@ -88,7 +88,7 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, caps: DecodeCaps, depth
     let type_num = peek_command_type(cmd_bytes);
     let schema = core.schema;
     let name = type_name(core, type_num);
-    let base = match pb::parse(schema, core.base_command, cmd_bytes) {
+    let base = match pb::parse_limited(schema, core.base_command, cmd_bytes, caps.max_repeated_elements) {
         Ok(base) => base,
         Err(_) => {
             let error = format!("Error parsing message with type '{}'", schema.messages[core.base_command].full_name);
@@ -96,6 +96,10 @@ pub fn decode(core: &Core, frame: &[u8], missing: usize, caps: DecodeCaps, depth
             return Decoded { type_name: name, command: None, size, findings, body: None };
         }
     };
+    if base.elided > 0 {
+        findings.push(finding!(crate::problems::GenericProblem::ProtobufRepeatedElided, "message" => name.clone(),
+            "elided" => base.elided, "kept" => caps.max_repeated_elements));
+    }
     let mut command: Option<&Parsed> = None;
     let known = type_num.and_then(|n| i32::try_from(n).ok()).filter(|&n| core.command_types.contains(n));
     match (type_num, known) {

@@ -197,7 +197,7 @@ pub fn decode_section(
         sec.findings.push(finding!(PulsarProblem::PayloadMetadataSize, "size" => msize, "left" => end - pos));
         return sec;
     }
-    let md = match pb::parse(schema, core.m.metadata, &frame[pos..pos + msize]) {
+    let md = match pb::parse_limited(schema, core.m.metadata, &frame[pos..pos + msize], caps.max_repeated_elements) {
         Ok(md) => md,
         Err(_) => {
             sec.findings.push(
@@ -206,6 +206,10 @@ pub fn decode_section(
             return sec;
         }
     };
+    if md.elided > 0 {
+        sec.findings.push(finding!(crate::problems::GenericProblem::ProtobufRepeatedElided,
+            "message" => name!("MessageMetadata"), "elided" => md.elided, "kept" => caps.max_repeated_elements));
+    }
     sec.metadata = Some(if brief { brief_metadata(core, &md) } else { md.to_value(schema) });
     sec.metadata_size = Some(msize);
     let errors = md.init_errors(schema);
@@ -368,10 +372,12 @@ fn decode_messages(
         let cap = caps.max_batch_entries;
         let mut bytes = 0i64;
         let entries = if depth != Depth::Full {
-            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, usize::MAX, |e| {
-                bytes += e.payload.len() as i64;
-                note_sequence_id(e);
-            });
+            let max_repeated = caps.max_repeated_elements;
+            let entries =
+                split_batch(core, &data, expected, &mut sec.findings, ack_set, usize::MAX, max_repeated, |e| {
+                    bytes += e.payload.len() as i64;
+                    note_sequence_id(e);
+                });
             let ack_set = ack_set.map(<[u64]>::to_vec);
             sec.batch_later = Some(Box::new(BatchLater {
                 data: data.into_owned(),
@@ -380,18 +386,21 @@ fn decode_messages(
                 entries,
                 kept: entries.min(cap),
                 keep_payloads,
+                max_repeated,
                 summary: whole(entries, Value::Int(bytes)),
             }));
             entries
         } else {
             let messages = &mut sec.messages;
-            let entries = split_batch(core, &data, expected, &mut sec.findings, ack_set, usize::MAX, |e| {
-                bytes += e.payload.len() as i64;
-                if e.index < cap {
-                    messages.push(Value::Map(batch_message(core, e, keep_payloads)));
-                }
-                note_sequence_id(e);
-            });
+            let max_repeated = caps.max_repeated_elements;
+            let entries =
+                split_batch(core, &data, expected, &mut sec.findings, ack_set, usize::MAX, max_repeated, |e| {
+                    bytes += e.payload.len() as i64;
+                    if e.index < cap {
+                        messages.push(Value::Map(batch_message(core, e, keep_payloads)));
+                    }
+                    note_sequence_id(e);
+                });
             if entries > cap {
                 sec.messages_whole = Some(Box::new(whole(entries, Value::Int(bytes))));
             }
@@ -528,6 +537,8 @@ pub struct BatchLater {
     pub kept: usize,
     /// Whether its messages hold their payloads (not after a brief decode).
     pub keep_payloads: bool,
+    /// The repeated elements an entry's metadata keeps (`DecodeCaps::max_repeated_elements`).
+    max_repeated: usize,
     /// The record's `messages_summary` of it: count and bytes, as `records.rs: messages_summary` makes them
     /// of its messages (a batch's entries are no chunk).
     pub summary: Value,
@@ -556,6 +567,7 @@ impl BatchLater {
             &mut Vec::new(),
             self.ack_set.as_deref(),
             self.kept,
+            self.max_repeated,
             each,
         );
     }
@@ -573,6 +585,7 @@ pub struct BatchEntry<'a> {
 /// Split a batch payload into its entries, `each` called with each; read every readable entry even when the
 /// batch is damaged, its damage in `findings`. Returns the entries read. `stop_after`: read no more entries than
 /// this (a split of a batch already checked, its findings not wanted).
+#[allow(clippy::too_many_arguments)] // the batch, where its findings go, and the split's three limits
 fn split_batch(
     core: &Core,
     payload: &[u8],
@@ -580,6 +593,7 @@ fn split_batch(
     findings: &mut Vec<Finding>,
     ack_set: Option<&[u64]>,
     stop_after: usize,
+    max_repeated: usize,
     mut each: impl FnMut(&BatchEntry<'_>),
 ) -> usize {
     let schema = core.schema;
@@ -601,7 +615,10 @@ fn split_batch(
             findings.push(batch_problem(index, name!("metadata_size"), vec![entry(name!("size"), smm_size)]));
             break;
         }
-        match pb::parse_into(schema, core.m.single, &payload[pos..pos + smm_size], &mut smm) {
+        match pb::parse_into(schema, core.m.single, &payload[pos..pos + smm_size], &mut smm, max_repeated) {
+            Ok(()) if smm.elided > 0 => findings
+                .push(finding!(crate::problems::GenericProblem::ProtobufRepeatedElided,
+                "message" => name!("SingleMessageMetadata"), "elided" => smm.elided, "kept" => max_repeated)),
             Ok(()) => {}
             Err(_) => {
                 let error = entry(name!("error"), parse_error(core, core.m.single));

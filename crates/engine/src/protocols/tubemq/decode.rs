@@ -5,10 +5,11 @@
 
 use super::framing::{u32_at, HEADER_SIZE, MAX_BLOCK_SIZE};
 use super::problems::TubeMqProblem;
-use super::{TubeBody, WholeMessages};
 use super::{error_code_name, event_type_name, info, service_name, tube, TubeSchema, EXCEPTION};
+use super::{TubeBody, WholeMessages};
 use crate::model::{Decoded, Finding};
 use crate::pb::{self, read_varint, Parsed};
+use crate::protocols::protocol::DecodeCaps;
 use crate::value::{entry, Map, Text, Value};
 use crate::{finding, name};
 
@@ -32,8 +33,8 @@ struct Frame<'a> {
     rpc: Map,
     data: &'a [u8],
     pos: usize,
-    /// The messages a record lists at most (`max_batch_entries`).
-    max_messages: usize,
+    /// `max_batch_entries`: the messages a record lists at most; `max_repeated_elements`.
+    caps: DecodeCaps,
     /// Set when the frame carries more messages than it lists.
     whole: Option<Box<WholeMessages>>,
 }
@@ -65,8 +66,13 @@ impl<'a> Frame<'a> {
 
     /// The method's message read from `bytes` into the command; its required fields checked.
     fn command<'b>(&mut self, msg: usize, type_name: &str, bytes: &'b [u8]) -> Option<(Parsed<'b>, Value)> {
-        match pb::parse(self.t.schema, msg, bytes) {
+        match pb::parse_limited(self.t.schema, msg, bytes, self.caps.max_repeated_elements) {
             Ok(parsed) => {
+                if parsed.elided > 0 {
+                    self.findings.push(finding!(crate::problems::GenericProblem::ProtobufRepeatedElided,
+                        "message" => type_name.to_owned(), "elided" => parsed.elided,
+                        "kept" => self.caps.max_repeated_elements));
+                }
                 let errors = parsed.init_errors(self.t.schema);
                 if !errors.is_empty() {
                     self.findings.push(finding!(TubeMqProblem::MissingRequired, "type" => type_name.to_owned(),
@@ -84,12 +90,12 @@ impl<'a> Frame<'a> {
 }
 
 pub fn decode(frame: &[u8], missing: usize, brief: bool) -> Decoded {
-    decode_listing(frame, missing, brief, crate::protocols::DEFAULT_MAX_BATCH_ENTRIES)
+    decode_within(frame, missing, brief, DecodeCaps::decompressing(0))
 }
 
-/// `decode`, the record listing at most `max_messages` of the messages a frame carries (every one is still
-/// read, checked and counted: the body's `whole`).
-pub fn decode_listing(frame: &[u8], missing: usize, brief: bool, max_messages: usize) -> Decoded {
+/// `decode` within `caps`: the record lists at most `max_batch_entries` of the messages a frame carries (every
+/// one is still read, checked and counted: the body's `whole`); a message keeps `max_repeated_elements`.
+pub fn decode_within(frame: &[u8], missing: usize, brief: bool, caps: DecodeCaps) -> Decoded {
     let t = tube();
     let size = frame.len() + missing;
     let mut findings = Vec::new();
@@ -117,7 +123,7 @@ pub fn decode_listing(frame: &[u8], missing: usize, brief: bool, max_messages: u
         findings.push(finding!(TubeMqProblem::Truncated, "captured" => frame.len(), "size" => size));
     }
     let mut rpc = vec![entry(name!("blocks"), list_size)];
-    let mut f = Frame { t, findings, rpc: Vec::new(), data: &data, pos: 0, max_messages, whole: None };
+    let mut f = Frame { t, findings, rpc: Vec::new(), data: &data, pos: 0, caps, whole: None };
     let (type_name, command, messages) = envelope(&mut f, brief);
     // bytes after the last message of a whole envelope (a broken one said why already)
     if !cut && f.pos < data.len() && type_name.as_str() != "MALFORMED" {
@@ -402,7 +408,7 @@ fn delivered_messages(f: &mut Frame<'_>, parsed: &Parsed<'_>, command: &mut Valu
         let id = m.varint(s, 1).map(|v| v as i64);
         let checksum = m.varint(s, 2).map(|v| v as i32 as i64);
         let flag = m.varint(s, 4).map(|v| v as i32 as i64);
-        let listed = count < f.max_messages;
+        let listed = count < f.caps.max_batch_entries;
         let before = f.findings.len();
         let record = message_record(f, data, flag, checksum, id, brief || !listed);
         count += 1;

@@ -308,7 +308,7 @@ impl Protocol for TubeMq {
     }
 
     fn decode(&self, pdu: &[u8], missing: usize, caps: DecodeCaps, depth: Depth) -> Decoded {
-        decode::decode_listing(pdu, missing, depth == Depth::Brief, caps.max_batch_entries)
+        decode::decode_within(pdu, missing, depth == Depth::Brief, caps)
     }
 
     /// A whole envelope of a method the table knows (its type is then a message name).
