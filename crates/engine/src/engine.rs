@@ -11,8 +11,9 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use crate::analysis::join::{Flush, Join};
 use crate::analysis::table::CommandTable;
-use crate::analysis::{Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis};
+use crate::analysis::{Event, Frame, PairingOptions, ProtocolAnalysis};
 use crate::capture::Reader;
 use crate::model::{Decoded, Finding};
 use crate::name;
@@ -335,12 +336,11 @@ impl Engine {
         let mut run = Run {
             engine: self,
             sink,
-            analyzer: Analyzer::new(PairingOptions {
+            join: Join::new(PairingOptions {
                 request_timeout: settings.request_timeout,
                 request_timeout_value: Value::Float(settings.request_timeout),
                 max_pending_requests: settings.max_pending_requests,
             }),
-            outputs: Vec::new(),
         };
         let mut made = Vec::new();
         let mut packets = 0;
@@ -366,33 +366,62 @@ impl Engine {
     }
 }
 
-/// The state of one run over one capture past the stages: the analysis, and the sink.
+/// The state of one run over one capture past the stages: the analysis joined, and the sink.
 struct Run<'e, 's> {
     engine: &'e Engine,
     sink: &'s mut dyn Sink,
-    analyzer: Analyzer,
-    outputs: Vec<Output>,
+    join: Join,
 }
 
-/// What is being flushed: a frame (with its first packet), an event, or nothing (the end).
-enum Current<'a> {
-    Nothing,
-    Frame(&'a Frame<'a>, i64),
-    Note(&'a StreamNote),
+/// A frame the stages decoded, as the sink gets it: the analysis' view and the packet of its first byte.
+struct MadeFrame<'a> {
+    frame: &'a Frame<'a>,
+    first_packet: i64,
+}
+
+/// The analysis' outputs as the sink's items.
+struct Items<'s>(&'s mut dyn Sink);
+
+impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
+    type Error = SinkError;
+
+    fn input(&mut self, note: &StreamNote) -> SinkResult<()> {
+        let (kind, time, conn) = (note.kind.as_str(), note.time, note.conn);
+        self.0.item(Item::Event { kind, time, conn, details: &note.details })
+    }
+
+    fn annotated(
+        &mut self,
+        made: &MadeFrame<'_>,
+        notes: Map,
+        findings: Vec<Finding>,
+        answered: Option<(f64, u64)>,
+    ) -> SinkResult<()> {
+        let (frame, first_packet) = (made.frame, made.first_packet);
+        self.0.item(Item::Frame { frame, first_packet, notes: &notes, findings: &findings, answered })
+    }
+
+    fn event(&mut self, event: Event) -> SinkResult<()> {
+        let Event { kind, time, conn, details, .. } = event;
+        self.0.item(Item::Event { kind: kind.as_str(), time, conn, details: &details })
+    }
+
+    fn misplaced(&mut self, what: &'static str) -> SinkError {
+        SinkError::Misplaced(what)
+    }
 }
 
 impl Run<'_, '_> {
     fn made(&mut self, pipeline: &Pipeline<SetUp<'_>>, made: Made<Decoded>) -> SinkResult<()> {
-        let mut outputs = std::mem::take(&mut self.outputs);
-        let result = match made {
+        let mut items = Items(&mut *self.sink);
+        match made {
             Made::Note(note) => {
                 let mid_stream = note
                     .details
                     .iter()
                     .any(|(key, value)| key.as_str() == "mid_stream" && matches!(value, Value::Bool(true)));
                 let packet = u64::try_from(note.packet).unwrap_or(0);
-                self.analyzer.event(&note.kind, note.conn, note.time, packet, mid_stream, &mut outputs);
-                self.flush(&mut outputs, Current::Note(&note))
+                self.join.event(&note.kind, note.conn, note.time, packet, mid_stream, &note, &mut items)
             }
             Made::Frame(place, decoded) => {
                 let setup = pipeline.protocols()[place.protocol].setup;
@@ -407,60 +436,23 @@ impl Run<'_, '_> {
                     packet: u64::try_from(place.packet).unwrap_or(0),
                     pdu: &decoded,
                 };
-                if !self.analyzer.knows_protocol(frame.protocol) {
+                let first_sight = || {
                     let role = setup.server_roles.first().map_or("server", String::as_str);
-                    let analysis = ProtocolAnalysis {
+                    Ok(ProtocolAnalysis {
                         table: (setup.table)(),
                         default_to_server: format!("to_{role}"),
                         sessions: setup.protocol.sessions(&self.engine.settings.limits),
-                    };
-                    self.analyzer.add_protocol(frame.protocol, analysis);
-                }
-                self.analyzer.frame(&frame, &mut outputs);
-                self.flush(&mut outputs, Current::Frame(&frame, place.first_packet))
+                    })
+                };
+                let made = MadeFrame { frame: &frame, first_packet: place.first_packet };
+                self.join.frame(&frame, first_sight, &made, &mut items)
             }
-        };
-        outputs.clear();
-        self.outputs = outputs;
-        result
+        }
     }
 
     /// The analysis' last words.
     fn finish(&mut self) -> SinkResult<()> {
-        let mut outputs = std::mem::take(&mut self.outputs);
-        self.analyzer.finish(&mut outputs);
-        self.flush(&mut outputs, Current::Nothing)
-    }
-
-    /// What the analysis gave, in its order: the input itself (an event), the frame's record, events.
-    fn flush(&mut self, outputs: &mut Vec<Output>, current: Current<'_>) -> SinkResult<()> {
-        for output in outputs.drain(..) {
-            match output {
-                Output::Input => {
-                    let Current::Note(note) = current else {
-                        return Err(SinkError::Misplaced("no input to pass on"));
-                    };
-                    let (kind, time, conn) = (note.kind.as_str(), note.time, note.conn);
-                    self.sink.item(Item::Event { kind, time, conn, details: &note.details })?;
-                }
-                Output::Event(Event { kind, time, conn, details, .. }) => {
-                    self.sink.item(Item::Event { kind: kind.as_str(), time, conn, details: &details })?;
-                }
-                Output::Annotated { notes, findings, answered } => {
-                    let Current::Frame(frame, first_packet) = current else {
-                        return Err(SinkError::Misplaced("a frame's notes without the frame"));
-                    };
-                    self.sink.item(Item::Frame {
-                        frame,
-                        first_packet,
-                        notes: &notes,
-                        findings: &findings,
-                        answered,
-                    })?;
-                }
-            }
-        }
-        Ok(())
+        self.join.finish(&mut Items(&mut *self.sink))
     }
 }
 
