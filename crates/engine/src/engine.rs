@@ -20,7 +20,7 @@ use crate::name;
 use crate::pipeline::{DecodeSettings, Made, Pipeline, PipelineSettings, StreamNote, StreamProtocol};
 use crate::protocols::{DecodeCaps, Depth, Limits, Protocol};
 use crate::records::{
-    build_record, Expert, JsonSink, MapSink, NoFront, RecordInput, RecordStyle, SinkError, SinkResult,
+    build_record, Expert, Front, JsonSink, MapSink, NoFront, RecordInput, RecordStyle, SinkError, SinkResult,
 };
 use crate::stats::{Stats, STATS_KEPT};
 use crate::tables::RecordTables;
@@ -164,20 +164,38 @@ pub fn event_record(kind: &str, time: f64, conn: Option<u64>, details: &Map) -> 
     record
 }
 
+/// A frame's record as its JSON line, appended to `out`; its problems. (Every front end's JSON lines.)
+pub fn write_json_line<F: Front>(
+    out: &mut Vec<u8>,
+    input: &RecordInput<'_, F>,
+    style: RecordStyle,
+) -> SinkResult<usize> {
+    let problems = build_record(&mut JsonSink::new(out), input, style)?;
+    out.push(b'\n');
+    Ok(problems)
+}
+
+/// A frame's record as the statistics read it (only the keys they count): its problems, and the record.
+pub fn stats_record<F: Front>(input: &RecordInput<'_, F>, style: RecordStyle) -> SinkResult<(usize, Option<Map>)> {
+    let mut sink = MapSink::new(Some(&STATS_KEPT));
+    let problems = build_record(&mut sink, input, style)?;
+    Ok((problems, sink.into_record()))
+}
+
 impl<T: FindingTexts> Sink for JsonLines<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, .. } => {
                 let (out, style) = (&mut self.out, self.style);
                 with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
-                    build_record(&mut JsonSink::new(out), input, style)
+                    write_json_line(out, input, style)
                 })?;
             }
             Item::Event { kind, time, conn, details } => {
                 write_json_map(&event_record(kind, time, conn, details), &mut self.out);
+                self.out.push(b'\n');
             }
         }
-        self.out.push(b'\n');
         self.lines += 1;
         Ok(())
     }
@@ -193,12 +211,12 @@ impl<T: FindingTexts> Sink for Statistics<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, .. } => {
-                // as `stats` reads them: the summary record, only the keys it counts
-                let mut sink = MapSink::new(Some(&STATS_KEPT));
-                with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
-                    build_record(&mut sink, input, RecordStyle { summary: true, payload_bytes: false })
+                // as `stats` reads them: the summary record
+                let style = RecordStyle { summary: true, payload_bytes: false };
+                let (_, record) = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                    stats_record(input, style)
                 })?;
-                if let Some(record) = sink.into_record() {
+                if let Some(record) = record {
                     self.stats.add(&record);
                 }
             }

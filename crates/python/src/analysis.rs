@@ -32,13 +32,12 @@ use engine::analysis::bounded::FastMap;
 use engine::analysis::join::{Flush, Join};
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use engine::analysis::{intern as intern_name, Event, Frame, PairingOptions, ProtocolAnalysis, Sessions};
+use engine::engine::{event_record, stats_record, write_json_line};
 use engine::model::{Decoded, Finding};
-use engine::name;
 use engine::pipeline::StreamNote;
 use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::protocols::{self, Limits};
-use engine::records::{build_record, JsonSink, MapSink, RecordInput, RecordStyle, SinkResult};
-use engine::stats::STATS_KEPT;
+use engine::records::{build_record, RecordInput, RecordStyle, SinkResult};
 use engine::transport::net::Segment;
 use engine::value::{Map, Text, Value};
 use std::sync::Arc;
@@ -444,7 +443,7 @@ impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
             }
             EventIn::Note(note) => {
                 if let Some(stats) = targets.stats_target() {
-                    let record = event_stats_record(&note.kind, note.time, note.conn, note.details.clone());
+                    let record = event_record(&note.kind, note.time, note.conn, &note.details);
                     stats.borrow_mut(py).add_record(record)?;
                 }
                 let event = note_to_py(py, &targets.classes.event, note)?;
@@ -482,7 +481,7 @@ impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
     fn event(&mut self, event: Event) -> PyResult<()> {
         let (py, targets) = (self.py, &mut *self.targets);
         if let Some(stats) = targets.stats_target() {
-            let record = event_stats_record(event.kind.as_str(), event.time, event.conn, event.details.clone());
+            let record = event_record(event.kind.as_str(), event.time, event.conn, &event.details);
             stats.borrow_mut(py).add_record(record)?;
         }
         let event = targets.classes.event(py, &event)?;
@@ -787,21 +786,6 @@ impl Targets {
     }
 }
 
-/// What the statistics read of an event's record (`output/records.py: event_record`).
-fn event_stats_record(kind: &str, time: f64, conn: Option<u64>, details: Map) -> Map {
-    let mut record = vec![
-        (Text::Name(name!("type")), Value::from(kind.to_owned())),
-        (Text::Name(name!("time")), Value::Float(time)),
-    ];
-    if let Some(conn) = conn {
-        record.push((Text::Name(name!("conn")), Value::from(conn)));
-    }
-    if !details.is_empty() {
-        record.push((Text::Name(name!("details")), Value::Map(details)));
-    }
-    record
-}
-
 /// An event that came from Python (the pipeline's, a capture note) into the statistics, in its place.
 fn stats_python_event(py: Python<'_>, stats: &Py<StatsCore>, event: &Bound<'_, PyAny>) -> PyResult<()> {
     let kind: String = event.getattr(intern!(py, "kind"))?.extract()?;
@@ -809,7 +793,7 @@ fn stats_python_event(py: Python<'_>, stats: &Py<StatsCore>, event: &Bound<'_, P
     let conn: Option<u64> = event.getattr(intern!(py, "conn"))?.extract()?;
     let details = event.getattr(intern!(py, "details"))?;
     let details = if details.is_none() { Map::new() } else { crate::convert::map_from_py(&details)? };
-    stats.borrow_mut(py).add_record(event_stats_record(&kind, time, conn, details))
+    stats.borrow_mut(py).add_record(event_record(&kind, time, conn, &details))
 }
 
 /// `f` of the analysis' view of a frame the core decoded (its texts are the pipeline's Python strings).
@@ -900,11 +884,7 @@ impl RecordsMade {
         actors: &mut ActorDicts,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (problems, record) = match &mut self.target {
-            Target::Json(lines) => {
-                let problems = build_record(&mut JsonSink::new(lines), input, self.style).map_err(py_error)?;
-                lines.push(b'\n');
-                (problems, None)
-            }
+            Target::Json(lines) => (write_json_line(lines, input, self.style).map_err(py_error)?, None),
             Target::Dicts => {
                 let mut sink = DictSink::new(py, actors);
                 let problems = build_record(&mut sink, input, self.style).map_err(py_error)?;
@@ -915,9 +895,8 @@ impl RecordsMade {
                 (columns.record(answered, |sink| build_record(sink, input, style)).map_err(py_error)?, None)
             }
             Target::Stats(stats) => {
-                let mut sink = MapSink::new(Some(&STATS_KEPT));
-                let problems = build_record(&mut sink, input, self.style).map_err(py_error)?;
-                if let Some(record) = sink.into_record() {
+                let (problems, record) = stats_record(input, self.style).map_err(py_error)?;
+                if let Some(record) = record {
                     stats.borrow_mut(py).add_record(record)?;
                 }
                 (problems, None)
