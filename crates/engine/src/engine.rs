@@ -11,15 +11,16 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use crate::analysis::join::{Flush, Join};
 use crate::analysis::table::CommandTable;
-use crate::analysis::{Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis};
+use crate::analysis::{Event, Frame, PairingOptions, ProtocolAnalysis};
 use crate::capture::Reader;
 use crate::frame_record::{build_record, RecordInput};
 use crate::model::{Decoded, Finding};
 use crate::name;
 use crate::pipeline::{DecodeSettings, Made, Pipeline, PipelineSettings, StreamNote, StreamProtocol};
 use crate::protocols::{DecodeCaps, Depth, Limits, Protocol};
-use crate::records::{Expert, JsonSink, MapSink, NoFront, RecordStyle, SinkError, SinkResult};
+use crate::records::{Expert, Front, JsonSink, MapSink, NoFront, RecordStyle, SinkError, SinkResult};
 use crate::stats::{Stats, STATS_KEPT};
 use crate::tables::RecordTables;
 use crate::transport::net::tcp_segment;
@@ -165,20 +166,38 @@ pub fn event_record(kind: &str, time: f64, conn: Option<u64>, details: &Map) -> 
     record
 }
 
+/// A frame's record as its JSON line, appended to `out`; its problems. (Every front end's JSON lines.)
+pub fn write_json_line<F: Front>(
+    out: &mut Vec<u8>,
+    input: &RecordInput<'_, F>,
+    style: RecordStyle,
+) -> SinkResult<usize> {
+    let problems = build_record(&mut JsonSink::new(out), input, style)?;
+    out.push(b'\n');
+    Ok(problems)
+}
+
+/// A frame's record as the statistics read it (only the keys they count): its problems, and the record.
+pub fn stats_record<F: Front>(input: &RecordInput<'_, F>, style: RecordStyle) -> SinkResult<(usize, Option<Map>)> {
+    let mut sink = MapSink::new(Some(&STATS_KEPT));
+    let problems = build_record(&mut sink, input, style)?;
+    Ok((problems, sink.into_record()))
+}
+
 impl<T: FindingTexts> Sink for JsonLines<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, .. } => {
                 let (out, style) = (&mut self.out, self.style);
                 with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
-                    build_record(&mut JsonSink::new(out), input, style)
+                    write_json_line(out, input, style)
                 })?;
             }
             Item::Event { kind, time, conn, details } => {
                 write_json_map(&event_record(kind, time, conn, details), &mut self.out);
+                self.out.push(b'\n');
             }
         }
-        self.out.push(b'\n');
         self.lines += 1;
         Ok(())
     }
@@ -194,12 +213,12 @@ impl<T: FindingTexts> Sink for Statistics<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, .. } => {
-                // as `stats` reads them: the summary record, only the keys it counts
-                let mut sink = MapSink::new(Some(&STATS_KEPT));
-                with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
-                    build_record(&mut sink, input, RecordStyle { summary: true, payload_bytes: false })
+                // as `stats` reads them: the summary record
+                let style = RecordStyle { summary: true, payload_bytes: false };
+                let (_, record) = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                    stats_record(input, style)
                 })?;
-                if let Some(record) = sink.into_record() {
+                if let Some(record) = record {
                     self.stats.add(&record);
                 }
             }
@@ -338,12 +357,11 @@ impl Engine {
         let mut run = Run {
             engine: self,
             sink,
-            analyzer: Analyzer::new(PairingOptions {
+            join: Join::new(PairingOptions {
                 request_timeout: settings.request_timeout,
                 request_timeout_value: Value::Float(settings.request_timeout),
                 max_pending_requests: settings.max_pending_requests,
             }),
-            outputs: Vec::new(),
         };
         let mut made = Vec::new();
         let mut packets = 0;
@@ -369,33 +387,62 @@ impl Engine {
     }
 }
 
-/// The state of one run over one capture past the stages: the analysis, and the sink.
+/// The state of one run over one capture past the stages: the analysis joined, and the sink.
 struct Run<'e, 's> {
     engine: &'e Engine,
     sink: &'s mut dyn Sink,
-    analyzer: Analyzer,
-    outputs: Vec<Output>,
+    join: Join,
 }
 
-/// What is being flushed: a frame (with its first packet), an event, or nothing (the end).
-enum Current<'a> {
-    Nothing,
-    Frame(&'a Frame<'a>, i64),
-    Note(&'a StreamNote),
+/// A frame the stages decoded, as the sink gets it: the analysis' view and the packet of its first byte.
+struct MadeFrame<'a> {
+    frame: &'a Frame<'a>,
+    first_packet: i64,
+}
+
+/// The analysis' outputs as the sink's items.
+struct Items<'s>(&'s mut dyn Sink);
+
+impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
+    type Error = SinkError;
+
+    fn input(&mut self, note: &StreamNote) -> SinkResult<()> {
+        let (kind, time, conn) = (note.kind.as_str(), note.time, note.conn);
+        self.0.item(Item::Event { kind, time, conn, details: &note.details })
+    }
+
+    fn annotated(
+        &mut self,
+        made: &MadeFrame<'_>,
+        notes: Map,
+        findings: Vec<Finding>,
+        answered: Option<(f64, u64)>,
+    ) -> SinkResult<()> {
+        let (frame, first_packet) = (made.frame, made.first_packet);
+        self.0.item(Item::Frame { frame, first_packet, notes: &notes, findings: &findings, answered })
+    }
+
+    fn event(&mut self, event: Event) -> SinkResult<()> {
+        let Event { kind, time, conn, details, .. } = event;
+        self.0.item(Item::Event { kind: kind.as_str(), time, conn, details: &details })
+    }
+
+    fn misplaced(&mut self, what: &'static str) -> SinkError {
+        SinkError::Misplaced(what)
+    }
 }
 
 impl Run<'_, '_> {
     fn made(&mut self, pipeline: &Pipeline<SetUp<'_>>, made: Made<Decoded>) -> SinkResult<()> {
-        let mut outputs = std::mem::take(&mut self.outputs);
-        let result = match made {
+        let mut items = Items(&mut *self.sink);
+        match made {
             Made::Note(note) => {
                 let mid_stream = note
                     .details
                     .iter()
                     .any(|(key, value)| key.as_str() == "mid_stream" && matches!(value, Value::Bool(true)));
                 let packet = u64::try_from(note.packet).unwrap_or(0);
-                self.analyzer.event(&note.kind, note.conn, note.time, packet, mid_stream, &mut outputs);
-                self.flush(&mut outputs, Current::Note(&note))
+                self.join.event(&note.kind, note.conn, note.time, packet, mid_stream, &note, &mut items)
             }
             Made::Frame(place, decoded) => {
                 let setup = pipeline.protocols()[place.protocol].setup;
@@ -410,60 +457,23 @@ impl Run<'_, '_> {
                     packet: u64::try_from(place.packet).unwrap_or(0),
                     pdu: &decoded,
                 };
-                if !self.analyzer.knows_protocol(frame.protocol) {
+                let first_sight = || {
                     let role = setup.server_roles.first().map_or("server", String::as_str);
-                    let analysis = ProtocolAnalysis {
+                    Ok(ProtocolAnalysis {
                         table: (setup.table)(),
                         default_to_server: format!("to_{role}"),
                         sessions: setup.protocol.sessions(&self.engine.settings.limits),
-                    };
-                    self.analyzer.add_protocol(frame.protocol, analysis);
-                }
-                self.analyzer.frame(&frame, &mut outputs);
-                self.flush(&mut outputs, Current::Frame(&frame, place.first_packet))
+                    })
+                };
+                let made = MadeFrame { frame: &frame, first_packet: place.first_packet };
+                self.join.frame(&frame, first_sight, &made, &mut items)
             }
-        };
-        outputs.clear();
-        self.outputs = outputs;
-        result
+        }
     }
 
     /// The analysis' last words.
     fn finish(&mut self) -> SinkResult<()> {
-        let mut outputs = std::mem::take(&mut self.outputs);
-        self.analyzer.finish(&mut outputs);
-        self.flush(&mut outputs, Current::Nothing)
-    }
-
-    /// What the analysis gave, in its order: the input itself (an event), the frame's record, events.
-    fn flush(&mut self, outputs: &mut Vec<Output>, current: Current<'_>) -> SinkResult<()> {
-        for output in outputs.drain(..) {
-            match output {
-                Output::Input => {
-                    let Current::Note(note) = current else {
-                        return Err(SinkError::Misplaced("no input to pass on"));
-                    };
-                    let (kind, time, conn) = (note.kind.as_str(), note.time, note.conn);
-                    self.sink.item(Item::Event { kind, time, conn, details: &note.details })?;
-                }
-                Output::Event(Event { kind, time, conn, details, .. }) => {
-                    self.sink.item(Item::Event { kind: kind.as_str(), time, conn, details: &details })?;
-                }
-                Output::Annotated { notes, findings, answered } => {
-                    let Current::Frame(frame, first_packet) = current else {
-                        return Err(SinkError::Misplaced("a frame's notes without the frame"));
-                    };
-                    self.sink.item(Item::Frame {
-                        frame,
-                        first_packet,
-                        notes: &notes,
-                        findings: &findings,
-                        answered,
-                    })?;
-                }
-            }
-        }
-        Ok(())
+        self.join.finish(&mut Items(&mut *self.sink))
     }
 }
 

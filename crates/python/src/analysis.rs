@@ -29,18 +29,16 @@ use crate::stats::StatsCore;
 use crate::timeline::{TimelineFormat, TimelineLines};
 use crate::transport::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
 use engine::analysis::bounded::FastMap;
+use engine::analysis::join::{Flush, Join};
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use engine::analysis::{
-    intern as intern_name, Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis, Sessions,
-};
+use engine::analysis::{intern as intern_name, Event, Frame, PairingOptions, ProtocolAnalysis, Sessions};
+use engine::engine::{event_record, stats_record, write_json_line};
 use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Decoded, Finding};
-use engine::name;
 use engine::pipeline::StreamNote;
 use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::protocols::{self, Limits};
-use engine::records::{JsonSink, MapSink, RecordStyle, SinkResult};
-use engine::stats::STATS_KEPT;
+use engine::records::{RecordStyle, SinkResult};
 use engine::transport::net::Segment;
 use engine::value::{Map, Text, Value};
 use std::sync::Arc;
@@ -388,16 +386,21 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
 
 // ------------------------------------------------------------------------------------ ConversationCore
 
-/// Pairing and session state for every connection (the Rust analyzer), fed Python frames and events: the
-/// analysis `AnalysedDissector` runs (on the pipeline's Rust frames, or on the Python frames of a protocol
-/// declared in Python).
+/// The engine's join of the analysis (`Join`: pairing and session state for every connection) fed what
+/// `AnalysedDissector` has: the pipeline's Rust frames, the Python frames of a protocol declared in Python,
+/// Python events. What it gives goes to the [`Targets`].
 pub struct ConversationCore {
-    analyzer: Analyzer,
-    classes: Classes,
+    join: Join,
     options: Py<PyAny>,
     /// `dissector.protocols.get`: a protocol's spec by name, compiled at its first frame.
     protocol_spec: Py<PyAny>,
-    out: Vec<Output>,
+    targets: Targets,
+}
+
+/// Where the analysis' outputs go: `model.Annotated` and `model.Event` objects, or each frame's record (a
+/// JSON line, a dict, into the statistics or the tables), or its `--plain` timeline line.
+struct Targets {
+    classes: Classes,
     /// The dicts of the producers and consumers notes name, shared by the frames that name them.
     actors: ActorDicts,
     /// Set by `AnalysedDissector` when asked for records.
@@ -406,34 +409,158 @@ pub struct ConversationCore {
     timeline: Option<TimelineLines>,
 }
 
-impl ConversationCore {
-    fn add_protocol(&mut self, py: Python<'_>, name: &str) -> PyResult<()> {
-        let spec = self.protocol_spec.bind(py).call1((name,))?;
-        let roles = spec.getattr("server_roles")?;
-        let server_role: String = roles.get_item(0)?.extract()?;
-        let session: Option<String> = spec.getattr("session")?.extract()?;
-        let sessions: Option<Box<dyn Sessions>> = match session.as_deref() {
-            None => None,
-            Some(name) => match protocols::by_name(name) {
-                Some(protocol) => protocol.sessions(&limits(self.options.bind(py))?),
-                None => return Err(PyRuntimeError::new_err(format!("the core has no session named {name:?}"))),
-            },
-        };
-        let protocol = ProtocolAnalysis {
-            table: command_table(&spec.getattr("commands")?)?,
-            default_to_server: format!("to_{server_role}"),
-            sessions,
-        };
-        self.analyzer.add_protocol(name, protocol);
-        Ok(())
+/// A frame as `AnalysedDissector` has it: a Python `model.Frame`, or one the core decoded (whose Python frame
+/// is made only if an output needs it).
+enum FrameIn<'a, 'py> {
+    Object(&'a Bound<'py, PyAny>),
+    Native(&'a FramePlace, &'a Arc<Decoded>),
+}
+
+/// An event as `AnalysedDissector` has it: a Python `model.Event`, or a stream's note as the engine made it.
+enum EventIn<'a, 'py> {
+    Object(&'a Bound<'py, PyAny>),
+    Note(&'a StreamNote),
+}
+
+/// The analysis' outputs of one item into the targets, and the Python items they make into `out`.
+struct Outputs<'t, 'o, 'py> {
+    py: Python<'py>,
+    targets: &'t mut Targets,
+    protocol_spec: &'t Py<PyAny>,
+    out: &'o Bound<'py, PyList>,
+}
+
+impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
+    type Error = PyErr;
+
+    fn input(&mut self, event: &EventIn<'_, 'py>) -> PyResult<()> {
+        let (py, targets) = (self.py, &mut *self.targets);
+        match event {
+            EventIn::Object(input) => {
+                if let Some(stats) = targets.stats_target() {
+                    stats_python_event(py, stats, input)?;
+                }
+                targets.append(py, self.out, (*input).clone())
+            }
+            EventIn::Note(note) => {
+                if let Some(stats) = targets.stats_target() {
+                    let record = event_record(&note.kind, note.time, note.conn, &note.details);
+                    stats.borrow_mut(py).add_record(record)?;
+                }
+                let event = note_to_py(py, &targets.classes.event, note)?;
+                targets.append(py, self.out, event)
+            }
+        }
     }
 
-    fn frame(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn annotated(
+        &mut self,
+        frame: &FrameIn<'_, 'py>,
+        notes: Map,
+        findings: Vec<Finding>,
+        answered: Option<(f64, u64)>,
+    ) -> PyResult<()> {
+        let (py, targets) = (self.py, &mut *self.targets);
+        if targets.records.is_some() {
+            return targets.record(py, self.protocol_spec, frame, &findings, notes, answered, self.out);
+        }
+        if let (Some(lines), FrameIn::Native(place, pdu)) = (&mut targets.timeline, frame) {
+            if lines.write(py, place, pdu, &findings, &notes)? {
+                return Ok(());
+            }
+        }
+        let frame = match frame {
+            FrameIn::Object(frame) => (*frame).clone(),
+            FrameIn::Native(place, pdu) => place.frame_to_py(py, &targets.classes.frame, pdu)?,
+        };
+        let findings = findings_to_py(py, &targets.classes.finding, &findings)?;
+        let notes = targets.notes(py, notes)?;
+        let annotated = targets.classes.annotated.bind(py).call1((frame, notes, findings))?;
+        targets.append(py, self.out, annotated)
+    }
+
+    fn event(&mut self, event: Event) -> PyResult<()> {
+        let (py, targets) = (self.py, &mut *self.targets);
+        if let Some(stats) = targets.stats_target() {
+            let record = event_record(event.kind.as_str(), event.time, event.conn, &event.details);
+            stats.borrow_mut(py).add_record(record)?;
+        }
+        let event = targets.classes.event(py, &event)?;
+        targets.append(py, self.out, event)
+    }
+
+    fn misplaced(&mut self, what: &'static str) -> PyErr {
+        PyRuntimeError::new_err(what)
+    }
+}
+
+/// A protocol's analysis, from its spec (`protocol_spec(name)`): its command table, its session by name.
+fn protocol_analysis(
+    py: Python<'_>,
+    options: &Py<PyAny>,
+    protocol_spec: &Py<PyAny>,
+    name: &str,
+) -> PyResult<ProtocolAnalysis> {
+    let spec = protocol_spec.bind(py).call1((name,))?;
+    let roles = spec.getattr("server_roles")?;
+    let server_role: String = roles.get_item(0)?.extract()?;
+    let session: Option<String> = spec.getattr("session")?.extract()?;
+    let sessions: Option<Box<dyn Sessions>> = match session.as_deref() {
+        None => None,
+        Some(name) => match protocols::by_name(name) {
+            Some(protocol) => protocol.sessions(&limits(options.bind(py))?),
+            None => return Err(PyRuntimeError::new_err(format!("the core has no session named {name:?}"))),
+        },
+    };
+    Ok(ProtocolAnalysis {
+        table: command_table(&spec.getattr("commands")?)?,
+        default_to_server: format!("to_{server_role}"),
+        sessions,
+    })
+}
+
+impl ConversationCore {
+    /// `options`: a `dissector.options.Options`; `classes`: (Frame, Annotated, Event, Finding);
+    /// `protocol_spec`: the protocol registry's `get`.
+    fn new(
+        py: Python<'_>,
+        options: Bound<'_, PyAny>,
+        classes: (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>),
+        protocol_spec: Py<PyAny>,
+    ) -> PyResult<Self> {
+        let (frame, annotated, event, finding) = classes;
+        check_fields(annotated.bind(py), &["frame", "notes", "findings"])?;
+        check_fields(
+            event.bind(py),
+            &["kind", "time", "packet", "conn", "src", "dst", "direction", "offset", "length", "details", "params"],
+        )?;
+        Ok(ConversationCore {
+            join: Join::new(pairing_options(&options)?),
+            options: options.unbind(),
+            protocol_spec,
+            targets: Targets {
+                classes: Classes { frame, annotated, event, finding },
+                actors: ActorDicts::default(),
+                records: None,
+                timeline: None,
+            },
+        })
+    }
+
+    /// Append what `item` (a Frame or an Event) becomes, and any events it causes, to `out`.
+    fn process(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        if item.get_type().is(self.targets.classes.frame.bind(py)) {
+            self.frame(py, item, out)
+        } else {
+            self.event(py, item, out)
+        }
+    }
+
+    /// A Python frame: the analysis reads its fields, its command, the ids of its findings and what it reads
+    /// of its body.
+    fn frame(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
         let protocol = item.getattr(intern!(py, "protocol"))?;
         let protocol = protocol.cast::<PyString>()?.to_str()?;
-        if !self.analyzer.knows_protocol(protocol) {
-            self.add_protocol(py, protocol)?;
-        }
         let src = item.getattr(intern!(py, "src"))?;
         let dst = item.getattr(intern!(py, "dst"))?;
         let direction = item.getattr(intern!(py, "direction"))?;
@@ -449,41 +576,14 @@ impl ConversationCore {
             packet: item.getattr(intern!(py, "packet"))?.extract()?,
             pdu: &pdu,
         };
-        self.analyzer.frame(&frame, &mut self.out);
-        Ok(())
+        let ConversationCore { join, options, protocol_spec, targets } = self;
+        let first_sight = || protocol_analysis(py, options, protocol_spec, protocol);
+        let mut outputs = Outputs { py, targets, protocol_spec, out };
+        join.frame(&frame, first_sight, &FrameIn::Object(item), &mut outputs)
     }
 
-    /// A frame the pipeline decoded in the core: the analysis reads its Rust data, not the Python frame.
-    fn native_frame(&mut self, py: Python<'_>, place: &FramePlace, pdu: &Decoded) -> PyResult<()> {
-        let protocol = place.protocol.bind(py).to_str()?;
-        if !self.analyzer.knows_protocol(protocol) {
-            self.add_protocol(py, protocol)?;
-        }
-        let (analyzer, out) = (&mut self.analyzer, &mut self.out);
-        with_analysis_frame(py, place, pdu, |frame| analyzer.frame(frame, out))
-    }
-
-    /// Append what one thing the pipeline made becomes, and any events it causes, to `out`.
-    fn process_made(&mut self, py: Python<'_>, made: Made, out: &Bound<'_, PyList>) -> PyResult<()> {
-        let (place, pdu) = match made {
-            Made::Frame(place, pdu) => (place, Arc::new(pdu)), // (shared with the record written on the pool)
-            Made::PyFrame(item) => return self.process(py, item.bind(py), out),
-            Made::Note(note) => {
-                // read as the engine made it: a `model.Event` only where it comes out
-                let mid_stream = note.details.iter().any(|(key, value)| key.as_str() == "mid_stream" && value.truthy());
-                let packet = u64::try_from(note.packet).unwrap_or(0);
-                self.analyzer.event(&note.kind, note.conn, note.time, packet, mid_stream, &mut self.out);
-                return self.flush_current(py, Current::Note(&note), out);
-            }
-        };
-        if let Err(error) = self.native_frame(py, &place, &pdu) {
-            self.out.clear();
-            return Err(error);
-        }
-        self.flush_current(py, Current::Native(&place, &pdu), out)
-    }
-
-    fn event(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// A Python event: the analysis reads its kind, connection, time, packet and `mid_stream`.
+    fn event(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
         let kind: String = item.getattr(intern!(py, "kind"))?.extract()?;
         let conn: Option<u64> = item.getattr(intern!(py, "conn"))?.extract()?;
         let mid_stream = match item.getattr(intern!(py, "details"))?.cast::<PyDict>() {
@@ -492,10 +592,57 @@ impl ConversationCore {
         };
         let time: f64 = item.getattr(intern!(py, "time"))?.extract()?;
         let packet: u64 = item.getattr(intern!(py, "packet"))?.extract()?;
-        self.analyzer.event(&kind, conn, time, packet, mid_stream, &mut self.out);
-        Ok(())
+        let ConversationCore { join, protocol_spec, targets, .. } = self;
+        let mut outputs = Outputs { py, targets, protocol_spec, out };
+        join.event(&kind, conn, time, packet, mid_stream, &EventIn::Object(item), &mut outputs)
     }
 
+    /// Append what one thing the pipeline made becomes, and any events it causes, to `out`. A frame the core
+    /// decoded is read as its Rust data, not as a Python frame.
+    fn process_made(&mut self, py: Python<'_>, made: Made, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let (place, pdu) = match made {
+            Made::Frame(place, pdu) => (place, Arc::new(pdu)), // (shared with the record written on the pool)
+            Made::PyFrame(item) => return self.process(py, item.bind(py), out),
+            Made::Note(note) => {
+                let mid_stream = note.details.iter().any(|(key, value)| key.as_str() == "mid_stream" && value.truthy());
+                let packet = u64::try_from(note.packet).unwrap_or(0);
+                let ConversationCore { join, protocol_spec, targets, .. } = self;
+                let mut outputs = Outputs { py, targets, protocol_spec, out };
+                return join.event(
+                    &note.kind,
+                    note.conn,
+                    note.time,
+                    packet,
+                    mid_stream,
+                    &EventIn::Note(&note),
+                    &mut outputs,
+                );
+            }
+        };
+        let ConversationCore { join, options, protocol_spec, targets } = self;
+        let mut outputs = Outputs { py, targets, protocol_spec, out };
+        with_analysis_frame(py, &place, &pdu, |frame| {
+            let first_sight = || protocol_analysis(py, options, protocol_spec, frame.protocol);
+            join.frame(frame, first_sight, &FrameIn::Native(&place, &pdu), &mut outputs)
+        })?
+    }
+
+    /// The clock moved to `now`: append the requests that have waited past the operation timeout.
+    fn tick(&mut self, py: Python<'_>, now: f64, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let ConversationCore { join, protocol_spec, targets, .. } = self;
+        join.tick(now, &mut Outputs { py, targets, protocol_spec, out })
+    }
+
+    /// The events of the end of every connection still open.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        let ConversationCore { join, protocol_spec, targets, .. } = self;
+        join.finish(&mut Outputs { py, targets, protocol_spec, out: &out })?;
+        Ok(out)
+    }
+}
+
+impl Targets {
     /// A frame's notes as a dict, the actors' dicts shared.
     fn notes<'py>(&mut self, py: Python<'py>, notes: Map) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
@@ -503,81 +650,6 @@ impl ConversationCore {
             dict.set_item(key.to_py(py), self.actors.value(py, key, value)?)?;
         }
         Ok(dict)
-    }
-
-    /// Move what the analyzer gave into `out` (`item`: the input being processed, for its outputs).
-    fn flush(&mut self, py: Python<'_>, item: Option<&Bound<'_, PyAny>>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        self.flush_current(py, item.map_or(Current::Nothing, Current::Object), out)
-    }
-
-    fn flush_current(&mut self, py: Python<'_>, item: Current<'_, '_>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        let mut outputs = std::mem::take(&mut self.out); // (self.notes needs self)
-        let result = self.flush_outputs(py, &mut outputs, &item, out);
-        outputs.clear();
-        self.out = outputs;
-        result
-    }
-
-    fn flush_outputs(
-        &mut self,
-        py: Python<'_>,
-        outputs: &mut Vec<Output>,
-        item: &Current<'_, '_>,
-        out: &Bound<'_, PyList>,
-    ) -> PyResult<()> {
-        for output in outputs.drain(..) {
-            match output {
-                Output::Annotated { notes, findings, answered } => {
-                    if self.records.is_some() {
-                        self.record(py, item, &findings, notes, answered, out)?;
-                        continue;
-                    }
-                    if let (Some(lines), Current::Native(place, pdu)) = (&mut self.timeline, item) {
-                        if lines.write(py, place, pdu, &findings, &notes)? {
-                            continue;
-                        }
-                    }
-                    let frame = match item {
-                        Current::Object(frame) => (*frame).clone(),
-                        Current::Native(place, pdu) => place.frame_to_py(py, &self.classes.frame, pdu)?,
-                        Current::Nothing | Current::Note(_) => {
-                            return Err(PyRuntimeError::new_err("a frame's notes without the frame"))
-                        }
-                    };
-                    let findings = findings_to_py(py, &self.classes.finding, &findings)?;
-                    let notes = self.notes(py, notes)?;
-                    let annotated = self.classes.annotated.bind(py).call1((frame, notes, findings))?;
-                    self.append(py, out, annotated)?;
-                }
-                Output::Input => match item {
-                    Current::Object(input) => {
-                        if let Some(stats) = self.stats_target() {
-                            stats_python_event(py, stats, input)?;
-                        }
-                        self.append(py, out, (*input).clone())?
-                    }
-                    Current::Note(note) => {
-                        if let Some(stats) = self.stats_target() {
-                            let record = event_stats_record(&note.kind, note.time, note.conn, note.details.clone());
-                            stats.borrow_mut(py).add_record(record)?;
-                        }
-                        let event = note_to_py(py, &self.classes.event, note)?;
-                        self.append(py, out, event)?
-                    }
-                    _ => return Err(PyRuntimeError::new_err("no input to pass on")),
-                },
-                Output::Event(event) => {
-                    if let Some(stats) = self.stats_target() {
-                        let record =
-                            event_stats_record(event.kind.as_str(), event.time, event.conn, event.details.clone());
-                        stats.borrow_mut(py).add_record(record)?;
-                    }
-                    let event = self.classes.event(py, &event)?;
-                    self.append(py, out, event)?;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The statistics the records go into, if they do.
@@ -590,10 +662,12 @@ impl ConversationCore {
 
     /// With `records` on, the record of the frame being flushed: its JSON line, or its dict appended to `out`.
     /// (`answered`: the time and packet of the request the frame answers, for the pipeline's exchanges.)
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         py: Python<'_>,
-        item: &Current<'_, '_>,
+        protocol_spec: &Py<PyAny>,
+        item: &FrameIn<'_, '_>,
         findings: &[Finding],
         notes: Map,
         answered: Option<(f64, u64)>,
@@ -601,7 +675,7 @@ impl ConversationCore {
     ) -> PyResult<()> {
         let Some(records) = &mut self.records else { return Ok(()) };
         match item {
-            Current::Native(place, pdu) => {
+            FrameIn::Native(place, pdu) => {
                 let expert = pdu
                     .findings
                     .iter()
@@ -654,16 +728,15 @@ impl ConversationCore {
                 })??;
                 self.emit_record(py, built, out)
             }
-            Current::Object(frame) => {
+            FrameIn::Object(frame) => {
                 records.write_pooled(false)?;
-                let (spec, actors) = (self.protocol_spec.bind(py), &mut self.actors);
+                let (spec, actors) = (protocol_spec.bind(py), &mut self.actors);
                 let made = &mut records.made;
                 let built = with_py_frame(frame, findings, &notes, spec, &mut records.texts, made.style, |input| {
                     made.build(py, input, answered, actors)
                 })??;
                 self.emit_record(py, built, out)
             }
-            Current::Nothing | Current::Note(_) => Err(PyRuntimeError::new_err("a frame's notes without the frame")),
         }
     }
 
@@ -714,21 +787,6 @@ impl ConversationCore {
     }
 }
 
-/// What the statistics read of an event's record (`output/records.py: event_record`).
-fn event_stats_record(kind: &str, time: f64, conn: Option<u64>, details: Map) -> Map {
-    let mut record = vec![
-        (Text::Name(name!("type")), Value::from(kind.to_owned())),
-        (Text::Name(name!("time")), Value::Float(time)),
-    ];
-    if let Some(conn) = conn {
-        record.push((Text::Name(name!("conn")), Value::from(conn)));
-    }
-    if !details.is_empty() {
-        record.push((Text::Name(name!("details")), Value::Map(details)));
-    }
-    record
-}
-
 /// An event that came from Python (the pipeline's, a capture note) into the statistics, in its place.
 fn stats_python_event(py: Python<'_>, stats: &Py<StatsCore>, event: &Bound<'_, PyAny>) -> PyResult<()> {
     let kind: String = event.getattr(intern!(py, "kind"))?.extract()?;
@@ -736,7 +794,7 @@ fn stats_python_event(py: Python<'_>, stats: &Py<StatsCore>, event: &Bound<'_, P
     let conn: Option<u64> = event.getattr(intern!(py, "conn"))?.extract()?;
     let details = event.getattr(intern!(py, "details"))?;
     let details = if details.is_none() { Map::new() } else { crate::convert::map_from_py(&details)? };
-    stats.borrow_mut(py).add_record(event_stats_record(&kind, time, conn, details))
+    stats.borrow_mut(py).add_record(event_record(&kind, time, conn, &details))
 }
 
 /// `f` of the analysis' view of a frame the core decoded (its texts are the pipeline's Python strings).
@@ -759,16 +817,6 @@ fn with_analysis_frame<R>(
         packet: u64::try_from(place.packet).unwrap_or(0),
         pdu,
     }))
-}
-
-/// The item whose outputs are being flushed: none (a tick, the end), a Python frame or event, or a frame the
-/// core decoded (whose Python frame is made only if a record needs it).
-enum Current<'a, 'py> {
-    Nothing,
-    Object(&'a Bound<'py, PyAny>),
-    Native(&'a FramePlace, &'a Arc<Decoded>),
-    /// A stream's note, as the engine's data.
-    Note(&'a StreamNote),
 }
 
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
@@ -837,11 +885,7 @@ impl RecordsMade {
         actors: &mut ActorDicts,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (problems, record) = match &mut self.target {
-            Target::Json(lines) => {
-                let problems = build_record(&mut JsonSink::new(lines), input, self.style).map_err(py_error)?;
-                lines.push(b'\n');
-                (problems, None)
-            }
+            Target::Json(lines) => (write_json_line(lines, input, self.style).map_err(py_error)?, None),
             Target::Dicts => {
                 let mut sink = DictSink::new(py, actors);
                 let problems = build_record(&mut sink, input, self.style).map_err(py_error)?;
@@ -852,9 +896,8 @@ impl RecordsMade {
                 (columns.record(answered, |sink| build_record(sink, input, style)).map_err(py_error)?, None)
             }
             Target::Stats(stats) => {
-                let mut sink = MapSink::new(Some(&STATS_KEPT));
-                let problems = build_record(&mut sink, input, self.style).map_err(py_error)?;
-                if let Some(record) = sink.into_record() {
+                let (problems, record) = stats_record(input, self.style).map_err(py_error)?;
+                if let Some(record) = record {
                     stats.borrow_mut(py).add_record(record)?;
                 }
                 (problems, None)
@@ -863,59 +906,6 @@ impl RecordsMade {
         self.frames += 1;
         self.problems += problems as u64;
         Ok(record)
-    }
-}
-
-impl ConversationCore {
-    /// `options`: a `dissector.options.Options`; `classes`: (Frame, Annotated, Event, Finding);
-    /// `protocol_spec`: the protocol registry's `get`.
-    fn new(
-        py: Python<'_>,
-        options: Bound<'_, PyAny>,
-        classes: (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>),
-        protocol_spec: Py<PyAny>,
-    ) -> PyResult<Self> {
-        let (frame, annotated, event, finding) = classes;
-        check_fields(annotated.bind(py), &["frame", "notes", "findings"])?;
-        check_fields(
-            event.bind(py),
-            &["kind", "time", "packet", "conn", "src", "dst", "direction", "offset", "length", "details", "params"],
-        )?;
-        Ok(ConversationCore {
-            analyzer: Analyzer::new(pairing_options(&options)?),
-            classes: Classes { frame, annotated, event, finding },
-            options: options.unbind(),
-            protocol_spec,
-            out: Vec::new(),
-            actors: ActorDicts::default(),
-            records: None,
-            timeline: None,
-        })
-    }
-
-    /// Append what `item` (a Frame or an Event) becomes, and any events it causes, to `out`.
-    fn process(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
-        let result =
-            if item.get_type().is(self.classes.frame.bind(py)) { self.frame(py, item) } else { self.event(py, item) };
-        if let Err(error) = result {
-            self.out.clear();
-            return Err(error);
-        }
-        self.flush(py, Some(item), out)
-    }
-
-    /// The clock moved to `now`: append the requests that have waited past the operation timeout.
-    fn tick(&mut self, py: Python<'_>, now: f64, out: &Bound<'_, PyList>) -> PyResult<()> {
-        self.analyzer.tick(now, &mut self.out);
-        self.flush(py, None, out)
-    }
-
-    /// The events of the end of every connection still open.
-    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        self.analyzer.finish(&mut self.out);
-        let out = PyList::empty(py);
-        self.flush(py, None, &out)?;
-        Ok(out)
     }
 }
 
@@ -948,7 +938,7 @@ impl AnalysedDissector {
             }
         }
         result?;
-        self.analysis.release_lines(py, &out)?;
+        self.analysis.targets.release_lines(py, &out)?;
         Ok(out)
     }
 
@@ -992,7 +982,7 @@ impl AnalysedDissector {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
         let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
-        analysis.records = match records {
+        analysis.targets.records = match records {
             None => None,
             Some((kind, summary, payload_bytes, texts)) => {
                 let style = RecordStyle { summary, payload_bytes };
@@ -1020,13 +1010,17 @@ impl AnalysedDissector {
                 })
             }
         };
-        analysis.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
+        analysis.targets.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
         let mut pipeline =
             transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
         // records written by a Rust sink split a batch where they write its messages (on the pool, or in place):
         // no map per message made to be written once and freed
         pipeline.set_batches_later(
-            analysis.records.as_ref().is_some_and(|r| matches!(r.made.target, Target::Json(_) | Target::Columns(_))),
+            analysis
+                .targets
+                .records
+                .as_ref()
+                .is_some_and(|r| matches!(r.made.target, Target::Json(_) | Target::Columns(_))),
         );
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
     }
@@ -1161,7 +1155,7 @@ impl AnalysedDissector {
     /// The frame records made so far, and their problems: (frames, problems).
     #[getter]
     fn json_lines(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
-        let Some(records) = &self.analysis.records else { return Ok((0, 0)) };
+        let Some(records) = &self.analysis.targets.records else { return Ok((0, 0)) };
         let (fed_frames, fed_problems) = match &records.made.target {
             Target::Stats(stats) => stats.borrow_mut(py).fed()?,
             _ => (0, 0),
@@ -1172,7 +1166,7 @@ impl AnalysedDissector {
     /// The frames, messages, problems and exchanges tables made so far (with records="columns" or
     /// "columns+json"), as Arrow record batches, emptied: see the engine's `tables.rs`.
     fn take_columns(&mut self) -> PyResult<Vec<RecordBatches>> {
-        match self.analysis.records.as_mut().map(|r| &mut r.made.target) {
+        match self.analysis.targets.records.as_mut().map(|r| &mut r.made.target) {
             Some(Target::Columns(columns)) => crate::arrow::take(columns),
             _ => crate::arrow::take(&mut RecordTables::new(false)),
         }
@@ -1181,7 +1175,7 @@ impl AnalysedDissector {
     /// The summary's statistics of the frames put into the tables since the last call (with records
     /// "columns"), as JSON: one part of the pipeline's summary (the engine's `stats/summary.rs`).
     fn take_summary(&mut self) -> String {
-        match self.analysis.records.as_mut().map(|r| &mut r.made.target) {
+        match self.analysis.targets.records.as_mut().map(|r| &mut r.made.target) {
             Some(Target::Columns(columns)) => columns.take_summary().to_json(),
             _ => engine::stats::summary::Summary::default().to_json(),
         }
@@ -1190,7 +1184,7 @@ impl AnalysedDissector {
     /// Bytes the columns made so far hold (with records="columns").
     #[getter]
     fn columns_size(&self) -> usize {
-        match self.analysis.records.as_ref().map(|r| &r.made.target) {
+        match self.analysis.targets.records.as_ref().map(|r| &r.made.target) {
             Some(Target::Columns(columns)) => columns.size(),
             _ => 0,
         }
@@ -1199,7 +1193,7 @@ impl AnalysedDissector {
     /// The timeline lines written so far, and their problems: (frames, problems).
     #[getter]
     fn timeline_lines(&self) -> (u64, u64) {
-        self.analysis.timeline.as_ref().map_or((0, 0), |t| (t.frames, t.problems))
+        self.analysis.targets.timeline.as_ref().map_or((0, 0), |t| (t.frames, t.problems))
     }
 
     #[getter]
@@ -1247,7 +1241,7 @@ impl FileStage for AnalysedDissector {
     fn end_batch(&mut self, py: Python<'_>, out: &Bound<'_, PyList>, last: bool) -> PyResult<()> {
         // between two batches of packets, only the lines the pool has finished: it goes on with the rest while
         // the caller writes these
-        self.analysis.release_lines_written(py, out, !last)
+        self.analysis.targets.release_lines_written(py, out, !last)
     }
 
     fn last_time(&self) -> f64 {

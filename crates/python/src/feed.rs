@@ -2,8 +2,8 @@
 //! and analyses the next packets (`stats` on a capture, as `--json` writes its lines on the pool). The
 //! statistics are counted in capture order, so one thread counts them all: the interpreter's thread hands over
 //! each frame owned (a [`RecordJob`], as for the pool) and each event's record, in batches; the counting
-//! thread makes each frame's record (a [`MapSink`] keeping what the statistics read) and adds it. The figures
-//! are the same as counting in place (a test: `tests/test_parallel_records.py`).
+//! thread makes each frame's record (the engine's `stats_record`: only what the statistics read) and adds it.
+//! The figures are the same as counting in place (a test: `tests/test_parallel_records.py`).
 //!
 //! Memory stays bounded as the pool's: about a quarter of `Options.pool_bytes` of decoded frames, as the pool
 //! weighs them, are out at once (`StatsFeed::start` says why a quarter); the interpreter's thread waits for the
@@ -16,8 +16,9 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use crate::pooled::{batch_shape, RecordJob};
-use engine::records::{MapSink, RecordStyle};
-use engine::stats::{Stats, STATS_KEPT};
+use engine::engine::stats_record;
+use engine::records::RecordStyle;
+use engine::stats::Stats;
 use engine::value::Map;
 
 /// What the statistics count, in capture order.
@@ -51,22 +52,19 @@ fn count_batch(stats: &Mutex<Stats>, batch: Vec<Fed>, style: RecordStyle) -> Cou
     let mut stats = lock(stats);
     for item in &batch {
         match item {
-            Fed::Frame(job) => {
-                let mut sink = MapSink::new(Some(&STATS_KEPT));
-                match job.build(&mut sink, style) {
-                    Ok(problems) => {
-                        counted.frames += 1;
-                        counted.problems += problems as u64;
-                        if let Some(record) = sink.into_record() {
-                            stats.add(&record);
-                        }
-                    }
-                    Err(error) => {
-                        counted.error = Some(crate::records::py_error(error));
-                        break;
+            Fed::Frame(job) => match job.with_input(|input| stats_record(input, style)) {
+                Ok((problems, record)) => {
+                    counted.frames += 1;
+                    counted.problems += problems as u64;
+                    if let Some(record) = record {
+                        stats.add(&record);
                     }
                 }
-            }
+                Err(error) => {
+                    counted.error = Some(crate::records::py_error(error));
+                    break;
+                }
+            },
             Fed::Record(record) => stats.add(record),
         }
     }

@@ -14,9 +14,10 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use engine::analysis::Frame;
-use engine::frame_record::{build_record, RecordInput};
+use engine::engine::write_json_line;
+use engine::frame_record::RecordInput;
 use engine::model::Decoded;
-use engine::records::{Expert, JsonSink, Message, NoFront, RecordSink, RecordStyle, SinkResult};
+use engine::records::{Expert, Message, NoFront, RecordStyle, SinkResult};
 use engine::value::{Map, Name};
 
 /// A batch's weight at most, about the bytes its frames hold decoded: large enough that handing a batch over
@@ -60,13 +61,11 @@ impl RecordJob {
 
     /// Append the record's JSON line to `out`; returns its problems.
     fn write(&self, out: &mut Vec<u8>, style: RecordStyle) -> SinkResult<usize> {
-        let problems = self.build(&mut JsonSink::new(out), style)?;
-        out.push(b'\n');
-        Ok(problems)
+        self.with_input(|input| write_json_line(out, input, style))
     }
 
-    /// The record, into `sink`; returns its problems.
-    pub fn build(&self, sink: &mut impl RecordSink<NoFront>, style: RecordStyle) -> SinkResult<usize> {
+    /// `f` of the record's input.
+    pub fn with_input<R>(&self, f: impl FnOnce(&RecordInput<'_, NoFront>) -> R) -> R {
         let [protocol, src, dst, direction] = &self.route;
         let frame = Frame {
             index: self.index,
@@ -93,7 +92,7 @@ impl RecordJob {
             notes: &self.notes,
             data: None,
         };
-        build_record(sink, &input, style)
+        f(&input)
     }
 }
 

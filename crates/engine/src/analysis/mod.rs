@@ -17,6 +17,7 @@
 //! costs nothing per request.
 
 pub mod bounded;
+pub mod join;
 pub mod table;
 
 use std::cmp::{Ordering, Reverse};
