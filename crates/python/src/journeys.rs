@@ -53,20 +53,23 @@ impl JourneyStore {
     }
 
     /// The journey as `on_close` takes it.
-    fn closed_args<'py>(&self, py: Python<'py>, journey: &Journey) -> PyResult<Bound<'py, PyTuple>> {
-        let send = journey.send.as_ref().map(|s| self.send_tuple(py, s)).transpose()?;
-        let receipt = journey.receipt.map(|r| (r.index, r.time, r.conn));
+    fn closed_args<'py>(&self, py: Python<'py>, seq: u64, journey: &Journey) -> PyResult<Bound<'py, PyTuple>> {
+        let send = journey.send().map(|s| self.send_tuple(py, &s)).transpose()?;
+        let receipt = journey.receipt().map(|r| (r.index, r.time, r.conn));
+        let key = journey.key();
+        let topic = self.name(py, key.topic)?; // a delivery's topic is its journey's
         let deliveries = self
             .store
             .deliveries(journey)
+            .into_iter()
             .map(|d| {
                 let fields = [
                     d.index.into_bound_py_any(py)?,
                     d.time.into_bound_py_any(py)?,
                     d.conn.into_bound_py_any(py)?,
-                    self.name(py, d.topic)?,
+                    topic.clone(),
                     self.name(py, d.consumer)?,
-                    d.consumer_id.into_bound_py_any(py)?,
+                    d.consumer_id().into_bound_py_any(py)?,
                     self.name(py, d.subscription)?,
                     d.redelivery_count.into_bound_py_any(py)?,
                 ];
@@ -76,6 +79,7 @@ impl JourneyStore {
         let acks = self
             .store
             .acks(journey)
+            .into_iter()
             .map(|a| {
                 let batches = match self.store.ack_set(a.batches) {
                     Some(set) => self.acked_entries.bind(py).call1((PyTuple::new(py, set.words.iter())?, set.width))?,
@@ -101,10 +105,9 @@ impl JourneyStore {
                 Ok(PyList::new(py, items)?.into_any())
             }
         };
-        let key = &journey.key;
         let args = [
-            journey.seq.into_bound_py_any(py)?,
-            self.name(py, key.topic)?,
+            seq.into_bound_py_any(py)?,
+            topic,
             key.ledger.into_bound_py_any(py)?,
             key.entry.into_bound_py_any(py)?,
             send.into_bound_py_any(py)?,
@@ -119,8 +122,8 @@ impl JourneyStore {
 
     /// Hands each journey closed to `on_close`, then frees it.
     fn hand_back(&mut self, py: Python<'_>) -> PyResult<()> {
-        while let Some(journey) = self.store.take_closed() {
-            let args = self.closed_args(py, &journey);
+        while let Some((seq, journey)) = self.store.take_closed() {
+            let args = self.closed_args(py, seq, &journey);
             self.store.free(journey);
             self.on_close.bind(py).call1(args?)?;
         }
@@ -143,11 +146,11 @@ impl JourneyStore {
         &mut self,
         index: u64,
         time: f64,
-        conn: i64,
+        conn: u32,
         producer: Option<&str>,
         producer_id: Option<u64>,
         sequence_id: Option<u64>,
-        messages: i64,
+        messages: i32,
         topic: Option<&str>,
     ) {
         self.store.send(SendFields { index, time, conn, producer, producer_id, sequence_id, messages, topic });
@@ -166,7 +169,7 @@ impl JourneyStore {
         topic: Option<&str>,
         index: u64,
         time: f64,
-        conn: i64,
+        conn: u32,
     ) -> PyResult<Option<(u64, bool)>> {
         let ids = ledger.zip(entry);
         let done = self.store.receipt(index_of(answers), ids, topic, ReceiptInfo { index, time, conn });
@@ -186,11 +189,11 @@ impl JourneyStore {
         topic: Option<&str>,
         index: u64,
         time: f64,
-        conn: i64,
+        conn: u32,
         consumer: Option<&str>,
         consumer_id: Option<u64>,
         subscription: Option<&str>,
-        redelivery_count: u64,
+        redelivery_count: u32,
         batch_size: &Bound<'_, PyAny>,
     ) -> PyResult<u64> {
         let seq = self.store.message(MessageFields {
@@ -218,7 +221,7 @@ impl JourneyStore {
         &mut self,
         index: u64,
         time: f64,
-        conn: i64,
+        conn: u32,
         ack_type: Option<&str>,
         ack_sets: Option<Vec<(u64, u64, Vec<u64>)>>,
         acks: Option<&Bound<'_, PyAny>>,
@@ -257,14 +260,17 @@ impl JourneyStore {
         seq: u64,
     ) -> PyResult<Option<(Bound<'py, PyAny>, u64, u64, Bound<'py, PyAny>)>> {
         let Some(journey) = self.store.get(seq) else { return Ok(None) };
-        let send = journey.send.as_ref().map(|s| self.send_tuple(py, s)).transpose()?.into_bound_py_any(py)?;
-        Ok(Some((self.name(py, journey.key.topic)?, journey.key.ledger, journey.key.entry, send)))
+        let send = journey.send().map(|s| self.send_tuple(py, &s)).transpose()?.into_bound_py_any(py)?;
+        let key = journey.key();
+        Ok(Some((self.name(py, key.topic)?, key.ledger, key.entry, send)))
     }
 
     /// Closes every open journey, oldest first.
     fn finish(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.store.finish();
-        self.hand_back(py)
+        while self.store.close_next() {
+            self.hand_back(py)?;
+        }
+        Ok(())
     }
 
     /// Journeys closed because too many were open.
