@@ -63,14 +63,15 @@ impl JourneyStore {
             .deliveries(journey)
             .into_iter()
             .map(|d| {
+                let consumer = self.store.consumer(d);
                 let fields = [
                     d.index.into_bound_py_any(py)?,
                     d.time.into_bound_py_any(py)?,
-                    d.conn.into_bound_py_any(py)?,
+                    consumer.conn.into_bound_py_any(py)?,
                     topic.clone(),
-                    self.name(py, d.consumer)?,
-                    d.consumer_id().into_bound_py_any(py)?,
-                    self.name(py, d.subscription)?,
+                    self.name(py, consumer.consumer)?,
+                    consumer.consumer_id().into_bound_py_any(py)?,
+                    self.name(py, consumer.subscription)?,
                     d.redelivery_count.into_bound_py_any(py)?,
                 ];
                 PyTuple::new(py, fields)

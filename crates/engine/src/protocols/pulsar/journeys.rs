@@ -10,8 +10,9 @@
 //! oldest forgotten). Names (topics, producers, consumers, subscriptions, ack types) are held once each and
 //! referred to by a u32, freed when nothing refers to them; numbers are fixed-width fields (which of them are
 //! absent in a byte of flags); a journey's deliveries and acks are linked lists in two shared pools; everything
-//! grows a block at a time (no reallocation holds a table twice). 112 bytes an open journey (and about 40 for
-//! its place in the key index), 48 a delivery or an ack, against about 500 and 150 as Python objects.
+//! grows a block at a time (no reallocation holds a table twice). 112 bytes an open journey (and about 10 for
+//! its place in the key index), 32 a delivery (its consumer held once for all of them) and 48 an ack, against
+//! about 500 and 150 as Python objects.
 //! Connection numbers are held as u32 and a SEND's num_messages as i32 (its type on the wire).
 
 use std::collections::VecDeque;
@@ -191,24 +192,79 @@ pub struct ReceiptInfo {
     pub conn: u32,
 }
 
+/// The consumer a MESSAGE went to: held once for all its deliveries (`Consumers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConsumerInfo {
+    consumer_id: u64,
+    pub conn: u32,
+    pub consumer: NameId,
+    pub subscription: NameId,
+    flags: u8,
+}
+
+impl ConsumerInfo {
+    pub fn consumer_id(&self) -> Option<u64> {
+        (self.flags & HAS_CONSUMER_ID != 0).then_some(self.consumer_id)
+    }
+}
+
+/// The consumers the kept deliveries went to, each held once with the number of deliveries that refer to it
+/// (freed, its id reused, at zero); each holds a reference to its names.
+#[derive(Default)]
+struct Consumers {
+    ids: FastMap<ConsumerInfo, u32>,
+    slots: Vec<(ConsumerInfo, u32)>,
+    free: Vec<u32>,
+}
+
+impl Consumers {
+    /// The id of `info`, one more reference to it; whether it is new (then it holds the names' references).
+    fn acquire(&mut self, info: ConsumerInfo) -> (u32, bool) {
+        if let Some(&id) = self.ids.get(&info) {
+            self.slots[id as usize].1 += 1;
+            return (id, false);
+        }
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slots[id as usize] = (info, 1);
+                id
+            }
+            None => {
+                self.slots.push((info, 1));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.ids.insert(info, id);
+        (id, true)
+    }
+
+    /// One reference less; the consumer when it is freed (its names to release).
+    fn release(&mut self, id: u32) -> Option<ConsumerInfo> {
+        let slot = &mut self.slots[id as usize];
+        slot.1 -= 1;
+        if slot.1 > 0 {
+            return None;
+        }
+        let info = slot.0;
+        self.ids.remove(&info);
+        self.free.push(id);
+        Some(info)
+    }
+
+    fn get(&self, id: u32) -> &ConsumerInfo {
+        &self.slots[id as usize].0
+    }
+}
+
 /// One MESSAGE frame delivering the journey's entry (on the journey's topic).
 #[derive(Clone, Copy, Debug)]
 pub struct Delivery {
     pub index: u64,
     pub time: f64,
-    consumer_id: u64,
-    pub conn: u32,
+    /// its `ConsumerInfo` (`JourneyStore::consumer`)
+    pub consumer: u32,
     pub redelivery_count: u32,
-    pub consumer: NameId,
-    pub subscription: NameId,
     next: u32,
-    flags: u8,
-}
-
-impl Delivery {
-    pub fn consumer_id(&self) -> Option<u64> {
-        (self.flags & HAS_CONSUMER_ID != 0).then_some(self.consumer_id)
-    }
 }
 
 /// One ACK (or a validation_error's discard) of one of the journey's deliveries.
@@ -660,6 +716,7 @@ pub struct JourneyStore {
     first_seq: u64,
     pub names: Names,
     deliveries: Pool<Delivery>,
+    consumers: Consumers,
     acks: Pool<Ack>,
     ack_sets: Vec<AckSet>,
     free_ack_sets: Vec<u32>,
@@ -693,6 +750,7 @@ impl JourneyStore {
             first_seq: 0,
             names: Names::default(),
             deliveries: Pool::default(),
+            consumers: Consumers::default(),
             acks: Pool::default(),
             ack_sets: Vec::new(),
             free_ack_sets: Vec::new(),
@@ -784,16 +842,24 @@ impl JourneyStore {
         let (seq, at) = self.journey(key);
         let kept = self.open.get_mut(at).deliveries_len;
         if self.room(kept) {
+            let info = ConsumerInfo {
+                consumer_id: message.consumer_id.unwrap_or(0),
+                conn: message.conn,
+                consumer: self.names.acquire(message.consumer),
+                subscription: self.names.acquire(message.subscription),
+                flags: if message.consumer_id.is_some() { HAS_CONSUMER_ID } else { 0 },
+            };
+            let (consumer, new) = self.consumers.acquire(info);
+            if !new {
+                self.names.release(info.consumer); // the consumer held already holds its names
+                self.names.release(info.subscription);
+            }
             let delivery = Delivery {
                 index: message.index,
                 time: message.time,
-                consumer_id: message.consumer_id.unwrap_or(0),
-                conn: message.conn,
+                consumer,
                 redelivery_count: message.redelivery_count,
-                consumer: self.names.acquire(message.consumer),
-                subscription: self.names.acquire(message.subscription),
                 next: END,
-                flags: if message.consumer_id.is_some() { HAS_CONSUMER_ID } else { 0 },
             };
             let journey = self.open.get_mut(at);
             self.deliveries.push(&mut journey.deliveries, delivery);
@@ -902,6 +968,11 @@ impl JourneyStore {
         self.acks.items(journey.acks_list())
     }
 
+    /// The consumer a delivery went to.
+    pub fn consumer(&self, delivery: &Delivery) -> &ConsumerInfo {
+        self.consumers.get(delivery.consumer)
+    }
+
     pub fn ack_set(&self, id: u32) -> Option<&AckSet> {
         (id != NO_ACK_SET).then(|| &self.ack_sets[id as usize])
     }
@@ -914,9 +985,12 @@ impl JourneyStore {
             names.release(send.producer);
             names.release(send.topic);
         }
+        let consumers = &mut self.consumers;
         self.deliveries.free_list(journey.deliveries_list(), |d| {
-            names.release(d.consumer);
-            names.release(d.subscription);
+            if let Some(info) = consumers.release(d.consumer) {
+                names.release(info.consumer);
+                names.release(info.subscription);
+            }
         });
         let mut sets = Vec::new();
         self.acks.free_list(journey.acks_list(), |a| {
@@ -1255,7 +1329,7 @@ mod tests {
     #[test]
     fn a_journey_and_a_milestone_stay_small() {
         assert_eq!(std::mem::size_of::<Journey>(), 112);
-        assert_eq!((std::mem::size_of::<Delivery>(), std::mem::size_of::<Ack>()), (48, 48));
+        assert_eq!((std::mem::size_of::<Delivery>(), std::mem::size_of::<Ack>()), (32, 48));
     }
 
     #[test]
