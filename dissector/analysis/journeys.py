@@ -10,7 +10,7 @@ batch it covers). A journey is keyed by (topic, ledger id, entry id): ledger ids
 
 Plain data in, plain data out; memory is bounded (the oldest unfinished journeys are closed and counted when
 there are too many) so a capture of any length can be followed. The open journeys live in the engine
-(``_core.JourneyStore``: fixed-width fields, names held once, 112 bytes a journey and 48 a delivery or ack);
+(``_core.JourneyStore``: fixed-width fields, names held once, 112 bytes a journey, 32 a delivery, 48 an ack);
 this module reads each record's few scalars for it and gets each journey back, as a ``Journey``, when it closes.
 Used by ``report`` (every journey, summarised) and ``follow --message`` (one message's frames, kept here).
 """
