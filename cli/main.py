@@ -981,7 +981,7 @@ def _write_report(builder, output: Path, capture_name: str, expr: Optional[str],
     from dissector.output.report import page_chunks
 
     document = builder.document(capture=capture_name, expression=expr, notice=notice)
-    chunks = page_chunks(document, builder.details, builder.rows)
+    chunks = page_chunks(document, builder.details, builder.rows, builder.journey_rows)
     if str(output) == "-":
         for chunk in chunks:
             sys.stdout.buffer.write(chunk)

@@ -619,6 +619,94 @@ class Latencies:
     def figures(self) -> _LatencyFigures:
         """(count, total, max, sample, cap)."""
 
+# ------------------------------------------------------------------------------------------------- journeys
+
+@final
+class JourneyStore:
+    """The open message journeys of a capture (``analysis/journeys.py: JourneyTracker`` calls it per frame with
+    the record's scalars). Each journey closed (the oldest opened first when ``max_open`` are open; all at
+    ``finish``) comes back through ``on_close(seq, topic, ledger, entry, send, receipt, deliveries, acks,
+    deliveries_dropped, acks_dropped)`` (which must not call the store); a batch-index ack's entries are
+    ``acked_entries(words, width)``."""
+
+    def __new__(
+        cls,
+        on_close: Callable[..., object],
+        acked_entries: Callable[[tuple[int, ...], int], object],
+        max_open: int = 300000,
+        max_milestones: int = 1000000,
+    ) -> Self:
+        """An empty store with these caps (journeys open; deliveries and acks kept over all of them)."""
+    def send(
+        self,
+        index: int,
+        time: float,
+        conn: int,
+        producer: str | None,
+        producer_id: int | None,
+        sequence_id: int | None,
+        messages: int,
+        topic: str | None,
+    ) -> None:
+        """A SEND (waits for the receipt that answers it)."""
+    def receipt(
+        self,
+        answers: object,
+        ledger: int | None,
+        entry: int | None,
+        topic: str | None,
+        index: int,
+        time: float,
+        conn: int,
+    ) -> tuple[int, bool] | None:
+        """A SEND_RECEIPT: (seq of its journey, whether the SEND it answers joined it); None without an id."""
+    def message(
+        self,
+        ledger: int,
+        entry: int,
+        topic: str | None,
+        index: int,
+        time: float,
+        conn: int,
+        consumer: str | None,
+        consumer_id: int | None,
+        subscription: str | None,
+        redelivery_count: int,
+        batch_size: object,
+    ) -> int:
+        """A MESSAGE: the seq of its journey."""
+    def ack(
+        self,
+        index: int,
+        time: float,
+        conn: int,
+        ack_type: str | None,
+        ack_sets: Sequence[tuple[int, int, Sequence[int]]] | None,
+        acks: Sequence[object] | None,
+        discards: Sequence[object] | None,
+        discarded: str | None,
+    ) -> list[int]:
+        """An ACK: the seqs of the journeys it joined (one per delivery acknowledged or discarded)."""
+    def redelivered(
+        self, topic: str | None, ids: Sequence[tuple[int, int]], redelivers: Sequence[object] | None
+    ) -> list[int]:
+        """The seqs of the open journeys a REDELIVER_UNACKNOWLEDGED_MESSAGES names or hands back."""
+    def peek(self, seq: int) -> tuple[str | None, int, int, tuple[Any, ...] | None] | None:
+        """(topic, ledger, entry, send) of an open journey."""
+    def finish(self) -> None:
+        """Closes every open journey, oldest first."""
+    @property
+    def closed_early(self) -> int:
+        """Journeys closed because too many were open."""
+    @property
+    def milestones(self) -> int:
+        """Deliveries and acks kept by the open journeys."""
+    @property
+    def milestones_dropped(self) -> int:
+        """Deliveries and acks of closed journeys counted, not kept."""
+    def __len__(self) -> int:
+        """Journeys open now."""
+
 # ------------------------------------------------------------------------------------------------- text
 
 def safe(value: object, limit: int = ...) -> str:

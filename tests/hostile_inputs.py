@@ -14,6 +14,9 @@ The attacks (the sizes are parameters; the issue's figures were measured with th
   payload each): 11,184,810 entries fill the default 64 MiB decompression limit.
 - ``unanswered_sends``: ``sends`` SENDs, never answered by a receipt, each decompressing to ``size`` bytes.
 - ``big_payload``: one SEND whose payload decompresses to ``size`` bytes (``--payload`` shows it).
+- ``open_journeys``: ``journeys`` SENDs, each with its receipt, each delivered ``deliveries`` times (the first,
+  then redeliveries) and never acknowledged: every message journey stays open to the end (``report`` follows
+  them: 300,000 journeys and 1,200,000 deliveries fill the tracker's caps of open journeys and milestones).
 And the earlier list: ``unanswered_requests`` (a million LOOKUPs never answered), ``many_chunks`` (first chunks of
 a million chunked messages), a decompression bomb of each codec (``*_bomb``: 80 MiB undeclared).
 """
@@ -191,6 +194,42 @@ def tubemq_messages(path: Path, messages: int = 1_000_000) -> Path:
                         for i in range(0, len(stream), seg)])
 
 
+SUBSCRIBE = fb.simple_frame("SUBSCRIBE", topic=TOPIC, subscription="hostile-sub", consumer_id=1, request_id=2,
+                            consumer_name="hostile-consumer")
+
+
+def open_journeys(path: Path, journeys: int = 300_000, deliveries: int = 4) -> Path:
+    """``journeys`` messages sent, receipted and delivered ``deliveries`` times each (redelivery_count 0, 1, ...),
+    none acknowledged, on one connection (the client's and the broker's bytes interleaved a block at a time)."""
+    from test_hostile_transport import PSH, ACK, pkt, write
+
+    assert journeys <= ID_BASE
+    send = fb.send_frame(b"m", md=fb.metadata(sequence_id=ID_BASE), sequence_id=ID_BASE, checksum=False)
+    receipt = fb.simple_frame("SEND_RECEIPT", producer_id=1, sequence_id=ID_BASE,
+                              message_id={"ledgerId": 7, "entryId": ID_BASE})
+    delivered = [fb.message_frame(b"m", consumer_id=1, ledger_id=7, entry_id=ID_BASE, checksum=False,
+                                  md=fb.metadata(sequence_id=ID_BASE), redelivery_count=count)
+                 for count in range(deliveries)]
+    marker = fb.varint(ID_BASE)
+    packets, seq = [], {True: 1000, False: 500}
+
+    def segments(data: bytes, to_broker: bool) -> None:
+        for i in range(0, len(data), 1400):
+            part = data[i:i + 1400]
+            packets.append(pkt(0, seq[to_broker], part, PSH | ACK, to_broker=to_broker, ack=seq[not to_broker]))
+            seq[to_broker] += len(part)
+
+    segments(PING + PRODUCER + SUBSCRIBE, True)
+    block = 200  # journeys a block: the client's SENDs, then the broker's receipts and deliveries
+    for first in range(0, journeys, block):
+        numbers = [fb.varint(ID_BASE + n) for n in range(first, min(first + block, journeys))]
+        segments(b"".join(send.replace(marker, n) for n in numbers), True)
+        segments(b"".join(receipt.replace(marker, n) for n in numbers)
+                 + b"".join(m.replace(marker, n) for n in numbers for m in delivered), False)
+    segments(PONG, False)
+    return write(path, packets)
+
+
 # name → (builder, file suffix, the issue's sizes as keyword arguments, small sizes for seeds)
 ATTACKS = {
     "encrypted_batch": (encrypted_batch, ".pcap.gz", {}, {"entries": 10_000_000}),
@@ -198,6 +237,7 @@ ATTACKS = {
     "honest_batch": (honest_batch, ".pcap", {}, {"entries": (1 * MiB - 1) // len(EMPTY_ENTRY)}),
     "unanswered_sends": (unanswered_sends, ".pcap", {}, {"sends": 2, "size": 1 * MiB - 1}),
     "big_payload": (big_payload, ".pcap", {}, {"size": 1 * MiB - 1}),
+    "open_journeys": (open_journeys, ".pcap", {}, {"journeys": 20, "deliveries": 3}),
     # the earlier list
     "unanswered_requests": (unanswered_requests, ".pcap", {}, {"requests": 150}),
     "many_chunks": (many_chunks, ".pcap", {}, {"chunks": 60}),

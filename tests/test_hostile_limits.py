@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import zlib
 from pathlib import Path
 
@@ -199,6 +200,45 @@ def test_one_64_mib_payload_is_held_about_twice(tmp_path, args, request):
     copies = PAYLOAD_COPIES[request.node.callspec.id]
     assert rss - rss_small < copies * 64, (rss_small, rss)
     assert "PONG" in out
+
+
+# ------------------------------------------------------------------------------------------- message journeys
+def _report(path: Path) -> tuple[dict, float, float]:
+    """The report's data on ``path`` (the page next to it), its peak RSS in MiB and its seconds."""
+    page = path.with_suffix(".html")
+    rc, _, err, rss, seconds = run(path, "-o", str(page), command="report")
+    _ok(rc, err)
+    match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>',
+                      page.read_text(encoding="utf-8"), re.S)
+    assert match
+    return json.loads(match.group(1)), rss, seconds
+
+
+def test_report_at_the_journey_caps_stays_bounded(tmp_path):
+    """300,000 messages sent, receipted and delivered four times each, none acknowledged: every journey stays open
+    to the end, at report's caps (300,000 journeys open at once; 1,000,000 deliveries and acks kept, of the
+    1,200,000 made). 296 MiB when the open journeys were Python objects, 230 MiB in the engine's store."""
+    path = _attack(tmp_path, "open_journeys")
+    doc, rss, _ = _report(path)
+    assert rss < RSS_BOUND_MIB, rss
+    journeys = doc["journeys"]
+    assert (journeys["total"], journeys["closed_early"]) == (300_000, 0)
+    assert journeys["milestones_dropped"] == 200_000 and journeys["kept"] == 20_000
+    first = journeys["rows"][0]
+    assert [d[4] for d in first["deliveries"]] == [0, 1, 2, 3] and first["redeliveries"] == 3
+    assert first["producer"] == "hostile" and first["publish_ms"] is not None
+    assert doc["summary"]["frames"] == 3 + 300_000 * 6 + 1
+
+
+def test_report_of_open_journeys_costs_linear_time(tmp_path):
+    best = []
+    for journeys in (40_000, 80_000):
+        path = _attack(tmp_path, "open_journeys", journeys=journeys)
+        runs = [_report(path) for _ in range(2)]
+        assert all(rss < RSS_BOUND_MIB for _, rss, _ in runs)
+        assert runs[0][0]["journeys"]["total"] == journeys
+        best.append(min(seconds for _, _, seconds in runs))
+    assert best[1] / best[0] < LINEAR_RATIO, best
 
 
 # ------------------------------------------------------------------------------------- the earlier list

@@ -712,36 +712,65 @@ def test_a_report_of_nothing_decoded_says_which_port_to_try(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["05b_batch_index_ack.pcap", "09_shared.pcap", "11_errors.pcap"])
-def test_packed_journeys_summarise_as_the_ones_kept_as_objects(monkeypatch, name):
-    """The tracker packs journeys not touched lately into bytes (memory): with one journey kept as an object
-    (every other packed and unpacked again as frames join it), every summary equals the all-objects one."""
+def test_each_journey_comes_back_with_its_send_receipt_deliveries_and_acks(name):
+    """The engine's store hands back every journey once, oldest opened first, with what the records say joins
+    it: the SEND its receipt answers, every MESSAGE of its (topic, ledger, entry), and each ACK of those."""
     from dissector.analysis import journeys
     from dissector.run import analysed_records
 
-    def summaries(hot: int) -> list[dict]:
-        monkeypatch.setattr(journeys, "HOT_JOURNEYS", hot)
-        finished = []
-        tracker = journeys.JourneyTracker(on_finish=finished.append)
-        for rec in analysed_records(capture_path(name)):
-            tracker.add(rec)
-        tracker.finish()
-        return [j.summary() for j in finished]
+    recs = [r for r in analysed_records(capture_path(name)) if "index" in r]
+    finished = []
+    tracker = journeys.JourneyTracker(on_finish=finished.append)
+    for rec in recs:
+        tracker.add(rec)
+    tracker.finish()
+    keys = [(j.topic, j.ledger, j.entry) for j in finished]
+    assert finished and len(set(keys)) == len(keys)
+    by_key = {key: j for key, j in zip(keys, finished)}
+    delivered: dict = {}
+    for rec in recs:
+        ids = journeys._wire_id((rec.get("command") or {}).get("message_id"))
+        if rec["type"] == "MESSAGE" and ids:
+            delivered.setdefault((rec["consumer"]["topic"], *ids), []).append(rec["index"])
+        elif rec["type"] == "SEND_RECEIPT" and ids:
+            journey = by_key[(rec["producer"]["topic"], *ids)]
+            assert journey.receipt[0] == rec["index"] and journey.send[0] == rec["answers"]
+    assert {key: [d[0] for d in j.deliveries or ()] for key, j in by_key.items() if j.deliveries} == delivered
+    acked = {r["index"]: r for r in recs if r["type"] == "ACK"}
+    for journey in finished:
+        for ack in journey.acks or ():
+            assert ack[4] in (acked[ack[0]].get("acks") or []) + (acked[ack[0]].get("discards") or [])
+            assert ack[4] in [d[0] for d in journey.deliveries]
+    assert any(j.acks for j in finished) == bool(acked)
+    # the frame that opened each (a receipt, or a delivery), in the order they opened
+    opened = [min(([j.receipt[0]] if j.receipt else []) + [d[0] for d in j.deliveries or ()]) for j in finished]
+    assert opened == sorted(opened)
 
-    kept = summaries(10 ** 9)
-    assert kept and any(s["deliveries"] for s in kept)
-    assert summaries(1) == kept
+
+@pytest.mark.parametrize("ack_set, size", [([1022], 10), ([1018], 10), ([0], 3), ([2**64 - 1, 0], 66), ([5], None),
+                                           ([-2], 4)])
+def test_acked_entries_are_the_entries_an_ack_set_clears(ack_set, size):
+    from dissector.analysis.journeys import AckedEntries, acked_batch_indexes
+
+    words = tuple(w & (2**64 - 1) for w in ack_set)
+    entries = AckedEntries(words, size or 64 * len(words))
+    assert {i for i in range(-3, 200) if i in entries} == acked_batch_indexes(ack_set, size)
+    assert "1" not in entries
 
 
-def test_the_deliveries_index_forgets_the_oldest_and_keeps_frames_out_of_order():
-    from dissector.analysis.journeys import Deliveries
+def test_a_journey_closed_early_is_counted_and_a_later_frame_opens_it_again():
+    """Past max_open the oldest journey opened is closed (closed_early), in the order they opened; a later frame
+    of it starts a new journey."""
+    from dissector.analysis import journeys
 
-    deliveries = Deliveries(limit=3)
-    for index in (10, 11, 12, 13):
-        deliveries.add(index, ("t", 1, index), index - 10 or None)
-    assert deliveries.get(10) is None and deliveries.get(13) == (("t", 1, 13), 3) and len(deliveries) == 3
-    assert deliveries.get(11) == (("t", 1, 11), 1) and deliveries.get(99) is None and deliveries.get("11") is None
-    deliveries.add(5, ("t", 1, 5), 7)  # an index lower than the last: kept beside the ordered ones
-    assert deliveries.get(5) == (("t", 1, 5), 7)
-    for index in range(14, 30):  # many more: the bulk removal keeps the newest three
-        deliveries.add(index, ("t", 1, index), None)
-    assert [deliveries.get(i) is not None for i in (26, 27, 28, 29)] == [False, True, True, True]
+    finished = []
+    tracker = journeys.JourneyTracker(on_finish=finished.append, max_open=2)
+    consumer = {"name": "c", "topic": "t", "subscription": "s"}
+    for index, entry in enumerate([1, 2, 3, 1, 4]):
+        tracker.add({"index": index, "time": float(index), "conn": 1, "type": "MESSAGE", "protocol": "pulsar",
+                     "command": {"consumer_id": 0, "message_id": {"ledgerId": 9, "entryId": entry}},
+                     "consumer": consumer})
+    assert tracker.closed_early == 3 and [j.entry for j in finished] == [1, 2, 3]
+    tracker.finish()
+    assert [(j.entry, [d[0] for d in j.deliveries]) for j in finished] == [(1, [0]), (2, [1]), (3, [2]), (1, [3]),
+                                                                          (4, [4])]

@@ -9,31 +9,30 @@ batch it covers). A journey is keyed by (topic, ledger id, entry id): ledger ids
 ``L:E`` may name a message on each of several topics.
 
 Plain data in, plain data out; memory is bounded (the oldest unfinished journeys are closed and counted when
-there are too many) so a capture of any length can be followed. Used by ``report`` (every journey, summarised)
-and ``follow --message`` (one message's frames).
+there are too many) so a capture of any length can be followed. The open journeys live in the engine
+(``_core.JourneyStore``: fixed-width fields, names held once, 112 bytes a journey, 32 a delivery, 48 an ack);
+this module reads each record's few scalars for it and gets each journey back, as a ``Journey``, when it closes.
+Used by ``report`` (every journey, summarised) and ``follow --message`` (one message's frames, kept here).
 """
 
 from __future__ import annotations
 
-import marshal
 import math
 import re
-import sys
-from array import array
-from bisect import bisect_left
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from dissector import _core
+
+# the caps of the engine's store (crates/engine/src/protocols/pulsar/journeys.rs), which keeps them:
 MAX_OPEN_JOURNEYS = 300_000  # journeys still followed; beyond it the oldest is finished (its later frames lost)
 MAX_PENDING_SENDS = 100_000  # SENDs waiting for their receipt
 MAX_DELIVERY_MEMORY = 200_000  # MESSAGE frames an ACK can still be matched to
 MAX_MILESTONES_TOTAL = 1_000_000  # deliveries and acks kept over all open journeys (beyond: counted, not kept)
 MAX_MILESTONES_PER_JOURNEY = 1_000  # deliveries, and acks, kept for one entry (a redelivery storm stays bounded)
+# kept here:
 MAX_FRAMES_PER_JOURNEY = 10_000  # frames kept for one followed message (a redelivery storm stays bounded)
-# journeys kept as objects (the most recently touched); the other open ones wait packed in bytes, a third of the
-# memory: a capture's open journeys were 1.4 KB each, 286 MB for 200,000
-HOT_JOURNEYS = 2_000
 
 _MESSAGE_ID = re.compile(r"(\d+):(\d+)(?::(-?\d+))?")
 
@@ -102,37 +101,19 @@ class Journey:
     topic: str | None
     ledger: int
     entry: int
-    # compact while open (a capture holds hundreds of thousands): tuples, and lists made on first use
+    # as the engine's store hands it back when it closes: tuples, None where nothing was kept
     send: tuple | None = None  # SEND_FIELDS
     receipt: tuple | None = None  # RECEIPT_FIELDS
     deliveries: list | None = None  # tuples: DELIVERY_FIELDS
-    acks: list | None = None  # tuples: ACK_FIELDS (delivery: the MESSAGE frame acknowledged)
+    acks: list | None = None  # tuples: ACK_FIELDS (delivery: the MESSAGE frame acknowledged; batches: AckedEntries)
     frames: list | None = None  # the records, for a followed message only
     frames_dropped: int = 0
-    deliveries_dropped: int = 0  # beyond MAX_MILESTONES_PER_JOURNEY: counted, not kept
+    deliveries_dropped: int = 0  # beyond MAX_MILESTONES_PER_JOURNEY or MAX_MILESTONES_TOTAL: counted, not kept
     acks_dropped: int = 0
-    # (topic, ledger, entry) as one tuple, which the tracker's deliveries share (not a new one each)
-    key: tuple = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.key = (self.topic, self.ledger, self.entry)
 
     @property
     def send_info(self) -> dict | None:
         return dict(zip(SEND_FIELDS, self.send)) if self.send is not None else None
-
-    def packed(self) -> bytes:
-        """The journey's milestones in bytes (``unpacked`` with its key makes it again), as marshal writes them."""
-        return marshal.dumps((self.send, self.receipt, self.deliveries, self.acks, self.deliveries_dropped,
-                              self.acks_dropped))
-
-    @classmethod
-    def unpacked(cls, key: tuple, data: bytes) -> "Journey":
-        send, receipt, deliveries, acks, deliveries_dropped, acks_dropped = marshal.loads(data)
-        journey = cls(*key, send, receipt, deliveries, acks, deliveries_dropped=deliveries_dropped,
-                      acks_dropped=acks_dropped)
-        journey.key = key  # the tuple it was found by, not one more
-        return journey
 
     def summary(self, batch: int | None = None) -> dict:
         """Plain data: the journey's milestones and latencies (ms; None where a milestone was not seen). With
@@ -174,12 +155,6 @@ class Journey:
         }
 
 
-def _shared(text: Any) -> Any:
-    """One object for equal names (the records make new strings every frame): a packed journey then writes its
-    topic, producer, consumer and subscription once and refers back (7 MB less for perf_big's 201,054)."""
-    return sys.intern(text) if type(text) is str else text
-
-
 def _covers(ack: dict, batch: int | None) -> bool:
     """Whether an ACK acknowledges the message: the whole entry (``batch`` None: a cumulative ack, or one
     without ack_set), or that entry of the batch."""
@@ -190,11 +165,42 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
 
+class AckedEntries:
+    """The entries of a batch a batch-index ACK acknowledges (``in``): Pulsar's ack_set, a bitset (64-bit words,
+    the first word first) of the entries still NOT acknowledged over ``width`` entries (the batch's size), read
+    where asked rather than spread into a set (a batch may claim millions)."""
+
+    __slots__ = ("words", "width")
+
+    def __init__(self, words: tuple[int, ...], width: int) -> None:
+        self.words = words
+        self.width = width
+
+    def __contains__(self, entry: object) -> bool:
+        if type(entry) is not int or not 0 <= entry < self.width:
+            return False
+        word = entry >> 6
+        return word >= len(self.words) or not self.words[word] >> (entry & 63) & 1
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AckedEntries) and (self.words, self.width) == (other.words, other.width)
+
+    def __hash__(self) -> int:
+        return hash((self.words, self.width))
+
+    def __repr__(self) -> str:
+        return f"AckedEntries({self.words!r}, {self.width})"
+
+
+_WORD = 0xFFFF_FFFF_FFFF_FFFF
+
+
 class JourneyTracker:
     """Follows every message of a stream of records (``add`` each, in capture order; ``finish`` at the end).
 
-    ``wanted(journey)``: journeys whose records are kept (``follow --message``; asked when a frame joins the
-    journey, so a SEND is known from its receipt on); None keeps none.
+    ``wanted(journey)``: journeys whose records are kept (``follow --message``; asked when a frame joins a
+    journey not followed yet, with its topic, ids and SEND as known then, so a SEND is known from its receipt
+    on); None keeps none.
     ``on_finish(journey)``: called once per journey when it is closed (at the end, or when memory is full)."""
 
     def __init__(self, *, wanted: Callable[["Journey"], bool] | None = None,
@@ -203,16 +209,28 @@ class JourneyTracker:
         self.wanted = wanted
         self.on_finish = on_finish
         self.max_open = max_open
-        # every open journey, oldest first: a Journey, or its bytes (``Journey.packed``) when not touched lately
-        # (an OrderedDict: a dict's first item, popped again and again, is found by skipping the ones removed)
-        self.open: OrderedDict[tuple, Journey | bytes] = OrderedDict()
-        self.hot: OrderedDict[tuple, None] = OrderedDict()  # the keys of the unpacked ones, least recent first
-        self.pending_sends: OrderedDict[int, tuple[dict, dict | None]] = OrderedDict()  # SEND index -> info, rec
-        self.deliveries = Deliveries(MAX_DELIVERY_MEMORY)  # MESSAGE index -> journey key, batch size
-        self.closed_early = 0  # journeys closed because too many were open
         self.max_milestones = max_milestones
-        self.milestones = 0  # deliveries and acks kept by the open journeys
-        self._dropped = 0  # deliveries and acks of closed journeys counted, not kept
+        # the open journeys, in the engine (oldest opened first); each comes back through _closed
+        self.store = _core.JourneyStore(self._closed, AckedEntries, max(1, max_open), max_milestones)
+        # for wanted only: the followed journeys by the store's seq (their frames), and the SEND records
+        # waiting for their receipt (forgotten as the store forgets their SENDs)
+        self.followed: dict[int, Journey] = {}
+        self.pending_records: OrderedDict[int, dict] = OrderedDict()
+
+    @property
+    def closed_early(self) -> int:
+        """Journeys closed because too many were open."""
+        return self.store.closed_early
+
+    @property
+    def milestones(self) -> int:
+        """Deliveries and acks kept by the open journeys."""
+        return self.store.milestones
+
+    @property
+    def milestones_dropped(self) -> int:
+        """Deliveries and acks of closed journeys counted, not kept."""
+        return self.store.milestones_dropped
 
     def add(self, rec: dict) -> None:
         if "index" not in rec or rec.get("protocol", "pulsar") != "pulsar":
@@ -230,83 +248,64 @@ class JourneyTracker:
             self._redeliver(rec)
 
     def finish(self) -> None:
-        while self.open:
-            self._close(self._pop_oldest())
+        self.store.finish()
 
     # ------------------------------------------------------------------ steps
 
     def _send(self, rec: dict) -> None:
         cmd, producer = rec.get("command") or {}, rec.get("producer") or {}
-        info = (rec["index"], rec["time"], rec["conn"], _shared(producer.get("name")), cmd.get("producer_id"),
-                cmd.get("sequence_id"), cmd.get("num_messages") or 1, _shared(producer.get("topic")))
-        self.pending_sends[rec["index"]] = (info, rec if self.wanted is not None else None)
-        if len(self.pending_sends) > MAX_PENDING_SENDS:
-            self.pending_sends.popitem(last=False)
+        self.store.send(rec["index"], rec["time"], rec["conn"], producer.get("name"), cmd.get("producer_id"),
+                        cmd.get("sequence_id"), cmd.get("num_messages") or 1, producer.get("topic"))
+        if self.wanted is not None:
+            self.pending_records[rec["index"]] = rec
+            if len(self.pending_records) > MAX_PENDING_SENDS:
+                self.pending_records.popitem(last=False)
 
     def _receipt(self, rec: dict) -> None:
         ids = _wire_id((rec.get("command") or {}).get("message_id"))
-        pending = self.pending_sends.pop(rec.get("answers"), None)
-        if ids is None:
+        ledger, entry = ids if ids is not None else (None, None)
+        done = self.store.receipt(rec.get("answers"), ledger, entry, (rec.get("producer") or {}).get("topic"),
+                                  rec["index"], rec["time"], rec["conn"])
+        if self.wanted is None:
             return
-        producer = rec.get("producer") or {}
-        topic = _shared(producer.get("topic")) or (pending[0][SEND_FIELDS.index("topic")] if pending else None)
-        journey = self._journey(topic, *ids)
-        if pending is not None and journey.send is None:
-            journey.send = pending[0]
-            self._keep(journey, pending[1])
-        journey.receipt = (rec["index"], rec["time"], rec["conn"])
-        self._keep(journey, rec)
+        pending = self.pending_records.pop(rec.get("answers"), None) if type(rec.get("answers")) is int else None
+        if done is None:
+            return
+        seq, send_joined = done
+        if send_joined:
+            self._keep(seq, pending)
+        self._keep(seq, rec)
 
     def _message(self, rec: dict) -> None:
         ids = _wire_id((rec.get("command") or {}).get("message_id"))
         if ids is None:
             return
         consumer = rec.get("consumer") or {}
-        topic = _shared(consumer.get("topic"))
-        journey = self._journey(topic, *ids)
         cmd = rec["command"]
-        size = (rec.get("metadata") or {}).get("num_messages_in_batch")
-        if journey.deliveries is None:
-            journey.deliveries = []
-        if self._room(journey.deliveries):
-            journey.deliveries.append((rec["index"], rec["time"], rec["conn"], topic, _shared(consumer.get("name")),
-                                       cmd.get("consumer_id"), _shared(consumer.get("subscription")),
-                                       cmd.get("redelivery_count") or 0))
-        else:
-            journey.deliveries_dropped += 1
-        self.deliveries.add(rec["index"], journey.key, size)
-        self._keep(journey, rec)
+        seq = self.store.message(ids[0], ids[1], consumer.get("topic"), rec["index"], rec["time"], rec["conn"],
+                                 consumer.get("name"), cmd.get("consumer_id"), consumer.get("subscription"),
+                                 cmd.get("redelivery_count") or 0,
+                                 (rec.get("metadata") or {}).get("num_messages_in_batch"))
+        if self.wanted is not None:
+            self._keep(seq, rec)
 
     def _ack(self, rec: dict) -> None:
         cmd = rec.get("command") or {}
-        ack_type = cmd.get("ack_type")
-        ack_sets = {}
+        ack_sets = None
         for item in cmd.get("message_id") or ():
             ids = _wire_id(item)
             if ids is not None and item.get("ack_set"):
-                ack_sets[ids] = item["ack_set"]
+                ack_set = item["ack_set"]
+                words = [w & _WORD if type(w) is int else 0 for w in ack_set] if isinstance(ack_set, list) else []
+                if words:  # (an ack_set that is no list acknowledges the whole entry)
+                    ack_sets = ack_sets or []
+                    ack_sets.append((*ids, words))
         # an ACK with a validation_error says which deliveries the client dropped unread (``discards``)
-        error = cmd.get("validation_error")
-        marked = [(d, None) for d in rec.get("acks") or ()] + [(d, error) for d in rec.get("discards") or ()]
-        for delivery, discarded in marked:
-            known = self.deliveries.get(delivery)
-            if known is None:
-                continue
-            key, size = known
-            if key not in self.open:
-                continue
-            journey = self._touch(key)
-            batches = None
-            if ack_type != "Cumulative" and (key[1], key[2]) in ack_sets:
-                batches = acked_batch_indexes(ack_sets[(key[1], key[2])], size)
-            if journey.acks is None:
-                journey.acks = []
-            if self._room(journey.acks):
-                journey.acks.append((rec["index"], rec["time"], rec["conn"], _shared(ack_type), delivery,
-                                     frozenset(batches) if batches is not None else None, discarded))
-            else:
-                journey.acks_dropped += 1
-            self._keep(journey, rec)
+        joined = self.store.ack(rec["index"], rec["time"], rec["conn"], cmd.get("ack_type"), ack_sets,
+                                rec.get("acks"), rec.get("discards"), cmd.get("validation_error"))
+        if self.wanted is not None:
+            for seq in joined:
+                self._keep(seq, rec)
 
     def _redeliver(self, rec: dict) -> None:
         """A consumer asks for messages again (a negative ack, an ack timeout, or every unacknowledged one): the
@@ -314,55 +313,25 @@ class JourneyTracker:
         back (``redelivers``: a request naming none hands back every unacknowledged one)."""
         if self.wanted is None:  # only a followed message keeps frames
             return
-        topic = (rec.get("consumer") or {}).get("topic")
-        keys = {(topic, *ids) for ids in map(_wire_id, (rec.get("command") or {}).get("message_ids") or ())
-                if ids is not None}
-        keys.update(known[0] for known in map(self.deliveries.get, rec.get("redelivers") or ()) if known)
-        for key in keys:
-            if key in self.open:
-                self._keep(self._touch(key), rec)
+        ids = [ids for ids in map(_wire_id, (rec.get("command") or {}).get("message_ids") or ()) if ids is not None]
+        for seq in self.store.redelivered((rec.get("consumer") or {}).get("topic"), ids, rec.get("redelivers")):
+            self._keep(seq, rec)
 
     # ------------------------------------------------------------------ bookkeeping
 
-    def _journey(self, topic, ledger: int, entry: int) -> Journey:
-        key = (topic, ledger, entry)
-        if key in self.open:
-            return self._touch(key)
-        journey = Journey(topic, ledger, entry)
-        self.open[journey.key] = journey
-        self._warm(journey.key)
-        if len(self.open) > self.max_open:
-            self.closed_early += 1
-            self._close(self._pop_oldest())
-        return journey
-
-    def _touch(self, key: tuple) -> Journey:
-        """The open journey of ``key`` as an object, now the most recently touched (unpacked if it was packed)."""
-        journey = self.open[key]
-        if isinstance(journey, bytes):
-            journey = self.open[key] = Journey.unpacked(key, journey)  # a key assigned again keeps its place
-        self._warm(key)
-        return journey
-
-    def _warm(self, key: tuple) -> None:
-        self.hot[key] = None
-        self.hot.move_to_end(key)
-        while len(self.hot) > HOT_JOURNEYS:
-            cold, _ = self.hot.popitem(last=False)
-            journey = self.open[cold]
-            if journey.frames is None:  # a followed message keeps its records: it stays an object
-                self.open[cold] = journey.packed()
-
-    def _pop_oldest(self) -> Journey:
-        key, journey = self.open.popitem(last=False)
-        self.hot.pop(key, None)
-        return Journey.unpacked(key, journey) if isinstance(journey, bytes) else journey
-
-    def _keep(self, journey: Journey, rec: dict | None) -> None:
-        if rec is None or self.wanted is None or not self.wanted(journey):
+    def _keep(self, seq: int, rec: dict | None) -> None:
+        if rec is None or self.wanted is None:
             return
-        if journey.frames is None:
+        journey = self.followed.get(seq)
+        if journey is None:
+            known = self.store.peek(seq)
+            if known is None:
+                return
+            journey = Journey(known[0], known[1], known[2], known[3])
+            if not self.wanted(journey):
+                return
             journey.frames = []
+            self.followed[seq] = journey
         if journey.frames and journey.frames[-1] is rec:  # an ACK covering several deliveries of one journey
             return
         if len(journey.frames) < MAX_FRAMES_PER_JOURNEY:
@@ -370,63 +339,16 @@ class JourneyTracker:
         else:
             journey.frames_dropped += 1
 
-    def _room(self, milestones: list) -> bool:
-        """Whether one more delivery or ack can be kept in ``milestones`` (taking its place when it can)."""
-        if len(milestones) >= MAX_MILESTONES_PER_JOURNEY or self.milestones >= self.max_milestones:
-            return False
-        self.milestones += 1
-        return True
-
-    @property
-    def milestones_dropped(self) -> int:
-        return self._dropped
-
-    def _close(self, journey: Journey) -> None:
-        self.milestones -= len(journey.deliveries or ()) + len(journey.acks or ())
-        self._dropped += journey.deliveries_dropped + journey.acks_dropped
+    def _closed(self, seq: int, topic: str | None, ledger: int, entry: int, send: tuple | None,
+                receipt: tuple | None, deliveries: list | None, acks: list | None, deliveries_dropped: int,
+                acks_dropped: int) -> None:
+        journey = Journey(topic, ledger, entry, send, receipt, deliveries, acks,
+                          deliveries_dropped=deliveries_dropped, acks_dropped=acks_dropped)
+        followed = self.followed.pop(seq, None) if self.followed else None
+        if followed is not None:
+            journey.frames, journey.frames_dropped = followed.frames, followed.frames_dropped
         if self.on_finish is not None:
             self.on_finish(journey)
-
-
-class Deliveries:
-    """The last ``limit`` MESSAGE frames by index, each with its journey's key and batch size, in three flat
-    arrays searched by bisection (frames come in index order): a dict of tuples took 245 bytes a delivery, this
-    takes about 24. A frame that comes out of order waits in a small dict instead."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.indexes = array("q")
-        self.keys: list[tuple] = []
-        self.sizes = array("q")  # -1: no batch size
-        self.start = 0  # entries before it are forgotten (removed in bulk, now and then)
-        self.out_of_order: OrderedDict[int, tuple[tuple, int | None]] = OrderedDict()
-
-    def add(self, index: int, key: tuple, size: int | None) -> None:
-        if self.indexes and index <= self.indexes[-1] or not -2**63 <= index < 2**63:
-            self.out_of_order[index] = (key, size)
-            if len(self.out_of_order) > self.limit:
-                self.out_of_order.popitem(last=False)
-            return
-        self.indexes.append(index)
-        self.keys.append(key)
-        self.sizes.append(size if isinstance(size, int) and 0 <= size < 2**63 else -1)
-        if len(self.indexes) - self.start > self.limit:
-            self.start += 1
-            if self.start >= self.limit:  # amortised: one bulk removal per ``limit`` frames
-                del self.indexes[:self.start], self.keys[:self.start], self.sizes[:self.start]
-                self.start = 0
-
-    def get(self, index: Any) -> tuple[tuple, int | None] | None:
-        if not isinstance(index, int):
-            return None
-        at = bisect_left(self.indexes, index, self.start)
-        if at < len(self.indexes) and self.indexes[at] == index:
-            size = self.sizes[at]
-            return self.keys[at], (size if size >= 0 else None)
-        return self.out_of_order.get(index)
-
-    def __len__(self) -> int:
-        return len(self.indexes) - self.start + len(self.out_of_order)
 
 
 def follow_message(records: Iterator[dict], ref: MessageRef, topics: set[str] | None = None) -> list[Journey]:

@@ -24,6 +24,7 @@ mod arrow;
 mod capture;
 mod convert;
 mod feed;
+mod journeys;
 mod pipeline;
 mod pooled;
 mod protocol;
@@ -313,6 +314,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::analysis::register(m)?;
     crate::stats::register(m)?;
     crate::text::register(m)?;
+    crate::journeys::register(m)?;
     m.add_class::<crate::timeline::TimelineFormat>()?;
     Ok(())
 }

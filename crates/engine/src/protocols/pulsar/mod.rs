@@ -19,6 +19,7 @@ use crate::{model, value};
 pub mod chunks;
 pub mod frame;
 pub mod framing;
+pub mod journeys;
 pub mod payload;
 pub mod problems;
 pub mod record;
