@@ -3,11 +3,12 @@
 //! protocol — a toy, defined here — plugged in through the `Protocol` trait alone, end to end.
 
 mod capture_support;
+mod toy_support;
 
 use std::collections::BTreeMap;
 
-use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use pulsar_dissect_engine::analysis::{intern, Sessions};
+use pulsar_dissect_engine::analysis::table::CommandTable;
+use pulsar_dissect_engine::analysis::Sessions;
 use pulsar_dissect_engine::engine::{Count, FindingTexts, Item, JsonLines, ProtocolSetup, Settings, Sink};
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::protocols::{by_name, DecodeCaps, Depth, Limits, Protocol, REGISTRY};
@@ -18,6 +19,7 @@ use pulsar_dissect_engine::value::{entry, Text, Value};
 use pulsar_dissect_engine::{name, Engine};
 
 use capture_support::{reader, root};
+use toy_support::toy_table;
 
 /// The registry's protocols on their usual ports, with empty command tables (no pairing: the census counts
 /// frames, not answers).
@@ -202,31 +204,6 @@ impl Protocol for Toy {
 }
 
 static TOY: Toy = Toy;
-
-fn toy_table() -> CommandTable {
-    let mut table = CommandTable::default();
-    let questions = table.space(Space {
-        name: "question".into(),
-        slot: false,
-        duplicates: false,
-        unmatched: true,
-        unanswered: true,
-        opened_by: OpenedBy::Client,
-    });
-    let id = || Key { space: questions, fields: vec![KeyField::Command("id".into())], names: vec!["id".into()] };
-    let spec = |name: &str, opens: Option<Key>, answers: Vec<Key>| CommandSpec {
-        name: intern(name),
-        scope: None,
-        opens,
-        answers,
-        answer_types: None,
-        interim: None,
-        remember: vec![],
-    };
-    table.add(spec("QUESTION", Some(id()), vec![]));
-    table.add(spec("ANSWER", None, vec![id()]));
-    table
-}
 
 /// A classic pcap (Ethernet, IPv4, TCP) of the segments: (time, from the client, sequence number, flags,
 /// payload), between 10.0.0.1:40000 and 10.0.0.2:7777.

@@ -1,37 +1,15 @@
 //! The analysis joined (`analysis::join::Join`), fed frames and events of a front end's own types directly
 //! (no capture, no stages): a toy protocol whose questions open an id and whose answers answer it.
 
+mod toy_support;
+
 use pulsar_dissect_engine::analysis::join::{Flush, Join};
-use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use pulsar_dissect_engine::analysis::{intern, Event, Frame, PairingOptions, ProtocolAnalysis};
+use pulsar_dissect_engine::analysis::{Event, Frame, PairingOptions, ProtocolAnalysis};
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::name;
 use pulsar_dissect_engine::value::{entry, Map, Text, Value};
 
-fn toy_table() -> CommandTable {
-    let mut table = CommandTable::default();
-    let questions = table.space(Space {
-        name: "question".into(),
-        slot: false,
-        duplicates: false,
-        unmatched: true,
-        unanswered: true,
-        opened_by: OpenedBy::Client,
-    });
-    let id = || Key { space: questions, fields: vec![KeyField::Command("id".into())], names: vec!["id".into()] };
-    let spec = |name: &str, opens: Option<Key>, answers: Vec<Key>| CommandSpec {
-        name: intern(name),
-        scope: None,
-        opens,
-        answers,
-        answer_types: None,
-        interim: None,
-        remember: vec![],
-    };
-    table.add(spec("QUESTION", Some(id()), vec![]));
-    table.add(spec("ANSWER", None, vec![id()]));
-    table
-}
+use toy_support::toy_table;
 
 fn toy_analysis() -> ProtocolAnalysis {
     ProtocolAnalysis { table: toy_table(), default_to_server: "to_server".into(), sessions: None }
