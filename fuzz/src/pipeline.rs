@@ -106,8 +106,8 @@ impl Pipeline {
             max_pending_requests: MAX_PENDING_REQUESTS,
             request_timeout: 30.0,
             limits: Limits { max_decompressed: MAX_DECOMPRESSED, ..Settings::default().limits },
-            max_batch_entries: Settings::default().max_batch_entries,
             depth: Depth::Full,
+            ..Settings::default()
         };
         Pipeline { engine: Engine::new(setups, settings) }
     }
