@@ -15,6 +15,8 @@ Rows (each run --repeat times, round robin; the median wall time and the highest
   json         pulsar-dissect FILE --json
   timeline     pulsar-dissect FILE             (the timeline, plain: stdout is not a terminal)
   stats        pulsar-dissect stats FILE
+  --against CLI adds: the same three pulsar-dissect rows run by another build's executable (an earlier commit
+               installed in its own venv), in the same rounds: a before/after comparison in one run.
   --extra-tshark adds: tshark + plugin printing its summary lines (no filter, the plugin's tree-less path),
                tshark + plugin -Y apache.pulsar -T json (every field of every Pulsar packet, like --json), and
                tshark with the plugin disabled (--disable-protocol apache.pulsar): plain tshark, where
@@ -388,6 +390,16 @@ def build_rows(path, args, user, peer_ok, peer_why, log):
     add("timeline", "pulsar-dissect FILE (timeline)", cli and cli + [path],
         lambda: LineCounter(lambda b: len(TIMELINE_FRAME.findall(b)), "frames"), why=cwhy)
     add("stats", "pulsar-dissect stats FILE", cli and cli + ["stats", path], lambda: Capture(parse_stats), why=cwhy)
+    if args.against:
+        # another build of this tool (an earlier commit installed in its own venv), timed in the same rounds
+        other = [args.against]
+        owhy = None if os.access(args.against, os.X_OK) else f"{args.against} is not an executable"
+        add("json_against", "  the other build: FILE --json", other + [path, "--json"],
+            lambda: SubstringCounter(b'{"index":', "frames"), why=owhy)
+        add("timeline_against", "  the other build: FILE (timeline)", other + [path],
+            lambda: LineCounter(lambda b: len(TIMELINE_FRAME.findall(b)), "frames"), why=owhy)
+        add("stats_against", "  the other build: stats FILE", other + ["stats", path], lambda: Capture(parse_stats),
+            why=owhy)
     return rows
 
 
@@ -421,6 +433,9 @@ def main():
                     help="pulsar-client-cpp source folder to build the plugin from (default $PULSAR_CPP_SRC)")
     ap.add_argument("--no-build", action="store_true", help="use the installed plugin even if a source is given")
     ap.add_argument("--port", type=int, default=6650, help="broker port; not 6650: -d tcp.port==PORT,apache.pulsar")
+    ap.add_argument("--against", metavar="CLI",
+                    help="another build's pulsar-dissect executable (e.g. an earlier commit in its own venv): "
+                         "its --json, timeline and stats rows are timed in the same rounds")
     ap.add_argument("--extra-tshark", action="store_true", help="also time three other tshark variants")
     ap.add_argument("--skip", nargs="*", default=[], metavar="ROW",
                     help="rows to leave out: cat dpkt tshark json timeline stats")
