@@ -50,6 +50,12 @@ class Options:
     # while the next packets are read and decoded: about this many bytes of decoded frames may wait for it.
     # 0: every record written on the one thread (the same bytes, slower).
     pool_bytes: int = 16 * MiB
+    # the bytes from the wire every holder together keeps at once: out-of-order bytes, compressed chunks and
+    # decoded frames waiting for the pool, each besides its own cap above and below. Over it, the holder that
+    # passed it lets go as over its own cap, naming this option (GAP "memory budget" with STATE_DROPPED,
+    # chunk.abandoned with memory_budget); the pool waits instead. With one payload decompressed
+    # (max_decompressed) and the tool's own, a command stays under 256 MB.
+    memory_budget: int = 128 * MiB
 
     # TCP reassembly (GAP reason "buffer limit" / "missing segment"; STATE_DROPPED for connections).
     max_connections: int = 65_536  # connections tracked at once; the oldest is forgotten beyond

@@ -19,6 +19,8 @@ The attacks (the sizes are parameters; the issue's figures were measured with th
   them: 300,000 journeys and 1,200,000 deliveries fill the tracker's caps of open journeys and milestones).
 And the earlier list: ``unanswered_requests`` (a million LOOKUPs never answered), ``many_chunks`` (first chunks of
 a million chunked messages), a decompression bomb of each codec (``*_bomb``: 80 MiB undeclared).
+And ``held_chunks_and_buffers``: compressed chunks and out-of-order bytes on 40 connections, together past the
+memory budget while each holder stays under its own caps.
 """
 
 from __future__ import annotations
@@ -230,6 +232,34 @@ def open_journeys(path: Path, journeys: int = 300_000, deliveries: int = 4) -> P
     return write(path, packets)
 
 
+def held_chunks_and_buffers(path: Path, connections: int = 40, chunk: int = 1 * MiB, chunks: int = 3,
+                            held: int = 1_000_000) -> Path:
+    """Two holders of wire bytes together past the memory budget, each under its own caps: ``connections``
+    connections each send ``chunks`` chunks of ``chunk`` bytes of a ZLIB message whose last chunk never comes
+    (compressed chunks held: 120 MiB in all by default, under max_chunk_bytes_total), then lose a segment and
+    send ``held`` bytes beyond it, which the reassembly holds (40 MB in all, under max_buffered_total); the
+    connections take turns, so that all hold at once. A PING opens each connection, a PONG answers at the end."""
+    from test_hostile_transport import PSH, ACK, pkt, write
+
+    seg, big = 1400, 60_000  # the held bytes in ordinary segments, the chunks in large ones (fewer packets)
+    body = bytes(range(256)) * (chunk // 256)
+    packets, ends = [], []
+    for c in range(connections):
+        stream = PING + PRODUCER
+        for i in range(chunks):
+            md = fb.metadata(sequence_id=0, uuid=f"held-{c}", chunk_id=i, num_chunks_from_msg=chunks + 1,
+                             total_chunk_msg_size=(chunks + 1) * len(body), compression=fb.ZLIB,
+                             uncompressed_size=(chunks + 1) * len(body))
+            stream += fb.send_frame(body, md=md, checksum=False)
+        packets += [pkt(c, 1000 + i, stream[i:i + big]) for i in range(0, len(stream), big)]
+        ends.append(1000 + len(stream))
+    filler = b"\x00" * seg
+    for k in range(held // seg):  # the segment at ends[c] is lost
+        packets += [pkt(c, ends[c] + seg * (k + 1), filler) for c in range(connections)]
+    packets += [pkt(c, 500, PONG, PSH | ACK, to_broker=False, ack=ends[c]) for c in range(connections)]
+    return write(path, packets)
+
+
 # name → (builder, file suffix, the issue's sizes as keyword arguments, small sizes for seeds)
 ATTACKS = {
     "encrypted_batch": (encrypted_batch, ".pcap.gz", {}, {"entries": 10_000_000}),
@@ -247,6 +277,8 @@ ATTACKS = {
     "snappy_bomb": (decompression_bomb, ".pcap", {"codec": fb.SNAPPY}, {"codec": fb.SNAPPY, "size": 1 * MiB + 4096}),
     "empty_ack_ids": (empty_ack_ids, ".pcap", {}, {"ids": 2_000}),
     "tubemq_messages": (tubemq_messages, ".pcap", {}, {"messages": 1_500}),
+    "held_chunks_and_buffers": (held_chunks_and_buffers, ".pcap", {},
+                                {"connections": 2, "chunk": 512, "chunks": 2, "held": 1400}),
 }
 
 

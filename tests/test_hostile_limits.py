@@ -297,6 +297,52 @@ def test_compressed_chunks_held_over_every_connection_share_one_cap(tmp_path):
     assert '"chunk.abandoned"' not in out
 
 
+# ------------------------------------------------------------------------------------------ the memory budget
+def _drops(recs: list[dict]) -> tuple[set, list[str], list[str]]:
+    """The options STATE_DROPPED names, the GAPs' reasons, and the messages of chunk.abandoned."""
+    options = {r["details"]["option"] for r in recs if r.get("type") == "STATE_DROPPED"}
+    reasons = [r["details"]["reason"] for r in recs if r.get("type") == "GAP"]
+    abandoned = [e["message"] for r in recs for e in r.get("expert") or () if e["id"] == "chunk.abandoned"]
+    return options, reasons, abandoned
+
+
+def test_chunks_and_out_of_order_bytes_share_the_memory_budget(tmp_path):
+    """40 connections each hold 3 MiB of compressed chunks (120 MiB in all, under max_chunk_bytes_total) and then
+    1 MB beyond a lost segment (40 MB, under max_buffered_total): together past memory_budget (128 MiB), the
+    connections holding out-of-order bytes the longest give up their holes (STATE_DROPPED naming memory_budget,
+    GAP "memory budget"); every frame around them still decodes. 259 MiB before the budget, 220 after."""
+    path = _attack(tmp_path, "held_chunks_and_buffers")
+    rc, out, err, rss, _ = run(path, "--json")
+    _ok(rc, err)
+    assert rss < RSS_BOUND_MIB, rss
+    recs = records(out)
+    options, reasons, abandoned = _drops(recs)
+    assert options == {"memory_budget"}, options  # neither holder's own cap was passed
+    assert reasons.count("memory budget") >= 30 and not abandoned, (reasons, abandoned)
+    types = [r["type"] for r in frames(recs)]
+    assert (types.count("PING"), types.count("SEND"), types.count("PONG")) == (40, 120, 40)
+    # a larger budget holds it all: nothing dropped
+    rc, out, err, _, _ = run(path, "--json", "-o", f"memory_budget={1 << 30}")
+    _ok(rc, err)
+    options, reasons, abandoned = _drops(records(out))
+    assert not options and "memory budget" not in reasons and not abandoned
+
+
+def test_chunks_past_the_memory_budget_are_abandoned_naming_it(tmp_path):
+    """The connection whose chunk passes the budget gives up its oldest message (chunk.abandoned naming
+    memory_budget), each connection far under max_chunk_bytes and all under max_chunk_bytes_total."""
+    path = _attack(tmp_path, "held_chunks_and_buffers", connections=10, held=14_000)
+    rc, out, err, _, _ = run(path, "--json", "-o", f"memory_budget={20 << 20}")
+    _ok(rc, err)
+    recs = records(out)
+    _, _, abandoned = _drops(recs)
+    assert abandoned and all("(memory_budget)" in message for message in abandoned), abandoned
+    types = [r["type"] for r in frames(recs)]
+    assert (types.count("PING"), types.count("SEND"), types.count("PONG")) == (10, 30, 10)
+    rc, _, err, _, _ = run(path, "--json", "-o", "memory_budget=-1")
+    assert rc == 2 and "Traceback" not in err
+
+
 # ----------------------------------------------------------------------------- repeated fields of protobuf
 def test_an_ack_of_a_million_empty_ids_keeps_the_parse_budget(tmp_path):
     """A 2 MB ACK of a million empty MessageIdData (740 MB when each was decoded, valued and checked): the

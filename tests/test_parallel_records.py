@@ -181,3 +181,17 @@ def test_stats_of_batches_counted_on_their_thread_as_in_place(capture):
     assert {"batch.count_mismatch", "batch.malformed"} <= {e["id"] for e in in_place[1]["expert"]}
     assert _stats(path) == in_place
     assert _stats(path, "-o", "pool_bytes=1") == in_place
+
+
+def test_what_the_memory_budget_drops_does_not_depend_on_the_pools_timing(tmp_path):
+    """The pool's batches count in the memory budget that the chunk assemblers and the reassembly drop by: a
+    batch counts until the interpreter's thread takes it in turn, not until a thread happens to finish it, so a
+    budget small enough to drop gives the same bytes with one thread or two, run after run."""
+    import hostile_inputs as hi
+
+    path = hi.held_chunks_and_buffers(tmp_path / "held.pcap", connections=12, chunk=256 << 10, held=140_000)
+    budget = ("-o", f"memory_budget={6 << 20}")
+    once = _json(path, 1, *budget)
+    assert b'"memory_budget"' in once and b"(memory_budget)" in once  # STATE_DROPPED's option, chunk.abandoned
+    for threads in (2, 2, 1):
+        assert _json(path, threads, *budget) == once

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::analysis::join::{Flush, Join};
 use crate::analysis::table::CommandTable;
 use crate::analysis::{Event, Frame, PairingOptions, ProtocolAnalysis};
+use crate::budget::{MemoryBudget, DEFAULT_MEMORY_BUDGET};
 use crate::capture::Reader;
 use crate::frame_record::{build_record, RecordInput};
 use crate::model::{Decoded, Finding};
@@ -74,6 +75,7 @@ impl Default for Settings {
                 max_chunk_bytes: 64 << 20,
                 max_chunk_bytes_total: 128 << 20,
                 redirect_loop_limit: 8,
+                memory_budget: MemoryBudget::new(DEFAULT_MEMORY_BUDGET),
             },
             max_batch_entries: crate::protocols::DEFAULT_MAX_BATCH_ENTRIES,
             max_repeated_elements: crate::pb::DEFAULT_MAX_REPEATED_ELEMENTS,
@@ -330,6 +332,8 @@ impl Engine {
     /// first error of the sink; a reader's error ends the capture as the CLI ends it (what was read counts).
     pub fn run(&self, reader: &mut Reader, sink: &mut dyn Sink) -> SinkResult<u64> {
         let settings = &self.settings;
+        // this run's own count of the budget, the same for the reassembly and the sessions
+        let limits = Limits { memory_budget: settings.limits.memory_budget.fresh(), ..settings.limits.clone() };
         let protocols = self
             .protocols
             .iter()
@@ -342,7 +346,11 @@ impl Engine {
                 max_frame_size: None,
                 keep_frame_bytes: false,
                 extra_ports: Vec::new(),
-                reassembly: Config { max_connections: settings.max_connections, ..Config::default() },
+                reassembly: Config {
+                    max_connections: settings.max_connections,
+                    budget: limits.memory_budget.clone(),
+                    ..Config::default()
+                },
                 decode: DecodeSettings {
                     caps: DecodeCaps {
                         max_decompressed: settings.limits.max_decompressed,
@@ -355,7 +363,7 @@ impl Engine {
             protocols,
         );
         let mut run = Run {
-            engine: self,
+            limits,
             sink,
             join: Join::new(PairingOptions {
                 request_timeout: settings.request_timeout,
@@ -388,8 +396,8 @@ impl Engine {
 }
 
 /// The state of one run over one capture past the stages: the analysis joined, and the sink.
-struct Run<'e, 's> {
-    engine: &'e Engine,
+struct Run<'s> {
+    limits: Limits,
     sink: &'s mut dyn Sink,
     join: Join,
 }
@@ -432,7 +440,7 @@ impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
     }
 }
 
-impl Run<'_, '_> {
+impl Run<'_> {
     fn made(&mut self, pipeline: &Pipeline<SetUp<'_>>, made: Made<Decoded>) -> SinkResult<()> {
         let mut items = Items(&mut *self.sink);
         match made {
@@ -462,7 +470,7 @@ impl Run<'_, '_> {
                     Ok(ProtocolAnalysis {
                         table: (setup.table)(),
                         default_to_server: format!("to_{role}"),
-                        sessions: setup.protocol.sessions(&self.engine.settings.limits),
+                        sessions: setup.protocol.sessions(&self.limits),
                     })
                 };
                 let made = MadeFrame { frame: &frame, first_packet: place.first_packet };

@@ -20,6 +20,7 @@
 //! findings — as plain data or through traits, and convert the engine's plain data into their own objects.
 
 pub mod analysis;
+pub mod budget;
 pub mod capture;
 pub mod codecs;
 pub mod engine;

@@ -16,7 +16,7 @@ use crate::model::Finding;
 use crate::problems::GenericProblem;
 use crate::protocols::{DecodeCaps, Depth};
 use crate::transport::net::{endpoint_text, Ip, Segment, ACK, SYN};
-use crate::transport::reassembly::{Config, ConnInfo, Reassembler, StreamEvent};
+use crate::transport::reassembly::{BufferCap, Config, ConnInfo, Reassembler, StreamEvent};
 use crate::transport::splitter::{Framing, RawPdu, Split, Splitter};
 use crate::value::{entry, Map, Text, Value};
 use crate::{finding, name, FastMap};
@@ -430,11 +430,15 @@ impl<P: StreamProtocol> Pipeline<P> {
                 }
                 Ok(())
             }
-            StreamEvent::BufferDropped { conn, time, packet, limit, dropped } => {
+            StreamEvent::BufferDropped { conn, time, packet, cap, limit, dropped } => {
                 let Some(state) = self.conns.get(&conn) else { return Ok(()) };
                 if state.confirmed && !state.abandoned {
+                    let option = match cap {
+                        BufferCap::Total => "max_buffered_total",
+                        BufferCap::MemoryBudget => "memory_budget",
+                    };
                     let details = vec![
-                        entry(name!("option"), "max_buffered_total".to_owned()),
+                        entry(name!("option"), option.to_owned()),
                         entry(name!("what"), "out-of-order bytes held".to_owned()),
                         entry(name!("limit"), limit),
                         entry(name!("dropped"), dropped),

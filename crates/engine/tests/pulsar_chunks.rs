@@ -4,6 +4,7 @@
 //! original bytes.
 
 use pulsar_dissect_engine::analysis::{Ident, TO_CLIENT};
+use pulsar_dissect_engine::budget::MemoryBudget;
 use pulsar_dissect_engine::model::Finding;
 use pulsar_dissect_engine::protocols::pulsar::chunks::{Chunk, ChunkAssembler, ChunkMetadata, ChunkSource};
 use pulsar_dissect_engine::protocols::pulsar::decode;
@@ -539,6 +540,36 @@ fn chunks_held_over_every_connection_share_one_cap() {
     assert_eq!((second.kept_bytes(), first.kept_bytes(), held.get()), (0, 2000, 2000));
     drop(first);
     assert_eq!(held.get(), 0);
+}
+
+#[test]
+fn chunks_held_count_in_the_memory_budget_the_run_shares() {
+    // the budget (3,500 bytes) shared with another holder (the reassembly's out-of-order bytes, say: 1,000),
+    // each assembler under its own caps: the chunk that passes the budget makes its connection give up its
+    // oldest message, naming the budget; what an assembler lets go of is given back
+    let mut rng = Rng(79);
+    let data: Vec<u8> = (0..4000).map(|_| rng.next() as u8).collect(); // incompressible
+    let compressed = compress(SNAPPY, &data);
+    let more = [("compression", int(SNAPPY)), ("uncompressed_size", uint(data.len() as u64))];
+    let frames = chunk_frames(UUID, &compressed, 1000, false, &more);
+    let budget = MemoryBudget::new(3500);
+    let mut other = budget.reservation();
+    assert!(other.try_grow(1000));
+    let mut first = ChunkAssembler::new(MIB, 100, None, Some(false), 10, 60.0).budgeted(&budget);
+    let mut second = ChunkAssembler::new(MIB, 100, None, Some(false), 10, 60.0).budgeted(&budget);
+    let mut findings = Vec::new();
+    feed(&mut first, &to_broker(), 1, &frames[0], 0, 0.0, &mut findings);
+    feed(&mut first, &to_broker(), 2, &frames[1], 0, 1.0, &mut findings);
+    assert_eq!((budget.held(), first.kept_bytes()), (3000, 2000));
+    assert!(findings.is_empty(), "{findings:?}");
+    // 4,000 held: the second connection, whose chunk passed the budget, gives up its message
+    feed(&mut second, &to_broker(), 3, &frames[0], 0, 2.0, &mut findings);
+    assert_eq!(finding_ids(&findings), ["chunk.abandoned"]);
+    assert_eq!(fparam(&findings, "chunk.abandoned", "memory_budget"), Some(&Value::Int(3500)));
+    assert_eq!((second.kept_bytes(), first.kept_bytes(), budget.held()), (0, 2000, 3000));
+    drop(other);
+    drop(first);
+    assert_eq!(budget.held(), 0);
 }
 
 #[test]

@@ -7,6 +7,7 @@ use pulsar_dissect_engine::analysis::table::{Actor, CommandSpec, CommandTable, K
 use pulsar_dissect_engine::analysis::{
     intern, map_get, Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis,
 };
+use pulsar_dissect_engine::budget::MemoryBudget;
 use pulsar_dissect_engine::model::Body;
 use pulsar_dissect_engine::model::Decoded;
 use pulsar_dissect_engine::protocols::pulsar::payload::{Checksum, PayloadSection};
@@ -40,6 +41,7 @@ fn options() -> Limits {
         max_chunk_bytes_total: 1 << 30,
         max_decompressed: 1 << 20,
         redirect_loop_limit: 3,
+        memory_budget: MemoryBudget::unlimited(),
     }
 }
 

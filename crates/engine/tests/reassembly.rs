@@ -6,9 +6,10 @@
 mod rng;
 
 use pulsar_dissect_engine::analysis::bounded::DropCounter;
+use pulsar_dissect_engine::budget::MemoryBudget;
 use pulsar_dissect_engine::name;
 use pulsar_dissect_engine::transport::net::{Ip, Segment, ACK, FIN, RST, SYN};
-use pulsar_dissect_engine::transport::reassembly::{Config, Reassembler, StreamEvent};
+use pulsar_dissect_engine::transport::reassembly::{BufferCap, Config, Reassembler, StreamEvent};
 use pulsar_dissect_engine::value::{Map, Value};
 use rng::Rng;
 
@@ -711,6 +712,43 @@ fn total_buffer_limit_drops_the_longest_holders_in_turn() {
     assert!(stream_of(&out, 3, 0).is_empty(), "the third keeps its hole");
     let st = run.r.stats();
     assert_eq!((st.total_buffer_limit_gaps, st.max_buffered_total_bytes), (2, 300));
+}
+
+#[test]
+fn the_memory_budget_shared_with_another_holder_drops_the_longest_holder() {
+    // another holder (compressed chunks, say) has 300 of the 500 bytes; the reassembly's own cap is far
+    let budget = MemoryBudget::new(500);
+    let mut other = budget.reservation();
+    assert!(other.try_grow(300));
+    let mut run = Run::new(Config { budget: budget.clone(), ..Config::default() });
+    let chunk = [1u8; 150];
+    run.feed(seg_port(1, CPORT, true, 99, 0, SYN, b""));
+    run.feed(seg_port(2, CPORT, true, 150, 0, ACK, &chunk)); // [0,50) missing: 150 held, 450 in all
+    assert_eq!(budget.held(), 450);
+    run.feed(seg_port(3, CPORT + 1, true, 99, 0, SYN, b""));
+    run.feed(seg_port(4, CPORT + 1, true, 150, 0, ACK, &chunk)); // 600 in all: the first connection gives up
+    let out = run.take();
+    let drops: Vec<(u64, BufferCap, i64, u64)> = out
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::BufferDropped { conn, cap, limit, dropped, .. } => Some((*conn, *cap, *limit, *dropped)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(drops, vec![(1, BufferCap::MemoryBudget, 500, 1)]);
+    assert_eq!(gaps(&out), vec![(1, 0, 0, 50, "memory budget")]);
+    assert_eq!(stream_of(&out, 1, 0).len(), 200, "its bytes delivered after the gap");
+    assert_eq!(budget.held(), 450, "the second connection's 150 and the other holder's 300");
+    let st = run.r.stats();
+    assert_eq!((st.memory_budget_gaps, st.total_buffer_limit_gaps), (1, 0));
+    // the other holder lets go: the budget has room again, nothing more is dropped
+    drop(other);
+    run.feed(seg_port(5, CPORT + 2, true, 99, 0, SYN, b""));
+    run.feed(seg_port(6, CPORT + 2, true, 150, 0, ACK, &chunk));
+    assert!(gaps(&run.take()).is_empty());
+    assert_eq!(budget.held(), 300);
+    drop(run);
+    assert_eq!(budget.held(), 0, "the reassembler's reservation is given back with it");
 }
 
 #[test]

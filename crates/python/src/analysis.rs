@@ -32,6 +32,7 @@ use engine::analysis::bounded::FastMap;
 use engine::analysis::join::{Flush, Join};
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use engine::analysis::{intern as intern_name, Event, Frame, PairingOptions, ProtocolAnalysis, Sessions};
+use engine::budget::MemoryBudget;
 use engine::engine::{event_record, stats_record, write_json_line};
 use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Decoded, Finding};
@@ -108,7 +109,7 @@ fn pairing_options(options: &Bound<'_, PyAny>) -> PyResult<PairingOptions> {
 }
 
 /// The caps of decoding and of the protocols' sessions (`dissector.options.Options`).
-fn limits(options: &Bound<'_, PyAny>) -> PyResult<Limits> {
+fn limits(options: &Bound<'_, PyAny>, budget: &MemoryBudget) -> PyResult<Limits> {
     let get = |name: &str| options.getattr(name);
     Ok(Limits {
         max_actors: get("max_actors")?.extract()?,
@@ -120,6 +121,7 @@ fn limits(options: &Bound<'_, PyAny>) -> PyResult<Limits> {
         max_chunk_bytes_total: get("max_chunk_bytes_total")?.extract()?,
         max_decompressed: get("max_decompressed")?.extract()?,
         redirect_loop_limit: get("redirect_loop_limit")?.extract()?,
+        memory_budget: budget.clone(),
     })
 }
 
@@ -392,6 +394,8 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
 pub struct ConversationCore {
     join: Join,
     options: Py<PyAny>,
+    /// The run's memory budget (`Options.memory_budget`), which the transport's holders share.
+    budget: MemoryBudget,
     /// `dissector.protocols.get`: a protocol's spec by name, compiled at its first frame.
     protocol_spec: Py<PyAny>,
     targets: Targets,
@@ -498,6 +502,7 @@ impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
 fn protocol_analysis(
     py: Python<'_>,
     options: &Py<PyAny>,
+    budget: &MemoryBudget,
     protocol_spec: &Py<PyAny>,
     name: &str,
 ) -> PyResult<ProtocolAnalysis> {
@@ -508,7 +513,7 @@ fn protocol_analysis(
     let sessions: Option<Box<dyn Sessions>> = match session.as_deref() {
         None => None,
         Some(name) => match protocols::by_name(name) {
-            Some(protocol) => protocol.sessions(&limits(options.bind(py))?),
+            Some(protocol) => protocol.sessions(&limits(options.bind(py), budget)?),
             None => return Err(PyRuntimeError::new_err(format!("the core has no session named {name:?}"))),
         },
     };
@@ -536,6 +541,7 @@ impl ConversationCore {
         )?;
         Ok(ConversationCore {
             join: Join::new(pairing_options(&options)?),
+            budget: MemoryBudget::new(options.getattr("memory_budget")?.extract()?),
             options: options.unbind(),
             protocol_spec,
             targets: Targets {
@@ -576,8 +582,8 @@ impl ConversationCore {
             packet: item.getattr(intern!(py, "packet"))?.extract()?,
             pdu: &pdu,
         };
-        let ConversationCore { join, options, protocol_spec, targets } = self;
-        let first_sight = || protocol_analysis(py, options, protocol_spec, protocol);
+        let ConversationCore { join, options, budget, protocol_spec, targets } = self;
+        let first_sight = || protocol_analysis(py, options, budget, protocol_spec, protocol);
         let mut outputs = Outputs { py, targets, protocol_spec, out };
         join.frame(&frame, first_sight, &FrameIn::Object(item), &mut outputs)
     }
@@ -619,10 +625,10 @@ impl ConversationCore {
                 );
             }
         };
-        let ConversationCore { join, options, protocol_spec, targets } = self;
+        let ConversationCore { join, options, budget, protocol_spec, targets } = self;
         let mut outputs = Outputs { py, targets, protocol_spec, out };
         with_analysis_frame(py, &place, &pdu, |frame| {
-            let first_sight = || protocol_analysis(py, options, protocol_spec, frame.protocol);
+            let first_sight = || protocol_analysis(py, options, budget, protocol_spec, frame.protocol);
             join.frame(frame, first_sight, &FrameIn::Native(&place, &pdu), &mut outputs)
         })?
     }
@@ -1005,14 +1011,19 @@ impl AnalysedDissector {
                         FindingTexts::new(texts)
                     },
                     pooled: (matches!(target, Target::Json(_)) && pool_bytes > 0)
-                        .then(|| PooledLines::new(style, pool_bytes)),
+                        .then(|| PooledLines::new(style, pool_bytes, analysis.budget.clone())),
                     made: RecordsMade { style, target, pieces: Vec::new(), frames: 0, problems: 0 },
                 })
             }
         };
         analysis.targets.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
-        let mut pipeline =
-            transport_pipeline(py, &options, &protocols, PipelineClasses { frame, event, decoded, finding })?;
+        let mut pipeline = transport_pipeline(
+            py,
+            &options,
+            &protocols,
+            PipelineClasses { frame, event, decoded, finding },
+            &analysis.budget,
+        )?;
         // records written by a Rust sink split a batch where they write its messages (on the pool, or in place):
         // no map per message made to be written once and freed
         pipeline.set_batches_later(

@@ -14,6 +14,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 
 use engine::analysis::Frame;
+use engine::budget::{MemoryBudget, Reservation};
 use engine::engine::write_json_line;
 use engine::frame_record::RecordInput;
 use engine::model::Decoded;
@@ -143,7 +144,13 @@ pub struct PooledLines {
     weight: usize,
     /// A batch's weight.
     batch_weight: usize,
-    running: VecDeque<(mpsc::Receiver<Written>, usize)>,
+    /// Each batch out: its lines to come, the decompressed bytes it holds, and its frames' bytes reserved in
+    /// the run's memory budget (given back when it is taken).
+    running: VecDeque<(mpsc::Receiver<Written>, usize, Reservation)>,
+    /// Batches already written and appended by `finished` (when the pool happened to be done), still counted
+    /// as out until `push` or `finish_all` takes them in turn: what the budget counts then depends on the
+    /// input alone, never on the threads' timing (other holders drop by it).
+    done: VecDeque<(usize, Reservation)>,
     /// Batches out at once at most (written, or waiting for a thread of the pool): see [`batch_shape`].
     max_running: usize,
     /// The decompressed bytes the batch being filled holds, and those out (`RecordJob::held`); beyond
@@ -151,11 +158,14 @@ pub struct PooledLines {
     held: usize,
     held_running: usize,
     budget: usize,
+    /// The run's memory budget, shared with the other holders of wire bytes: while it is over, the oldest batch
+    /// out is waited for (as beyond `budget`); nothing is dropped.
+    memory: MemoryBudget,
 }
 
 impl PooledLines {
     /// `budget`: about the bytes of decoded frames handed over and not yet written, at most.
-    pub fn new(style: RecordStyle, budget: usize) -> PooledLines {
+    pub fn new(style: RecordStyle, budget: usize, memory: MemoryBudget) -> PooledLines {
         let (batch_weight, max_running) = batch_shape(budget);
         PooledLines {
             style,
@@ -163,16 +173,18 @@ impl PooledLines {
             weight: 0,
             batch_weight,
             running: VecDeque::new(),
+            done: VecDeque::new(),
             max_running,
             held: 0,
             held_running: 0,
             budget,
+            memory,
         }
     }
 
     /// Whether any record is still to be written.
     pub fn is_idle(&self) -> bool {
-        self.batch.is_empty() && self.running.is_empty()
+        self.batch.is_empty() && self.running.is_empty() && self.done.is_empty()
     }
 
     /// A record to write after every one before it; waits for the oldest batch when too many are out.
@@ -183,7 +195,13 @@ impl PooledLines {
         if self.weight >= self.batch_weight || self.held >= self.batch_weight {
             self.hand_over();
         }
-        while self.running.len() > self.max_running || (self.running.len() > 1 && self.held_running > self.budget) {
+        loop {
+            let out_now = self.done.len() + self.running.len();
+            if out_now <= self.max_running
+                && (out_now <= 1 || (self.held_running <= self.budget && !self.memory.is_over()))
+            {
+                break;
+            }
             self.take_oldest(out)?;
         }
         Ok(())
@@ -197,16 +215,24 @@ impl PooledLines {
         let weight = std::mem::take(&mut self.weight);
         let held = std::mem::take(&mut self.held);
         let style = self.style;
+        let mut reserved = self.memory.reservation();
+        reserved.grow((weight + held) as u64);
         let (sender, receiver) = mpsc::sync_channel(1);
         rayon::spawn(move || {
             let _ = sender.send(write_batch(jobs, weight, style));
         });
-        self.running.push_back((receiver, held));
+        self.running.push_back((receiver, held, reserved));
         self.held_running += held;
     }
 
+    /// The oldest batch out done with: already appended (`done`), or waited for and appended; its bytes
+    /// given back to the budget.
     fn take_oldest(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
-        let Some((receiver, held)) = self.running.pop_front() else { return Ok(()) };
+        if let Some((held, _reserved)) = self.done.pop_front() {
+            self.held_running -= held;
+            return Ok(());
+        }
+        let Some((receiver, held, _reserved)) = self.running.pop_front() else { return Ok(()) };
         self.held_running -= held;
         // a sender dropped without sending (rayon aborts on a task's panic: not seen, but not assumed)
         let written =
@@ -225,6 +251,7 @@ impl PooledLines {
         match written.error {
             Some(error) => {
                 self.running.clear();
+                self.done.clear();
                 self.batch.clear();
                 (self.held, self.held_running) = (0, 0);
                 Err(error)
@@ -236,7 +263,7 @@ impl PooledLines {
     /// Every record handed over, written, appended to `out` in order (waiting for the pool).
     pub fn finish_all(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
         self.hand_over();
-        while !self.running.is_empty() {
+        while !self.running.is_empty() || !self.done.is_empty() {
             self.take_oldest(out)?;
         }
         Ok(())
@@ -246,15 +273,22 @@ impl PooledLines {
     /// handed over (so the pool works while the caller writes what it has).
     pub fn finished(&mut self, out: &mut LinesOut<'_>) -> PyResult<()> {
         self.hand_over();
-        while let Some((receiver, held)) = self.running.front() {
+        while let Some((receiver, _, _)) = self.running.front() {
             match receiver.try_recv() {
                 Ok(written) => {
-                    self.held_running -= *held;
-                    self.running.pop_front();
+                    if let Some((_, held, reserved)) = self.running.pop_front() {
+                        self.done.push_back((held, reserved));
+                    }
                     self.append(written, out)?;
                 }
                 Err(mpsc::TryRecvError::Empty) => break,
-                Err(mpsc::TryRecvError::Disconnected) => return self.take_oldest(out),
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    // the batches before it taken in turn, then its error
+                    while !self.done.is_empty() {
+                        self.take_oldest(out)?;
+                    }
+                    return self.take_oldest(out);
+                }
             }
         }
         Ok(())

@@ -6,6 +6,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use crate::capture::{read_batch, selected_segments, FileStage, Selection};
 use crate::pipeline::{Classes, Made, OtherTraffic, Pipeline};
 use crate::protocol::{Protocol, PythonDecoding};
+use engine::budget::MemoryBudget;
 use engine::pipeline::{DecodeSettings, PipelineSettings};
 use engine::transport::net::{tcp_segment as parse_segment, Ip, Segment};
 use engine::transport::reassembly::Config;
@@ -24,7 +25,7 @@ fn ip(text: &str) -> PyResult<Ip> {
     Ip::parse(text).ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("not an IP address: {text:?}")))
 }
 
-fn reassembly_config(options: &Bound<'_, PyAny>) -> PyResult<Config> {
+fn reassembly_config(options: &Bound<'_, PyAny>, budget: &MemoryBudget) -> PyResult<Config> {
     Ok(Config {
         max_buffered: options.getattr("max_buffered_per_direction")?.extract()?,
         max_buffered_total: options.getattr("max_buffered_total")?.extract()?,
@@ -32,17 +33,19 @@ fn reassembly_config(options: &Bound<'_, PyAny>) -> PyResult<Config> {
         hole_timeout: options.getattr("hole_timeout")?.extract()?,
         close_wait_packets: options.getattr("close_wait_packets")?.extract()?,
         max_connections: options.getattr("max_connections")?.extract()?,
+        budget: budget.clone(),
         ..Config::default()
     })
 }
 
 /// The pipeline for ``options`` (a ``dissector.options.Options``) and ``protocols`` (the ``ProtocolSpec``s to
-/// look for, in order), building ``classes``.
+/// look for, in order), building ``classes``; its out-of-order bytes reserved from ``budget``, the run's.
 pub fn pipeline(
     py: Python<'_>,
     options: &Bound<'_, PyAny>,
     protocols: &Bound<'_, PyAny>,
     classes: Classes,
+    budget: &MemoryBudget,
 ) -> PyResult<Pipeline> {
     let python = || PythonDecoding {
         options: options.clone().unbind(),
@@ -74,7 +77,7 @@ pub fn pipeline(
                 }
             })
             .collect::<PyResult<_>>()?,
-        reassembly: reassembly_config(options)?,
+        reassembly: reassembly_config(options, budget)?,
         decode: DecodeSettings {
             caps: engine::protocols::DecodeCaps {
                 max_decompressed: options.getattr("max_decompressed")?.extract()?,
@@ -139,8 +142,9 @@ impl Dissector {
         decoded: Py<PyAny>,
         finding: Py<PyAny>,
     ) -> PyResult<Dissector> {
+        let budget = MemoryBudget::new(options.getattr("memory_budget")?.extract()?);
         Ok(Dissector {
-            inner: pipeline(py, &options, &protocols, Classes { frame, event, decoded, finding })?,
+            inner: pipeline(py, &options, &protocols, Classes { frame, event, decoded, finding }, &budget)?,
             held: Vec::new(),
         })
     }

@@ -78,6 +78,8 @@ register("chunk.abandoned", WARNING, lambda p: (
     f"more than {p['limit']} chunked messages in progress" if "limit" in p
     else f"more than {p['total_bytes']} bytes of compressed chunks held over every connection "
          "(max_chunk_bytes_total)" if "total_bytes" in p
+    else f"the memory budget ({p['memory_budget']} bytes) spent over every holder (memory_budget)"
+         if "memory_budget" in p
     else f"more than {p['bytes']} bytes of compressed chunks held (max_chunk_bytes)")
     + f": gave up on {p['uuid']!r} after {p['seen']} of {p['num_chunks']} chunks")
 register("chunk.orphan", WARNING, lambda p: f"chunk {p['chunk_id'] + 1}/{p['num_chunks']} of {p['uuid']!r} without "

@@ -4,6 +4,7 @@
 //! registry (`protocols/mod.rs`), which lists them; it names no protocol.
 
 use crate::analysis::Sessions;
+use crate::budget::MemoryBudget;
 use crate::line::{Line, LineFacts};
 use crate::model::Decoded;
 use crate::transport::splitter::Framing;
@@ -73,6 +74,9 @@ pub struct Limits {
     /// The same over every connection: the connection whose chunk passes it gives up its oldest message.
     pub max_chunk_bytes_total: u64,
     pub redirect_loop_limit: u64,
+    /// The budget the holders of wire bytes share (compressed chunks here, out-of-order bytes in the
+    /// reassembly): a run makes one and hands the same to both.
+    pub memory_budget: MemoryBudget,
 }
 
 /// What a frame of some type is to the statistics' producers, consumers and connections (`Protocol::stats_role`).

@@ -42,6 +42,7 @@ use std::hash::Hash;
 use std::rc::Rc;
 
 use super::net::{Ip, Segment, ACK, FIN, RST, SYN};
+use crate::budget::{MemoryBudget, Reservation};
 
 /// One side of a connection.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -114,15 +115,26 @@ pub enum StreamEvent {
         time: f64,
         packet: i64,
     },
-    /// The out-of-order bytes held over all connections went above ``max_buffered_total``: the holes of the
-    /// connection holding bytes the longest were declared lost (``dropped``: how often so far).
+    /// The out-of-order bytes held over all connections went above ``max_buffered_total`` (or the run's memory
+    /// budget was over): the holes of the connection holding bytes the longest were declared lost (``cap``: which
+    /// one, ``limit`` its bytes; ``dropped``: how often so far).
     BufferDropped {
         conn: u64,
         time: f64,
         packet: i64,
+        cap: BufferCap,
         limit: i64,
         dropped: u64,
     },
+}
+
+/// The cap that made a connection give up its out-of-order bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufferCap {
+    /// ``max_buffered_total``: the reassembly's own.
+    Total,
+    /// The budget the run's holders of wire bytes share.
+    MemoryBudget,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -144,6 +156,7 @@ pub struct Stats {
     pub snaplen_gaps: u64,
     pub buffer_limit_gaps: u64,
     pub total_buffer_limit_gaps: u64,  // holes given up for max_buffered_total
+    pub memory_budget_gaps: u64,       // holes given up for the run's memory budget
     pub bytes_before_start: i64,       // mid-stream: bytes just before the first byte seen, ignored
     pub bytes_after_fin: i64,          // data beyond the FIN, ignored
     pub rst_payload_bytes: u64,        // payload carried by RST segments, ignored
@@ -174,6 +187,7 @@ impl Stats {
             ("snaplen_gaps", self.snaplen_gaps as i64),
             ("buffer_limit_gaps", self.buffer_limit_gaps as i64),
             ("total_buffer_limit_gaps", self.total_buffer_limit_gaps as i64),
+            ("memory_budget_gaps", self.memory_budget_gaps as i64),
             ("bytes_before_start", self.bytes_before_start),
             ("bytes_after_fin", self.bytes_after_fin),
             ("rst_payload_bytes", self.rst_payload_bytes as i64),
@@ -197,6 +211,9 @@ pub struct Config {
     pub tombstone_seconds: f64,
     pub max_tombstones: usize,
     pub max_connections: usize,
+    /// The budget the out-of-order bytes are reserved from, shared with the run's other holders: over it, the
+    /// connection holding bytes the longest gives up its holes as over ``max_buffered_total``.
+    pub budget: MemoryBudget,
 }
 
 impl Default for Config {
@@ -211,6 +228,7 @@ impl Default for Config {
             tombstone_seconds: 240.0,
             max_tombstones: 65536,
             max_connections: 65536,
+            budget: MemoryBudget::unlimited(),
         }
     }
 }
@@ -885,6 +903,7 @@ pub struct Reassembler {
     pending: OrderedMap<u64, ()>, // open connections with holes or closing
     tombs: OrderedMap<Key, (Option<u32>, Option<u32>, f64)>, // (end_seq, isn, time)
     buffered_total: i64,          // out-of-order data bytes held over every connection
+    reserved: Reservation,        // buffered_total, in the run's budget
     holders: OrderedMap<u64, ()>, // connections holding some, the longest holder first
     total_drops: u64,
     next_id: u64,
@@ -899,6 +918,7 @@ impl Reassembler {
         cfg.max_connections = cfg.max_connections.max(1);
         let next_sweep = cfg.sweep_every as i64;
         Reassembler {
+            reserved: cfg.budget.reservation(),
             cfg,
             st: Stats::default(),
             delivered: 0,
@@ -984,7 +1004,7 @@ impl Reassembler {
             }
         }
         self.slow_path(seg, key, found, out);
-        if self.buffered_total > self.cfg.max_buffered_total {
+        if self.over_total() {
             self.enforce_total(out);
         }
         self.st.max_buffered_total_bytes = self.st.max_buffered_total_bytes.max(self.buffered_total);
@@ -1179,6 +1199,7 @@ impl Reassembler {
     /// A connection's out-of-order bytes went from ``before`` to ``after``.
     fn account(&mut self, cid: u64, before: i64, after: i64) {
         self.buffered_total += after - before;
+        self.reserved.set(self.buffered_total.max(0) as u64);
         if after > 0 {
             self.holders.insert(cid, ()); // keeps its place when already there
         } else if before > 0 || self.holders.contains_key(&cid) {
@@ -1190,24 +1211,34 @@ impl Reassembler {
     /// buffered bytes are delivered after a gap), until the total is under the cap again. O(1) a connection.
     fn enforce_total(&mut self, out: &mut Vec<StreamEvent>) {
         let npackets = self.npackets;
-        while self.buffered_total > self.cfg.max_buffered_total {
+        while self.over_total() {
             let Some((cid, ())) = self.holders.pop_oldest() else { break };
             let Some(conn) = self.conns.get_mut(&cid) else { continue };
             let held = conn.buffered();
             let (ts, idx) = (conn.last_time, conn.last_packet);
+            // the reassembly's own cap first: the budget is named only when it alone was passed
+            let (cap, limit, reason) = if self.buffered_total > self.cfg.max_buffered_total {
+                (BufferCap::Total, self.cfg.max_buffered_total, "total buffer limit")
+            } else {
+                (BufferCap::MemoryBudget, i64::try_from(self.cfg.budget.limit()).unwrap_or(i64::MAX), "memory budget")
+            };
             self.total_drops += 1;
-            self.st.total_buffer_limit_gaps += 1;
+            match cap {
+                BufferCap::Total => self.st.total_buffer_limit_gaps += 1,
+                BufferCap::MemoryBudget => self.st.memory_budget_gaps += 1,
+            }
             out.push(StreamEvent::BufferDropped {
                 conn: cid,
                 time: ts,
                 packet: idx,
-                limit: self.cfg.max_buffered_total,
+                cap,
+                limit,
                 dropped: self.total_drops,
             });
             let close = {
                 let mut cx = Self::ctx(&mut self.st, out, &mut self.pending, &self.cfg, &mut self.delivered, npackets);
                 for side in 0..2 {
-                    conn.flush_holes_while(side, "total buffer limit", ts, idx, &mut cx, &|_, _| true);
+                    conn.flush_holes_while(side, reason, ts, idx, &mut cx, &|_, _| true);
                 }
                 conn.after_segment(&mut cx)
             };
@@ -1217,6 +1248,11 @@ impl Reassembler {
                 self.close(cid, how, ts, idx, "connection closed", out);
             }
         }
+    }
+
+    /// Over ``max_buffered_total``, or holding some while the run's memory budget is over.
+    fn over_total(&self) -> bool {
+        self.buffered_total > self.cfg.max_buffered_total || (self.buffered_total > 0 && self.reserved.is_over())
     }
 
     fn open(&mut self, seg: &Segment, key: Key, out: &mut Vec<StreamEvent>) -> (u64, usize) {
@@ -1283,6 +1319,7 @@ impl Reassembler {
         let npackets = self.npackets;
         let Some(mut conn) = self.conns.remove(&cid) else { return };
         self.buffered_total -= conn.buffered();
+        self.reserved.set(self.buffered_total.max(0) as u64);
         self.holders.remove(&cid);
         {
             let mut cx = Self::ctx(&mut self.st, out, &mut self.pending, &self.cfg, &mut self.delivered, npackets);

@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::analysis::bounded::OrderedMap;
 use crate::analysis::{map_get, round3, Ident, TO_CLIENT};
+use crate::budget::{MemoryBudget, Reservation};
 use crate::codecs::{self, Problem};
 use crate::model::Finding;
 use crate::protocols::pulsar::payload::decompression_finding;
@@ -164,6 +165,8 @@ pub struct ChunkAssembler {
     kept_bytes: u64, // bytes of compressed chunks held, over every message in progress
     // the bytes held over every connection's assembler and their cap (`sharing`); None: this one alone
     total: Option<(Rc<Cell<u64>>, u64)>,
+    // the same bytes in the run's memory budget, which other holders share (`budgeted`)
+    reserved: Option<Reservation>,
     remembered: usize, // finished messages and consumers remembered
     mid_stream: Option<bool>,
     client_max: usize,
@@ -190,6 +193,7 @@ impl ChunkAssembler {
             max_kept: max_kept_bytes.unwrap_or(max_decompressed),
             kept_bytes: 0,
             total: None,
+            reserved: None,
             remembered: (4 * max_pending).max(64),
             mid_stream,
             client_max: client_max_pending,
@@ -204,6 +208,13 @@ impl ChunkAssembler {
         self
     }
 
+    /// Reserve the chunks held from `budget` too: when it is over, the connection whose chunk passes it gives
+    /// up its oldest message (`chunk.abandoned`, `memory_budget`).
+    pub fn budgeted(mut self, budget: &MemoryBudget) -> ChunkAssembler {
+        self.reserved = Some(budget.reservation());
+        self
+    }
+
     pub fn kept_bytes(&self) -> u64 {
         self.kept_bytes
     }
@@ -213,6 +224,9 @@ impl ChunkAssembler {
         if let Some((held, _)) = &self.total {
             held.set(held.get() + bytes);
         }
+        if let Some(reserved) = &mut self.reserved {
+            reserved.grow(bytes);
+        }
     }
 
     fn release(&mut self, bytes: u64) {
@@ -221,15 +235,27 @@ impl ChunkAssembler {
         if let Some((held, _)) = &self.total {
             held.set(held.get().saturating_sub(bytes));
         }
+        if let Some(reserved) = &mut self.reserved {
+            reserved.shrink(bytes);
+        }
     }
 
-    /// The cap passed, if any: this connection's (`bytes`) or every connection's (`total_bytes`).
+    /// The cap passed, if any: this connection's (`bytes`), every connection's (`total_bytes`) or the run's
+    /// memory budget (`memory_budget`).
     fn over_cap(&self) -> Option<(Text, Value)> {
         if self.kept_bytes > self.max_kept {
             return Some(entry(name!("bytes"), self.max_kept));
         }
-        match &self.total {
-            Some((held, limit)) if held.get() > *limit => Some(entry(name!("total_bytes"), *limit)),
+        if let Some((held, limit)) = &self.total {
+            if held.get() > *limit {
+                return Some(entry(name!("total_bytes"), *limit));
+            }
+        }
+        // the budget last: named only when the assembler's own caps were not passed
+        match &self.reserved {
+            Some(reserved) if self.kept_bytes > 0 && reserved.is_over() => {
+                Some(entry(name!("memory_budget"), reserved.budget().limit()))
+            }
             _ => None,
         }
     }

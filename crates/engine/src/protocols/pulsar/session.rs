@@ -404,7 +404,8 @@ impl PulsarSession {
             CLIENT_MAX_PENDING,
             CLIENT_EXPIRE_S,
         )
-        .sharing(shared.borrow().chunk_bytes.clone(), options.max_chunk_bytes_total);
+        .sharing(shared.borrow().chunk_bytes.clone(), options.max_chunk_bytes_total)
+        .budgeted(&options.memory_budget);
         PulsarSession {
             options,
             conn,
