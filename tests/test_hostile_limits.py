@@ -394,3 +394,35 @@ def test_the_fuzz_targets_seeds_are_these_attacks(tmp_path):
     assert made == sorted(p.name for p in seeds.iterdir()) and len(made) == len(hi.ATTACKS)
     for name in made:
         assert (tmp_path / name).read_bytes() == (seeds / name).read_bytes(), name
+
+
+# ------------------------------------------------------------------------------- every command, one bound
+# Issue 34's budget is per command: each reader of the records (the timeline, -V's tree, the payload views,
+# -T fields, the JSON writer, stats, follow, problems, check, report) holds its own state, so each is run on
+# the attacks that stress a different holder: entries claimed, entries held, the shared memory budget.
+COMMANDS = {
+    "timeline": (None, ()),
+    "json": (None, ("--json",)),
+    "details": (None, ("--plain", "-V")),
+    "payload": (None, ("--plain", "--payload")),
+    "fields": (None, ("-T", "fields", "-e", "type", "-e", "latency_ms")),
+    "stats": ("stats", ("--json",)),
+    "follow": ("follow", ("--topic", hi.TOPIC, "--plain")),
+    "problems": ("problems", ("--json",)),
+    "check": ("check", ("--rule", "no-errors", "--json")),
+    "report": ("report", ("-o", "{page}")),
+}
+
+
+@pytest.mark.parametrize("attack", ["encrypted_batch", "honest_batch", "held_chunks_and_buffers"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_stays_under_the_bound(tmp_path, attack, command):
+    """Every command with the default options under RSS_BOUND_MIB on each attack, and it ran to the end (exit 0,
+    or check's 1: a rule failed on hostile input, which is its answer, not a crash)."""
+    path = _attack(tmp_path, attack)
+    name, args = COMMANDS[command]
+    page = tmp_path / "report.html"
+    rc, out, err, rss, _ = run(path, *(a.format(page=page) for a in args), command=name)
+    assert rc in ((0, 1) if command == "check" else (0,)) and "Traceback" not in err, err[-2000:]
+    assert (page.read_text() if command == "report" else out).strip(), "no output"
+    assert rss < RSS_BOUND_MIB, (attack, command, rss)
