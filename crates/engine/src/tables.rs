@@ -15,10 +15,11 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BooleanBuilder, FixedSizeBinaryBuilder, Float64Builder, Int64Builder, LargeStringBuilder, StringDictionaryBuilder,
+    BooleanBuilder, FixedSizeBinaryBuilder, Float64Builder, Int32Builder, Int64Builder, LargeStringBuilder,
+    StringBuilder,
 };
 use arrow_array::types::Int32Type;
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
 use crate::records::{Atom, Front, JsonSink, Key, RecordSink, SinkResult};
@@ -565,8 +566,71 @@ enum Builder {
     Float(Float64Builder),
     Bool(BooleanBuilder),
     Text(LargeStringBuilder),
-    Repeated(StringDictionaryBuilder<Int32Type>),
+    Repeated(RepeatedBuilder),
     Digest(FixedSizeBinaryBuilder),
+}
+
+/// A dictionary<int32, string> column made row by row: each distinct value once in `values`, a row its key.
+/// The last value's key is kept: a frame's messages, and runs of frames of one connection, repeat it, and
+/// comparing a few bytes is cheaper than hashing them (arrow's dictionary builder hashed every row: 6 % of
+/// a decoding task).
+struct RepeatedBuilder {
+    keys: Int32Builder,
+    values: StringBuilder,
+    index: crate::FastMap<Box<str>, i32>,
+    /// The last value given and its key (None: no value yet in this batch).
+    last: String,
+    last_key: Option<i32>,
+}
+
+impl RepeatedBuilder {
+    fn with_capacity(rows: usize) -> RepeatedBuilder {
+        RepeatedBuilder {
+            keys: Int32Builder::with_capacity(rows),
+            values: StringBuilder::new(),
+            index: Default::default(),
+            last: String::new(),
+            last_key: None,
+        }
+    }
+
+    fn key(&mut self, text: &str) -> i32 {
+        if let Some(key) = self.last_key.filter(|_| self.last == text) {
+            return key;
+        }
+        let key = match self.index.get(text) {
+            Some(key) => *key,
+            None => {
+                let key = self.index.len() as i32;
+                self.values.append_value(text);
+                self.index.insert(text.into(), key);
+                key
+            }
+        };
+        self.last.clear();
+        self.last.push_str(text);
+        self.last_key = Some(key);
+        key
+    }
+
+    fn append_options(&mut self, text: Option<&str>, n: usize) {
+        match text {
+            Some(text) => {
+                let key = self.key(text);
+                self.keys.append_value_n(key, n);
+            }
+            None => self.keys.append_nulls(n),
+        }
+    }
+
+    fn finish(&mut self) -> DictionaryArray<Int32Type> {
+        let keys = self.keys.finish();
+        let values = Arc::new(self.values.finish());
+        self.index.clear();
+        self.last_key = None;
+        // every key was given for a value appended
+        DictionaryArray::try_new(keys, values).expect("keys within the values")
+    }
 }
 
 /// A record's texts: the JSON text (`json`) and the strings (`strings`) its cells' ranges are in.
@@ -618,14 +682,26 @@ fn float_of(cell: Cell) -> Option<f64> {
 }
 
 impl Builder {
-    fn new(kind: Kind) -> Builder {
+    /// A column's builder with room for `rows` rows and `bytes` of text.
+    fn new(kind: Kind, rows: usize, bytes: usize) -> Builder {
         match kind {
-            Kind::Int => Builder::Int(Int64Builder::new()),
-            Kind::Float => Builder::Float(Float64Builder::new()),
-            Kind::Bool => Builder::Bool(BooleanBuilder::new()),
-            Kind::Text => Builder::Text(LargeStringBuilder::new()),
-            Kind::Repeated => Builder::Repeated(StringDictionaryBuilder::new()),
-            Kind::Digest => Builder::Digest(FixedSizeBinaryBuilder::new(32)),
+            Kind::Int => Builder::Int(Int64Builder::with_capacity(rows)),
+            Kind::Float => Builder::Float(Float64Builder::with_capacity(rows)),
+            Kind::Bool => Builder::Bool(BooleanBuilder::with_capacity(rows)),
+            Kind::Text => Builder::Text(LargeStringBuilder::with_capacity(rows, bytes)),
+            Kind::Repeated => Builder::Repeated(RepeatedBuilder::with_capacity(rows)),
+            Kind::Digest => Builder::Digest(FixedSizeBinaryBuilder::with_capacity(rows, 32)),
+        }
+    }
+
+    fn kind(&self) -> Kind {
+        match self {
+            Builder::Int(_) => Kind::Int,
+            Builder::Float(_) => Kind::Float,
+            Builder::Bool(_) => Kind::Bool,
+            Builder::Text(_) => Kind::Text,
+            Builder::Repeated(_) => Kind::Repeated,
+            Builder::Digest(_) => Kind::Digest,
         }
     }
 
@@ -662,7 +738,7 @@ impl Builder {
                 text.map_or(0, |t| t.len()) + 8
             }
             Builder::Repeated(b) => {
-                b.append_option(texts.text(cell).as_deref());
+                b.append_options(texts.text(cell).as_deref(), 1);
                 4
             }
             Builder::Digest(b) => {
@@ -694,7 +770,22 @@ impl Builder {
         8 * n
     }
 
+    /// The column made, and the builder emptied with the room it had (arrow's builders start again empty:
+    /// growing them back, a copy at each doubling, was most of a task's memmove).
     fn finish(&mut self) -> ArrayRef {
+        let bytes = match self {
+            Builder::Text(b) => b.values_slice().len(),
+            _ => 0,
+        };
+        let array = self.finish_array();
+        let rows = array.len();
+        if rows > 0 {
+            *self = Builder::new(self.kind(), rows, bytes);
+        }
+        array
+    }
+
+    fn finish_array(&mut self) -> ArrayRef {
         match self {
             Builder::Repeated(b) => Arc::new(b.finish()),
             Builder::Int(b) => Arc::new(b.finish()),
@@ -718,18 +809,32 @@ fn scalar_json(cell: Cell, out: &mut Vec<u8>) {
     value.write_json(out);
 }
 
-/// 64 hex digits as 32 bytes.
+/// 64 hex digits as 32 bytes (a digit's value by table: this ran per message, at 20 instructions a digit).
 fn digest(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.as_bytes();
-    if hex.len() != 64 {
-        return None;
-    }
-    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    const NOT_HEX: u8 = 0xff;
+    const VALUES: [u8; 256] = {
+        let mut values = [NOT_HEX; 256];
+        let mut c = 0;
+        while c < 256 {
+            values[c] = match c as u8 {
+                b'0'..=b'9' => c as u8 - b'0',
+                b'a'..=b'f' => c as u8 - b'a' + 10,
+                b'A'..=b'F' => c as u8 - b'A' + 10,
+                _ => NOT_HEX,
+            };
+            c += 1;
+        }
+        values
+    };
+    let hex: &[u8; 64] = hex.as_bytes().try_into().ok()?;
     let mut bytes = [0u8; 32];
-    for (i, byte) in bytes.iter_mut().enumerate() {
-        *byte = (nibble(hex[2 * i])? << 4) | nibble(hex[2 * i + 1])?;
+    let mut bad = 0;
+    for (byte, pair) in bytes.iter_mut().zip(hex.chunks_exact(2)) {
+        let (high, low) = (VALUES[pair[0] as usize], VALUES[pair[1] as usize]);
+        bad |= high | low;
+        *byte = (high << 4) | (low & 15);
     }
-    Some(bytes)
+    (bad & 0xf0 == 0).then_some(bytes)
 }
 
 /// One table being made.
@@ -742,7 +847,7 @@ struct Table {
 impl Table {
     fn new(columns: Columns, with_json: bool) -> Table {
         let schema = schema(columns, with_json);
-        let builders = schema.fields().iter().map(|f| Builder::new(kind_of(f.data_type()))).collect();
+        let builders = schema.fields().iter().map(|f| Builder::new(kind_of(f.data_type()), 0, 0)).collect();
         Table { schema, builders, rows: 0 }
     }
 
@@ -1050,4 +1155,23 @@ pub fn tables_of(records: &[Value], with_json: bool) -> Result<[RecordBatch; 4],
         let _ = tables.record(None, |sink| walk::<crate::records::NoFront>(sink, Key::Item, record));
     }
     tables.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::digest;
+
+    #[test]
+    fn a_digest_is_64_hex_digits_of_either_case_else_none() {
+        let lower = "00ff10a0".repeat(8);
+        let bytes = digest(&lower).expect("64 hex digits");
+        assert_eq!(bytes[..4], [0x00, 0xff, 0x10, 0xa0]);
+        assert_eq!(digest(&lower.to_uppercase()), Some(bytes));
+        for bad in ["0g", "g0", " 0", "0/", "0:", "@0", "0`"] {
+            let text = format!("{bad}{}", "0".repeat(62));
+            assert_eq!(digest(&text), None, "{text}");
+        }
+        assert_eq!(digest(&"0".repeat(63)), None);
+        assert_eq!(digest(&"0".repeat(65)), None);
+    }
 }
