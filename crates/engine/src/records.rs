@@ -38,13 +38,15 @@ pub enum Key<'a> {
 #[derive(Debug)]
 pub enum SinkError {
     Misplaced(&'static str),
+    /// A sink's thread ended without its answer (a panic: not seen, but not assumed); what it was doing.
+    Stopped(&'static str),
     Front(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl std::fmt::Display for SinkError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SinkError::Misplaced(what) => write!(f, "{what}"),
+            SinkError::Misplaced(what) | SinkError::Stopped(what) => write!(f, "{what}"),
             SinkError::Front(error) => error.fmt(f),
         }
     }
@@ -201,7 +203,11 @@ impl<F: Front> RecordSink<F> for JsonSink<'_> {
         items: &[T],
         write: impl Fn(&mut JsonSink<'_>, &T) -> SinkResult<()> + Sync,
     ) -> SinkResult<bool> {
-        if items.len() < PARALLEL_ITEMS || rayon::current_num_threads() < 2 || rayon::current_thread_index().is_some() {
+        if items.len() < PARALLEL_ITEMS
+            || rayon::current_num_threads() < 2
+            || rayon::current_thread_index().is_some()
+            || ON_WRITER_THREAD.get()
+        {
             return Ok(false);
         }
         RecordSink::<NoFront>::open(self, key, true)?;
@@ -229,6 +235,16 @@ impl<F: Front> RecordSink<F> for JsonSink<'_> {
         RecordSink::<NoFront>::close(self)?;
         Ok(true)
     }
+}
+
+thread_local! {
+    /// Whether this thread is one of a pool writing whole records (`sinks/pool.rs`).
+    static ON_WRITER_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// This thread writes whole records beside others that do too: a record's list is not split over threads.
+pub fn on_writer_thread() {
+    ON_WRITER_THREAD.set(true);
 }
 
 /// Items of a list from which the JSON sink writes their records on several threads, in pieces of half this
