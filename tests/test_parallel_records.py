@@ -1,5 +1,5 @@
 """The core writes --json's records on a thread pool while the next packets are decoded
-(crates/python/src/pooled.rs), a batch kept whole by the decoder and split there; in place (pool_bytes=0) a
+(crates/engine/src/sinks/pooled.rs), a batch kept whole by the decoder and split there; in place (pool_bytes=0) a
 large batch's message records are written on several threads (crates/engine/src/records.rs,
 JsonSink::messages). Every way must give the same
 bytes whatever the number of threads, and each message's record must say what the test put on the wire (its
@@ -163,8 +163,8 @@ STATS_CAPTURES = ["01_basic_nonbatched.pcap", "02_batching_props_keys.pcap", "04
 
 @pytest.mark.parametrize("name", STATS_CAPTURES)
 def test_stats_counted_on_their_thread_as_in_place(name):
-    """`stats` counts on a thread of its own while frames are decoded (crates/python/src/feed.rs): the figures,
-    the frames counted (the exit code) and the problems are those of counting in place, with any budget."""
+    """`stats` counts on a thread of its own while frames are decoded (crates/engine/src/sinks/counted.rs): the
+    figures, the frames counted (the exit code) and the problems are those of counting in place, with any budget."""
     path = os.path.join(os.path.dirname(__file__), "..", "captures", name)
     in_place = _stats(path, "-o", "pool_bytes=0")
     assert in_place[1]["frames"] > 0

@@ -101,6 +101,9 @@ pub enum Item<'a> {
         findings: &'a [Finding],
         /// the time and packet of the request the frame answers, as the analysis paired them
         answered: Option<(f64, u64)>,
+        /// the frame's parts shared, when the front end has them so: what a sink needs to keep the frame
+        /// past the call (`sinks`: its record written on another thread)
+        shared: Option<Shared<'a>>,
     },
     Event {
         kind: &'a str,
@@ -110,20 +113,33 @@ pub enum Item<'a> {
     },
 }
 
+/// A frame's decoded PDU and route as shared values (the frame's `pdu` and texts, the same again).
+#[derive(Clone, Copy)]
+pub struct Shared<'a> {
+    pub pdu: &'a Arc<Decoded>,
+    /// protocol, src, dst, direction
+    pub route: &'a [Arc<str>; 4],
+}
+
 impl Item<'_> {
     /// The same item again, for a sink that hands it on and uses it after.
     pub fn again(&self) -> Item<'_> {
         match self {
-            Item::Frame { frame, first_packet, notes, findings, answered } => {
-                Item::Frame { frame, first_packet: *first_packet, notes, findings, answered: *answered }
-            }
+            Item::Frame { frame, first_packet, notes, findings, answered, shared } => Item::Frame {
+                frame,
+                first_packet: *first_packet,
+                notes,
+                findings,
+                answered: *answered,
+                shared: *shared,
+            },
             Item::Event { kind, time, conn, details } => Item::Event { kind, time: *time, conn: *conn, details },
         }
     }
 }
 
 /// A frame's record input (with the texts of its findings), for `build`.
-fn with_record<R>(
+pub fn with_record<R>(
     texts: &mut impl FindingTexts,
     frame: &Frame,
     first_packet: i64,
@@ -239,7 +255,7 @@ pub struct Tables<T: FindingTexts> {
 
 impl<T: FindingTexts> Sink for Tables<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
-        if let Item::Frame { frame, first_packet, notes, findings, answered } = item {
+        if let Item::Frame { frame, first_packet, notes, findings, answered, .. } = item {
             let (tables, style) = (&mut self.tables, self.style);
             with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
                 tables.record(answered, |sink| build_record(sink, input, style))
@@ -406,6 +422,7 @@ struct Run<'s> {
 struct MadeFrame<'a> {
     frame: &'a Frame<'a>,
     first_packet: i64,
+    shared: Shared<'a>,
 }
 
 /// The analysis' outputs as the sink's items.
@@ -426,8 +443,8 @@ impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
         findings: Vec<Finding>,
         answered: Option<(f64, u64)>,
     ) -> SinkResult<()> {
-        let (frame, first_packet) = (made.frame, made.first_packet);
-        self.0.item(Item::Frame { frame, first_packet, notes: &notes, findings: &findings, answered })
+        let (frame, first_packet, shared) = (made.frame, made.first_packet, Some(made.shared));
+        self.0.item(Item::Frame { frame, first_packet, notes: &notes, findings: &findings, answered, shared })
     }
 
     fn event(&mut self, event: Event) -> SinkResult<()> {
@@ -453,7 +470,16 @@ impl Run<'_> {
                 self.join.event(&note.kind, note.conn, note.time, packet, mid_stream, &note, &mut items)
             }
             Made::Frame(place, decoded) => {
-                let setup = pipeline.protocols()[place.protocol].setup;
+                let protocol = &pipeline.protocols()[place.protocol];
+                let setup = protocol.setup;
+                // (shared, so that a sink may keep it: the record written on another thread)
+                let decoded = Arc::new(decoded);
+                let route = [
+                    Arc::clone(&protocol.name),
+                    Arc::clone(&place.src),
+                    Arc::clone(&place.dst),
+                    Arc::clone(&place.direction),
+                ];
                 let frame = Frame {
                     index: place.index,
                     protocol: setup.protocol.name(),
@@ -473,7 +499,8 @@ impl Run<'_> {
                         sessions: setup.protocol.sessions(&self.limits),
                     })
                 };
-                let made = MadeFrame { frame: &frame, first_packet: place.first_packet };
+                let shared = Shared { pdu: &decoded, route: &route };
+                let made = MadeFrame { frame: &frame, first_packet: place.first_packet, shared };
                 self.join.frame(&frame, first_sight, &made, &mut items)
             }
         }

@@ -36,6 +36,7 @@ pub mod problems;
 pub mod protocols;
 pub mod records;
 pub mod schema;
+pub mod sinks;
 pub mod stats;
 pub mod tables;
 pub mod text;

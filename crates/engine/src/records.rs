@@ -38,13 +38,15 @@ pub enum Key<'a> {
 #[derive(Debug)]
 pub enum SinkError {
     Misplaced(&'static str),
+    /// A sink's thread ended without its answer (a panic: not seen, but not assumed); what it was doing.
+    Stopped(&'static str),
     Front(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl std::fmt::Display for SinkError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            SinkError::Misplaced(what) => write!(f, "{what}"),
+            SinkError::Misplaced(what) | SinkError::Stopped(what) => write!(f, "{what}"),
             SinkError::Front(error) => error.fmt(f),
         }
     }

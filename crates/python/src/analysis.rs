@@ -23,7 +23,7 @@ use engine::tables::RecordTables;
 use crate::arrow::RecordBatches;
 use crate::convert::{map_to_py, value_from_py, StrToPy};
 use crate::pipeline::{note_to_py, Classes as PipelineClasses, FramePlace, Made, Pipeline};
-use crate::pooled::{JsonLines, LinesOut, PooledLines, RecordJob};
+use crate::pooled::JsonLines;
 use crate::records::{py_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
 use crate::stats::StatsCore;
 use crate::timeline::{TimelineFormat, TimelineLines};
@@ -40,6 +40,7 @@ use engine::pipeline::StreamNote;
 use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::protocols::{self, Limits};
 use engine::records::{RecordStyle, SinkResult};
+use engine::sinks::pooled::{LinesOut, PooledLines, RecordJob};
 use engine::transport::net::Segment;
 use engine::value::{Map, Text, Value};
 use std::sync::Arc;
@@ -707,7 +708,7 @@ impl Targets {
                         })
                     };
                     if let Some(pooled) = &mut records.pooled {
-                        return pooled.push(job(notes)?, &mut records.made.lines_out());
+                        return pooled.push(job(notes)?, &mut records.made.lines_out()).map_err(py_error);
                     }
                     if let Target::Stats(stats) = &records.made.target {
                         let stats = stats.clone_ref(py);
@@ -830,7 +831,7 @@ fn with_analysis_frame<R>(
 struct Records {
     texts: FindingTexts,
     made: RecordsMade,
-    /// With JSON lines: the records written on the thread pool (`pooled.rs`).
+    /// With JSON lines: the records written on the engine's thread pool (`sinks/pooled.rs`).
     pooled: Option<PooledLines>,
 }
 
@@ -847,6 +848,7 @@ impl Records {
             true => pooled.finished(&mut out),
             false => pooled.finish_all(&mut out),
         }
+        .map_err(py_error)
     }
 }
 
@@ -1001,7 +1003,7 @@ impl AnalysedDissector {
                 };
                 let pool_bytes: usize = options.getattr("pool_bytes")?.extract()?;
                 if let (Target::Stats(stats), true) = (&target, pool_bytes > 0) {
-                    // counted on a thread of their own while this one decodes (`stats/feed.rs`)
+                    // counted on a thread of their own while this one decodes (the engine's `sinks/counted.rs`)
                     stats.borrow_mut(py).start_feed(style, pool_bytes);
                 }
                 Some(Records {

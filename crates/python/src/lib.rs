@@ -23,7 +23,6 @@ mod analysis;
 mod arrow;
 mod capture;
 mod convert;
-mod feed;
 mod journeys;
 mod pipeline;
 mod pooled;

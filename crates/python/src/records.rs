@@ -48,7 +48,7 @@ pub fn py_error(error: SinkError) -> PyErr {
             Ok(error) => *error,
             Err(other) => pyo3::exceptions::PyRuntimeError::new_err(other.to_string()),
         },
-        SinkError::Misplaced(what) => pyo3::exceptions::PyRuntimeError::new_err(what),
+        SinkError::Misplaced(what) | SinkError::Stopped(what) => pyo3::exceptions::PyRuntimeError::new_err(what),
     }
 }
 

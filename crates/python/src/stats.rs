@@ -1,5 +1,5 @@
 //! The statistics for Python: `StatsCore` gathers records (dicts, or the core's own records, counted on a
-//! thread of their own: `feed.rs`), `state()` reads its figures out as plain data; `Latencies` is the same
+//! thread of their own: the engine's `sinks/counted.rs`), `state()` reads its figures out as plain data; `Latencies` is the same
 //! bounded latency sample for other Python code (`check`'s latency rule).
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,9 +9,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::convert::{map_to_py, value_from_py, StrToPy, ValueToPy};
-use crate::feed::{lock, Fed, StatsFeed};
-use crate::pooled::RecordJob;
+use crate::records::py_error;
 use engine::records::RecordStyle;
+use engine::sinks::counted::{lock, Fed, StatsFeed};
+use engine::sinks::pooled::RecordJob;
 use engine::stats::sample;
 use engine::stats::{Actor, Counts, LatencyTable, Stats, COMMAND_KEYS, MESSAGE_KEYS, READ_KEYS};
 use engine::value::{Map, Name, Text, Value};
@@ -139,7 +140,7 @@ impl StatsCore {
     /// A record (an event's, a frame's), after everything before it.
     pub fn add_record(&mut self, record: Map) -> PyResult<()> {
         match &mut self.feed {
-            Some(feed) => feed.push(Fed::Record(record)),
+            Some(feed) => feed.push(Fed::Record(record)).map_err(py_error),
             None => {
                 lock(&self.stats).add(&record);
                 Ok(())
@@ -150,7 +151,7 @@ impl StatsCore {
     /// A frame whose record the counting thread makes (only with a feed: `feeds`).
     pub fn add_frame(&mut self, job: RecordJob) -> PyResult<()> {
         match &mut self.feed {
-            Some(feed) => feed.push(Fed::Frame(job)),
+            Some(feed) => feed.push(Fed::Frame(job)).map_err(py_error),
             None => Err(PyRuntimeError::new_err("frames handed over without the statistics' thread")),
         }
     }
@@ -158,7 +159,7 @@ impl StatsCore {
     /// The statistics, everything handed over counted.
     fn settled(&mut self) -> PyResult<MutexGuard<'_, Stats>> {
         if let Some(feed) = &mut self.feed {
-            feed.settle()?;
+            feed.settle().map_err(py_error)?;
         }
         Ok(lock(&self.stats))
     }
@@ -167,7 +168,7 @@ impl StatsCore {
     pub fn fed(&mut self) -> PyResult<(u64, u64)> {
         match &mut self.feed {
             Some(feed) => {
-                feed.settle()?;
+                feed.settle().map_err(py_error)?;
                 Ok((feed.frames, feed.problems))
             }
             None => Ok((0, 0)),

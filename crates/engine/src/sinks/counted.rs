@@ -1,31 +1,28 @@
-//! The statistics counted on a thread of their own while the interpreter's thread reads, reassembles, decodes
-//! and analyses the next packets (`stats` on a capture, as `--json` writes its lines on the pool). The
-//! statistics are counted in capture order, so one thread counts them all: the interpreter's thread hands over
-//! each frame owned (a [`RecordJob`], as for the pool) and each event's record, in batches; the counting
-//! thread makes each frame's record (the engine's `stats_record`: only what the statistics read) and adds it.
-//! The figures are the same as counting in place (a test: `tests/test_parallel_records.py`).
+//! The statistics counted on a thread of their own while the caller's thread reads, reassembles, decodes and
+//! analyses the next packets (`stats` on a capture, as `--json` writes its lines on the pool). The statistics
+//! are counted in capture order, so one thread counts them all: the caller's thread hands over each frame
+//! owned (a [`RecordJob`], as for the pool) and each event's record, in batches; the counting thread makes
+//! each frame's record (the engine's `stats_record`: only what the statistics read) and adds it. The figures
+//! are the same as counting in place (tests: `crates/engine/tests/sinks.rs`, `tests/test_parallel_records.py`).
 //!
 //! Memory stays bounded as the pool's: about a quarter of `Options.pool_bytes` of decoded frames, as the pool
-//! weighs them, are out at once (`StatsFeed::start` says why a quarter); the interpreter's thread waits for the
+//! weighs them, are out at once (`StatsFeed::start` says why a quarter); the caller's thread waits for the
 //! oldest batch before it hands over one more.
 
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use pyo3::exceptions::PyRuntimeError;
-use pyo3::prelude::*;
-
-use crate::pooled::{batch_shape, RecordJob};
-use engine::engine::stats_record;
-use engine::records::RecordStyle;
-use engine::stats::Stats;
-use engine::value::Map;
+use super::pooled::{batch_shape, RecordJob};
+use crate::engine::{event_record, stats_record, with_record, FindingTexts, Item, Sink};
+use crate::records::{RecordStyle, SinkError, SinkResult};
+use crate::stats::Stats;
+use crate::value::Map;
 
 /// What the statistics count, in capture order.
 pub enum Fed {
-    /// A frame the core decoded: its record is made on the counting thread.
+    /// A frame the engine decoded: its record is made on the counting thread.
     Frame(RecordJob),
-    /// A record made already (an event's, a frame's that needed the interpreter).
+    /// A record made already (an event's, a frame's made on the caller's thread).
     Record(Map),
 }
 
@@ -39,11 +36,11 @@ impl Fed {
 }
 
 /// A batch counted: its frames' records and their problems, or the error that stopped it; and the batch, to
-/// be freed on the interpreter's thread, which made it (see `pooled.rs: Written`).
+/// be freed on the caller's thread, which made it (see `pooled.rs: Written`).
 struct Counted {
     frames: u64,
     problems: u64,
-    error: Option<PyErr>,
+    error: Option<SinkError>,
     batch: Vec<Fed>,
 }
 
@@ -61,7 +58,7 @@ fn count_batch(stats: &Mutex<Stats>, batch: Vec<Fed>, style: RecordStyle) -> Cou
                     }
                 }
                 Err(error) => {
-                    counted.error = Some(crate::records::py_error(error));
+                    counted.error = Some(error);
                     break;
                 }
             },
@@ -78,7 +75,7 @@ pub fn lock(stats: &Mutex<Stats>) -> MutexGuard<'_, Stats> {
     stats.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The interpreter's side of the counting thread.
+/// The caller's side of the counting thread.
 pub struct StatsFeed {
     batch: Vec<Fed>,
     weight: usize,
@@ -129,7 +126,7 @@ impl StatsFeed {
     }
 
     /// Something to count after everything before it; waits for the oldest batch when too many are out.
-    pub fn push(&mut self, item: Fed) -> PyResult<()> {
+    pub fn push(&mut self, item: Fed) -> SinkResult<()> {
         self.weight += item.weight();
         self.batch.push(item);
         if self.weight >= self.batch_weight {
@@ -144,24 +141,24 @@ impl StatsFeed {
         Ok(())
     }
 
-    fn hand_over(&mut self) -> PyResult<()> {
+    fn hand_over(&mut self) -> SinkResult<()> {
         if self.batch.is_empty() {
             return Ok(());
         }
         let batch = std::mem::take(&mut self.batch);
         self.weight = 0;
-        let sender = self.sender.as_ref().ok_or_else(stopped)?;
-        sender.send(batch).map_err(|_| stopped())?;
+        let sender = self.sender.as_ref().ok_or(STOPPED)?;
+        sender.send(batch).map_err(|_| STOPPED)?;
         self.out += 1;
         Ok(())
     }
 
-    fn take_oldest(&mut self) -> PyResult<()> {
-        let counted = self.counted.recv().map_err(|_| stopped())?;
+    fn take_oldest(&mut self) -> SinkResult<()> {
+        let counted = self.counted.recv().map_err(|_| STOPPED)?;
         self.absorb(counted)
     }
 
-    fn absorb(&mut self, counted: Counted) -> PyResult<()> {
+    fn absorb(&mut self, counted: Counted) -> SinkResult<()> {
         self.out = self.out.saturating_sub(1);
         self.frames += counted.frames;
         self.problems += counted.problems;
@@ -173,7 +170,7 @@ impl StatsFeed {
     }
 
     /// Everything handed over counted (waiting for the thread).
-    pub fn settle(&mut self) -> PyResult<()> {
+    pub fn settle(&mut self) -> SinkResult<()> {
         self.hand_over()?;
         while self.out > 0 {
             self.take_oldest()?;
@@ -183,15 +180,84 @@ impl StatsFeed {
 }
 
 /// The counting thread ended without its answer (a panic: not seen, but not assumed).
-fn stopped() -> PyErr {
-    PyRuntimeError::new_err("counting the statistics on their thread failed")
-}
+const STOPPED: SinkError = SinkError::Stopped("counting the statistics on their thread failed");
 
 impl Drop for StatsFeed {
     fn drop(&mut self) {
         self.sender = None; // the thread's loop ends with the channel
         if let Some(worker) = self.worker.take() {
             let _ = worker.join();
+        }
+    }
+}
+
+/// [`crate::engine::Statistics`] counted on a thread of their own: each frame handed with its shared parts
+/// has its record made there, any other item's record is made in its place; the same figures
+/// ([`Self::settled`]). Counts in place if no thread could be started.
+pub struct CountedStatistics<T: FindingTexts> {
+    pub texts: T,
+    style: RecordStyle,
+    stats: Arc<Mutex<Stats>>,
+    feed: Option<StatsFeed>,
+    /// Frames counted in place, and their problems.
+    frames: u64,
+    problems: u64,
+}
+
+impl<T: FindingTexts> CountedStatistics<T> {
+    /// `budget`: about the bytes of decoded frames handed over and not yet counted, at most.
+    pub fn new(texts: T, stats: Stats, budget: usize) -> CountedStatistics<T> {
+        // as `stats` reads the records: the summary record
+        let style = RecordStyle { summary: true, payload_bytes: false };
+        let stats = Arc::new(Mutex::new(stats));
+        let feed = StatsFeed::start(Arc::clone(&stats), style, budget);
+        CountedStatistics { texts, style, stats, feed, frames: 0, problems: 0 }
+    }
+
+    fn add_record(&mut self, record: Map) -> SinkResult<()> {
+        match &mut self.feed {
+            Some(feed) => feed.push(Fed::Record(record)),
+            None => {
+                lock(&self.stats).add(&record);
+                Ok(())
+            }
+        }
+    }
+
+    /// The statistics, everything handed over counted; the frames counted and their problems.
+    pub fn settled(&mut self) -> SinkResult<(MutexGuard<'_, Stats>, u64, u64)> {
+        let (mut frames, mut problems) = (self.frames, self.problems);
+        if let Some(feed) = &mut self.feed {
+            feed.settle()?;
+            (frames, problems) = (frames + feed.frames, problems + feed.problems);
+        }
+        Ok((lock(&self.stats), frames, problems))
+    }
+}
+
+impl<T: FindingTexts> Sink for CountedStatistics<T> {
+    fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
+        match item {
+            Item::Frame { frame, first_packet, notes, findings, shared: Some(shared), .. } if self.feed.is_some() => {
+                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.clone())?;
+                match &mut self.feed {
+                    Some(feed) => feed.push(Fed::Frame(job)),
+                    None => Ok(()),
+                }
+            }
+            Item::Frame { frame, first_packet, notes, findings, .. } => {
+                let style = self.style;
+                let (problems, record) = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                    stats_record(input, style)
+                })?;
+                self.frames += 1;
+                self.problems += problems as u64;
+                match record {
+                    Some(record) => self.add_record(record),
+                    None => Ok(()),
+                }
+            }
+            Item::Event { kind, time, conn, details } => self.add_record(event_record(kind, time, conn, details)),
         }
     }
 }

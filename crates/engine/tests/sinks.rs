@@ -1,0 +1,188 @@
+//! The sinks that work on threads of their own (`sinks/`): `PooledJsonLines` writes the same bytes as
+//! `JsonLines`, and `CountedStatistics` counts the same figures as `Statistics`, over every shipped capture,
+//! whatever the budget (one frame out at a time, or many batches), and with frames handed without their shared
+//! parts (written or counted in their place, after everything before them).
+
+mod capture_support;
+
+use pulsar_dissect_engine::analysis::table::CommandTable;
+use pulsar_dissect_engine::budget::MemoryBudget;
+use pulsar_dissect_engine::engine::{FindingTexts, Item, JsonLines, ProtocolSetup, Settings, Sink, Statistics};
+use pulsar_dissect_engine::model::Finding;
+use pulsar_dissect_engine::protocols::REGISTRY;
+use pulsar_dissect_engine::records::{Expert, Message, NoFront, RecordStyle, SinkResult};
+use pulsar_dissect_engine::sinks::counted::CountedStatistics;
+use pulsar_dissect_engine::sinks::pooled::PooledJsonLines;
+use pulsar_dissect_engine::stats::Stats;
+use pulsar_dissect_engine::{name, Engine};
+
+use capture_support::{reader, root};
+
+/// The registry's protocols on their usual ports.
+fn engine() -> Engine {
+    let setups = REGISTRY
+        .iter()
+        .map(|&protocol| {
+            let (ports, role): (Vec<u16>, &str) =
+                if protocol.name() == "tubemq" { (vec![8715, 8123], "master") } else { (vec![6650, 6651], "broker") };
+            ProtocolSetup {
+                protocol,
+                ports: ports.into_iter().map(|port| (port, role.to_owned())).collect(),
+                client_role: "client".into(),
+                server_roles: vec![role.into()],
+                max_frame_size: 64 << 20,
+                table: Box::new(CommandTable::default),
+            }
+        })
+        .collect();
+    Engine::new(setups, Settings::default())
+}
+
+/// Texts that name the finding (a front end's would come from its templates).
+struct IdTexts;
+
+impl FindingTexts for IdTexts {
+    fn expert(&mut self, finding: &Finding) -> Expert<NoFront> {
+        Expert { id: finding.id, severity: name!("warning"), message: Message::Owned(finding.id.as_str().into()) }
+    }
+}
+
+/// Every shipped capture (pcap, pcapng, gzipped), by name.
+fn captures() -> Vec<(String, Vec<u8>)> {
+    let mut found = Vec::new();
+    for dir in ["captures", "captures/tubemq"] {
+        let Ok(entries) = std::fs::read_dir(root().join(dir)) else { continue };
+        for entry in entries {
+            let path = entry.expect("an entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+            if [".pcap", ".pcapng", ".pcap.gz"].iter().any(|ext| name.ends_with(ext)) {
+                found.push((name, std::fs::read(&path).expect("readable")));
+            }
+        }
+    }
+    found.sort();
+    assert!(found.len() >= 15, "the shipped captures are found ({})", found.len());
+    found
+}
+
+/// A sink fed every other frame without its shared parts (so its record is made in its place).
+struct Unshared<S> {
+    sink: S,
+    frames: u64,
+}
+
+impl<S: Sink> Sink for Unshared<S> {
+    fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
+        match item {
+            Item::Frame { frame, first_packet, notes, findings, answered, shared } => {
+                self.frames += 1;
+                let shared = if self.frames.is_multiple_of(2) { None } else { shared };
+                self.sink.item(Item::Frame { frame, first_packet, notes, findings, answered, shared })
+            }
+            event => self.sink.item(event),
+        }
+    }
+}
+
+fn pooled_lines(capture: &[u8], budget: usize, unshared: bool) -> (Vec<u8>, u64) {
+    let mut lines = Unshared {
+        sink: PooledJsonLines::new(IdTexts, RecordStyle::default(), budget, MemoryBudget::unlimited()),
+        frames: 0,
+    };
+    match unshared {
+        true => engine().run(&mut reader(capture.to_vec()), &mut lines),
+        false => engine().run(&mut reader(capture.to_vec()), &mut lines.sink),
+    }
+    .expect("no sink error");
+    let pieces = lines.sink.take(true).expect("the pool's lines");
+    (pieces.concat(), lines.sink.frames + lines.sink.events)
+}
+
+#[test]
+fn json_lines_written_on_the_pool_are_the_same_bytes_as_in_place() {
+    let mut frames = 0;
+    for (name, capture) in captures() {
+        let mut lines = JsonLines::new(IdTexts, RecordStyle::default());
+        engine().run(&mut reader(capture.clone()), &mut lines).expect("no sink error");
+        frames += lines.lines;
+        // one frame out at a time; a few frames a batch; the default 16 MiB
+        for budget in [1, 64 << 10, 16 << 20] {
+            let (pooled, written) = pooled_lines(&capture, budget, false);
+            assert!(pooled == lines.out, "{name}, budget {budget}: the pool's lines differ");
+            assert_eq!(written, lines.lines, "{name}, budget {budget}: lines counted");
+        }
+        let (pooled, _) = pooled_lines(&capture, 64 << 10, true);
+        assert!(pooled == lines.out, "{name}: frames written in their place among the pool's differ");
+    }
+    assert!(frames > 1_000, "the captures' lines are many ({frames})");
+}
+
+#[test]
+fn lines_taken_without_waiting_come_in_order() {
+    let (name, capture) = captures().into_iter().max_by_key(|(_, c)| c.len()).expect("a capture");
+    let mut whole = JsonLines::new(IdTexts, RecordStyle::default());
+    engine().run(&mut reader(capture.clone()), &mut whole).expect("no sink error");
+
+    /// Takes what the pool has finished after every item, as the binding does between batches of packets.
+    struct Taking(PooledJsonLines<IdTexts>, Vec<u8>);
+    impl Sink for Taking {
+        fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
+            self.0.item(item)?;
+            self.1.extend(self.0.take(false)?.concat());
+            Ok(())
+        }
+    }
+    let mut taking =
+        Taking(PooledJsonLines::new(IdTexts, RecordStyle::default(), 64 << 10, MemoryBudget::unlimited()), Vec::new());
+    engine().run(&mut reader(capture), &mut taking).expect("no sink error");
+    let rest = taking.0.take(true).expect("the rest");
+    taking.1.extend(rest.concat());
+    assert!(taking.1 == whole.out, "{name}: the lines taken as they finish differ");
+}
+
+/// The figures two statistics are compared by.
+fn figures(stats: &Stats) -> String {
+    format!(
+        "frames {} types {:?} events {:?} expert {:?} errors {:?} conns {} producers {} consumers {} clients {} \
+         topics {:?} throughput {:?} latency {:?}",
+        stats.frames,
+        stats.types.entries,
+        stats.events.entries,
+        stats.expert.entries,
+        stats.server_errors.entries,
+        stats.conns.len(),
+        stats.producers.len(),
+        stats.consumers.len(),
+        stats.clients.len(),
+        stats.topics.keys().collect::<Vec<_>>(),
+        stats.throughput,
+        stats.latency.entries.iter().map(|(kind, lat)| (kind, lat.sample.seen, lat.total)).collect::<Vec<_>>(),
+    )
+}
+
+fn new_stats() -> Stats {
+    Stats::new(1000, 1000, 10_000, 256)
+}
+
+#[test]
+fn statistics_counted_on_their_thread_are_the_same_figures() {
+    let mut frames = 0;
+    for (name, capture) in captures() {
+        let mut in_place = Statistics { texts: IdTexts, stats: new_stats() };
+        engine().run(&mut reader(capture.clone()), &mut in_place).expect("no sink error");
+        let want = figures(&in_place.stats);
+        frames += in_place.stats.frames;
+        for (budget, unshared) in [(1, false), (64 << 10, false), (16 << 20, false), (64 << 10, true)] {
+            let mut counted = Unshared { sink: CountedStatistics::new(IdTexts, new_stats(), budget), frames: 0 };
+            match unshared {
+                true => engine().run(&mut reader(capture.clone()), &mut counted),
+                false => engine().run(&mut reader(capture.clone()), &mut counted.sink),
+            }
+            .expect("no sink error");
+            let (stats, counted_frames, _) = counted.sink.settled().expect("counted");
+            assert_eq!(figures(&stats), want, "{name}, budget {budget}, unshared {unshared}");
+            assert_eq!(counted_frames, stats.frames as u64, "{name}: the frames counted are the records'");
+        }
+    }
+    assert!(frames > 1_000, "the captures' frames are many ({frames})");
+}
