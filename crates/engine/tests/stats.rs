@@ -848,3 +848,58 @@ fn latencies_keep_total_and_max_exactly_beyond_the_sample() {
     negative.add(-5.0);
     assert_eq!(negative.max, Some(-5.0), "a first value below zero is the max");
 }
+
+#[test]
+fn pulsar_answers_what_a_publish_says_of_its_batch_and_compression() {
+    let pulsar = protocols::by_name("pulsar").unwrap();
+    let batch = map(&[("metadata", obj(&[("num_messages_in_batch", Value::Int(7)), ("compression", st("NONE"))]))]);
+    let facts = pulsar.publish_facts(&batch);
+    assert_eq!((facts.batched_messages, facts.codec, facts.chunk), (Some(7), None, None));
+
+    let whole = map(&[("metadata", obj(&[("compression", st("ZSTD"))])), ("uncompressed_size", Value::Int(900))]);
+    let facts = pulsar.publish_facts(&whole);
+    assert_eq!((facts.batched_messages, facts.codec.as_deref()), (None, Some("ZSTD")));
+    assert_eq!((facts.uncompressed_size, facts.chunk), (Some(900), None));
+
+    let last_chunk = map(&[
+        ("metadata", obj(&[("compression", st("LZ4"))])),
+        ("messages_summary", obj(&[("chunk", obj(&[("uuid", st("p-0"))]))])),
+        (
+            "reassembled",
+            obj(&[
+                ("uuid", st("p-0")),
+                ("chunks", Value::List(vec![Value::Int(3), Value::Int(5)])),
+                ("payload_size", Value::Int(4000)),
+            ]),
+        ),
+    ]);
+    let chunk = pulsar.publish_facts(&last_chunk).chunk.unwrap();
+    assert_eq!(chunk.message, "p-0");
+    let completed = chunk.completed.unwrap();
+    assert_eq!(completed.message.as_deref(), Some("p-0"));
+    assert_eq!((completed.frames, completed.plain_size), (vec![Some(3), Some(5)], Some(4000)));
+
+    let first_of_full = map(&[
+        ("metadata", obj(&[("compression", st("LZ4"))])),
+        ("messages", Value::List(vec![obj(&[("chunk_id", Value::Int(0)), ("uuid", st("p-1"))])])),
+    ]);
+    let chunk = pulsar.publish_facts(&first_of_full).chunk.unwrap();
+    assert_eq!((chunk.message.as_str(), chunk.completed), ("p-1", None));
+
+    let tubemq = protocols::by_name("tubemq").unwrap();
+    assert_eq!(tubemq.publish_facts(&whole), protocols::PublishFacts::default());
+}
+
+#[test]
+fn records_for_the_statistics_keep_the_keys_their_protocols_read() {
+    fn names(keys: &[pulsar_dissect_engine::value::Name]) -> Vec<&str> {
+        keys.iter().map(|k| k.as_str()).collect()
+    }
+    let read = names(&pulsar_dissect_engine::stats::READ_KEYS);
+    for key in ["metadata", "reassembled", "uncompressed_size", "messages_summary", "payload_size"] {
+        assert_eq!(read.iter().filter(|k| **k == key).count(), 1, "{key}");
+    }
+    assert_eq!(read[read.len() - 2..], ["command", "messages"]);
+    let message = names(&pulsar_dissect_engine::stats::MESSAGE_KEYS);
+    assert_eq!(message, ["payload_size", "uuid", "chunk_id"]);
+}

@@ -13,7 +13,10 @@ pub mod protocol;
 pub mod pulsar;
 pub mod tubemq;
 
-pub use protocol::{DecodeCaps, Delivered, Depth, Limits, Protocol, StatsRole, DEFAULT_MAX_BATCH_ENTRIES};
+pub use protocol::{
+    ChunkFacts, CompletedChunks, DecodeCaps, Delivered, Depth, Limits, Protocol, PublishFacts, StatsRole,
+    DEFAULT_MAX_BATCH_ENTRIES,
+};
 
 /// Every protocol compiled into the engine.
 pub static REGISTRY: &[&dyn Protocol] = &[&pulsar::Pulsar, &tubemq::TubeMq];

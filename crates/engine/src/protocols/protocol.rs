@@ -119,6 +119,40 @@ pub struct Delivered {
     pub redelivered: bool,
 }
 
+/// What a publish record says of its messages' batching and compression (`Protocol::publish_facts`), for the
+/// statistics' producers.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PublishFacts {
+    /// The messages of its batch, when it is one.
+    pub batched_messages: Option<i64>,
+    /// The codec its payload is compressed with; None: not compressed (the facts below are then not read).
+    pub codec: Option<String>,
+    /// The decompressed size of its payload, when it is a whole message that says it.
+    pub uncompressed_size: Option<i64>,
+    /// The chunked message it is a chunk of, when it is one.
+    pub chunk: Option<ChunkFacts>,
+}
+
+/// A publish record that is one chunk of a message (`PublishFacts::chunk`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ChunkFacts {
+    /// The id of the chunked message, as the statistics key it.
+    pub message: String,
+    /// When this chunk completed a message: which, from which frames, and how large it is decompressed.
+    pub completed: Option<CompletedChunks>,
+}
+
+/// A chunked message made whole by its last chunk (`ChunkFacts::completed`).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct CompletedChunks {
+    /// The id of the message it completed (None: one it does not name as text).
+    pub message: Option<String>,
+    /// The indexes of the frames whose chunks made it, in order (None: one that is not an index).
+    pub frames: Vec<Option<i64>>,
+    /// Its decompressed size; None: unknown (it could not be decompressed).
+    pub plain_size: Option<i64>,
+}
+
 /// A protocol compiled into the engine.
 pub trait Protocol: Sync {
     /// Its name: the records' `protocol`, and `ProtocolSpec.core` of its Python declaration.
@@ -167,9 +201,22 @@ pub trait Protocol: Sync {
     fn delivered(&self, _command: &Map) -> Delivered {
         Delivered::default()
     }
+    /// For the statistics: what a `Publish` record (a summary or full one) says of its batching and compression.
+    fn publish_facts(&self, _record: &Map) -> PublishFacts {
+        PublishFacts::default()
+    }
     /// The keys of a command the statistics' questions above read: a record made for the statistics keeps
     /// only these of its command.
     fn stats_command_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The keys of a record `publish_facts` reads, beyond those of the JSON contract every protocol's record
+    /// has: a record made for the statistics keeps these too.
+    fn stats_record_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The keys of a record's message `publish_facts` reads (a message's `payload_size` is kept anyway).
+    fn stats_message_keys(&self) -> &'static [&'static str] {
         &[]
     }
     /// The ids of the findings its decoding and sessions make (`dissector/problems.py` registers each with

@@ -12,64 +12,66 @@ pub mod summary;
 
 use crate::analysis::bounded::OrderedMap;
 use crate::analysis::{CONNECTION_CLOSED, CONNECTION_OPENED};
-use crate::protocols::{self, Protocol, StatsRole};
+use crate::protocols::{self, Protocol, PublishFacts, StatsRole};
 use crate::value::{Map, Name, Value};
 use crate::FastMap;
 use sample::{Latencies, Reservoir};
 use std::sync::LazyLock;
 
-macro_rules! names {
-    ($($text:literal),* $(,)?) => { [$(Name::new($text)),*] };
-}
-
-/// The keys of a record the statistics read (the command and the messages last), and of its command and
-/// messages: a record is made or converted only that far (a full record's messages can be most of it).
-pub static READ_KEYS: [Name; 30] = names![
-    "index",
-    "time",
-    "type",
-    "conn",
-    "direction",
-    "size",
-    "src",
-    "dst",
-    "problems",
-    "expert",
-    "producer",
-    "consumer",
-    "latency_ms",
-    "request_type",
-    "payload_size",
-    "metadata",
-    "answers",
-    "messages_summary",
-    "delivery",
-    "acks",
-    "discards",
-    "reassembled",
-    "uncompressed_size",
-    "details",
-    "protocol",
-    "topic",
-    "client_id",
-    "group",
-    "command",
-    "messages",
-];
+/// The keys of a record the statistics read, the protocols' own (`Protocol::stats_record_keys`) among them, each
+/// once, the command and the messages last, and of its command and messages: a record is made or converted only
+/// that far (a full record's messages can be most of it).
+pub static READ_KEYS: LazyLock<Vec<Name>> = LazyLock::new(|| {
+    let generic = [
+        "index",
+        "time",
+        "type",
+        "conn",
+        "direction",
+        "size",
+        "src",
+        "dst",
+        "problems",
+        "expert",
+        "producer",
+        "consumer",
+        "latency_ms",
+        "request_type",
+        "payload_size",
+        "answers",
+        "messages_summary",
+        "delivery",
+        "acks",
+        "discards",
+        "details",
+        "protocol",
+        "topic",
+        "client_id",
+        "group",
+    ];
+    let own = protocols::REGISTRY.iter().flat_map(|p| p.stats_record_keys().iter().copied());
+    let mut keys = each_once(generic.into_iter().chain(own));
+    keys.extend([Name::new("command"), Name::new("messages")]);
+    keys
+});
 /// [`READ_KEYS`], and of the command [`COMMAND_KEYS`], as the core's record sink keeps them.
 pub static STATS_KEPT: LazyLock<crate::records::KeptKeys> =
     LazyLock::new(|| crate::records::KeptKeys::new(&READ_KEYS).picking("command", &COMMAND_KEYS));
 /// The keys of a command the protocols read for the statistics (`Protocol::stats_command_keys`), over all of
 /// them, each once.
-pub static COMMAND_KEYS: LazyLock<Vec<Name>> = LazyLock::new(|| {
-    let mut keys: Vec<&'static str> = Vec::new();
-    for &key in protocols::REGISTRY.iter().flat_map(|p| p.stats_command_keys()) {
-        if !keys.contains(&key) {
-            keys.push(key);
+pub static COMMAND_KEYS: LazyLock<Vec<Name>> =
+    LazyLock::new(|| each_once(protocols::REGISTRY.iter().flat_map(|p| p.stats_command_keys().iter().copied())));
+
+/// The names of `keys`, each once, in the order first met.
+fn each_once(keys: impl Iterator<Item = &'static str>) -> Vec<Name> {
+    let mut once: Vec<&'static str> = Vec::new();
+    for key in keys {
+        if !once.contains(&key) {
+            once.push(key);
         }
     }
-    keys.into_iter().map(Name::new).collect()
-});
+    once.into_iter().map(Name::new).collect()
+}
 /// Clients remembered (by the client id their protocol's session notes); beyond, the oldest is forgotten and
 /// counted.
 pub const MAX_CLIENTS: usize = 10_000;
@@ -78,7 +80,12 @@ const MAX_CLIENT_TOPICS: usize = 1000;
 /// The share of `Stats::memory_total` a producer or consumer gets at least, however many there are.
 const MIN_ACTOR_MEMORY: usize = 1000;
 
-pub static MESSAGE_KEYS: [Name; 3] = names!["payload_size", "uuid", "chunk_id"];
+/// The keys of a message the statistics read: its size, and the protocols' own
+/// (`Protocol::stats_message_keys`).
+pub static MESSAGE_KEYS: LazyLock<Vec<Name>> = LazyLock::new(|| {
+    let own = protocols::REGISTRY.iter().flat_map(|p| p.stats_message_keys().iter().copied());
+    each_once(std::iter::once("payload_size").chain(own))
+});
 
 /// Time buckets kept for the throughput plot (their width doubles whenever there would be more).
 pub const THROUGHPUT_BUCKETS: i64 = 2000;
@@ -228,8 +235,8 @@ pub struct Actor {
     /// bytes of the compressed payloads that were decompressed, and what they decompressed to
     pub compressed_wire: i64,
     pub compressed_plain: i64,
-    /// compressed chunked messages not finished: uuid -> (chunk frame index, its wire bytes), counted in the
-    /// ratio when the last chunk's `reassembled` names the chunks and the decompressed size
+    /// compressed chunked messages not finished: message id -> (chunk frame index, its wire bytes), counted in
+    /// the ratio when the last chunk completes the message, naming its frames and its decompressed size
     chunks_pending: OrderedMap<String, Vec<(i64, Option<i64>)>>,
     pub chunk_frames_pending: usize,
     pub errors: Counts<String>,
@@ -297,45 +304,45 @@ impl Actor {
         self.waiting.values().sum()
     }
 
-    /// The wire and decompressed bytes of a compressed publish or delivery, for the compression ratio. A chunk is
-    /// only a slice of its message's compressed payload: its wire bytes wait under its uuid until the last
-    /// chunk's `reassembled` gives the decompressed size of the whole and the frames that made it; a message
-    /// that could not be reassembled or decompressed, or whose chunks were forgotten, stays out of the ratio.
-    fn count_compressed(&mut self, rec: &Map, chunk_memory: usize) {
-        let Some(uuid) = chunk_uuid(rec) else {
-            if has(rec, "uncompressed_size") {
+    /// The wire and decompressed bytes of a compressed publish, for the compression ratio, as its protocol
+    /// reads them (`facts`). A chunk is only a slice of its message's compressed payload: its wire bytes wait
+    /// under its message's id until the last chunk completes the message, naming its decompressed size and the
+    /// frames that made it; a message that could not be reassembled or decompressed, or whose chunks were
+    /// forgotten, stays out of the ratio.
+    fn count_compressed(&mut self, rec: &Map, facts: PublishFacts, chunk_memory: usize) {
+        let Some(chunk) = facts.chunk else {
+            if let Some(plain) = facts.uncompressed_size {
                 self.compressed_wire += int(get(rec, "payload_size"));
-                self.compressed_plain += int(get(rec, "uncompressed_size"));
+                self.compressed_plain += plain;
             }
             return;
         };
+        let message = chunk.message;
         let index = int(get(rec, "index"));
         let wire = get(rec, "payload_size").map(|v| int(Some(v)));
-        match self.chunks_pending.get_mut(&uuid) {
+        match self.chunks_pending.get_mut(&message) {
             Some(pending) => {
                 match pending.iter_mut().find(|(i, _)| *i == index) {
                     Some(slot) => slot.1 = wire,
                     None => pending.push((index, wire)),
                 }
-                self.chunks_pending.move_to_end(&uuid);
+                self.chunks_pending.move_to_end(&message);
             }
-            None => self.chunks_pending.insert(uuid.clone(), vec![(index, wire)]),
+            None => self.chunks_pending.insert(message.clone(), vec![(index, wire)]),
         }
         self.chunk_frames_pending += 1;
-        if let Some(whole) = get_map(rec, "reassembled") {
-            if get(whole, "uuid").and_then(Value::as_str) == Some(uuid.as_str()) {
-                let pending = self.chunks_pending.remove(&uuid).unwrap_or_default();
-                self.chunk_frames_pending -= pending.len();
-                let chunks = get(whole, "chunks").and_then(Value::as_list).unwrap_or(&[]);
-                let wire: Option<Vec<i64>> = chunks
-                    .iter()
-                    .map(|c| pending.iter().find(|(i, _)| Some(*i) == c.as_i64()).and_then(|(_, w)| *w))
-                    .collect();
-                if let (Some(plain), Some(wire)) = (get(whole, "payload_size"), wire) {
-                    if !wire.is_empty() {
-                        self.compressed_wire += wire.iter().sum::<i64>();
-                        self.compressed_plain += int(Some(plain));
-                    }
+        if let Some(whole) = chunk.completed.filter(|whole| whole.message.as_deref() == Some(message.as_str())) {
+            let pending = self.chunks_pending.remove(&message).unwrap_or_default();
+            self.chunk_frames_pending -= pending.len();
+            let wire: Option<Vec<i64>> = whole
+                .frames
+                .iter()
+                .map(|frame| pending.iter().find(|(i, _)| Some(*i) == *frame).and_then(|(_, w)| *w))
+                .collect();
+            if let (Some(plain), Some(wire)) = (whole.plain_size, wire) {
+                if !wire.is_empty() {
+                    self.compressed_wire += wire.iter().sum::<i64>();
+                    self.compressed_plain += plain;
                 }
             }
         }
@@ -345,19 +352,6 @@ impl Actor {
                 None => break,
             }
         }
-    }
-}
-
-/// The uuid of the chunked message a publish or delivery record is a chunk of (summary or full record).
-fn chunk_uuid(rec: &Map) -> Option<String> {
-    if let Some(summary) = get_map(rec, "messages_summary") {
-        return get_map(summary, "chunk").and_then(|c| get(c, "uuid")).map(|u| python_str(Some(u)));
-    }
-    let first = get(rec, "messages")?.as_list()?.first()?.as_map()?;
-    if has(first, "chunk_id") {
-        get(first, "uuid").map(|u| python_str(Some(u)))
-    } else {
-        None
     }
 }
 
@@ -817,7 +811,7 @@ impl Stats {
     fn producer(&mut self, rec: &Map, info: &Map, role: Option<Role>, conn: i64, time: f64, command: &Map) {
         let to_client = get(rec, "direction").and_then(Value::as_str) == Some("to_client");
         match role {
-            Some((StatsRole::Publish, _)) if has(rec, "payload_size") => {
+            Some((StatsRole::Publish, protocol)) if has(rec, "payload_size") => {
                 let (n, size) = self.count_messages(rec, info, true, time, to_client);
                 let (actor_memory, chunk_memory) = (self.actor_share(), self.chunk_memory);
                 let actor = actor(&mut self.producers, conn, info, true);
@@ -825,16 +819,14 @@ impl Stats {
                 actor.payload_bytes += size;
                 actor.wire_bytes += int(get(rec, "payload_size"));
                 remember_within(&mut actor.waiting, int(get(rec, "index")), n, actor_memory);
-                if let Some(md) = get_map(rec, "metadata") {
-                    if has(md, "num_messages_in_batch") {
-                        actor.batches += 1;
-                        actor.batched_messages += int(get(md, "num_messages_in_batch"));
-                    }
-                    let codec = md.iter().find(|(k, _)| k.as_str() == "compression").map(|(_, v)| python_str(Some(v)));
-                    if let Some(codec) = codec.filter(|c| c != "NONE") {
-                        actor.compression.add(codec, 1);
-                        actor.count_compressed(rec, chunk_memory);
-                    }
+                let mut facts = protocol.publish_facts(rec);
+                if let Some(batched) = facts.batched_messages {
+                    actor.batches += 1;
+                    actor.batched_messages += batched;
+                }
+                if let Some(codec) = facts.codec.take() {
+                    actor.compression.add(codec, 1);
+                    actor.count_compressed(rec, facts, chunk_memory);
                 }
             }
             Some((StatsRole::PublishAccepted, _)) => {

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use crate::analysis::Sessions;
 use crate::line::{Line, LineFacts};
 use crate::model::{Decoded, DecodedBody};
-use crate::protocols::protocol::{DecodeCaps, Delivered, Depth, Limits, Protocol, StatsRole};
+use crate::protocols::protocol::{DecodeCaps, Delivered, Depth, Limits, Protocol, PublishFacts, StatsRole};
 use crate::schema::{EnumType, Schema};
 use crate::transport::splitter::Framing;
 use crate::value::{Map, Name, Value};
@@ -248,8 +248,20 @@ impl Protocol for Pulsar {
         stats::delivered(command)
     }
 
+    fn publish_facts(&self, record: &Map) -> PublishFacts {
+        stats::publish_facts(record)
+    }
+
     fn stats_command_keys(&self) -> &'static [&'static str] {
         &stats::COMMAND_KEYS
+    }
+
+    fn stats_record_keys(&self) -> &'static [&'static str] {
+        &stats::RECORD_KEYS
+    }
+
+    fn stats_message_keys(&self) -> &'static [&'static str] {
+        &stats::MESSAGE_KEYS
     }
 
     fn problem_ids(&self) -> &'static [&'static str] {

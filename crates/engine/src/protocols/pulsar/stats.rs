@@ -1,7 +1,7 @@
 //! What Pulsar's frames are to the statistics (`crate::stats`), and what those read from their commands: the
 //! answers to the `Protocol` trait's questions for the statistics, as plain data.
 
-use crate::protocols::protocol::{Delivered, StatsRole};
+use crate::protocols::protocol::{ChunkFacts, CompletedChunks, Delivered, PublishFacts, StatsRole};
 use crate::value::count as int;
 use crate::value::{Map, Name, Value};
 
@@ -15,6 +15,11 @@ pub static COMMAND_KEYS: [&str; 7] = [
     "redelivery_count",
     "messagePermits",
 ];
+
+/// The record keys `publish_facts` reads (`messages_summary`, `messages` the statistics keep anyway).
+pub static RECORD_KEYS: [&str; 3] = ["metadata", "reassembled", "uncompressed_size"];
+/// The keys of a message `publish_facts` reads.
+pub static MESSAGE_KEYS: [&str; 2] = ["uuid", "chunk_id"];
 
 /// What a frame of `type_name` is to the statistics.
 pub fn role(type_name: &str) -> Option<StatsRole> {
@@ -72,4 +77,51 @@ pub fn delivered(command: &Map) -> Delivered {
 /// The error an ERROR or SEND_ERROR names, as Python's `str()` shows it.
 pub fn error(command: &Map) -> Option<String> {
     get(command, "error").map(crate::text::py_str)
+}
+
+/// What a SEND record (summary or full) says of its batch and compression: its `metadata`'s
+/// `num_messages_in_batch` and `compression` (other than `NONE`), and, compressed, its `uncompressed_size` or
+/// the chunk it is (`messages_summary.chunk`, or its first message's `chunk_id` and `uuid`) with the
+/// `reassembled` message its last chunk completes.
+pub fn publish_facts(record: &Map) -> PublishFacts {
+    let Some(metadata) = get(record, "metadata").and_then(Value::as_map) else {
+        return PublishFacts::default();
+    };
+    let present = |map: &Map, key: &str| crate::analysis::map_get(map, key).is_some();
+    let batched_messages =
+        present(metadata, "num_messages_in_batch").then(|| int(get(metadata, "num_messages_in_batch")));
+    let codec = crate::analysis::map_get(metadata, "compression").map(crate::text::py_str).filter(|c| c != "NONE");
+    if codec.is_none() {
+        return PublishFacts { batched_messages, ..PublishFacts::default() };
+    }
+    PublishFacts {
+        batched_messages,
+        codec,
+        uncompressed_size: present(record, "uncompressed_size").then(|| int(get(record, "uncompressed_size"))),
+        chunk: chunk_message(record).map(|message| ChunkFacts { message, completed: completed_chunks(record) }),
+    }
+}
+
+/// The uuid of the chunked message a SEND record is a chunk of, as Python's `str()` shows it.
+fn chunk_message(record: &Map) -> Option<String> {
+    let py_str = |uuid: Option<&Value>| uuid.map_or_else(|| "None".to_owned(), crate::text::py_str);
+    if let Some(summary) = get(record, "messages_summary").and_then(Value::as_map) {
+        return get(summary, "chunk").and_then(Value::as_map).and_then(|c| get(c, "uuid")).map(|u| py_str(Some(u)));
+    }
+    let first = get(record, "messages")?.as_list()?.first()?.as_map()?;
+    if crate::analysis::map_get(first, "chunk_id").is_some() {
+        get(first, "uuid").map(|u| py_str(Some(u)))
+    } else {
+        None
+    }
+}
+
+/// The message a last chunk's record says it completed (`reassembled`).
+fn completed_chunks(record: &Map) -> Option<CompletedChunks> {
+    let whole = get(record, "reassembled").and_then(Value::as_map)?;
+    Some(CompletedChunks {
+        message: get(whole, "uuid").and_then(Value::as_str).map(str::to_owned),
+        frames: get(whole, "chunks").and_then(Value::as_list).unwrap_or(&[]).iter().map(Value::as_i64).collect(),
+        plain_size: get(whole, "payload_size").map(|size| int(Some(size))),
+    })
 }
