@@ -151,8 +151,17 @@ pub fn with_record<R>(
     build(&RecordInput { frame, route: None, first_packet, expert: &expert, protocol_keys: None, notes, data: None })
 }
 
+/// What a run shares with its sinks, given before the first item.
+pub struct RunContext {
+    /// The run's memory budget: what a sink holding frames reserves from, as the run's other holders do.
+    pub memory_budget: MemoryBudget,
+}
+
 /// Where frames and events go.
 pub trait Sink {
+    /// The run starts: what it shares (a sink that holds frames reserves them from its budget).
+    fn start(&mut self, _run: &RunContext) {}
+
     fn item(&mut self, item: Item<'_>) -> SinkResult<()>;
 }
 
@@ -164,11 +173,13 @@ pub struct JsonLines<T: FindingTexts> {
     pub out: Vec<u8>,
     /// Lines written.
     pub lines: u64,
+    /// The problems of the frames' records (what --strict counts).
+    pub problems: u64,
 }
 
 impl<T: FindingTexts> JsonLines<T> {
     pub fn new(texts: T, style: RecordStyle) -> JsonLines<T> {
-        JsonLines { texts, style, out: Vec::new(), lines: 0 }
+        JsonLines { texts, style, out: Vec::new(), lines: 0, problems: 0 }
     }
 }
 
@@ -207,9 +218,10 @@ impl<T: FindingTexts> Sink for JsonLines<T> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, .. } => {
                 let (out, style) = (&mut self.out, self.style);
-                with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                let problems = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
                     write_json_line(out, input, style)
                 })?;
+                self.problems += problems as u64;
             }
             Item::Event { kind, time, conn, details } => {
                 write_json_map(&event_record(kind, time, conn, details), &mut self.out);
@@ -251,15 +263,26 @@ pub struct Tables<T: FindingTexts> {
     pub texts: T,
     pub style: RecordStyle,
     pub tables: RecordTables,
+    /// Frames' records put into the tables, and their problems (what --strict counts).
+    pub frames: u64,
+    pub problems: u64,
+}
+
+impl<T: FindingTexts> Tables<T> {
+    pub fn new(texts: T, style: RecordStyle, tables: RecordTables) -> Tables<T> {
+        Tables { texts, style, tables, frames: 0, problems: 0 }
+    }
 }
 
 impl<T: FindingTexts> Sink for Tables<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         if let Item::Frame { frame, first_packet, notes, findings, answered, .. } = item {
             let (tables, style) = (&mut self.tables, self.style);
-            with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+            let problems = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
                 tables.record(answered, |sink| build_record(sink, input, style))
             })?;
+            self.frames += 1;
+            self.problems += problems as u64;
         }
         Ok(())
     }
@@ -267,6 +290,11 @@ impl<T: FindingTexts> Sink for Tables<T> {
 
 /// Two sinks fed the same items, the first first.
 impl<A: Sink, B: Sink> Sink for (A, B) {
+    fn start(&mut self, run: &RunContext) {
+        self.0.start(run);
+        self.1.start(run);
+    }
+
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         self.0.item(item.again())?;
         self.1.item(item)
@@ -378,6 +406,7 @@ impl Engine {
             },
             protocols,
         );
+        sink.start(&RunContext { memory_budget: limits.memory_budget.clone() });
         let mut run = Run {
             limits,
             sink,

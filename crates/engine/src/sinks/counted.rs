@@ -209,12 +209,18 @@ impl<T: FindingTexts> CountedStatistics<T> {
     pub fn new(texts: T, stats: Stats, budget: usize) -> CountedStatistics<T> {
         // as `stats` reads the records: the summary record
         let style = RecordStyle { summary: true, payload_bytes: false };
-        let stats = Arc::new(Mutex::new(stats));
-        let feed = StatsFeed::start(Arc::clone(&stats), style, budget);
+        CountedStatistics::sharing(texts, Arc::new(Mutex::new(stats)), style, budget)
+    }
+
+    /// Into statistics its owner reads too (after [`Self::settle`]), the records made in `style`; `budget` 0:
+    /// counted in place, on the caller's thread.
+    pub fn sharing(texts: T, stats: Arc<Mutex<Stats>>, style: RecordStyle, budget: usize) -> CountedStatistics<T> {
+        let feed = if budget > 0 { StatsFeed::start(Arc::clone(&stats), style, budget) } else { None };
         CountedStatistics { texts, style, stats, feed, frames: 0, problems: 0 }
     }
 
-    fn add_record(&mut self, record: Map) -> SinkResult<()> {
+    /// A record made already (a front end's frame's, an event's), counted after everything before it.
+    pub fn add_record(&mut self, record: Map) -> SinkResult<()> {
         match &mut self.feed {
             Some(feed) => feed.push(Fed::Record(record)),
             None => {
@@ -226,12 +232,18 @@ impl<T: FindingTexts> CountedStatistics<T> {
 
     /// The statistics, everything handed over counted; the frames counted and their problems.
     pub fn settled(&mut self) -> SinkResult<(MutexGuard<'_, Stats>, u64, u64)> {
+        let (frames, problems) = self.settle()?;
+        Ok((lock(&self.stats), frames, problems))
+    }
+
+    /// Everything handed over counted (waiting for the thread): the frames counted and their problems.
+    pub fn settle(&mut self) -> SinkResult<(u64, u64)> {
         let (mut frames, mut problems) = (self.frames, self.problems);
         if let Some(feed) = &mut self.feed {
             feed.settle()?;
             (frames, problems) = (frames + feed.frames, problems + feed.problems);
         }
-        Ok((lock(&self.stats), frames, problems))
+        Ok((frames, problems))
     }
 }
 
