@@ -8,6 +8,7 @@
 //! through traits ([`FindingTexts`]: the texts of findings, which the Python front end keeps in its templates).
 //! Protocols are chosen by server port; a connection on no protocol's port is counted, never decoded.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -96,8 +97,9 @@ pub enum Item<'a> {
         frame: &'a Frame<'a>,
         /// the packet of the frame's first byte
         first_packet: i64,
-        /// the analysis' notes (record keys) and findings
-        notes: &'a Map,
+        /// the analysis' notes (record keys) and findings; the notes owned when the sink may keep them (the
+        /// last sink an item goes to takes them without a copy)
+        notes: Cow<'a, Map>,
         findings: &'a [Finding],
         /// the time and packet of the request the frame answers, as the analysis paired them
         answered: Option<(f64, u64)>,
@@ -128,7 +130,7 @@ impl Item<'_> {
             Item::Frame { frame, first_packet, notes, findings, answered, shared } => Item::Frame {
                 frame,
                 first_packet: *first_packet,
-                notes,
+                notes: Cow::Borrowed(notes.as_ref()),
                 findings,
                 answered: *answered,
                 shared: *shared,
@@ -218,7 +220,7 @@ impl<T: FindingTexts> Sink for JsonLines<T> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, .. } => {
                 let (out, style) = (&mut self.out, self.style);
-                let problems = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
                     write_json_line(out, input, style)
                 })?;
                 self.problems += problems as u64;
@@ -245,7 +247,7 @@ impl<T: FindingTexts> Sink for Statistics<T> {
             Item::Frame { frame, first_packet, notes, findings, .. } => {
                 // as `stats` reads them: the summary record
                 let style = RecordStyle { summary: true, payload_bytes: false };
-                let (_, record) = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                let (_, record) = with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
                     stats_record(input, style)
                 })?;
                 if let Some(record) = record {
@@ -278,7 +280,7 @@ impl<T: FindingTexts> Sink for Tables<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         if let Item::Frame { frame, first_packet, notes, findings, answered, .. } = item {
             let (tables, style) = (&mut self.tables, self.style);
-            let problems = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+            let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
                 tables.record(answered, |sink| build_record(sink, input, style))
             })?;
             self.frames += 1;
@@ -473,7 +475,14 @@ impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
         answered: Option<(f64, u64)>,
     ) -> SinkResult<()> {
         let (frame, first_packet, shared) = (made.frame, made.first_packet, Some(made.shared));
-        self.0.item(Item::Frame { frame, first_packet, notes: &notes, findings: &findings, answered, shared })
+        self.0.item(Item::Frame {
+            frame,
+            first_packet,
+            notes: Cow::Owned(notes),
+            findings: &findings,
+            answered,
+            shared,
+        })
     }
 
     fn event(&mut self, event: Event) -> SinkResult<()> {

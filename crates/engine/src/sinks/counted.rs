@@ -251,7 +251,7 @@ impl<T: FindingTexts> Sink for CountedStatistics<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, shared: Some(shared), .. } if self.feed.is_some() => {
-                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.clone())?;
+                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.into_owned())?;
                 match &mut self.feed {
                     Some(feed) => feed.push(Fed::Frame(job)),
                     None => Ok(()),
@@ -259,9 +259,10 @@ impl<T: FindingTexts> Sink for CountedStatistics<T> {
             }
             Item::Frame { frame, first_packet, notes, findings, .. } => {
                 let style = self.style;
-                let (problems, record) = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
-                    stats_record(input, style)
-                })?;
+                let (problems, record) =
+                    with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
+                        stats_record(input, style)
+                    })?;
                 self.frames += 1;
                 self.problems += problems as u64;
                 match record {

@@ -69,9 +69,13 @@ impl RecordJob {
             .chain(findings)
             .map(|finding| {
                 let Expert { id, severity, message } = texts.expert(finding);
-                Ok((id, severity, message.to_owned_text()?))
+                let text = match message {
+                    Message::Owned(text) => text,
+                    Message::Front(never) => match never {},
+                };
+                (id, severity, text)
             })
-            .collect::<SinkResult<_>>()?;
+            .collect();
         Ok(RecordJob {
             index: frame.index,
             conn: frame.conn,
@@ -406,7 +410,7 @@ impl<T: FindingTexts> Sink for PooledJsonLines<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, shared: Some(shared), .. } => {
-                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.clone())?;
+                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.into_owned())?;
                 let (pooled, mut out) = self.out();
                 pooled.push(job, &mut out)
             }
@@ -414,7 +418,7 @@ impl<T: FindingTexts> Sink for PooledJsonLines<T> {
                 let style = self.style;
                 let mut problems = 0;
                 self.in_place(|out, texts| {
-                    problems = with_record(texts, frame, first_packet, notes, findings, |input| {
+                    problems = with_record(texts, frame, first_packet, &notes, findings, |input| {
                         write_json_line(out, input, style)
                     })?;
                     Ok(())
