@@ -205,7 +205,7 @@ pub struct CountedStatistics<T: FindingTexts> {
 }
 
 impl<T: FindingTexts> CountedStatistics<T> {
-    /// `budget`: about the bytes of decoded frames handed over and not yet counted, at most.
+    /// `budget`: about the bytes of decoded frames handed over and not yet counted, at most (0: counted in place).
     pub fn new(texts: T, stats: Stats, budget: usize) -> CountedStatistics<T> {
         // as `stats` reads the records: the summary record
         let style = RecordStyle { summary: true, payload_bytes: false };
