@@ -623,10 +623,10 @@ impl ConversationCore {
         };
         let ConversationCore { join, options, budget, protocol_spec, targets } = self;
         let mut outputs = Outputs { py, targets, protocol_spec, out };
-        with_analysis_frame(py, &place, &pdu, |frame| {
+        with_analysis_frame(&place, &pdu, |frame| {
             let first_sight = || protocol_analysis(py, options, budget, protocol_spec, frame.protocol);
             join.frame(frame, first_sight, &FrameIn::Native(&place, &pdu), &mut outputs)
-        })?
+        })
     }
 
     /// The clock moved to `now`: append the requests that have waited past the operation timeout.
@@ -689,18 +689,18 @@ impl Targets {
         let record = match item {
             FrameIn::Native(place, pdu) if place.data.is_none() && !matches!(records.target, Target::Dicts(_)) => {
                 let shared = Some(Shared { pdu, route: &place.route });
-                return with_analysis_frame(py, place, pdu, |frame| {
+                return with_analysis_frame(place, pdu, |frame| {
                     let first_packet = place.first_packet;
                     let notes = Cow::Owned(notes);
                     records.target.item(py, Item::Frame { frame, first_packet, notes, findings, answered, shared })
-                })?;
+                });
             }
             FrameIn::Native(place, pdu) => records.in_place(py, answered, actors, |texts, output| {
                 let expert =
                     pdu.findings.iter().chain(findings).map(|f| texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
                 let route = [place.protocol.bind(py), place.src.bind(py), place.dst.bind(py), place.direction.bind(py)];
                 let data = place.data.as_ref().map(|d| d.bind(py));
-                with_analysis_frame(py, place, pdu, |frame| {
+                with_analysis_frame(place, pdu, |frame| {
                     let input = RecordInput {
                         frame,
                         route: Some(route),
@@ -711,7 +711,7 @@ impl Targets {
                         data,
                     };
                     output.build(py, &input, style)
-                })?
+                })
             })?,
             FrameIn::Object(frame) => {
                 let spec = protocol_spec.bind(py);
@@ -781,26 +781,21 @@ fn stats_python_event(py: Python<'_>, targets: &mut Targets, event: &Bound<'_, P
     targets.count_event(py, &kind, time, conn, &details)
 }
 
-/// `f` of the analysis' view of a frame the core decoded (its texts are the pipeline's Python strings).
-fn with_analysis_frame<R>(
-    py: Python<'_>,
-    place: &FramePlace,
-    pdu: &Decoded,
-    f: impl FnOnce(&Frame) -> R,
-) -> PyResult<R> {
-    let (protocol, src) = (place.protocol.bind(py), place.src.bind(py));
-    let (dst, direction) = (place.dst.bind(py), place.direction.bind(py));
-    Ok(f(&Frame {
+/// `f` of the analysis' view of a frame the core decoded (its texts are the engine's, not read back from the
+/// pipeline's Python strings).
+fn with_analysis_frame<R>(place: &FramePlace, pdu: &Decoded, f: impl FnOnce(&Frame) -> R) -> R {
+    let [protocol, src, dst, direction] = &place.route;
+    f(&Frame {
         index: place.index,
-        protocol: protocol.to_str()?,
+        protocol,
         conn: place.conn,
-        src: src.to_str()?,
-        dst: dst.to_str()?,
-        direction: direction.to_str()?,
+        src,
+        dst,
+        direction,
         time: place.time,
         packet: u64::try_from(place.packet).unwrap_or(0),
         pdu,
-    }))
+    })
 }
 
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
