@@ -3,6 +3,7 @@
 //! (`dissector/model.py: Decoded`, `dissector/problems.py: Finding`) field for field.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt::Debug;
 
 use crate::line::PayloadFacts;
@@ -25,6 +26,41 @@ pub trait DecodedBody: Any + Debug + Send + Sync {
     fn held_bytes(&self) -> usize;
     /// The body in `Decoded::write_json`'s object (brief: without its messages' records).
     fn write_json(&self, _pdu: &Decoded, _object: &mut JsonObject<'_>, _brief: bool) {}
+    /// The name of the protocol whose body it is (`Protocol::name`): a front end that binds a class to the
+    /// protocol's bodies makes that class of it.
+    fn protocol(&self) -> &'static str;
+    /// The body as plain data for a front end, field by field, in the order of its protocol's
+    /// `Protocol::body_fields` when those are declared; borrowed where the body holds them. Its protocol's
+    /// `Protocol::body_from_fields` makes the body back from them.
+    fn fields(&self) -> Vec<(&'static str, BodyField<'_>)>;
+}
+
+/// One field of a body as a front end sees it ([`DecodedBody::fields`]).
+#[derive(Debug)]
+pub enum BodyField<'a> {
+    /// A value, borrowed from the body or made for the occasion.
+    Value(Cow<'a, Value>),
+    /// A map the body holds.
+    Map(&'a Map),
+    /// A list of values, borrowed or made for the occasion.
+    List(Cow<'a, [Value]>),
+    /// The body's findings, with which the frame's findings end: a front end makes them once, for both.
+    Findings(&'a [Finding]),
+}
+
+impl<'a> BodyField<'a> {
+    /// A value made for the occasion.
+    pub fn of(value: impl Into<Value>) -> BodyField<'a> {
+        BodyField::Value(Cow::Owned(value.into()))
+    }
+
+    /// An optional value the body holds (None: `Null`).
+    pub fn optional(value: Option<&'a Value>) -> BodyField<'a> {
+        match value {
+            Some(value) => BodyField::Value(Cow::Borrowed(value)),
+            None => BodyField::Value(Cow::Owned(Value::Null)),
+        }
+    }
 }
 
 /// A frame's body: the protocol's own type behind [`DecodedBody`].
