@@ -44,7 +44,8 @@ pub enum BodyField<'a> {
     Map(&'a Map),
     /// A list of values, borrowed or made for the occasion.
     List(Cow<'a, [Value]>),
-    /// The body's findings, with which the frame's findings end: a front end makes them once, for both.
+    /// The body's findings, with which the frame's findings end: a front end makes them once, for both (a
+    /// class it binds to the body holds them in its field `findings`).
     Findings(&'a [Finding]),
 }
 
