@@ -29,17 +29,26 @@ pub trait DecodedBody: Any + Debug + Send + Sync {
     /// The name of the protocol whose body it is (`Protocol::name`): a front end that binds a class to the
     /// protocol's bodies makes that class of it.
     fn protocol(&self) -> &'static str;
-    /// The body as plain data for a front end, field by field, in the order of its protocol's
-    /// `Protocol::body_fields` when those are declared; borrowed where the body holds them. Its protocol's
-    /// `Protocol::body_from_fields` makes the body back from them.
-    fn fields(&self) -> Vec<(&'static str, BodyField<'_>)>;
+    /// The body as plain data for a front end: `visit` is given its fields one by one (a name and its value),
+    /// in the order of its protocol's `Protocol::body_fields` when those are declared, borrowed where the body
+    /// holds them. Its protocol's `Protocol::body_from_fields` makes the body back from them.
+    fn fields(&self, visit: &mut dyn FnMut(&'static str, BodyField<'_>));
 }
 
-/// One field of a body as a front end sees it ([`DecodedBody::fields`]).
+/// One field of a body as a front end sees it ([`DecodedBody::fields`]): scalars as they are, the rest
+/// borrowed where the body holds it (a front end converts every frame's body it is given: no copies).
 #[derive(Debug)]
 pub enum BodyField<'a> {
-    /// A value, borrowed from the body or made for the occasion.
-    Value(Cow<'a, Value>),
+    /// No value (absent).
+    Null,
+    Bool(bool),
+    Int(i64),
+    /// A word from a fixed set (a verdict).
+    Name(&'static Name),
+    /// A value the body holds.
+    Value(&'a Value),
+    /// A value made for the occasion.
+    Owned(Value),
     /// A map the body holds.
     Map(&'a Map),
     /// A list of values, borrowed or made for the occasion.
@@ -50,16 +59,17 @@ pub enum BodyField<'a> {
 }
 
 impl<'a> BodyField<'a> {
-    /// A value made for the occasion.
-    pub fn of(value: impl Into<Value>) -> BodyField<'a> {
-        BodyField::Value(Cow::Owned(value.into()))
-    }
-
     /// An optional value the body holds (None: `Null`).
     pub fn optional(value: Option<&'a Value>) -> BodyField<'a> {
-        match value {
-            Some(value) => BodyField::Value(Cow::Borrowed(value)),
-            None => BodyField::Value(Cow::Owned(Value::Null)),
+        value.map_or(BodyField::Null, BodyField::Value)
+    }
+
+    /// An optional count or number (None: `Null`).
+    pub fn number(value: Option<u64>) -> BodyField<'a> {
+        match value.map(i64::try_from) {
+            None => BodyField::Null,
+            Some(Ok(value)) => BodyField::Int(value),
+            Some(Err(_)) => BodyField::Owned(Value::from(value)),
         }
     }
 }

@@ -11,7 +11,8 @@ use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyTuple};
+use pyo3::IntoPyObjectExt;
 
 use engine::model::{Body, BodyField, Decoded, DecodedBody, Finding};
 use engine::protocols::{self, Depth, Protocol};
@@ -80,31 +81,52 @@ impl Classes {
         py: Python<'py>,
         body: &dyn DecodedBody,
     ) -> PyResult<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> {
-        let fields = body.fields();
-        let mut findings = Vec::new();
-        let mut values = Vec::with_capacity(fields.len());
-        for (_, field) in &fields {
-            values.push(match field {
-                BodyField::Value(value) => value.to_py(py)?,
-                BodyField::Map(map) => map_to_py(py, map)?.into_any(),
-                BodyField::List(items) => list_to_py(py, items)?.into_any(),
-                BodyField::Findings(own) => {
-                    findings = self.findings(py, own)?;
-                    PyList::new(py, &findings)?.into_any()
+        let (mut fields, mut findings, mut failed) = (Vec::with_capacity(16), Vec::new(), None);
+        body.fields(&mut |name, field| {
+            if failed.is_none() {
+                match self.field(py, field, &mut findings) {
+                    Ok(value) => fields.push((name, value)),
+                    Err(error) => failed = Some(error),
                 }
-            });
+            }
+        });
+        if let Some(error) = failed {
+            return Err(error);
         }
         let object = match body_class(py, body.protocol()) {
-            Some(class) => class.call1(PyTuple::new(py, values)?)?,
+            Some(class) => class.call1(PyTuple::new(py, fields.into_iter().map(|(_, value)| value))?)?,
             None => {
                 let dict = PyDict::new(py);
-                for ((name, _), value) in fields.iter().zip(values) {
+                for (name, value) in fields {
                     dict.set_item(pyo3::types::PyString::intern(py, name), value)?;
                 }
                 dict.into_any()
             }
         };
         Ok((object, findings))
+    }
+
+    /// One field of a body as Python holds it; its findings' objects also kept in `findings`.
+    fn field<'py>(
+        &self,
+        py: Python<'py>,
+        field: BodyField<'_>,
+        findings: &mut Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match field {
+            BodyField::Null => py.None().into_bound(py),
+            BodyField::Bool(flag) => PyBool::new(py, flag).to_owned().into_any(),
+            BodyField::Int(number) => number.into_bound_py_any(py)?,
+            BodyField::Name(name) => name.to_py(py).into_any(),
+            BodyField::Value(value) => value.to_py(py)?,
+            BodyField::Owned(value) => value.to_py(py)?,
+            BodyField::Map(map) => map_to_py(py, map)?.into_any(),
+            BodyField::List(items) => list_to_py(py, &items)?.into_any(),
+            BodyField::Findings(own) => {
+                *findings = self.findings(py, own)?;
+                PyList::new(py, findings.iter())?.into_any()
+            }
+        })
     }
 
     fn decoded<'py>(&self, py: Python<'py>, d: &Decoded) -> PyResult<Bound<'py, PyAny>> {

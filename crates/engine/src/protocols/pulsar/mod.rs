@@ -198,8 +198,8 @@ impl DecodedBody for payload::PayloadSection {
         Pulsar.name()
     }
 
-    fn fields(&self) -> Vec<(&'static str, model::BodyField<'_>)> {
-        payload::PayloadSection::fields(self)
+    fn fields(&self, visit: &mut dyn FnMut(&'static str, model::BodyField<'_>)) {
+        payload::PayloadSection::fields(self, visit)
     }
 }
 

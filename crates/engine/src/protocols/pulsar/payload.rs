@@ -721,25 +721,24 @@ pub const SECTION_FIELDS: [&str; 14] = [
 ];
 
 impl PayloadSection {
-    /// Its fields in [`SECTION_FIELDS`]' order; a batch kept whole split now.
-    pub fn fields(&self) -> Vec<(&'static str, BodyField<'_>)> {
-        let values = [
-            BodyField::of(self.checksum.name()),
-            BodyField::of(self.checksum_wire),
-            BodyField::of(self.checksum_computed),
-            BodyField::optional(self.broker_entry_metadata.as_ref()),
-            BodyField::optional(self.metadata.as_ref()),
-            BodyField::of(self.metadata_size),
-            BodyField::of(self.compression),
-            BodyField::of(self.payload_size),
-            BodyField::of(self.uncompressed_size),
-            BodyField::of(self.encrypted),
-            BodyField::List(self.messages_split()),
-            BodyField::optional(self.marker.as_ref()),
-            BodyField::Findings(&self.findings),
-            BodyField::optional(self.whole_summary()),
-        ];
-        SECTION_FIELDS.into_iter().zip(values).collect()
+    /// Its fields in [`SECTION_FIELDS`]' order, each given to `visit`; a batch kept whole split now.
+    pub fn fields(&self, visit: &mut dyn FnMut(&'static str, BodyField<'_>)) {
+        let [checksum, wire, computed, broker_entry, metadata, metadata_size, compression, payload_size, uncompressed, encrypted, messages, marker, findings, whole] =
+            SECTION_FIELDS;
+        visit(checksum, BodyField::Name(self.checksum.name()));
+        visit(wire, BodyField::number(self.checksum_wire.map(u64::from)));
+        visit(computed, BodyField::number(self.checksum_computed.map(u64::from)));
+        visit(broker_entry, BodyField::optional(self.broker_entry_metadata.as_ref()));
+        visit(metadata, BodyField::optional(self.metadata.as_ref()));
+        visit(metadata_size, BodyField::number(self.metadata_size.map(|size| size as u64)));
+        visit(compression, BodyField::Int(self.compression));
+        visit(payload_size, BodyField::number(Some(self.payload_size as u64)));
+        visit(uncompressed, BodyField::number(self.uncompressed_size.map(|size| size as u64)));
+        visit(encrypted, BodyField::Bool(self.encrypted));
+        visit(messages, BodyField::List(self.messages_split()));
+        visit(marker, BodyField::optional(self.marker.as_ref()));
+        visit(findings, BodyField::Findings(&self.findings));
+        visit(whole, BodyField::optional(self.whole_summary()));
     }
 
     /// The section back from what a front end holds of it ([`PayloadSection::fields`] by name): what its

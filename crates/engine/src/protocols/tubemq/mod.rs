@@ -324,17 +324,14 @@ impl DecodedBody for TubeBody {
 
     /// serial, rpc, messages, and when the frame carries more messages than it lists, `messages_whole`:
     /// [summary, checksum verdict].
-    fn fields(&self) -> Vec<(&'static str, BodyField<'_>)> {
-        let mut fields = vec![
-            ("serial", BodyField::of(self.serial)),
-            ("rpc", BodyField::Map(&self.rpc)),
-            ("messages", BodyField::List(Cow::Borrowed(&self.messages))),
-        ];
+    fn fields(&self, visit: &mut dyn FnMut(&'static str, BodyField<'_>)) {
+        visit("serial", BodyField::Int(self.serial.into()));
+        visit("rpc", BodyField::Map(&self.rpc));
+        visit("messages", BodyField::List(Cow::Borrowed(&self.messages)));
         if let Some(whole) = &self.whole {
             let pair = vec![whole.summary.clone(), Value::from(whole.checksum.to_owned())];
-            fields.push(("messages_whole", BodyField::of(pair)));
+            visit("messages_whole", BodyField::Owned(Value::List(pair)));
         }
-        fields
     }
 }
 
