@@ -32,7 +32,7 @@ def python_pass(frames: list[bytes], summary: bool) -> float:
 
 
 def rust_json_pass(frames: list[bytes], summary: bool) -> float:
-    _, seconds = pulsar_dissect_core._decode_to_json(frames, Options().max_decompressed, summary)
+    _, seconds = pulsar_dissect_core._decode_to_json("pulsar", frames, Options().max_decompressed, summary)
     return seconds
 
 

@@ -10,8 +10,9 @@ such names.
 
 The core builds instances of Python classes it is given: per object (``Dissector``, ``AnalysedDissector``,
 ``CaptureReader``: generic in those classes), or once for the whole module by ``bind``
-(``decode_frame``: ``dissector.model.Decoded`` and
-``dissector.problems.Finding``, which ``dissector.protocols.pulsar.decode`` binds at import).
+(``decode``: ``dissector.model.Decoded`` and ``dissector.problems.Finding``), and per protocol by
+``bind_body`` (its frames' body: Pulsar's ``PayloadSection``; a protocol without one gets a dict), which
+``dissector.protocols.pulsar.decode`` binds at import.
 
 Constructors are ``__new__`` (the core's ``#[new]``); a class Python cannot subclass is ``@final``. mypy's
 stubtest agrees with this stub but for ``JsonLines.__buffer__`` / ``__release_buffer__``: the class implements
@@ -273,28 +274,34 @@ UNICODE_VERSION: Final[str]
 
 # -------------------------------------------------------------------------------------------- decoding
 
-def bind(decoded: type[DataclassInstance], section: type[DataclassInstance], finding: _FindingClass[Any]) -> None:
-    """Give the core the classes it builds plain data with (Decoded, PayloadSection, Finding; fields checked)."""
+def bind(decoded: type[DataclassInstance], finding: _FindingClass[Any]) -> None:
+    """Give the core the classes it builds plain data with (Decoded, Finding; fields checked)."""
 
-def decode_frame(frame: bytes, missing: int = 0, max_decompressed: int = ..., brief: bool = False) -> Decoded:
-    """Decode one Pulsar frame (``missing`` bytes lost at its end) into the bound ``Decoded``."""
+def bind_body(protocol: str, cls: type[DataclassInstance]) -> None:
+    """Give the core the class the protocol named ``protocol`` makes its frames' body of (its fields checked
+    against the protocol's; ValueError for a protocol the core does not have)."""
+
+def decode(
+    protocol: str, frame: bytes, missing: int = 0, max_decompressed: int = ..., brief: bool = False
+) -> Decoded:
+    """Decode one frame of the protocol named ``protocol`` (``missing`` bytes lost at its end) into the bound
+    ``Decoded``; ValueError for a protocol the core does not have."""
 
 
 def finding_text(severity_and_message: _SeverityAndMessage, pid: str, params: dict[str, Any]) -> tuple[str, str]:
     """(severity, text) of finding ``pid`` with ``params`` as the core's record writer makes it."""
 
-def command_types() -> dict[int, str]:
-    """Pulsar's BaseCommand type names by number, as the schema declares them."""
-
-
-def tubemq_methods() -> list[tuple[int, str, str, str | None, str | None]]:
-    """TubeMQ's method table: (id, constant, server role, request message, response message)."""
+def tables(protocol: str) -> dict[str, list[tuple[_Plain, ...]]]:
+    """The named tables of the protocol named ``protocol``, rows of plain values: Pulsar's ``command_types``
+    (number, name), TubeMQ's ``methods`` (id, constant, server role, request message, response message)."""
 
 
 def _json_dumps(value: _Plain) -> bytes:
     """Test support: a plain value written by the core's JSON writer."""
 
-def _decode_to_json(frames: Sequence[bytes], max_decompressed: int = ..., brief: bool = False) -> tuple[int, float]:
+def _decode_to_json(
+    protocol: str, frames: Sequence[bytes], max_decompressed: int = ..., brief: bool = False
+) -> tuple[int, float]:
     """Benchmark support: decode and write every frame as JSON in Rust alone: (bytes written, seconds)."""
 
 @final

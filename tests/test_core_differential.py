@@ -127,6 +127,6 @@ def test_the_core_refuses_classes_whose_fields_it_would_fill_wrongly():
 
     Reordered = dataclasses.make_dataclass("Reordered", [f.name for f in reversed(dataclasses.fields(Decoded))])
     with pytest.raises(RuntimeError):
-        pulsar_dissect_core.bind(Reordered, PayloadSection, Finding)
+        pulsar_dissect_core.bind(Reordered, Finding)
     with pytest.raises(RuntimeError):
-        pulsar_dissect_core.bind(Decoded, Reordered, Finding)
+        pulsar_dissect_core.bind_body("pulsar", Reordered)

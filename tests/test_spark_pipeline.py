@@ -593,3 +593,14 @@ def test_the_class_archive_is_one_per_spark_installation(tmp_path, monkeypatch):
     monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "other-venv" / "pyspark" / "__init__.py"))
     elsewhere = ClassArchive(LOCAL_JAVA_OPTIONS).path
     assert here is not None and elsewhere is not None and elsewhere != here
+
+
+@pytest.mark.parametrize("cores, expected", [(1, 1), (2, 4), (8, 16)])
+def test_default_partitions_one_per_single_core(cores, expected):
+    """With one core there is nothing to balance: each further partition would only read every file again."""
+    from types import SimpleNamespace
+
+    from dissector.spark.job import default_partitions
+
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=cores))
+    assert default_partitions(spark) == expected

@@ -128,8 +128,12 @@ def step(spark, name: str) -> None:
 
 
 def default_partitions(spark) -> int:
-    """The partitions ``run`` spreads the connections over when not told: twice the cores Spark has."""
-    return max(2, spark.sparkContext.defaultParallelism * 2)
+    """The partitions ``run`` spreads the connections over when not told: twice the cores Spark has, so that a
+    core whose partition ends early takes another; one on a single core, where there is nothing to balance and
+    each further partition would read every file again (the count and decode stages read each file once per
+    partition, skipping the other partitions' packets)."""
+    cores = spark.sparkContext.defaultParallelism
+    return 1 if cores <= 1 else cores * 2
 
 
 class Stages:

@@ -3,6 +3,7 @@
 //! (`dissector/model.py: Decoded`, `dissector/problems.py: Finding`) field for field.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt::Debug;
 
 use crate::line::PayloadFacts;
@@ -25,6 +26,52 @@ pub trait DecodedBody: Any + Debug + Send + Sync {
     fn held_bytes(&self) -> usize;
     /// The body in `Decoded::write_json`'s object (brief: without its messages' records).
     fn write_json(&self, _pdu: &Decoded, _object: &mut JsonObject<'_>, _brief: bool) {}
+    /// The name of the protocol whose body it is (`Protocol::name`): a front end that binds a class to the
+    /// protocol's bodies makes that class of it.
+    fn protocol(&self) -> &'static str;
+    /// The body as plain data for a front end: `visit` is given its fields one by one (a name and its value),
+    /// in the order of its protocol's `Protocol::body_fields` when those are declared, borrowed where the body
+    /// holds them. Its protocol's `Protocol::body_from_fields` makes the body back from them.
+    fn fields(&self, visit: &mut dyn FnMut(&'static str, BodyField<'_>));
+}
+
+/// One field of a body as a front end sees it ([`DecodedBody::fields`]): scalars as they are, the rest
+/// borrowed where the body holds it (a front end converts every frame's body it is given: no copies).
+#[derive(Debug)]
+pub enum BodyField<'a> {
+    /// No value (absent).
+    Null,
+    Bool(bool),
+    Int(i64),
+    /// A word from a fixed set (a verdict).
+    Name(&'static Name),
+    /// A value the body holds.
+    Value(&'a Value),
+    /// A value made for the occasion.
+    Owned(Value),
+    /// A map the body holds.
+    Map(&'a Map),
+    /// A list of values, borrowed or made for the occasion.
+    List(Cow<'a, [Value]>),
+    /// The body's findings, with which the frame's findings end: a front end makes them once, for both (a
+    /// class it binds to the body holds them in its field `findings`).
+    Findings(&'a [Finding]),
+}
+
+impl<'a> BodyField<'a> {
+    /// An optional value the body holds (None: `Null`).
+    pub fn optional(value: Option<&'a Value>) -> BodyField<'a> {
+        value.map_or(BodyField::Null, BodyField::Value)
+    }
+
+    /// An optional count or number (None: `Null`).
+    pub fn number(value: Option<u64>) -> BodyField<'a> {
+        match value.map(i64::try_from) {
+            None => BodyField::Null,
+            Some(Ok(value)) => BodyField::Int(value),
+            Some(Err(_)) => BodyField::Owned(Value::from(value)),
+        }
+    }
 }
 
 /// A frame's body: the protocol's own type behind [`DecodedBody`].

@@ -115,6 +115,11 @@ pub trait RecordSink<F: Front> {
     fn note(&mut self, key: &Text, value: &Value) -> SinkResult<()> {
         self.put(Key::Text(key), Atom::Value(value))
     }
+    /// A SHA-256 digest: its hex text, as every record writes it, unless the sink keeps the bytes (the
+    /// columns' `TableSink`, whose column is the 32 bytes: no hex made and read back per message).
+    fn put_digest(&mut self, key: Key<'_>, digest: &[u8; 32]) -> SinkResult<()> {
+        self.put(key, Atom::Plain(hex_digest(digest, &mut [0; 64])))
+    }
 }
 
 /// JSON, appended to a buffer.
@@ -592,7 +597,7 @@ pub fn put_payload_digest<F: Front>(
 ) -> SinkResult<()> {
     sink.put(Key::Name(name!("payload_size")), Atom::Value(payload_size))?;
     match payload {
-        Some(payload) => sink.put(Key::Name(name!("payload_sha256")), Atom::Plain(sha256_hex(payload, &mut [0; 64]))),
+        Some(payload) => sink.put_digest(Key::Name(name!("payload_sha256")), &crate::codecs::sha256(payload)),
         None => sink.put(Key::Name(name!("payload_sha256")), Atom::Value(&Value::Null)),
     }
 }
@@ -605,10 +610,10 @@ pub fn put_payload_bytes<F: Front>(sink: &mut impl RecordSink<F>, payload: &[u8]
     }
 }
 
-/// The SHA-256 of `data` in hex, written into `hex` (no allocation per message).
-pub fn sha256_hex<'h>(data: &[u8], hex: &'h mut [u8; 64]) -> &'h str {
+/// A digest in hex, written into `hex` (no allocation per message).
+pub fn hex_digest<'h>(digest: &[u8; 32], hex: &'h mut [u8; 64]) -> &'h str {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    for (pair, b) in hex.chunks_exact_mut(2).zip(crate::codecs::sha256(data).iter()) {
+    for (pair, b) in hex.chunks_exact_mut(2).zip(digest.iter()) {
         pair[0] = HEX[(b >> 4) as usize];
         pair[1] = HEX[(b & 15) as usize];
     }

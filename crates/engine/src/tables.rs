@@ -22,7 +22,7 @@ use arrow_array::types::Int32Type;
 use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
 
-use crate::records::{Atom, Front, JsonSink, Key, RecordSink, SinkResult};
+use crate::records::{hex_digest, Atom, Front, JsonSink, Key, RecordSink, SinkResult};
 use crate::stats::summary::{FrameFigures, GroupOf, Summary, SummaryMaker};
 use crate::value::{text_lossless, Value};
 
@@ -193,6 +193,8 @@ enum Cell {
     Str(u32, u32),
     /// JSON text that is not a string: an object, a list
     Json(u32, u32),
+    /// a digest of the record's (`Found::digests`), as its bytes
+    Digest(u32),
 }
 
 impl Cell {
@@ -271,6 +273,7 @@ impl Found {
         self.actors = [[Cell::Absent; 4]; 3];
         self.rows.iter_mut().for_each(Vec::clear);
         self.items = [0; 2];
+        self.digests.clear();
     }
 }
 
@@ -281,11 +284,19 @@ struct Found {
     /// Per `ROW_LISTS` list, each object: its place in the list and its keys' values.
     rows: [Vec<(usize, [Cell; MESSAGE_KEYS])>; 2],
     items: [usize; 2],
+    /// The record's digests (a message's payload_sha256), each a `Cell::Digest`.
+    digests: Vec<[u8; 32]>,
 }
 
 impl Default for Found {
     fn default() -> Found {
-        Found { top: [Cell::Absent; TOP], actors: [[Cell::Absent; 4]; 3], rows: Default::default(), items: [0; 2] }
+        Found {
+            top: [Cell::Absent; TOP],
+            actors: [[Cell::Absent; 4]; 3],
+            rows: Default::default(),
+            items: [0; 2],
+            digests: Vec::new(),
+        }
     }
 }
 
@@ -507,6 +518,17 @@ impl<F: Front> RecordSink<F> for TableSink<'_> {
         Ok(())
     }
 
+    fn put_digest(&mut self, key: Key<'_>, digest: &[u8; 32]) -> SinkResult<()> {
+        if self.writes() {
+            // the record's text is written: the hex, as every record has it
+            return RecordSink::<F>::put(self, key, Atom::Plain(hex_digest(digest, &mut [0; 64])));
+        }
+        let (_, slot) = self.slot(&key, false);
+        self.found.digests.push(*digest);
+        self.set(slot, Cell::Digest(self.found.digests.len() as u32 - 1));
+        Ok(())
+    }
+
     fn open(&mut self, key: Key<'_>, list: bool) -> SinkResult<()> {
         let (place, slot) = self.slot(&key, !list);
         let (start, alone) = if self.writes() {
@@ -637,6 +659,7 @@ impl RepeatedBuilder {
 struct Texts<'a> {
     json: &'a [u8],
     strings: &'a str,
+    digests: &'a [[u8; 32]],
 }
 
 impl Texts<'_> {
@@ -648,10 +671,21 @@ impl Texts<'_> {
         }
     }
 
+    /// A digest's bytes: kept so, or written as hex.
+    fn digest(&self, cell: Cell) -> Option<[u8; 32]> {
+        match cell {
+            Cell::Digest(at) => self.digests.get(at as usize).copied(),
+            cell => self.str(cell).and_then(digest),
+        }
+    }
+
     /// A cell as a text column holds it: a string as it is, any other value as its JSON text.
     fn text(&self, cell: Cell) -> Option<std::borrow::Cow<'_, str>> {
         match cell {
             Cell::Str(..) | Cell::Json(..) => self.str(cell).map(std::borrow::Cow::Borrowed),
+            Cell::Digest(_) => {
+                self.digest(cell).map(|d| std::borrow::Cow::Owned(hex_digest(&d, &mut [0; 64]).to_owned()))
+            }
             Cell::Absent | Cell::Null => None,
             scalar => {
                 let mut number = Vec::new();
@@ -742,7 +776,7 @@ impl Builder {
                 4
             }
             Builder::Digest(b) => {
-                match texts.str(cell).and_then(digest) {
+                match texts.digest(cell) {
                     Some(bytes) => b.append_value(bytes).expect("32 bytes"),
                     None => b.append_null(),
                 }
@@ -973,7 +1007,7 @@ impl RecordTables {
     }
 
     fn add(&mut self, found: &Found, answered: Option<(f64, u64)>) {
-        let texts = Texts { json: &self.text, strings: &self.strings };
+        let texts = Texts { json: &self.text, strings: &self.strings, digests: &found.digests };
         let mut top = found.top;
         let actor = |actor: usize, at: usize| found.actors[actor][at];
         // no findings is no value; the frame's topic is its producer's, its consumer's, its own, its command's
@@ -1086,7 +1120,7 @@ impl RecordTables {
 
     /// A frame's figures for the summary, from the values its rows took.
     fn count(&mut self, frame: &[Cell; 32], found: &Found) {
-        let texts = Texts { json: &self.text, strings: &self.strings };
+        let texts = Texts { json: &self.text, strings: &self.strings, digests: &found.digests };
         let text = |cell: Cell| texts.text(cell);
         let (protocol, kind) = (text(frame[F.protocol]), text(frame[F.kind]));
         let messages = &found.rows[MESSAGE_ROWS];

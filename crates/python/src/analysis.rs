@@ -3,16 +3,14 @@
 //! `ConversationCore` it runs.
 //!
 //! `ConversationCore` takes Python `model.Frame` objects (the frames of protocols declared in Python): it
-//! reads only what the analysis reads (the frame's fields, its command, the ids of its findings, and of its
-//! payload section the checksum verdict, the codec, the MessageMetadata fields the session reads and a
-//! chunk's payload) into the Rust [`Frame`] the analyzer takes. `AnalysedDissector` gives the analyzer the
+//! reads what the analysis reads (the frame's fields, its command, the ids of its findings, and its body made
+//! back into its protocol's: `body_from_py`) into the Rust [`Frame`] the analyzer takes. `AnalysedDissector` gives the analyzer the
 //! pipeline's Rust frames instead. The output is `model.Annotated` and `model.Event` objects, with
 //! `problems.Finding`s; or, asked for records (`AnalysedDissector`'s modes), each frame's record in place of
 //! its `Annotated` (`engine::records`): a dict, or its JSON line.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::{intern, IntoPyObjectExt};
 
@@ -37,7 +35,6 @@ use engine::engine::{stats_record, write_json_line, Item, RunContext, Shared, Si
 use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Decoded, Finding};
 use engine::pipeline::StreamNote;
-use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::protocols::{self, Limits};
 use engine::records::RecordStyle;
 use engine::sinks::pooled::PooledJsonLines;
@@ -45,12 +42,6 @@ use engine::transport::net::Segment;
 use engine::value::{Map, Text, Value};
 use std::borrow::Cow;
 use std::sync::Arc;
-
-/// The MessageMetadata fields the Pulsar session reads of every payload section (batches, delayed delivery),
-/// and those it reads of a chunk's.
-const METADATA_READ: [&str; 2] = ["num_messages_in_batch", "deliver_at_time"];
-const CHUNK_METADATA_READ: [&str; 6] =
-    ["uuid", "chunk_id", "num_chunks_from_msg", "total_chunk_msg_size", "producer_name", "uncompressed_size"];
 
 /// The Python classes the analysis reads and makes.
 struct Classes {
@@ -276,99 +267,8 @@ fn finding_ids(findings: &Bound<'_, PyAny>) -> PyResult<Vec<Finding>> {
         .collect()
 }
 
-fn checksum(text: &str) -> Checksum {
-    match text {
-        "valid" => Checksum::Valid,
-        "invalid" => Checksum::Invalid,
-        "unverified" => Checksum::Unverified,
-        _ => Checksum::Absent,
-    }
-}
-
-/// Python strings made once, for dict lookups.
-type InternedKeys = Vec<Py<PyString>>;
-
-/// The metadata fields the session reads (`keys`), the Python strings made once.
-fn metadata_read(
-    metadata: &Bound<'_, PyDict>,
-    keys: &[&str],
-    interned: &[Py<PyString>],
-    map: &mut Map,
-) -> PyResult<()> {
-    let py = metadata.py();
-    for (name, key) in keys.iter().zip(interned) {
-        if let Some(value) = metadata.get_item(key.bind(py))? {
-            map.push((field_name(name), command_value(&value)?));
-        }
-    }
-    Ok(())
-}
-
-/// A chunk's message (the first of the section when it is a chunk): its chunk_id and payload.
-fn chunk_message(messages: &Bound<'_, PyAny>) -> PyResult<Vec<Value>> {
-    let py = messages.py();
-    let Ok(messages) = messages.cast::<PyList>() else { return Ok(Vec::new()) };
-    let Ok(first) = messages.get_item(0) else { return Ok(Vec::new()) };
-    let Ok(first) = first.cast::<PyDict>() else { return Ok(Vec::new()) };
-    let Some(chunk_id) = first.get_item(intern!(py, "chunk_id"))? else { return Ok(Vec::new()) };
-    let payload = match first.get_item(intern!(py, "payload"))? {
-        Some(payload) => command_value(&payload)?,
-        None => Value::Null,
-    };
-    Ok(vec![Value::Map(vec![(field_name("chunk_id"), command_value(&chunk_id)?), (field_name("payload"), payload)])])
-}
-
-fn section(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
-    static KEYS: PyOnceLock<(InternedKeys, InternedKeys)> = PyOnceLock::new();
-    let py = body.py();
-    let (keys, chunk_keys) = KEYS.get_or_init(py, || {
-        let interned = |keys: &[&str]| keys.iter().map(|k| PyString::intern(py, k).unbind()).collect();
-        (interned(&METADATA_READ), interned(&CHUNK_METADATA_READ))
-    });
-    let messages = chunk_message(&body.getattr(intern!(py, "messages"))?)?;
-    let metadata = body.getattr(intern!(py, "metadata"))?;
-    let metadata = match metadata.cast::<PyDict>() {
-        Ok(dict) => {
-            let mut map = Map::new();
-            metadata_read(dict, &METADATA_READ, keys, &mut map)?;
-            if !messages.is_empty() {
-                metadata_read(dict, &CHUNK_METADATA_READ, chunk_keys, &mut map)?;
-            }
-            Some(Value::Map(map))
-        }
-        Err(_) => None,
-    };
-    let verdict = body.getattr(intern!(py, "checksum"))?;
-    let batched = metadata.as_ref().is_some_and(|md| md.get("num_messages_in_batch").is_some());
-    Ok(PayloadSection {
-        checksum: checksum(verdict.cast::<PyString>()?.to_str()?),
-        metadata,
-        compression: body.getattr(intern!(py, "compression"))?.extract()?,
-        messages,
-        batch_sequence_ids: if batched { batch_sequence_ids(&body.getattr(intern!(py, "messages"))?)? } else { None },
-        ..PayloadSection::default()
-    })
-}
-
-/// A batch's entries read (None: none were), and the highest `sequence_id` they carry.
-fn batch_sequence_ids(messages: &Bound<'_, PyAny>) -> PyResult<Option<Option<i64>>> {
-    let py = messages.py();
-    let Ok(messages) = messages.cast::<PyList>() else { return Ok(None) };
-    if messages.is_empty() {
-        return Ok(None);
-    }
-    let mut highest: Option<i64> = None;
-    for message in messages.iter() {
-        let Ok(message) = message.cast::<PyDict>() else { continue };
-        if let Some(id) = message.get_item(intern!(py, "sequence_id"))?.and_then(|id| id.extract::<i64>().ok()) {
-            highest = Some(highest.map_or(id, |h| h.max(id)));
-        }
-    }
-    Ok(Some(highest))
-}
-
-/// What the analysis reads of a `model.Decoded`.
-fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
+/// What the analysis reads of a `model.Decoded` of `protocol`'s.
+fn decoded(protocol: &str, pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
     let py = pdu.py();
     let command = pdu.getattr(intern!(py, "command"))?;
     let body = pdu.getattr(intern!(py, "body"))?;
@@ -378,13 +278,7 @@ fn decoded(pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
         size: 0, // not read by the analysis
         findings: finding_ids(&pdu.getattr(intern!(py, "findings"))?)?,
         // a body of a protocol declared in Python that is not one of the core's means nothing to the analysis
-        body: if crate::is_payload_section(&body) {
-            Some(Box::new(section(&body)?))
-        } else if let Ok(tube) = body.cast::<PyDict>() {
-            Some(Box::new(crate::tube_from_py(tube)?))
-        } else {
-            None
-        },
+        body: crate::body_from_py(protocol, &body)?,
     })
 }
 
@@ -566,7 +460,7 @@ impl ConversationCore {
         let src = item.getattr(intern!(py, "src"))?;
         let dst = item.getattr(intern!(py, "dst"))?;
         let direction = item.getattr(intern!(py, "direction"))?;
-        let pdu = decoded(&item.getattr(intern!(py, "pdu"))?)?;
+        let pdu = decoded(protocol, &item.getattr(intern!(py, "pdu"))?)?;
         let frame = Frame {
             index: item.getattr(intern!(py, "index"))?.extract()?,
             protocol,

@@ -1,21 +1,22 @@
 //! The Python module `dissector._core`, the only code that names Python: the engine's functions here,
 //! its stages' classes in a file each (`capture`, `transport`, `analysis`, `stats`, `timeline`, `records`),
-//! conversions of its plain data in `convert`. Decoding needs no Python (the GIL is released around it for frames from 4 KiB); its
-//! Rust plain data is then converted in one step into the classes Python bound once (`bind`): `Decoded`,
-//! `PayloadSection`, `Finding`. The pipeline uses the same decode and conversion (`decode_detached`,
-//! `decoded_to_py`).
+//! conversions of its plain data in `convert`. It names no protocol: it reaches each through the engine's
+//! registry by name (`decode`, `tables`), and a frame's body through the `DecodedBody` and `Protocol` traits.
+//! Decoding needs no Python (the GIL is released around it for frames from 4 KiB); its Rust plain data is then
+//! converted in one step into the classes Python bound once (`bind`: `Decoded`, `Finding`; `bind_body`: a
+//! protocol's body class, such as Pulsar's `PayloadSection`). The pipeline uses the same decode and conversion
+//! (`decode_detached`, `decoded_to_py`).
+
+use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
-
-use engine::model::{Decoded, Finding};
-use engine::protocols::pulsar::core;
-use engine::protocols::pulsar::payload::PayloadSection;
-use engine::protocols::tubemq::{TubeBody, WholeMessages};
-use engine::protocols::Depth;
-use engine::value::Value;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyList, PyTuple};
 use pyo3::IntoPyObjectExt;
+
+use engine::model::{Body, BodyField, Decoded, DecodedBody, Finding};
+use engine::protocols::{self, Depth, Protocol};
+use engine::value::{Map, Text};
 
 use crate::convert::{list_to_py, map_to_py, value_from_py, StrToPy, ValueToPy};
 
@@ -36,64 +37,31 @@ mod transport;
 /// The Python classes of the plain data, bound once.
 struct Classes {
     decoded: Py<PyAny>,
-    section: Py<PyAny>,
     finding: Py<PyAny>,
 }
 
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
 
+/// The Python class a protocol's frames' body is made of, by the protocol's name (`bind_body`); a protocol
+/// without one has its body as a dict.
+static BODY_CLASSES: Mutex<Vec<(&'static str, Py<PyAny>)>> = Mutex::new(Vec::new());
+
+/// The field of a body's class that holds its findings (`BodyField::Findings`).
+const FINDINGS_FIELD: &str = "findings";
+
 fn classes(py: Python<'_>) -> PyResult<&'static Classes> {
     CLASSES.get(py).ok_or_else(|| pyo3::exceptions::PyRuntimeError::new_err("dissector._core.bind() was not called"))
 }
 
-/// A TubeMQ frame's body as Python sees it: a dict (serial, rpc, messages), plain data.
-pub(crate) fn tube_to_py<'py>(py: Python<'py>, tube: &TubeBody) -> PyResult<Bound<'py, PyDict>> {
-    let out = PyDict::new(py);
-    out.set_item(pyo3::intern!(py, "serial"), tube.serial)?;
-    out.set_item(pyo3::intern!(py, "rpc"), map_to_py(py, &tube.rpc)?)?;
-    out.set_item(pyo3::intern!(py, "messages"), list_to_py(py, &tube.messages)?)?;
-    if let Some(whole) = &tube.whole {
-        let summary = map_to_py(py, whole.summary.as_map().map_or(&Vec::new(), |m| m))?;
-        out.set_item(pyo3::intern!(py, "messages_whole"), (summary, whole.checksum))?;
-    }
-    Ok(out)
+fn body_class<'py>(py: Python<'py>, protocol: &str) -> Option<Bound<'py, PyAny>> {
+    let classes = BODY_CLASSES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    classes.iter().find(|(name, _)| *name == protocol).map(|(_, class)| class.bind(py).clone())
 }
 
-/// The dict of `tube_to_py` back as the core's.
-pub(crate) fn tube_from_py(body: &Bound<'_, PyDict>) -> PyResult<TubeBody> {
-    let get = |key: &str| body.get_item(key);
-    Ok(TubeBody {
-        serial: get("serial")?.map(|s| s.extract()).transpose()?.unwrap_or(0),
-        rpc: match get("rpc")? {
-            Some(rpc) => crate::convert::map_from_py(&rpc)?,
-            None => Vec::new(),
-        },
-        messages: match get("messages")? {
-            Some(messages) => messages.try_iter()?.map(|m| value_from_py(&m?)).collect::<PyResult<_>>()?,
-            None => Vec::new(),
-        },
-        whole: match get("messages_whole")? {
-            Some(whole) => {
-                let (summary, checksum): (Bound<'_, PyAny>, String) = whole.extract()?;
-                let checksum = ["invalid", "valid"].into_iter().find(|v| *v == checksum).unwrap_or("absent");
-                Some(Box::new(WholeMessages { summary: value_from_py(&summary)?, checksum }))
-            }
-            None => None,
-        },
-    })
-}
-
-/// Whether `obj` is a `PayloadSection` (the class bound by `bind`): a protocol declared in Python may give its
-/// frames a body of its own.
-pub(crate) fn is_payload_section(obj: &Bound<'_, PyAny>) -> bool {
-    classes(obj.py()).is_ok_and(|c| obj.is_instance(c.section.bind(obj.py())).unwrap_or(false))
-}
-
-fn optional<'py>(py: Python<'py>, value: Option<&Value>) -> PyResult<Bound<'py, PyAny>> {
-    match value {
-        Some(v) => v.to_py(py),
-        None => Ok(py.None().into_bound(py)),
-    }
+/// The protocol compiled in under `name`, or Python's ValueError.
+fn protocol_named(name: &str) -> PyResult<&'static dyn Protocol> {
+    protocols::by_name(name)
+        .ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("the core has no protocol named {name:?}")))
 }
 
 impl Classes {
@@ -105,71 +73,119 @@ impl Classes {
         findings.iter().map(|f| self.finding(py, f)).collect()
     }
 
-    /// The section, and its findings' objects (which the frame's findings list holds too).
-    fn section<'py>(
+    /// The body as Python holds it — an object of its protocol's bound class (fields by position, in the
+    /// protocol's `body_fields` order, checked by `bind_body`), else a dict — and its findings' objects
+    /// (which the frame's findings list holds too).
+    fn body<'py>(
         &self,
         py: Python<'py>,
-        s: &PayloadSection,
+        body: &dyn DecodedBody,
     ) -> PyResult<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> {
-        let findings = self.findings(py, &s.findings)?;
-        let messages = list_to_py(py, &s.messages_split())?;
-        // positional, in PayloadSection's field order (checked by `bind`): no keyword dict per frame
-        let args = [
-            s.checksum.name().to_py(py).to_owned().into_any(),
-            s.checksum_wire.into_bound_py_any(py)?,
-            s.checksum_computed.into_bound_py_any(py)?,
-            optional(py, s.broker_entry_metadata.as_ref())?,
-            optional(py, s.metadata.as_ref())?,
-            s.metadata_size.into_bound_py_any(py)?,
-            s.compression.into_bound_py_any(py)?,
-            s.payload_size.into_bound_py_any(py)?,
-            s.uncompressed_size.into_bound_py_any(py)?,
-            s.encrypted.into_bound_py_any(py)?,
-            messages.into_any(),
-            optional(py, s.marker.as_ref())?,
-            PyList::new(py, &findings)?.into_any(),
-            optional(py, s.whole_summary())?,
-        ];
-        Ok((self.section.bind(py).call1(PyTuple::new(py, args)?)?, findings))
+        let (mut fields, mut findings, mut failed) = (Vec::with_capacity(16), Vec::new(), None);
+        body.fields(&mut |name, field| {
+            if failed.is_none() {
+                match self.field(py, field, &mut findings) {
+                    Ok(value) => fields.push((name, value)),
+                    Err(error) => failed = Some(error),
+                }
+            }
+        });
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        let object = match body_class(py, body.protocol()) {
+            Some(class) => class.call1(PyTuple::new(py, fields.into_iter().map(|(_, value)| value))?)?,
+            None => {
+                let dict = PyDict::new(py);
+                for (name, value) in fields {
+                    dict.set_item(pyo3::types::PyString::intern(py, name), value)?;
+                }
+                dict.into_any()
+            }
+        };
+        Ok((object, findings))
+    }
+
+    /// One field of a body as Python holds it; its findings' objects also kept in `findings`.
+    fn field<'py>(
+        &self,
+        py: Python<'py>,
+        field: BodyField<'_>,
+        findings: &mut Vec<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match field {
+            BodyField::Null => py.None().into_bound(py),
+            BodyField::Bool(flag) => PyBool::new(py, flag).to_owned().into_any(),
+            BodyField::Int(number) => number.into_bound_py_any(py)?,
+            BodyField::Name(name) => name.to_py(py).into_any(),
+            BodyField::Value(value) => value.to_py(py)?,
+            BodyField::Owned(value) => value.to_py(py)?,
+            BodyField::Map(map) => map_to_py(py, map)?.into_any(),
+            BodyField::List(items) => list_to_py(py, &items)?.into_any(),
+            BodyField::Findings(own) => {
+                *findings = self.findings(py, own)?;
+                PyList::new(py, findings.iter())?.into_any()
+            }
+        })
     }
 
     fn decoded<'py>(&self, py: Python<'py>, d: &Decoded) -> PyResult<Bound<'py, PyAny>> {
-        let (body, section_findings) = if let Some(section) = d.payload() {
-            let (body, findings) = self.section(py, section)?;
-            (Some(body), findings)
-        } else if let Some(tube) = d.tube() {
-            (Some(tube_to_py(py, tube)?.into_any()), Vec::new())
-        } else {
-            (None, Vec::new())
+        let (body, body_findings) = match &d.body {
+            Some(body) => {
+                let (object, findings) = self.body(py, body.as_ref())?;
+                (Some(object), findings)
+            }
+            None => (None, Vec::new()),
         };
-        // the frame's findings end with its section's: the same objects in both lists
-        debug_assert!(d.payload().is_none_or(|s| d.findings.ends_with(&s.findings)));
-        let own = &d.findings[..d.findings.len().saturating_sub(section_findings.len())];
+        // the frame's findings end with its body's: the same objects in both lists
+        let own = &d.findings[..d.findings.len().saturating_sub(body_findings.len())];
         let mut findings = self.findings(py, own)?;
-        findings.extend(section_findings);
+        findings.extend(body_findings);
         let args = (d.type_name.to_py(py), optional(py, d.command.as_ref())?, d.size, PyList::new(py, findings)?, body);
         self.decoded.bind(py).call1(args)
     }
 }
 
+fn optional<'py>(py: Python<'py>, value: Option<&engine::value::Value>) -> PyResult<Bound<'py, PyAny>> {
+    match value {
+        Some(v) => v.to_py(py),
+        None => Ok(py.None().into_bound(py)),
+    }
+}
+
+/// A frame's body Python holds made back into its protocol's: an object of a class a protocol bound
+/// (`bind_body`), or a dict of `protocol`'s (the frame's). None: neither, or a protocol the core does not
+/// have (a protocol declared in Python gives its body's record keys itself).
+pub(crate) fn body_from_py(protocol: &str, body: &Bound<'_, PyAny>) -> PyResult<Option<Body>> {
+    if body.is_none() {
+        return Ok(None);
+    }
+    let py = body.py();
+    let bound = {
+        let classes = BODY_CLASSES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        classes.iter().find(|(_, class)| body.is_instance(class.bind(py)).unwrap_or(false)).map(|(name, _)| *name)
+    };
+    if let Some(name) = bound {
+        let Some(protocol) = protocols::by_name(name) else { return Ok(None) };
+        let (mut fields, mut findings) = (Map::new(), Vec::new());
+        for &field in protocol.body_fields() {
+            let value = body.getattr(field)?;
+            if field == FINDINGS_FIELD {
+                findings = crate::records::findings_from_py(&value)?;
+            } else {
+                fields.push((Text::Owned(field.to_owned()), value_from_py(&value)?));
+            }
+        }
+        return Ok(protocol.body_from_fields(fields, findings));
+    }
+    match (body.cast::<PyDict>(), protocols::by_name(protocol)) {
+        (Ok(dict), Some(protocol)) => Ok(protocol.body_from_fields(crate::convert::map_from_py(dict)?, Vec::new())),
+        _ => Ok(None),
+    }
+}
+
 /// The fields of the Python classes the core builds positionally, in order.
 const DECODED_FIELDS: [&str; 5] = ["type", "command", "size", "findings", "body"];
-const SECTION_FIELDS: [&str; 14] = [
-    "checksum",
-    "checksum_wire",
-    "checksum_computed",
-    "broker_entry_metadata",
-    "metadata",
-    "metadata_size",
-    "compression",
-    "payload_size",
-    "uncompressed_size",
-    "encrypted",
-    "messages",
-    "marker",
-    "findings",
-    "messages_whole",
-];
 
 pub(crate) fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResult<()> {
     let fields: Vec<String> = cls
@@ -187,13 +203,24 @@ pub(crate) fn check_fields(cls: &Bound<'_, PyAny>, expected: &[&str]) -> PyResul
     Ok(())
 }
 
-/// Give the core the classes of the plain data it returns: Decoded, PayloadSection and Finding (checked: the
-/// core fills their fields by position).
+/// Give the core the classes of the plain data it returns: Decoded and Finding (checked: the core fills their
+/// fields by position).
 #[pyfunction]
-fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAny>) -> PyResult<()> {
+fn bind(py: Python<'_>, decoded: Py<PyAny>, finding: Py<PyAny>) -> PyResult<()> {
     check_fields(decoded.bind(py), &DECODED_FIELDS)?;
-    check_fields(section.bind(py), &SECTION_FIELDS)?;
-    let _ = CLASSES.get_or_init(py, || Classes { decoded, section, finding });
+    let _ = CLASSES.get_or_init(py, || Classes { decoded, finding });
+    Ok(())
+}
+
+/// Give the core the class of a protocol's frames' body (checked: its fields are the protocol's
+/// `body_fields`, in order, which the core fills by position).
+#[pyfunction]
+fn bind_body(py: Python<'_>, protocol: &str, cls: Py<PyAny>) -> PyResult<()> {
+    let protocol = protocol_named(protocol)?;
+    check_fields(cls.bind(py), protocol.body_fields())?;
+    let mut classes = BODY_CLASSES.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    classes.retain(|(name, _)| *name != protocol.name());
+    classes.push((protocol.name(), cls));
     Ok(())
 }
 
@@ -201,16 +228,17 @@ fn bind(py: Python<'_>, decoded: Py<PyAny>, section: Py<PyAny>, finding: Py<PyAn
 /// a tenth of that, and no other thread would get far meanwhile.
 pub(crate) const RELEASE_GIL_FROM: usize = 4096;
 
-/// Decode one frame in Rust, the GIL released when that is worth it.
+/// Decode one frame of `protocol` in Rust, the GIL released when that is worth it.
 pub(crate) fn decode_detached(
     py: Python<'_>,
+    protocol: &dyn Protocol,
     frame: &[u8],
     missing: usize,
     max_decompressed: u64,
     depth: Depth,
 ) -> Decoded {
     let caps = engine::protocols::DecodeCaps::decompressing(max_decompressed);
-    let decode = || engine::protocols::pulsar::decode_to(frame, missing, caps, depth);
+    let decode = || protocol.decode(frame, missing, caps, depth);
     if frame.len() < RELEASE_GIL_FROM {
         decode()
     } else {
@@ -223,41 +251,33 @@ pub(crate) fn decoded_to_py<'py>(py: Python<'py>, decoded: &Decoded) -> PyResult
     classes(py)?.decoded(py, decoded)
 }
 
-/// Decode one frame (``missing`` bytes lost at its end); returns a ``Decoded``.
+/// Decode one frame of the protocol named ``protocol`` (``missing`` bytes lost at its end); returns a
+/// ``Decoded``.
 #[pyfunction]
-#[pyo3(signature = (frame, missing=0, max_decompressed=64 * 1024 * 1024, brief=false))]
-fn decode_frame<'py>(
+#[pyo3(signature = (protocol, frame, missing=0, max_decompressed=64 * 1024 * 1024, brief=false))]
+fn decode<'py>(
     py: Python<'py>,
+    protocol: &str,
     frame: &[u8],
     missing: usize,
     max_decompressed: u64,
     brief: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let classes = classes(py)?;
-    classes.decoded(py, &decode_detached(py, frame, missing, max_decompressed, Depth::brief(brief)))
+    let (classes, protocol) = (classes(py)?, protocol_named(protocol)?);
+    classes.decoded(py, &decode_detached(py, protocol, frame, missing, max_decompressed, Depth::brief(brief)))
 }
 
-/// The BaseCommand type names by number, as the schema declares them.
+/// The named tables of the protocol named ``protocol`` (Pulsar's command types, TubeMQ's methods): a dict of
+/// each table's name to its rows, tuples of plain values.
 #[pyfunction]
-fn command_types(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+fn tables<'py>(py: Python<'py>, protocol: &str) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
-    for (n, name) in core().command_types.values() {
-        out.set_item(n, name.to_py(py))?;
+    for (name, rows) in protocol_named(protocol)?.tables() {
+        let rows =
+            rows.iter().map(|row| PyTuple::new(py, row.iter().map(|v| v.to_py(py)).collect::<PyResult<Vec<_>>>()?));
+        out.set_item(name, PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)?)?;
     }
     Ok(out)
-}
-
-/// (id, constant, server role, request message, response message) of a TubeMQ method.
-type MethodRow = (i32, &'static str, &'static str, Option<&'static str>, Option<&'static str>);
-
-/// TubeMQ's method table (crates/engine/src/protocols/tubemq/mod.rs, the one place it is written): (id, constant, server role,
-/// request message, response message), None for a method upstream declares but never encodes.
-#[pyfunction]
-fn tubemq_methods() -> Vec<MethodRow> {
-    engine::protocols::tubemq::METHODS
-        .iter()
-        .map(|m| (m.id, m.constant, m.server_role(), m.request, m.response))
-        .collect()
 }
 
 /// Test support: a plain Python value written by the core's JSON writer (to compare with
@@ -273,25 +293,28 @@ fn _json_dumps<'py>(py: Python<'py>, value: Bound<'py, PyAny>) -> PyResult<Bound
 /// Rust alone, without the GIL and without a Python object per frame. Returns the bytes of JSON written and
 /// the seconds it took.
 #[pyfunction]
-#[pyo3(signature = (frames, max_decompressed=64 * 1024 * 1024, brief=false))]
+#[pyo3(signature = (protocol, frames, max_decompressed=64 * 1024 * 1024, brief=false))]
 fn _decode_to_json(
     py: Python<'_>,
+    protocol: &str,
     frames: Vec<Bound<'_, PyBytes>>,
     max_decompressed: u64,
     brief: bool,
-) -> (usize, f64) {
+) -> PyResult<(usize, f64)> {
+    let protocol = protocol_named(protocol)?;
+    let caps = engine::protocols::DecodeCaps::decompressing(max_decompressed);
     let frames: Vec<&[u8]> = frames.iter().map(|f| f.as_bytes()).collect();
-    py.detach(|| {
+    Ok(py.detach(|| {
         let start = std::time::Instant::now();
         let (mut out, mut written) = (Vec::with_capacity(1 << 20), 0);
         for frame in frames {
-            engine::protocols::pulsar::decode(frame, 0, max_decompressed, brief).write_json(&mut out, brief);
+            protocol.decode(frame, 0, caps, Depth::brief(brief)).write_json(&mut out, brief);
             out.push(b'\n');
             written += out.len();
             out.clear(); // the native output would write them to a file here
         }
         (written, start.elapsed().as_secs_f64())
-    })
+    }))
 }
 
 #[pymodule]
@@ -299,10 +322,10 @@ fn _decode_to_json(
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     crate::tune_allocator();
     m.add_function(wrap_pyfunction!(bind, m)?)?;
-    m.add_function(wrap_pyfunction!(decode_frame, m)?)?;
+    m.add_function(wrap_pyfunction!(bind_body, m)?)?;
+    m.add_function(wrap_pyfunction!(decode, m)?)?;
     m.add_function(wrap_pyfunction!(crate::records::finding_text, m)?)?;
-    m.add_function(wrap_pyfunction!(command_types, m)?)?;
-    m.add_function(wrap_pyfunction!(tubemq_methods, m)?)?;
+    m.add_function(wrap_pyfunction!(tables, m)?)?;
     m.add_function(wrap_pyfunction!(_json_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(crate::arrow::record_tables, m)?)?;
     m.add_function(wrap_pyfunction!(crate::arrow::merge_summaries, m)?)?;

@@ -9,9 +9,8 @@ use engine::analysis::bounded::FastMap;
 use engine::analysis::intern as intern_name;
 use engine::analysis::Frame;
 use engine::frame_record::{build_record, RecordInput};
-use engine::model::{Body, Decoded, Finding};
+use engine::model::{Decoded, Finding};
 use engine::name;
-use engine::protocols::pulsar::payload::{Checksum, PayloadSection};
 use engine::records::{
     content_hash, Atom, Expert, Front, JsonSink, Key, Message, NoFront, RecordSink, RecordStyle, SinkError, SinkResult,
 };
@@ -361,7 +360,7 @@ impl<'py> PyFrameData<'py> {
         let pdu = frame.getattr(pyo3::intern!(py, "pdu"))?;
         let command = pdu.getattr(pyo3::intern!(py, "command"))?;
         let body = pdu.getattr(pyo3::intern!(py, "body"))?;
-        // a body: its protocol's record_fields make its keys, else the core's for a payload section
+        // a body: its protocol's record_fields make its keys, else the core's protocol's whose body it is
         let (body, protocol_keys) = if body.is_none() {
             (None, None)
         } else {
@@ -369,12 +368,8 @@ impl<'py> PyFrameData<'py> {
             if !record_fields.is_none() {
                 let keys = record_fields.call1((frame, style.payload_bytes, style.summary))?;
                 (None, Some(crate::convert::map_from_py(&keys)?))
-            } else if crate::is_payload_section(&body) {
-                (Some(Box::new(section_from_py(&body)?) as Body), None)
-            } else if let Ok(tube) = body.cast::<pyo3::types::PyDict>() {
-                (Some(Box::new(crate::tube_from_py(tube)?) as Body), None)
             } else {
-                (None, None)
+                (crate::body_from_py(route[0].to_str()?, &body)?, None)
             }
         };
         let data = frame.getattr(pyo3::intern!(py, "data"))?;
@@ -449,46 +444,6 @@ pub fn findings_from_py(findings: &Bound<'_, PyAny>) -> PyResult<Vec<Finding>> {
             })
         })
         .collect()
-}
-
-/// A Python `PayloadSection` (`protocols/pulsar/payload.py`) as the core's.
-fn section_from_py(body: &Bound<'_, PyAny>) -> PyResult<PayloadSection> {
-    let py = body.py();
-    let get = |name: &str| body.getattr(PyString::new(py, name));
-    let optional = |name: &str| -> PyResult<Option<Value>> {
-        let value = get(name)?;
-        Ok(if value.is_none() { None } else { Some(value_from_py(&value)?) })
-    };
-    let list = |name: &str| -> PyResult<Vec<Value>> {
-        match value_from_py(&get(name)?)? {
-            Value::List(items) => Ok(items),
-            _ => Ok(Vec::new()),
-        }
-    };
-    let checksum: String = get("checksum")?.extract()?;
-    Ok(PayloadSection {
-        checksum: match checksum.as_str() {
-            "valid" => Checksum::Valid,
-            "invalid" => Checksum::Invalid,
-            "unverified" => Checksum::Unverified,
-            _ => Checksum::Absent,
-        },
-        checksum_wire: get("checksum_wire")?.extract()?,
-        checksum_computed: get("checksum_computed")?.extract()?,
-        broker_entry_metadata: optional("broker_entry_metadata")?,
-        metadata: optional("metadata")?,
-        metadata_size: get("metadata_size")?.extract()?,
-        compression: get("compression")?.extract()?,
-        payload_size: get("payload_size")?.extract()?,
-        uncompressed_size: get("uncompressed_size")?.extract()?,
-        encrypted: get("encrypted")?.is_truthy()?,
-        messages: list("messages")?,
-        messages_whole: optional("messages_whole")?.map(Box::new),
-        batch_later: None,
-        marker: optional("marker")?,
-        batch_sequence_ids: None, // (what the sessions read, not the record)
-        findings: findings_from_py(&get("findings")?)?,
-    })
 }
 
 // ---------------------------------------------------------------------------------- for Python callers

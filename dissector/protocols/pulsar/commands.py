@@ -13,7 +13,7 @@ from dissector import _core as _core
 from ..base import CommandSpec, CommandTable, Key, Space
 
 # The names and numbers come from the schema the compiled core embeds (proto/pulsar/PulsarApi.proto).
-TYPE_NAMES: dict[int, str] = dict(sorted(_core.command_types().items()))
+TYPE_NAMES: dict[int, str] = dict(sorted(_core.tables("pulsar")["command_types"]))
 TYPE_NUMBERS: dict[str, int] = {name: num for num, name in TYPE_NAMES.items()}
 SEND, MESSAGE = TYPE_NUMBERS["SEND"], TYPE_NUMBERS["MESSAGE"]
 PAYLOAD_TYPES = frozenset((SEND, MESSAGE))

@@ -15,11 +15,12 @@ from ...options import Options
 from ...problems import Finding
 from .payload import PayloadSection
 
-_core.bind(Decoded, PayloadSection, Finding)
+_core.bind(Decoded, Finding)
+_core.bind_body("pulsar", PayloadSection)
 _DEFAULTS = Options()
 
 
 def decode_frame(frame: bytes, missing: int = 0, options: Options = _DEFAULTS) -> Decoded:
     """Decode one frame; ``missing`` > 0 means its last ``missing`` bytes are not there (a capture gap, or
     the stream ended inside it)."""
-    return _core.decode_frame(frame, missing, options.max_decompressed, options.summary)
+    return _core.decode("pulsar", frame, missing, options.max_decompressed, options.summary)

@@ -17,7 +17,7 @@ from ..base import CommandSpec, CommandTable, Key, Space
 CLIENT, MASTER, BROKER, ANY = "client", "master", "broker", "any"
 
 # (id, constant, service, request message, response message): the core's table
-METHODS: tuple[tuple[int, str, str, str | None, str | None], ...] = tuple(_core.tubemq_methods())
+METHODS: tuple[tuple[int, str, str, str | None, str | None], ...] = tuple(_core.tables("tubemq")["methods"])
 
 # A response echoes its request's serial number: requests wait under it, a serial seen twice while the
 # first waits is a duplicate, a response with no request waiting under its serial is unmatched.

@@ -6,7 +6,7 @@
 use crate::analysis::Sessions;
 use crate::budget::MemoryBudget;
 use crate::line::{Line, LineFacts};
-use crate::model::Decoded;
+use crate::model::{Body, Decoded, Finding};
 use crate::transport::splitter::Framing;
 use crate::value::{Map, Name, Value};
 
@@ -218,6 +218,22 @@ pub trait Protocol: Sync {
     /// The keys of a record's message `publish_facts` reads (a message's `payload_size` is kept anyway).
     fn stats_message_keys(&self) -> &'static [&'static str] {
         &[]
+    }
+    /// Its named tables for a front end (Pulsar's command types, TubeMQ's methods): each a name and its rows of
+    /// plain values, as the protocol's folder writes them (the one place they are written).
+    fn tables(&self) -> Vec<(&'static str, Vec<Vec<Value>>)> {
+        Vec::new()
+    }
+    /// The fields of its frames' body (`DecodedBody::fields`, in order) when a front end binds a class to it
+    /// (the binding checks the class has these, in this order); empty: a front end holds the body as a map.
+    fn body_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Its frames' body made back from what a front end holds: the fields `DecodedBody::fields` gave, by name
+    /// (those its readers need; a field missing is its default), its `Findings` field apart as `findings`.
+    /// None: its frames carry no body, or these fields make none.
+    fn body_from_fields(&self, _fields: Map, _findings: Vec<Finding>) -> Option<Body> {
+        None
     }
     /// The ids of the findings its decoding and sessions make (`dissector/problems.py` registers each with
     /// its severity and text): the `IDS` of its problems enum (`protocols/<name>/problems.rs`).

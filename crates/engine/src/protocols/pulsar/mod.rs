@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use crate::analysis::Sessions;
 use crate::line::{Line, LineFacts};
-use crate::model::{Decoded, DecodedBody};
+use crate::model::{Decoded, DecodedBody, Finding};
 use crate::protocols::protocol::{DecodeCaps, Delivered, Depth, Limits, Protocol, PublishFacts, StatsRole};
 use crate::schema::{EnumType, Schema};
 use crate::transport::splitter::Framing;
@@ -193,6 +193,14 @@ impl DecodedBody for payload::PayloadSection {
         };
         payload::PayloadSection::write_json(self, object.key(crate::name!("payload")), (!brief).then_some(base));
     }
+
+    fn protocol(&self) -> &'static str {
+        Pulsar.name()
+    }
+
+    fn fields(&self, visit: &mut dyn FnMut(&'static str, model::BodyField<'_>)) {
+        payload::PayloadSection::fields(self, visit)
+    }
 }
 
 /// Apache Pulsar's binary protocol.
@@ -214,6 +222,20 @@ impl Protocol for Pulsar {
     /// Decoded whole, without problems, as a type the schema knows.
     fn confirms(&self, type_name: &str, has_findings: bool) -> bool {
         !has_findings && core().command_types.number(type_name).is_some()
+    }
+
+    /// `command_types`: (number, name) of each BaseCommand type, as the schema declares them.
+    fn tables(&self) -> Vec<(&'static str, Vec<Vec<Value>>)> {
+        let types = core().command_types.values().map(|(number, name)| vec![Value::from(number), Value::from(name)]);
+        vec![("command_types", types.collect())]
+    }
+
+    fn body_fields(&self) -> &'static [&'static str] {
+        &payload::SECTION_FIELDS
+    }
+
+    fn body_from_fields(&self, fields: Map, findings: Vec<Finding>) -> Option<model::Body> {
+        Some(Box::new(payload::PayloadSection::from_fields(fields, findings)))
     }
 
     fn sessions(&self, limits: &Limits) -> Option<Box<dyn Sessions>> {

@@ -17,7 +17,7 @@ use super::problems::PulsarProblem;
 use super::Core;
 use crate::codecs::{self, Problem};
 use crate::line::PayloadFacts;
-use crate::model::Finding;
+use crate::model::{BodyField, Finding};
 use crate::pb::{self, b64, Parsed};
 use crate::protocols::protocol::{DecodeCaps, Depth};
 use crate::value::{entry, text, Map, Name, Text, Value};
@@ -699,4 +699,95 @@ fn decode_marker(core: &Core, sec: &mut PayloadSection, marker_type: i32, payloa
                                "error" => parse_error(core, msg)));
         }
     }
+}
+
+/// The section's fields for a front end (`DecodedBody::fields`), in this order: those of
+/// `dissector/protocols/pulsar/payload.py: PayloadSection`, which the binding makes positionally.
+pub const SECTION_FIELDS: [&str; 14] = [
+    "checksum",
+    "checksum_wire",
+    "checksum_computed",
+    "broker_entry_metadata",
+    "metadata",
+    "metadata_size",
+    "compression",
+    "payload_size",
+    "uncompressed_size",
+    "encrypted",
+    "messages",
+    "marker",
+    "findings",
+    "messages_whole",
+];
+
+impl PayloadSection {
+    /// Its fields in [`SECTION_FIELDS`]' order, each given to `visit`; a batch kept whole split now.
+    pub fn fields(&self, visit: &mut dyn FnMut(&'static str, BodyField<'_>)) {
+        let [checksum, wire, computed, broker_entry, metadata, metadata_size, compression, payload_size, uncompressed, encrypted, messages, marker, findings, whole] =
+            SECTION_FIELDS;
+        visit(checksum, BodyField::Name(self.checksum.name()));
+        visit(wire, BodyField::number(self.checksum_wire.map(u64::from)));
+        visit(computed, BodyField::number(self.checksum_computed.map(u64::from)));
+        visit(broker_entry, BodyField::optional(self.broker_entry_metadata.as_ref()));
+        visit(metadata, BodyField::optional(self.metadata.as_ref()));
+        visit(metadata_size, BodyField::number(self.metadata_size.map(|size| size as u64)));
+        visit(compression, BodyField::Int(self.compression));
+        visit(payload_size, BodyField::number(Some(self.payload_size as u64)));
+        visit(uncompressed, BodyField::number(self.uncompressed_size.map(|size| size as u64)));
+        visit(encrypted, BodyField::Bool(self.encrypted));
+        visit(messages, BodyField::List(self.messages_split()));
+        visit(marker, BodyField::optional(self.marker.as_ref()));
+        visit(findings, BodyField::Findings(&self.findings));
+        visit(whole, BodyField::optional(self.whole_summary()));
+    }
+
+    /// The section back from what a front end holds of it ([`PayloadSection::fields`] by name): what its
+    /// record and the session read. A batch's highest `sequence_id` is read off its messages again.
+    pub fn from_fields(mut fields: Map, findings: Vec<Finding>) -> PayloadSection {
+        let mut take = |name: &str| match fields.iter().position(|(key, _)| key.as_str() == name) {
+            Some(at) => fields.swap_remove(at).1,
+            None => Value::Null,
+        };
+        let optional = |value: Value| if matches!(value, Value::Null) { None } else { Some(value) };
+        let size = |value: Value| value.as_u64().and_then(|v| usize::try_from(v).ok());
+        let crc = |value: Value| value.as_u64().and_then(|v| u32::try_from(v).ok());
+        let checksum = match take("checksum").as_str() {
+            Some("valid") => Checksum::Valid,
+            Some("invalid") => Checksum::Invalid,
+            Some("unverified") => Checksum::Unverified,
+            _ => Checksum::Absent,
+        };
+        let metadata = optional(take("metadata"));
+        let messages = match take("messages") {
+            Value::List(messages) => messages,
+            _ => Vec::new(),
+        };
+        let batched = metadata.as_ref().is_some_and(|md| md.get("num_messages_in_batch").is_some());
+        PayloadSection {
+            checksum,
+            checksum_wire: crc(take("checksum_wire")),
+            checksum_computed: crc(take("checksum_computed")),
+            broker_entry_metadata: optional(take("broker_entry_metadata")),
+            metadata,
+            metadata_size: size(take("metadata_size")),
+            compression: take("compression").as_i64().unwrap_or(0),
+            payload_size: size(take("payload_size")).unwrap_or(0),
+            uncompressed_size: size(take("uncompressed_size")),
+            encrypted: take("encrypted").truthy(),
+            batch_sequence_ids: if batched { highest_sequence_id(&messages) } else { None },
+            messages,
+            messages_whole: optional(take("messages_whole")).map(Box::new),
+            batch_later: None,
+            marker: optional(take("marker")),
+            findings,
+        }
+    }
+}
+
+/// A batch's entries read (None: none were), and the highest `sequence_id` they carry.
+fn highest_sequence_id(messages: &[Value]) -> Option<Option<i64>> {
+    if messages.is_empty() {
+        return None;
+    }
+    Some(messages.iter().filter_map(|message| message.get("sequence_id")?.as_i64()).max())
 }

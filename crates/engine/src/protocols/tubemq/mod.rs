@@ -8,7 +8,9 @@ use std::sync::OnceLock;
 
 use crate::analysis::Sessions;
 use crate::line::{Line, LineFacts, PayloadFacts};
-use crate::model::{Decoded, DecodedBody};
+use std::borrow::Cow;
+
+use crate::model::{Body, BodyField, Decoded, DecodedBody, Finding};
 use crate::protocols::protocol::{DecodeCaps, Depth, Limits, Protocol};
 use crate::schema::Schema;
 use crate::transport::splitter::Framing;
@@ -262,6 +264,35 @@ impl TubeBody {
     pub fn checksum(&self) -> &'static str {
         self.whole.as_ref().map_or_else(|| checksum_verdict(&self.messages), |whole| whole.checksum)
     }
+
+    /// The envelope back from what a front end holds of it ([`DecodedBody::fields`] by name).
+    pub fn from_fields(mut fields: Map) -> TubeBody {
+        let mut take = |name: &str| match fields.iter().position(|(key, _)| key.as_str() == name) {
+            Some(at) => fields.swap_remove(at).1,
+            None => Value::Null,
+        };
+        let whole = match take("messages_whole") {
+            Value::List(pair) if pair.len() == 2 => {
+                let [summary, checksum]: [Value; 2] = pair.try_into().expect("two items");
+                let checksum =
+                    ["invalid", "valid"].into_iter().find(|v| Some(*v) == checksum.as_str()).unwrap_or("absent");
+                Some(Box::new(WholeMessages { summary, checksum }))
+            }
+            _ => None,
+        };
+        TubeBody {
+            serial: take("serial").as_u64().and_then(|serial| u32::try_from(serial).ok()).unwrap_or(0),
+            rpc: match take("rpc") {
+                Value::Map(rpc) => rpc,
+                _ => Map::new(),
+            },
+            messages: match take("messages") {
+                Value::List(messages) => messages,
+                _ => Vec::new(),
+            },
+            whole,
+        }
+    }
 }
 
 impl DecodedBody for TubeBody {
@@ -285,6 +316,22 @@ impl DecodedBody for TubeBody {
 
     fn held_bytes(&self) -> usize {
         crate::value::payload_bytes(&self.messages)
+    }
+
+    fn protocol(&self) -> &'static str {
+        TubeMq.name()
+    }
+
+    /// serial, rpc, messages, and when the frame carries more messages than it lists, `messages_whole`:
+    /// [summary, checksum verdict].
+    fn fields(&self, visit: &mut dyn FnMut(&'static str, BodyField<'_>)) {
+        visit("serial", BodyField::Int(self.serial.into()));
+        visit("rpc", BodyField::Map(&self.rpc));
+        visit("messages", BodyField::List(Cow::Borrowed(&self.messages)));
+        if let Some(whole) = &self.whole {
+            let pair = vec![whole.summary.clone(), Value::from(whole.checksum.to_owned())];
+            visit("messages_whole", BodyField::Owned(Value::List(pair)));
+        }
     }
 }
 
@@ -314,6 +361,26 @@ impl Protocol for TubeMq {
     /// A whole envelope of a method the table knows (its type is then a message name).
     fn confirms(&self, type_name: &str, has_findings: bool) -> bool {
         !has_findings && known_type(type_name)
+    }
+
+    /// `methods`: (id, constant, server role, request message, response message) of each method, None for a
+    /// message upstream declares but never encodes.
+    fn tables(&self) -> Vec<(&'static str, Vec<Vec<Value>>)> {
+        let text = |s: &'static str| Value::from(s.to_owned());
+        let methods = METHODS.iter().map(|m| {
+            vec![
+                Value::from(m.id),
+                text(m.constant),
+                text(m.server_role()),
+                m.request.map_or(Value::Null, text),
+                m.response.map_or(Value::Null, text),
+            ]
+        });
+        vec![("methods", methods.collect())]
+    }
+
+    fn body_from_fields(&self, fields: Map, _findings: Vec<Finding>) -> Option<Body> {
+        Some(Box::new(TubeBody::from_fields(fields)))
     }
 
     fn sessions(&self, _limits: &Limits) -> Option<Box<dyn Sessions>> {
