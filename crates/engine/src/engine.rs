@@ -8,6 +8,7 @@
 //! through traits ([`FindingTexts`]: the texts of findings, which the Python front end keeps in its templates).
 //! Protocols are chosen by server port; a connection on no protocol's port is counted, never decoded.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -96,8 +97,9 @@ pub enum Item<'a> {
         frame: &'a Frame<'a>,
         /// the packet of the frame's first byte
         first_packet: i64,
-        /// the analysis' notes (record keys) and findings
-        notes: &'a Map,
+        /// the analysis' notes (record keys) and findings; the notes owned when the sink may keep them (the
+        /// last sink an item goes to takes them without a copy)
+        notes: Cow<'a, Map>,
         findings: &'a [Finding],
         /// the time and packet of the request the frame answers, as the analysis paired them
         answered: Option<(f64, u64)>,
@@ -128,7 +130,7 @@ impl Item<'_> {
             Item::Frame { frame, first_packet, notes, findings, answered, shared } => Item::Frame {
                 frame,
                 first_packet: *first_packet,
-                notes,
+                notes: Cow::Borrowed(notes.as_ref()),
                 findings,
                 answered: *answered,
                 shared: *shared,
@@ -151,8 +153,17 @@ pub fn with_record<R>(
     build(&RecordInput { frame, route: None, first_packet, expert: &expert, protocol_keys: None, notes, data: None })
 }
 
+/// What a run shares with its sinks, given before the first item.
+pub struct RunContext {
+    /// The run's memory budget: what a sink holding frames reserves from, as the run's other holders do.
+    pub memory_budget: MemoryBudget,
+}
+
 /// Where frames and events go.
 pub trait Sink {
+    /// The run starts: what it shares (a sink that holds frames reserves them from its budget).
+    fn start(&mut self, _run: &RunContext) {}
+
     fn item(&mut self, item: Item<'_>) -> SinkResult<()>;
 }
 
@@ -164,11 +175,13 @@ pub struct JsonLines<T: FindingTexts> {
     pub out: Vec<u8>,
     /// Lines written.
     pub lines: u64,
+    /// The problems of the frames' records (what --strict counts).
+    pub problems: u64,
 }
 
 impl<T: FindingTexts> JsonLines<T> {
     pub fn new(texts: T, style: RecordStyle) -> JsonLines<T> {
-        JsonLines { texts, style, out: Vec::new(), lines: 0 }
+        JsonLines { texts, style, out: Vec::new(), lines: 0, problems: 0 }
     }
 }
 
@@ -207,9 +220,10 @@ impl<T: FindingTexts> Sink for JsonLines<T> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, .. } => {
                 let (out, style) = (&mut self.out, self.style);
-                with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
                     write_json_line(out, input, style)
                 })?;
+                self.problems += problems as u64;
             }
             Item::Event { kind, time, conn, details } => {
                 write_json_map(&event_record(kind, time, conn, details), &mut self.out);
@@ -233,7 +247,7 @@ impl<T: FindingTexts> Sink for Statistics<T> {
             Item::Frame { frame, first_packet, notes, findings, .. } => {
                 // as `stats` reads them: the summary record
                 let style = RecordStyle { summary: true, payload_bytes: false };
-                let (_, record) = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+                let (_, record) = with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
                     stats_record(input, style)
                 })?;
                 if let Some(record) = record {
@@ -251,15 +265,26 @@ pub struct Tables<T: FindingTexts> {
     pub texts: T,
     pub style: RecordStyle,
     pub tables: RecordTables,
+    /// Frames' records put into the tables, and their problems (what --strict counts).
+    pub frames: u64,
+    pub problems: u64,
+}
+
+impl<T: FindingTexts> Tables<T> {
+    pub fn new(texts: T, style: RecordStyle, tables: RecordTables) -> Tables<T> {
+        Tables { texts, style, tables, frames: 0, problems: 0 }
+    }
 }
 
 impl<T: FindingTexts> Sink for Tables<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         if let Item::Frame { frame, first_packet, notes, findings, answered, .. } = item {
             let (tables, style) = (&mut self.tables, self.style);
-            with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
+            let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
                 tables.record(answered, |sink| build_record(sink, input, style))
             })?;
+            self.frames += 1;
+            self.problems += problems as u64;
         }
         Ok(())
     }
@@ -267,6 +292,11 @@ impl<T: FindingTexts> Sink for Tables<T> {
 
 /// Two sinks fed the same items, the first first.
 impl<A: Sink, B: Sink> Sink for (A, B) {
+    fn start(&mut self, run: &RunContext) {
+        self.0.start(run);
+        self.1.start(run);
+    }
+
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         self.0.item(item.again())?;
         self.1.item(item)
@@ -378,6 +408,7 @@ impl Engine {
             },
             protocols,
         );
+        sink.start(&RunContext { memory_budget: limits.memory_budget.clone() });
         let mut run = Run {
             limits,
             sink,
@@ -444,7 +475,14 @@ impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
         answered: Option<(f64, u64)>,
     ) -> SinkResult<()> {
         let (frame, first_packet, shared) = (made.frame, made.first_packet, Some(made.shared));
-        self.0.item(Item::Frame { frame, first_packet, notes: &notes, findings: &findings, answered, shared })
+        self.0.item(Item::Frame {
+            frame,
+            first_packet,
+            notes: Cow::Owned(notes),
+            findings: &findings,
+            answered,
+            shared,
+        })
     }
 
     fn event(&mut self, event: Event) -> SinkResult<()> {

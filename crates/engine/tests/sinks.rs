@@ -7,7 +7,9 @@ mod capture_support;
 
 use pulsar_dissect_engine::analysis::table::CommandTable;
 use pulsar_dissect_engine::budget::MemoryBudget;
-use pulsar_dissect_engine::engine::{FindingTexts, Item, JsonLines, ProtocolSetup, Settings, Sink, Statistics};
+use pulsar_dissect_engine::engine::{
+    FindingTexts, Item, JsonLines, ProtocolSetup, RunContext, Settings, Sink, Statistics,
+};
 use pulsar_dissect_engine::model::Finding;
 use pulsar_dissect_engine::protocols::REGISTRY;
 use pulsar_dissect_engine::records::{Expert, Message, NoFront, RecordStyle, SinkResult};
@@ -72,6 +74,10 @@ struct Unshared<S> {
 }
 
 impl<S: Sink> Sink for Unshared<S> {
+    fn start(&mut self, run: &RunContext) {
+        self.sink.start(run);
+    }
+
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, answered, shared } => {
@@ -85,10 +91,7 @@ impl<S: Sink> Sink for Unshared<S> {
 }
 
 fn pooled_lines(capture: &[u8], budget: usize, unshared: bool) -> (Vec<u8>, u64) {
-    let mut lines = Unshared {
-        sink: PooledJsonLines::new(IdTexts, RecordStyle::default(), budget, MemoryBudget::unlimited()),
-        frames: 0,
-    };
+    let mut lines = Unshared { sink: PooledJsonLines::new(IdTexts, RecordStyle::default(), budget), frames: 0 };
     match unshared {
         true => engine().run(&mut reader(capture.to_vec()), &mut lines),
         false => engine().run(&mut reader(capture.to_vec()), &mut lines.sink),
@@ -132,8 +135,7 @@ fn lines_taken_without_waiting_come_in_order() {
             Ok(())
         }
     }
-    let mut taking =
-        Taking(PooledJsonLines::new(IdTexts, RecordStyle::default(), 64 << 10, MemoryBudget::unlimited()), Vec::new());
+    let mut taking = Taking(PooledJsonLines::new(IdTexts, RecordStyle::default(), 64 << 10), Vec::new());
     engine().run(&mut reader(capture), &mut taking).expect("no sink error");
     let rest = taking.0.take(true).expect("the rest");
     taking.1.extend(rest.concat());
@@ -172,7 +174,8 @@ fn statistics_counted_on_their_thread_are_the_same_figures() {
         engine().run(&mut reader(capture.clone()), &mut in_place).expect("no sink error");
         let want = figures(&in_place.stats);
         frames += in_place.stats.frames;
-        for (budget, unshared) in [(1, false), (64 << 10, false), (16 << 20, false), (64 << 10, true)] {
+        // (budget 0: counted in place)
+        for (budget, unshared) in [(0, false), (1, false), (64 << 10, false), (16 << 20, false), (64 << 10, true)] {
             let mut counted = Unshared { sink: CountedStatistics::new(IdTexts, new_stats(), budget), frames: 0 };
             match unshared {
                 true => engine().run(&mut reader(capture.clone()), &mut counted),
@@ -185,4 +188,38 @@ fn statistics_counted_on_their_thread_are_the_same_figures() {
         }
     }
     assert!(frames > 1_000, "the captures' frames are many ({frames})");
+}
+
+/// Watches the run's memory budget after every item a pooled sink is given.
+struct Watching {
+    sink: PooledJsonLines<IdTexts>,
+    budget: Option<MemoryBudget>,
+    most_held: u64,
+}
+
+impl Sink for Watching {
+    fn start(&mut self, run: &RunContext) {
+        self.budget = Some(run.memory_budget.clone());
+        self.sink.start(run);
+    }
+
+    fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
+        self.sink.item(item)?;
+        let held = self.budget.as_ref().map_or(0, MemoryBudget::held);
+        self.most_held = self.most_held.max(held);
+        Ok(())
+    }
+}
+
+#[test]
+fn the_pool_reserves_its_frames_from_the_runs_budget() {
+    let (name, capture) = captures().into_iter().max_by_key(|(_, c)| c.len()).expect("a capture");
+    // one frame a batch, and a batch out until the next frame takes it: the run's budget holds it meanwhile
+    let mut watching =
+        Watching { sink: PooledJsonLines::new(IdTexts, RecordStyle::default(), 1), budget: None, most_held: 0 };
+    engine().run(&mut reader(capture), &mut watching).expect("no sink error");
+    watching.sink.take(true).expect("the pool's lines");
+    assert!(watching.budget.is_some(), "{name}: the run started its sink");
+    // (a frame's weight is 512 bytes at least)
+    assert!(watching.most_held >= 512, "{name}: the run's budget held {} bytes at most", watching.most_held);
 }

@@ -134,7 +134,7 @@ fn every_capture_s_tables_equal_its_json_lines() {
         let bytes = std::fs::read(&path).expect("readable");
         let mut sinks = (
             JsonLines::new(IdTexts, RecordStyle::default()),
-            Tables { texts: IdTexts, style: RecordStyle::default(), tables: RecordTables::new(true) },
+            Tables::new(IdTexts, RecordStyle::default(), RecordTables::new(true)),
         );
         engine.run(&mut reader(bytes), &mut sinks).expect("no sink error");
         let (lines, mut tables) = sinks;
@@ -198,7 +198,7 @@ fn without_the_json_column_the_values_are_the_same() {
     let engine = Engine::new(setups(), Settings::default());
     let mut both = Vec::new();
     for with_json in [true, false] {
-        let mut sink = Tables { texts: IdTexts, style: RecordStyle::default(), tables: RecordTables::new(with_json) };
+        let mut sink = Tables::new(IdTexts, RecordStyle::default(), RecordTables::new(with_json));
         engine.run(&mut reader(std::fs::read(&path).expect("readable")), &mut sink).expect("no sink error");
         both.push(sink.tables.finish().expect("batches"));
     }

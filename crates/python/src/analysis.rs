@@ -22,7 +22,7 @@ use crate::arrow::RecordBatches;
 use crate::convert::{map_to_py, value_from_py, StrToPy};
 use crate::pipeline::{note_to_py, Classes as PipelineClasses, FramePlace, Made, Pipeline};
 use crate::pooled::JsonLines;
-use crate::records::{py_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
+use crate::records::{py_error, sink_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
 use crate::stats::StatsCore;
 use crate::timeline::{TimelineFormat, TimelineLines};
 use crate::transport::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
@@ -31,15 +31,16 @@ use engine::analysis::join::{Flush, Join};
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use engine::analysis::{intern as intern_name, Event, Frame, PairingOptions, ProtocolAnalysis, Sessions};
 use engine::budget::MemoryBudget;
-use engine::engine::{event_record, stats_record, write_json_line};
+use engine::engine::{stats_record, write_json_line, Item, RunContext, Shared, Sink, Tables};
 use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Decoded, Finding};
 use engine::pipeline::StreamNote;
 use engine::protocols::{self, Limits};
-use engine::records::{RecordStyle, SinkResult};
-use engine::sinks::pooled::{LinesOut, PooledLines, RecordJob};
+use engine::records::RecordStyle;
+use engine::sinks::pooled::PooledJsonLines;
 use engine::transport::net::Segment;
 use engine::value::{Map, Text, Value};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The Python classes the analysis reads and makes.
@@ -336,16 +337,13 @@ impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
         let (py, targets) = (self.py, &mut *self.targets);
         match event {
             EventIn::Object(input) => {
-                if let Some(stats) = targets.stats_target() {
-                    stats_python_event(py, stats, input)?;
+                if targets.counts_events() {
+                    stats_python_event(py, targets, input)?;
                 }
                 targets.append(py, self.out, (*input).clone())
             }
             EventIn::Note(note) => {
-                if let Some(stats) = targets.stats_target() {
-                    let record = event_record(&note.kind, note.time, note.conn, &note.details);
-                    stats.borrow_mut(py).add_record(record)?;
-                }
+                targets.count_event(py, &note.kind, note.time, note.conn, &note.details)?;
                 let event = note_to_py(py, &targets.classes.event, note)?;
                 targets.append(py, self.out, event)
             }
@@ -380,10 +378,7 @@ impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
 
     fn event(&mut self, event: Event) -> PyResult<()> {
         let (py, targets) = (self.py, &mut *self.targets);
-        if let Some(stats) = targets.stats_target() {
-            let record = event_record(event.kind.as_str(), event.time, event.conn, &event.details);
-            stats.borrow_mut(py).add_record(record)?;
-        }
+        targets.count_event(py, event.kind.as_str(), event.time, event.conn, &event.details)?;
         let event = targets.classes.event(py, &event)?;
         targets.append(py, self.out, event)
     }
@@ -522,10 +517,10 @@ impl ConversationCore {
         };
         let ConversationCore { join, options, budget, protocol_spec, targets } = self;
         let mut outputs = Outputs { py, targets, protocol_spec, out };
-        with_analysis_frame(py, &place, &pdu, |frame| {
+        with_analysis_frame(&place, &pdu, |frame| {
             let first_sight = || protocol_analysis(py, options, budget, protocol_spec, frame.protocol);
             join.frame(frame, first_sight, &FrameIn::Native(&place, &pdu), &mut outputs)
-        })?
+        })
     }
 
     /// The clock moved to `now`: append the requests that have waited past the operation timeout.
@@ -553,16 +548,25 @@ impl Targets {
         Ok(dict)
     }
 
-    /// The statistics the records go into, if they do.
-    fn stats_target(&self) -> Option<&Py<StatsCore>> {
-        match self.records.as_ref().map(|r| &r.made.target) {
-            Some(Target::Stats(stats)) => Some(stats),
-            _ => None,
+    /// Whether the records' target counts events too (the statistics).
+    fn counts_events(&self) -> bool {
+        matches!(self.records.as_ref().map(|r| &r.target), Some(Target::Stats(_)))
+    }
+
+    /// An event into the records' target, if it counts events (the statistics), after everything before it.
+    fn count_event(&mut self, py: Python<'_>, kind: &str, time: f64, conn: Option<u64>, details: &Map) -> PyResult<()> {
+        match &mut self.records {
+            Some(records) if matches!(records.target, Target::Stats(_)) => {
+                records.target.item(py, Item::Event { kind, time, conn, details })
+            }
+            _ => Ok(()),
         }
     }
 
-    /// With `records` on, the record of the frame being flushed: its JSON line, or its dict appended to `out`.
-    /// (`answered`: the time and packet of the request the frame answers, for the pipeline's exchanges.)
+    /// With `records` on, the record of the frame being flushed: a frame the engine decoded goes to the
+    /// target's sink as an `Item`; a frame Python holds (or whose bytes are kept, or wanted as a dict) has its
+    /// record made here, in its place: its dict appended to `out`, or into the sink's output. (`answered`: the
+    /// time and packet of the request the frame answers, for the pipeline's exchanges.)
     #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
@@ -575,47 +579,22 @@ impl Targets {
         out: &Bound<'_, PyList>,
     ) -> PyResult<()> {
         let Some(records) = &mut self.records else { return Ok(()) };
-        match item {
-            FrameIn::Native(place, pdu) => {
-                let expert = pdu
-                    .findings
-                    .iter()
-                    .chain(findings)
-                    .map(|f| records.texts.expert(py, f))
-                    .collect::<PyResult<Vec<_>>>()?;
-                if place.data.is_none() {
-                    let job = |notes| {
-                        Ok::<_, PyErr>(RecordJob {
-                            index: place.index,
-                            conn: place.conn,
-                            time: place.time,
-                            packet: u64::try_from(place.packet).unwrap_or(0),
-                            first_packet: place.first_packet,
-                            route: place.route.clone(),
-                            pdu: Arc::clone(pdu),
-                            expert: expert
-                                .iter()
-                                .map(|e| Ok((e.id, e.severity, e.message.to_owned_text()?)))
-                                .collect::<SinkResult<_>>()
-                                .map_err(py_error)?,
-                            notes,
-                        })
-                    };
-                    if let Some(pooled) = &mut records.pooled {
-                        return pooled.push(job(notes)?, &mut records.made.lines_out()).map_err(py_error);
-                    }
-                    if let Target::Stats(stats) = &records.made.target {
-                        let stats = stats.clone_ref(py);
-                        if stats.borrow(py).feeds() {
-                            let job = job(notes)?;
-                            return stats.borrow_mut(py).add_frame(job);
-                        }
-                    }
-                }
-                records.write_pooled(false)?;
+        let (style, actors) = (records.style, &mut self.actors);
+        let record = match item {
+            FrameIn::Native(place, pdu) if place.data.is_none() && !matches!(records.target, Target::Dicts(_)) => {
+                let shared = Some(Shared { pdu, route: &place.route });
+                return with_analysis_frame(place, pdu, |frame| {
+                    let first_packet = place.first_packet;
+                    let notes = Cow::Owned(notes);
+                    records.target.item(py, Item::Frame { frame, first_packet, notes, findings, answered, shared })
+                });
+            }
+            FrameIn::Native(place, pdu) => records.in_place(py, answered, actors, |texts, output| {
+                let expert =
+                    pdu.findings.iter().chain(findings).map(|f| texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
                 let route = [place.protocol.bind(py), place.src.bind(py), place.dst.bind(py), place.direction.bind(py)];
                 let data = place.data.as_ref().map(|d| d.bind(py));
-                let built = with_analysis_frame(py, place, pdu, |frame| {
+                with_analysis_frame(place, pdu, |frame| {
                     let input = RecordInput {
                         frame,
                         route: Some(route),
@@ -625,20 +604,17 @@ impl Targets {
                         notes: &notes,
                         data,
                     };
-                    records.made.build(py, &input, answered, &mut self.actors)
-                })??;
-                self.emit_record(py, built, out)
-            }
+                    output.build(py, &input, style)
+                })
+            })?,
             FrameIn::Object(frame) => {
-                records.write_pooled(false)?;
-                let (spec, actors) = (protocol_spec.bind(py), &mut self.actors);
-                let made = &mut records.made;
-                let built = with_py_frame(frame, findings, &notes, spec, &mut records.texts, made.style, |input| {
-                    made.build(py, input, answered, actors)
-                })??;
-                self.emit_record(py, built, out)
+                let spec = protocol_spec.bind(py);
+                records.in_place(py, answered, actors, |texts, output| {
+                    with_py_frame(frame, findings, &notes, spec, texts, style, |input| output.build(py, input, style))?
+                })?
             }
-        }
+        };
+        self.emit_record(py, record, out)
     }
 
     /// A dict record goes to `out` (after the JSON lines before it); a JSON line stays in the lines.
@@ -674,136 +650,172 @@ impl Targets {
         if let Some(lines) = self.timeline.as_mut().and_then(|lines| lines.take(py)) {
             out.append(lines)?;
         }
-        if let Some(records) = &mut self.records {
-            records.write_pooled(written_only)?;
-        }
-        let Some(made) = self.records.as_mut().map(|r| &mut r.made) else { return Ok(()) };
-        for piece in made.pieces.drain(..) {
-            out.append(JsonLines::new(piece))?;
-        }
-        match &mut made.target {
-            Target::Json(lines) if !lines.is_empty() => out.append(JsonLines::new(std::mem::take(lines))),
+        match self.records.as_mut().map(|r| &mut r.target) {
+            Some(Target::Pooled(sink)) => {
+                for piece in sink.take(!written_only).map_err(py_error)? {
+                    out.append(JsonLines::new(piece))?;
+                }
+                Ok(())
+            }
+            Some(Target::Json(sink)) if !sink.out.is_empty() => {
+                out.append(JsonLines::new(std::mem::take(&mut sink.out)))
+            }
             _ => Ok(()),
         }
     }
 }
 
 /// An event that came from Python (the pipeline's, a capture note) into the statistics, in its place.
-fn stats_python_event(py: Python<'_>, stats: &Py<StatsCore>, event: &Bound<'_, PyAny>) -> PyResult<()> {
+fn stats_python_event(py: Python<'_>, targets: &mut Targets, event: &Bound<'_, PyAny>) -> PyResult<()> {
     let kind: String = event.getattr(intern!(py, "kind"))?.extract()?;
     let time: f64 = event.getattr(intern!(py, "time"))?.extract()?;
     let conn: Option<u64> = event.getattr(intern!(py, "conn"))?.extract()?;
     let details = event.getattr(intern!(py, "details"))?;
     let details = if details.is_none() { Map::new() } else { crate::convert::map_from_py(&details)? };
-    stats.borrow_mut(py).add_record(event_record(&kind, time, conn, &details))
+    targets.count_event(py, &kind, time, conn, &details)
 }
 
-/// `f` of the analysis' view of a frame the core decoded (its texts are the pipeline's Python strings).
-fn with_analysis_frame<R>(
-    py: Python<'_>,
-    place: &FramePlace,
-    pdu: &Decoded,
-    f: impl FnOnce(&Frame) -> R,
-) -> PyResult<R> {
-    let (protocol, src) = (place.protocol.bind(py), place.src.bind(py));
-    let (dst, direction) = (place.dst.bind(py), place.direction.bind(py));
-    Ok(f(&Frame {
+/// `f` of the analysis' view of a frame the core decoded (its texts are the engine's, not read back from the
+/// pipeline's Python strings).
+fn with_analysis_frame<R>(place: &FramePlace, pdu: &Decoded, f: impl FnOnce(&Frame) -> R) -> R {
+    let [protocol, src, dst, direction] = &place.route;
+    f(&Frame {
         index: place.index,
-        protocol: protocol.to_str()?,
+        protocol,
         conn: place.conn,
-        src: src.to_str()?,
-        dst: dst.to_str()?,
-        direction: direction.to_str()?,
+        src,
+        dst,
+        direction,
         time: place.time,
         packet: u64::try_from(place.packet).unwrap_or(0),
         pdu,
-    }))
+    })
 }
 
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
-/// lines (between two Python items joined in one bytes object) or as dicts.
+/// lines (between two Python items joined in one bytes object), as dicts, into the statistics or the tables.
 struct Records {
-    texts: FindingTexts,
-    made: RecordsMade,
-    /// With JSON lines: the records written on the engine's thread pool (`sinks/pooled.rs`).
-    pooled: Option<PooledLines>,
-}
-
-impl Records {
-    /// The lines the pool wrote, in order, appended to the JSON lines: all of them (waiting for the pool), or
-    /// only those finished.
-    fn write_pooled(&mut self, finished_only: bool) -> PyResult<()> {
-        let Some(pooled) = &mut self.pooled else { return Ok(()) };
-        if pooled.is_idle() {
-            return Ok(());
-        }
-        let mut out = self.made.lines_out();
-        match finished_only {
-            true => pooled.finished(&mut out),
-            false => pooled.finish_all(&mut out),
-        }
-        .map_err(py_error)
-    }
-}
-
-/// Where the records go.
-enum Target {
-    /// JSON lines, those written since the last Python item.
-    Json(Vec<u8>),
-    /// Dicts, to Python.
-    Dicts,
-    /// Into the statistics, in the core: nothing comes out.
-    Stats(Py<StatsCore>),
-    /// Into the `pipeline`'s tables (the engine's `tables.rs`), until taken: nothing comes out.
-    Columns(Box<RecordTables>),
-}
-
-struct RecordsMade {
     style: RecordStyle,
     target: Target,
-    /// JSON lines the pool wrote, in order, before those in the target (each released as its own bytes).
-    pieces: Vec<Vec<u8>>,
-    /// Records made, and their problems (what --strict counts), so Python need not read the lines.
+    /// Records made here rather than by the target's sink (`Records::in_place`), and their problems (what
+    /// --strict counts), so Python need not read the lines.
     frames: u64,
     problems: u64,
 }
 
-impl RecordsMade {
-    /// Where the pool's lines go: the JSON lines (a JSON target only) and the counts.
-    fn lines_out(&mut self) -> LinesOut<'_> {
-        let lines = match &mut self.target {
-            Target::Json(lines) => lines,
-            _ => unreachable!("records are written on the pool for JSON lines only"),
-        };
-        LinesOut { lines, pieces: &mut self.pieces, frames: &mut self.frames, problems: &mut self.problems }
+/// Where the records go: one of the engine's sinks, chosen once (the texts of findings are theirs), or dicts.
+enum Target {
+    /// JSON lines written in place, those written since the last Python item.
+    Json(engine::engine::JsonLines<FindingTexts>),
+    /// JSON lines written on the engine's thread pool (`sinks/pooled.rs`).
+    Pooled(PooledJsonLines<FindingTexts>),
+    /// Dicts, to Python (made here: Python objects).
+    Dicts(FindingTexts),
+    /// Into the statistics, through their sink (`StatsCore::counted`): nothing comes out.
+    Stats(Py<StatsCore>),
+    /// Into the `pipeline`'s tables (the engine's `tables.rs`), until taken: nothing comes out.
+    Columns(Box<Tables<FindingTexts>>),
+}
+
+impl Target {
+    /// An item to the target's sink (not the dicts': they are Python objects).
+    fn item(&mut self, py: Python<'_>, item: Item<'_>) -> PyResult<()> {
+        fn checked<S: Sink>(sink: &mut S, texts: impl FnOnce(&mut S) -> &mut FindingTexts, item: Item) -> PyResult<()> {
+            let done = sink.item(item);
+            texts(sink).take_error()?; // (the texts' error first: a sink's error may follow from it)
+            done.map_err(py_error)
+        }
+        match self {
+            Target::Json(sink) => checked(sink, |s| &mut s.texts, item),
+            Target::Pooled(sink) => checked(sink, |s| &mut s.texts, item),
+            Target::Columns(sink) => checked(&mut **sink, |s| &mut s.texts, item),
+            Target::Stats(stats) => checked(stats.borrow_mut(py).counted()?, |s| &mut s.texts, item),
+            Target::Dicts(_) => Err(PyRuntimeError::new_err("dict records are made in place")),
+        }
     }
 
-    /// The record of `input`: appended to the lines, or returned as a dict.
+    /// The records the sink made, and their problems.
+    fn counted(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
+        Ok(match self {
+            Target::Json(sink) => (sink.lines, sink.problems),
+            Target::Pooled(sink) => (sink.frames, sink.problems),
+            Target::Columns(sink) => (sink.frames, sink.problems),
+            Target::Stats(stats) => stats.borrow_mut(py).fed()?,
+            Target::Dicts(_) => (0, 0),
+        })
+    }
+}
+
+/// Where a record made here goes: the output of the target's sink.
+enum Output<'s> {
+    Lines(&'s mut Vec<u8>),
+    Dicts(&'s mut ActorDicts),
+    /// The statistics' record, counted once made.
+    Stats(&'s mut Option<Map>),
+    Tables(&'s mut RecordTables, Option<(f64, u64)>),
+}
+
+impl Output<'_> {
+    /// The record of `input`: its problems, and its dict if it is one.
     fn build<'py>(
         &mut self,
         py: Python<'py>,
         input: &RecordInput<'_, PyFront<'py>>,
-        answered: Option<(f64, u64)>,
-        actors: &mut ActorDicts,
-    ) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let (problems, record) = match &mut self.target {
-            Target::Json(lines) => (write_json_line(lines, input, self.style).map_err(py_error)?, None),
-            Target::Dicts => {
+        style: RecordStyle,
+    ) -> PyResult<(usize, Option<Bound<'py, PyDict>>)> {
+        Ok(match self {
+            Output::Lines(lines) => (write_json_line(lines, input, style).map_err(py_error)?, None),
+            Output::Dicts(actors) => {
                 let mut sink = DictSink::new(py, actors);
-                let problems = build_record(&mut sink, input, self.style).map_err(py_error)?;
+                let problems = build_record(&mut sink, input, style).map_err(py_error)?;
                 (problems, sink.into_record())
             }
-            Target::Columns(columns) => {
-                let style = self.style;
-                (columns.record(answered, |sink| build_record(sink, input, style)).map_err(py_error)?, None)
-            }
-            Target::Stats(stats) => {
-                let (problems, record) = stats_record(input, self.style).map_err(py_error)?;
-                if let Some(record) = record {
-                    stats.borrow_mut(py).add_record(record)?;
-                }
+            Output::Stats(record) => {
+                let (problems, made) = stats_record(input, style).map_err(py_error)?;
+                **record = made;
                 (problems, None)
             }
+            Output::Tables(tables, answered) => {
+                (tables.record(*answered, |sink| build_record(sink, input, style)).map_err(py_error)?, None)
+            }
+        })
+    }
+}
+
+impl Records {
+    /// A record made here, in its place among the sink's: `make` builds it with the sink's texts into its
+    /// output. Returns its dict, if it is one.
+    fn in_place<'py>(
+        &mut self,
+        py: Python<'py>,
+        answered: Option<(f64, u64)>,
+        actors: &mut ActorDicts,
+        make: impl FnOnce(&mut FindingTexts, &mut Output<'_>) -> PyResult<(usize, Option<Bound<'py, PyDict>>)>,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (problems, record) = match &mut self.target {
+            Target::Json(sink) => make(&mut sink.texts, &mut Output::Lines(&mut sink.out))?,
+            Target::Pooled(sink) => {
+                // (after every line before it: the pool is waited for)
+                let mut made = (0, None);
+                sink.in_place(|lines, texts| {
+                    made = make(texts, &mut Output::Lines(lines)).map_err(sink_error)?;
+                    Ok(())
+                })
+                .map_err(py_error)?;
+                made
+            }
+            Target::Dicts(texts) => make(texts, &mut Output::Dicts(actors))?,
+            Target::Stats(stats) => {
+                let mut core = stats.borrow_mut(py);
+                let counted = core.counted()?;
+                let mut record = None;
+                let made = make(&mut counted.texts, &mut Output::Stats(&mut record))?;
+                if let Some(record) = record {
+                    counted.add_record(record).map_err(py_error)?;
+                }
+                made
+            }
+            Target::Columns(sink) => make(&mut sink.texts, &mut Output::Tables(&mut sink.tables, answered))?,
         };
         self.frames += 1;
         self.problems += problems as u64;
@@ -888,28 +900,32 @@ impl AnalysedDissector {
             None => None,
             Some((kind, summary, payload_bytes, texts)) => {
                 let style = RecordStyle { summary, payload_bytes };
-                let target = match (stats, kind.extract::<&str>().ok()) {
-                    (Some(stats), _) => Target::Stats(stats),
-                    (None, Some("columns")) => Target::Columns(Box::new(RecordTables::new(false))),
-                    (None, Some("columns+json")) => Target::Columns(Box::new(RecordTables::new(true))),
-                    (None, _) if kind.is_truthy()? => Target::Json(Vec::with_capacity(1 << 16)),
-                    (None, _) => Target::Dicts,
-                };
+                // the frames' records written or counted on threads of their own while this one decodes
                 let pool_bytes: usize = options.getattr("pool_bytes")?.extract()?;
-                if let (Target::Stats(stats), true) = (&target, pool_bytes > 0) {
-                    // counted on a thread of their own while this one decodes (the engine's `sinks/counted.rs`)
-                    stats.borrow_mut(py).start_feed(style, pool_bytes);
-                }
-                Some(Records {
-                    texts: if matches!(target, Target::Stats(_)) {
-                        FindingTexts::severity_only(texts)
-                    } else {
-                        FindingTexts::new(texts)
-                    },
-                    pooled: (matches!(target, Target::Json(_)) && pool_bytes > 0)
-                        .then(|| PooledLines::new(style, pool_bytes, analysis.budget.clone())),
-                    made: RecordsMade { style, target, pieces: Vec::new(), frames: 0, problems: 0 },
-                })
+                let target = match (stats, kind.extract::<&str>().ok()) {
+                    (Some(stats), _) => {
+                        // (counted, never shown: the findings' severities alone)
+                        let texts = FindingTexts::severity_only(texts);
+                        stats.borrow_mut(py).start_counting(texts, style, pool_bytes);
+                        Target::Stats(stats)
+                    }
+                    (None, Some(columns @ ("columns" | "columns+json"))) => {
+                        let tables = RecordTables::new(columns == "columns+json");
+                        Target::Columns(Box::new(Tables::new(FindingTexts::new(texts), style, tables)))
+                    }
+                    (None, _) if kind.is_truthy()? && pool_bytes > 0 => {
+                        let mut sink = PooledJsonLines::new(FindingTexts::new(texts), style, pool_bytes);
+                        sink.start(&RunContext { memory_budget: analysis.budget.clone() });
+                        Target::Pooled(sink)
+                    }
+                    (None, _) if kind.is_truthy()? => {
+                        let mut sink = engine::engine::JsonLines::new(FindingTexts::new(texts), style);
+                        sink.out.reserve(1 << 16);
+                        Target::Json(sink)
+                    }
+                    (None, _) => Target::Dicts(FindingTexts::new(texts)),
+                };
+                Some(Records { style, target, frames: 0, problems: 0 })
             }
         };
         analysis.targets.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
@@ -927,7 +943,7 @@ impl AnalysedDissector {
                 .targets
                 .records
                 .as_ref()
-                .is_some_and(|r| matches!(r.made.target, Target::Json(_) | Target::Columns(_))),
+                .is_some_and(|r| matches!(r.target, Target::Json(_) | Target::Pooled(_) | Target::Columns(_))),
         );
         Ok(AnalysedDissector { pipeline, analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
     }
@@ -1063,18 +1079,15 @@ impl AnalysedDissector {
     #[getter]
     fn json_lines(&self, py: Python<'_>) -> PyResult<(u64, u64)> {
         let Some(records) = &self.analysis.targets.records else { return Ok((0, 0)) };
-        let (fed_frames, fed_problems) = match &records.made.target {
-            Target::Stats(stats) => stats.borrow_mut(py).fed()?,
-            _ => (0, 0),
-        };
-        Ok((records.made.frames + fed_frames, records.made.problems + fed_problems))
+        let (sink_frames, sink_problems) = records.target.counted(py)?;
+        Ok((records.frames + sink_frames, records.problems + sink_problems))
     }
 
     /// The frames, messages, problems and exchanges tables made so far (with records="columns" or
     /// "columns+json"), as Arrow record batches, emptied: see the engine's `tables.rs`.
     fn take_columns(&mut self) -> PyResult<Vec<RecordBatches>> {
-        match self.analysis.targets.records.as_mut().map(|r| &mut r.made.target) {
-            Some(Target::Columns(columns)) => crate::arrow::take(columns),
+        match self.analysis.targets.records.as_mut().map(|r| &mut r.target) {
+            Some(Target::Columns(columns)) => crate::arrow::take(&mut columns.tables),
             _ => crate::arrow::take(&mut RecordTables::new(false)),
         }
     }
@@ -1082,8 +1095,8 @@ impl AnalysedDissector {
     /// The summary's statistics of the frames put into the tables since the last call (with records
     /// "columns"), as JSON: one part of the pipeline's summary (the engine's `stats/summary.rs`).
     fn take_summary(&mut self) -> String {
-        match self.analysis.targets.records.as_mut().map(|r| &mut r.made.target) {
-            Some(Target::Columns(columns)) => columns.take_summary().to_json(),
+        match self.analysis.targets.records.as_mut().map(|r| &mut r.target) {
+            Some(Target::Columns(columns)) => columns.tables.take_summary().to_json(),
             _ => engine::stats::summary::Summary::default().to_json(),
         }
     }
@@ -1091,8 +1104,8 @@ impl AnalysedDissector {
     /// Bytes the columns made so far hold (with records="columns").
     #[getter]
     fn columns_size(&self) -> usize {
-        match self.analysis.targets.records.as_ref().map(|r| &r.made.target) {
-            Some(Target::Columns(columns)) => columns.size(),
+        match self.analysis.targets.records.as_ref().map(|r| &r.target) {
+            Some(Target::Columns(columns)) => columns.tables.size(),
             _ => 0,
         }
     }

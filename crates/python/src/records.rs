@@ -12,7 +12,7 @@ use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Decoded, Finding};
 use engine::name;
 use engine::records::{
-    content_hash, Atom, Expert, Front, JsonSink, Key, Message, RecordSink, RecordStyle, SinkError, SinkResult,
+    content_hash, Atom, Expert, Front, JsonSink, Key, Message, NoFront, RecordSink, RecordStyle, SinkError, SinkResult,
 };
 use engine::value::{Map, Name, Text, Value};
 use pyo3::prelude::*;
@@ -199,9 +199,12 @@ pub fn finding_text(
 }
 
 /// The severity and text of findings, from `problems.severity_and_message`; the same finding (id and
-/// parameters) is asked for once.
+/// parameters) is asked for once. Also the engine's `FindingTexts`, for its sinks: an error of Python's there
+/// is kept for the caller ([`Self::take_error`]).
 pub struct FindingTexts {
     severity_and_message: Py<PyAny>,
+    /// The first error met while the engine's sinks asked for a text, until the caller takes it.
+    error: Option<PyErr>,
     known: FastMap<u64, (Finding, &'static Name, Py<PyString>)>,
     /// Set for records only counted (the statistics): the severity alone, asked once per id, and an empty
     /// text. A finding's text is mostly unique (a message id in it), so asking Python costs a call each.
@@ -215,6 +218,7 @@ impl FindingTexts {
     pub fn new(severity_and_message: Py<PyAny>) -> FindingTexts {
         FindingTexts {
             severity_and_message,
+            error: None,
             known: FastMap::default(),
             severity_only: None,
             pieces: FastMap::default(),
@@ -284,6 +288,38 @@ impl FindingTexts {
         }
         self.known.insert(hash, (finding.clone(), severity, message.clone().unbind()));
         Ok(Expert { id: finding.id, severity, message: Message::Front(message) })
+    }
+}
+
+impl FindingTexts {
+    /// The error met while the engine's sinks asked for a text, if any (a record made then has an empty text).
+    pub fn take_error(&mut self) -> PyResult<()> {
+        match self.error.take() {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+}
+
+impl engine::engine::FindingTexts for FindingTexts {
+    /// (The caller holds the interpreter: attaching to it again costs a thread-local check.)
+    fn expert(&mut self, finding: &Finding) -> Expert<NoFront> {
+        Python::attach(|py| {
+            let message = match self.expert(py, finding) {
+                Ok(Expert { severity, message: Message::Owned(text), .. }) => Ok((severity, text)),
+                Ok(Expert { severity, message: Message::Front(text), .. }) => {
+                    text.to_str().map(|text| (severity, text.to_owned()))
+                }
+                Err(error) => Err(error),
+            };
+            match message {
+                Ok((severity, text)) => Expert { id: finding.id, severity, message: Message::Owned(text) },
+                Err(error) => {
+                    self.error.get_or_insert(error);
+                    Expert { id: finding.id, severity: name!("error"), message: Message::Owned(String::new()) }
+                }
+            }
+        })
     }
 }
 

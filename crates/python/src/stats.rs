@@ -1,6 +1,6 @@
-//! The statistics for Python: `StatsCore` gathers records (dicts, or the core's own records, counted on a
-//! thread of their own: the engine's `sinks/counted.rs`), `state()` reads its figures out as plain data; `Latencies` is the same
-//! bounded latency sample for other Python code (`check`'s latency rule).
+//! The statistics for Python: `StatsCore` gathers records (dicts, or the analysis' frames and events through
+//! the engine's `CountedStatistics` sink, `sinks/counted.rs`), `state()` reads its figures out as plain data;
+//! `Latencies` is the same bounded latency sample for other Python code (`check`'s latency rule).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -9,10 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::convert::{map_to_py, value_from_py, StrToPy, ValueToPy};
-use crate::records::py_error;
+use crate::records::{py_error, FindingTexts};
 use engine::records::RecordStyle;
-use engine::sinks::counted::{lock, Fed, StatsFeed};
-use engine::sinks::pooled::RecordJob;
+use engine::sinks::counted::{lock, CountedStatistics};
 use engine::stats::sample;
 use engine::stats::{Actor, Counts, LatencyTable, Stats, COMMAND_KEYS, MESSAGE_KEYS, READ_KEYS};
 use engine::value::{Map, Name, Text, Value};
@@ -116,31 +115,33 @@ fn read_record(dict: &Bound<'_, PyDict>) -> PyResult<Map> {
     Ok(map)
 }
 
-/// The statistics, counted in place, or on their own thread once the analysis started a feed
-/// (`start_feed`): every read waits until everything handed over is counted.
+/// The statistics, counted in place, or through the engine's sink once the analysis started one
+/// (`start_counting`: on a thread of its own, or in place): every read waits until everything handed over is
+/// counted.
 #[pyclass(unsendable, module = "dissector._core")]
 pub struct StatsCore {
     stats: Arc<Mutex<Stats>>,
-    feed: Option<StatsFeed>,
+    counted: Option<CountedStatistics<FindingTexts>>,
 }
 
 impl StatsCore {
-    /// Count on a thread of its own from now on (if one can be started), `budget` bytes of frames out at most.
-    pub fn start_feed(&mut self, style: RecordStyle, budget: usize) {
-        if self.feed.is_none() {
-            self.feed = StatsFeed::start(Arc::clone(&self.stats), style, budget);
+    /// The analysis' records counted through the engine's sink from now on (the first analysis' sink serves the
+    /// next ones), made in `style` with `texts`; `budget` bytes of frames out at most, 0: counted in place.
+    pub fn start_counting(&mut self, texts: FindingTexts, style: RecordStyle, budget: usize) {
+        if self.counted.is_none() {
+            self.counted = Some(CountedStatistics::sharing(texts, Arc::clone(&self.stats), style, budget));
         }
     }
 
-    /// Whether frames may be handed over (`add_frame`).
-    pub fn feeds(&self) -> bool {
-        self.feed.is_some()
+    /// The sink the analysis' items go to (after `start_counting`).
+    pub fn counted(&mut self) -> PyResult<&mut CountedStatistics<FindingTexts>> {
+        self.counted.as_mut().ok_or_else(|| PyRuntimeError::new_err("the statistics' sink was not started"))
     }
 
     /// A record (an event's, a frame's), after everything before it.
     pub fn add_record(&mut self, record: Map) -> PyResult<()> {
-        match &mut self.feed {
-            Some(feed) => feed.push(Fed::Record(record)).map_err(py_error),
+        match &mut self.counted {
+            Some(counted) => counted.add_record(record).map_err(py_error),
             None => {
                 lock(&self.stats).add(&record);
                 Ok(())
@@ -148,29 +149,18 @@ impl StatsCore {
         }
     }
 
-    /// A frame whose record the counting thread makes (only with a feed: `feeds`).
-    pub fn add_frame(&mut self, job: RecordJob) -> PyResult<()> {
-        match &mut self.feed {
-            Some(feed) => feed.push(Fed::Frame(job)).map_err(py_error),
-            None => Err(PyRuntimeError::new_err("frames handed over without the statistics' thread")),
-        }
-    }
-
     /// The statistics, everything handed over counted.
     fn settled(&mut self) -> PyResult<MutexGuard<'_, Stats>> {
-        if let Some(feed) = &mut self.feed {
-            feed.settle().map_err(py_error)?;
+        if let Some(counted) = &mut self.counted {
+            counted.settle().map_err(py_error)?;
         }
         Ok(lock(&self.stats))
     }
 
-    /// The frames whose records the thread counted, and their problems (everything handed over counted).
+    /// The frames whose records the sink counted, and their problems (everything handed over counted).
     pub fn fed(&mut self) -> PyResult<(u64, u64)> {
-        match &mut self.feed {
-            Some(feed) => {
-                feed.settle().map_err(py_error)?;
-                Ok((feed.frames, feed.problems))
-            }
+        match &mut self.counted {
+            Some(counted) => counted.settle().map_err(py_error),
             None => Ok((0, 0)),
         }
     }
@@ -194,7 +184,7 @@ impl StatsCore {
         stats.actor_latency_samples = actor_latency_samples.unwrap_or(latency_samples);
         stats.memory_total = memory_total.unwrap_or(usize::MAX);
         stats.max_connections = max_connections.unwrap_or(usize::MAX);
-        StatsCore { stats: Arc::new(Mutex::new(stats)), feed: None }
+        StatsCore { stats: Arc::new(Mutex::new(stats)), counted: None }
     }
 
     /// One record of the JSON contract (a dict).

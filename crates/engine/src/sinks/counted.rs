@@ -205,16 +205,22 @@ pub struct CountedStatistics<T: FindingTexts> {
 }
 
 impl<T: FindingTexts> CountedStatistics<T> {
-    /// `budget`: about the bytes of decoded frames handed over and not yet counted, at most.
+    /// `budget`: about the bytes of decoded frames handed over and not yet counted, at most (0: counted in place).
     pub fn new(texts: T, stats: Stats, budget: usize) -> CountedStatistics<T> {
         // as `stats` reads the records: the summary record
         let style = RecordStyle { summary: true, payload_bytes: false };
-        let stats = Arc::new(Mutex::new(stats));
-        let feed = StatsFeed::start(Arc::clone(&stats), style, budget);
+        CountedStatistics::sharing(texts, Arc::new(Mutex::new(stats)), style, budget)
+    }
+
+    /// Into statistics its owner reads too (after [`Self::settle`]), the records made in `style`; `budget` 0:
+    /// counted in place, on the caller's thread.
+    pub fn sharing(texts: T, stats: Arc<Mutex<Stats>>, style: RecordStyle, budget: usize) -> CountedStatistics<T> {
+        let feed = if budget > 0 { StatsFeed::start(Arc::clone(&stats), style, budget) } else { None };
         CountedStatistics { texts, style, stats, feed, frames: 0, problems: 0 }
     }
 
-    fn add_record(&mut self, record: Map) -> SinkResult<()> {
+    /// A record made already (a front end's frame's, an event's), counted after everything before it.
+    pub fn add_record(&mut self, record: Map) -> SinkResult<()> {
         match &mut self.feed {
             Some(feed) => feed.push(Fed::Record(record)),
             None => {
@@ -226,12 +232,18 @@ impl<T: FindingTexts> CountedStatistics<T> {
 
     /// The statistics, everything handed over counted; the frames counted and their problems.
     pub fn settled(&mut self) -> SinkResult<(MutexGuard<'_, Stats>, u64, u64)> {
+        let (frames, problems) = self.settle()?;
+        Ok((lock(&self.stats), frames, problems))
+    }
+
+    /// Everything handed over counted (waiting for the thread): the frames counted and their problems.
+    pub fn settle(&mut self) -> SinkResult<(u64, u64)> {
         let (mut frames, mut problems) = (self.frames, self.problems);
         if let Some(feed) = &mut self.feed {
             feed.settle()?;
             (frames, problems) = (frames + feed.frames, problems + feed.problems);
         }
-        Ok((lock(&self.stats), frames, problems))
+        Ok((frames, problems))
     }
 }
 
@@ -239,7 +251,7 @@ impl<T: FindingTexts> Sink for CountedStatistics<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, shared: Some(shared), .. } if self.feed.is_some() => {
-                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.clone())?;
+                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.into_owned())?;
                 match &mut self.feed {
                     Some(feed) => feed.push(Fed::Frame(job)),
                     None => Ok(()),
@@ -247,9 +259,10 @@ impl<T: FindingTexts> Sink for CountedStatistics<T> {
             }
             Item::Frame { frame, first_packet, notes, findings, .. } => {
                 let style = self.style;
-                let (problems, record) = with_record(&mut self.texts, frame, first_packet, notes, findings, |input| {
-                    stats_record(input, style)
-                })?;
+                let (problems, record) =
+                    with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
+                        stats_record(input, style)
+                    })?;
                 self.frames += 1;
                 self.problems += problems as u64;
                 match record {

@@ -9,5 +9,4 @@
 //! parts ([`crate::engine::Shared`]); a frame without them is written in its place, after everything before it.
 
 pub mod counted;
-mod pool;
 pub mod pooled;

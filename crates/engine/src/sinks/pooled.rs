@@ -1,4 +1,4 @@
-//! The frames' JSON lines written on a pool of threads (`pool.rs`) while the caller's thread reads,
+//! The frames' JSON lines written on a pool of threads (rayon's global pool) while the caller's thread reads,
 //! reassembles, decodes and analyses the next packets. A record depends only on its frame, its notes and the
 //! texts of its findings, so the frame is handed over owned ([`RecordJob`]), in batches; each batch's lines
 //! come back through its own channel, and the batches are joined in the order they were handed over, so the
@@ -7,14 +7,19 @@
 //!
 //! Memory stays bounded: about `Options.pool_bytes` of decoded frames are out at once, in batches of at most
 //! [`BATCH_WEIGHT`]; the caller's thread waits for the oldest before it hands over one more.
+//!
+//! Rayon's pool, which `records.rs` also splits a large batch's messages over (one pool, one knob:
+//! `RAYON_NUM_THREADS`; records written on the pool do not split, `records.rs: par_items` sees it is on the
+//! pool). A pool of the engine's own std threads was tried: the same bytes, but on 20 unanswered SENDs of
+//! 64 MiB each `--json` peaked at 296 MB against 166 MB (memory freed but kept by the allocator: 164 MB with
+//! `MIMALLOC_PURGE_DELAY=0`).
 
 use std::collections::VecDeque;
 use std::sync::{mpsc, Arc};
 
-use super::pool;
 use crate::analysis::Frame;
 use crate::budget::{MemoryBudget, Reservation};
-use crate::engine::{event_record, with_record, write_json_line, FindingTexts, Item, Shared, Sink};
+use crate::engine::{event_record, with_record, write_json_line, FindingTexts, Item, RunContext, Shared, Sink};
 use crate::frame_record::RecordInput;
 use crate::model::{Decoded, Finding};
 use crate::records::{Expert, Message, NoFront, RecordStyle, SinkError, SinkResult};
@@ -64,9 +69,13 @@ impl RecordJob {
             .chain(findings)
             .map(|finding| {
                 let Expert { id, severity, message } = texts.expert(finding);
-                Ok((id, severity, message.to_owned_text()?))
+                let text = match message {
+                    Message::Owned(text) => text,
+                    Message::Front(never) => match never {},
+                };
+                (id, severity, text)
             })
-            .collect::<SinkResult<_>>()?;
+            .collect();
         Ok(RecordJob {
             index: frame.index,
             conn: frame.conn,
@@ -249,8 +258,7 @@ impl PooledLines {
         let mut reserved = self.memory.reservation();
         reserved.grow((weight + held) as u64);
         let (sender, receiver) = mpsc::sync_channel(1);
-        // (not started: the sender is dropped with the job, and taking the batch says so)
-        pool::spawn(move || {
+        rayon::spawn(move || {
             let _ = sender.send(write_batch(jobs, weight, style));
         });
         self.running.push_back((receiver, held, reserved));
@@ -344,13 +352,13 @@ pub struct PooledJsonLines<T: FindingTexts> {
 }
 
 impl<T: FindingTexts> PooledJsonLines<T> {
-    /// `budget`: about the bytes of decoded frames handed over and not yet written, at most.
-    /// `memory`: the run's memory budget, which the batches out reserve from.
-    pub fn new(texts: T, style: RecordStyle, budget: usize, memory: MemoryBudget) -> PooledJsonLines<T> {
+    /// `budget`: about the bytes of decoded frames handed over and not yet written, at most. The batches out
+    /// reserve from the run's memory budget, given by [`Sink::start`] (until then, a budget that never refuses).
+    pub fn new(texts: T, style: RecordStyle, budget: usize) -> PooledJsonLines<T> {
         PooledJsonLines {
             texts,
             style,
-            pooled: PooledLines::new(style, budget, memory),
+            pooled: PooledLines::new(style, budget, MemoryBudget::unlimited()),
             lines: Vec::new(),
             pieces: Vec::new(),
             frames: 0,
@@ -369,22 +377,24 @@ impl<T: FindingTexts> PooledJsonLines<T> {
         (&mut self.pooled, out)
     }
 
-    /// A line written in place by `write`, after every line before it (waiting for the pool).
-    fn in_place(&mut self, write: impl FnOnce(&mut Vec<u8>, &mut T) -> SinkResult<()>) -> SinkResult<()> {
+    /// A line written in place by `write` (given the lines and the texts), after every line before it (waiting
+    /// for the pool): for a record the caller makes itself (a front end's frame the engine never decoded).
+    pub fn in_place(&mut self, write: impl FnOnce(&mut Vec<u8>, &mut T) -> SinkResult<()>) -> SinkResult<()> {
         let (pooled, mut out) = self.out();
         pooled.finish_all(&mut out)?;
         write(&mut self.lines, &mut self.texts)
     }
 
     /// The lines written so far, in order, as pieces: all of them (`wait`: waiting for the pool), or those
-    /// finished, the rest handed over to be written.
+    /// finished, the rest handed over to be written. (Lines written in place come before any batch still out:
+    /// writing in place waited for every batch.)
     pub fn take(&mut self, wait: bool) -> SinkResult<Vec<Vec<u8>>> {
         let (pooled, mut out) = self.out();
         match wait {
             true => pooled.finish_all(&mut out)?,
             false => pooled.finished(&mut out)?,
         }
-        if wait && !self.lines.is_empty() {
+        if !self.lines.is_empty() {
             self.pieces.push(std::mem::take(&mut self.lines));
         }
         Ok(std::mem::take(&mut self.pieces))
@@ -392,10 +402,15 @@ impl<T: FindingTexts> PooledJsonLines<T> {
 }
 
 impl<T: FindingTexts> Sink for PooledJsonLines<T> {
+    /// The batches out reserve from the run's memory budget from now on.
+    fn start(&mut self, run: &RunContext) {
+        self.pooled.memory = run.memory_budget.clone();
+    }
+
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { frame, first_packet, notes, findings, shared: Some(shared), .. } => {
-                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.clone())?;
+                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.into_owned())?;
                 let (pooled, mut out) = self.out();
                 pooled.push(job, &mut out)
             }
@@ -403,7 +418,7 @@ impl<T: FindingTexts> Sink for PooledJsonLines<T> {
                 let style = self.style;
                 let mut problems = 0;
                 self.in_place(|out, texts| {
-                    problems = with_record(texts, frame, first_packet, notes, findings, |input| {
+                    problems = with_record(texts, frame, first_packet, &notes, findings, |input| {
                         write_json_line(out, input, style)
                     })?;
                     Ok(())
