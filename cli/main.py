@@ -1274,8 +1274,8 @@ def pipeline_cmd(
                                "spark://HOST:PORT, yarn, k8s://..."),
     conf: Optional[List[str]] = typer.Option(None, "--conf", help="a Spark setting KEY=VALUE, repeatable"),
     partitions: Optional[int] = typer.Option(None, "--partitions", min=1,
-                                             help="partitions the connections are spread over (default: twice "
-                                                  "the cores Spark has; one when it has one)"),
+                                             help="partitions the connections are spread over (default: one "
+                                                  "per core Spark has)"),
     json_out: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),
     report: Optional[Path] = typer.Option(None, "--report", help="also write the HTML report (as `report -o`) "
                                           "of the whole input, from the tables"),

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from dissector.spark import stages_lines
-from dissector.spark.console import MAX_WIDTH, Console, JvmOutput, Progress, is_noise
+from dissector.spark.console import INDEXED_DIR, MAX_WIDTH, Console, JvmOutput, Progress, is_noise
 
 # what a JVM under Spark 4 and Java 17+ prints as it starts, and what a failing task prints
 CHATTER = [
@@ -140,6 +140,14 @@ class _Tracker:
         return sorted(self.active)
 
 
+def test_the_progress_line_counts_the_directory_the_indexing_tasks_write():
+    from dissector.spark import tasks
+
+    assert INDEXED_DIR == tasks.INDEXED
+    assert os.path.basename(os.path.dirname(tasks.indexed_file("/out/" + INDEXED_DIR, 4))) == INDEXED_DIR
+    assert tasks.indexed_file("d", 4).endswith(".arrow")
+
+
 def _progress(tmp_path, files=2, partitions=3) -> Progress:
     return Progress(None, Console(io.StringIO(), live=False), str(tmp_path), files, partitions)
 
@@ -149,14 +157,22 @@ def _counts(line: str) -> tuple[str, int, int]:
     return step, int(done), int(total)
 
 
-def test_progress_follows_the_latest_step_and_counts_its_stage_of_files_or_partitions(tmp_path):
-    tracker, progress = _Tracker(), _progress(tmp_path)
+def test_progress_follows_the_latest_step_and_counts_files_indexed_or_partitions(tmp_path):
+    tracker, progress = _Tracker(), _progress(tmp_path, files=3)
     assert progress.line(tracker) is None  # no step yet
-    tracker.job("index", 0, {0: (2, 1)})
+    # index: a task per core, so the files its tasks wrote are counted, not the tasks
+    tracker.job("index", 0, {0: (1, 0)})
     tracker.active = {0}
-    assert _counts(progress.line(tracker)) == ("index", 1, 2)
-    tracker.stages[0].numCompletedTasks, tracker.active = 2, set()
-    assert _counts(progress.line(tracker)) == ("index", 2, 2)
+    assert _counts(progress.line(tracker)) == ("index", 0, 3)
+    indexed = tmp_path / INDEXED_DIR
+    indexed.mkdir()
+    (indexed / "file-1.arrow").write_bytes(b"rows")
+    (indexed / "file-0.arrow.tmp").write_bytes(b"a task still writing")
+    assert _counts(progress.line(tracker)) == ("index", 1, 3)
+    for no in (0, 2):
+        (indexed / f"file-{no}.arrow").write_bytes(b"rows")
+    tracker.stages[0].numCompletedTasks, tracker.active = 1, set()
+    assert _counts(progress.line(tracker)) == ("index", 3, 3)
     # count: a join's shuffle (8 tasks) is not the partitions' stage; nothing of 3 tasks ran yet
     tracker.job("count", 1, {1: (8, 8), 2: (3, 0)})
     tracker.active = {2}

@@ -595,9 +595,9 @@ def test_the_class_archive_is_one_per_spark_installation(tmp_path, monkeypatch):
     assert here is not None and elsewhere is not None and elsewhere != here
 
 
-@pytest.mark.parametrize("cores, expected", [(1, 1), (2, 4), (8, 16)])
-def test_default_partitions_one_per_single_core(cores, expected):
-    """With one core there is nothing to balance: each further partition would only read every file again."""
+@pytest.mark.parametrize("cores, expected", [(1, 1), (2, 2), (8, 8), (0, 1)])
+def test_default_partitions_one_per_core(cores, expected):
+    """Each further partition reads every file again; the least-loaded dealing balances without spares."""
     from types import SimpleNamespace
 
     from dissector.spark.job import default_partitions

@@ -166,14 +166,26 @@ def launch_jvm(settings: dict[str, str], console: Console, verbose: bool = False
 
 
 #: The steps of ``job.run`` (the Spark job groups ``job.step`` sets): what the progress line says of each, and
-#: what it counts: the tasks of the step's stage that has as many as there are input files (one task per
-#: file) or partitions.
+#: what it counts: the input files indexed (the files the indexing tasks wrote under DIR/_index), or the
+#: tasks of the step's stage that has as many as there are partitions.
 STEPS = {"index": ("files indexed", "files"), "count": ("partitions counted", "partitions"),
          "number": ("merging the frame numbers", None), "decode": ("partitions decoded", "partitions"),
          "tables": ("problems, files and the summary", None), "report": ("the records read back", None)}
 
 #: The table whose rows written the progress line counts while the decoding tasks write it (under DIR).
 FRAMES_TABLE = "frames"
+
+#: The directory (under DIR) of the indexing tasks' files, one per input file indexed (``tasks.INDEXED``).
+INDEXED_DIR = "_index"
+
+
+def files_indexed(directory: str) -> int:
+    """The input files whose index is written whole under ``directory`` (a file still being written ends in
+    ``.tmp``)."""
+    try:
+        return sum(1 for entry in os.scandir(directory) if entry.name.endswith(".arrow"))
+    except OSError:
+        return 0
 
 
 class RowsWritten:
@@ -205,14 +217,15 @@ class RowsWritten:
 
 class Progress:
     """The progress line of a run of ``job.run`` on ``spark`` writing under ``out``: a thread reads Spark's
-    status every ``POLL_S`` and shows the current step, its tasks done (``files``: the input files;
-    ``partitions``: the job's), the frames written, the step's seconds. Use as a context manager; nothing
-    happens unless ``console.live``."""
+    status every ``POLL_S`` and shows the current step, what it has done (``files``: the input files indexed;
+    ``partitions``: its tasks done, of the job's partitions), the frames written, the step's seconds. Use as a
+    context manager; nothing happens unless ``console.live``."""
 
     def __init__(self, spark, console: Console, out: str, files: int, partitions: int):
         self.spark, self.console = spark, console
         self.expected = {"files": files, "partitions": partitions}
         self.frames = RowsWritten(os.path.join(out, FRAMES_TABLE))
+        self.indexed = os.path.join(out, INDEXED_DIR)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._step: str | None = None
@@ -280,7 +293,10 @@ class Progress:
             self._step, self._since = step, time.monotonic()
         what, unit = STEPS[step]
         text = f"{step}: {what}"
-        if unit is not None:
+        if unit == "files":
+            total = self.expected[unit]
+            text += f" {min(files_indexed(self.indexed), total):,}/{total:,}"
+        elif unit is not None:
             done, total = self._stage_tasks(tracker, jobs, self.expected[unit])
             text += f" {done:,}/{total:,}"
         if step == "decode":

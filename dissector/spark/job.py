@@ -4,16 +4,17 @@ The stages (docs/SPARK.md says why this shape). Packets never pass through Spark
 of Python tasks (index, count, decode: ``RDD.mapPartitions``, nothing to plan), and the rest on the driver from
 what they give back; each task reads the capture files it needs itself.
 
-1. index: one task per capture file streams it once (``tasks.index_files``): its TCP connections (a key per
-   connection, packets, bytes), its packet count and first time, collected on the driver.
+1. index: a task per core, each streaming its share of the capture files once (``tasks.index_files``): a
+   file's TCP connections (a key per connection, packets, bytes), its packet count and first time, into a file
+   under DIR/_index per capture file, read on the driver.
 2. plan (``plan.py``, the driver): files in time order, a packet's number in the whole input being its file's
-   offset plus its number in the file; the connections dealt to partitions, largest first; a partition's work
-   is, per file in capture order, the connections of it that it reads. A connection that spans several
+   offset plus its number in the file; the connections dealt to partitions, largest first, each to the least
+   loaded; a partition's work is, per file in capture order, the connections of it that it reads. A connection that spans several
    rotated files is read whole and in order by one task.
 3. count (``tasks.count_numbers``): per partition, the packets that complete frames or open connections and
    what the end leaves, into files under DIR/_numbering; then the driver (``tasks.number``) merges them in
    packet order into the numbers a run over the whole input would give them (running sums), a file per
-   partition.
+   partition. Skipped when one partition has all the work (``needs_numbering``): its order is the input's.
 4. decode (``tasks.decode``): per partition, its work and its numbers: the CLI's pipeline and analysis over
    its connections with those numbers, each frame's record made by the engine straight into the typed Arrow
    tables (frames, messages, the frames' problems, exchanges: each answer with its request), and the events
@@ -127,13 +128,21 @@ def step(spark, name: str) -> None:
     spark.sparkContext.setJobGroup(name, f"pulsar-dissect pipeline: {name}")
 
 
+def needs_numbering(work) -> bool:
+    """Whether the partitions' work (``plan.Work`` per slot) must be counted and numbered first: not when one
+    partition has it all, for it reads every selected packet of every file in capture order, so its own running
+    count numbers the frames and connections as the count and number stages would (the same packets through
+    the same pipeline), and the input is read once less."""
+    return sum(1 for _, files in work if files) > 1
+
+
 def default_partitions(spark) -> int:
-    """The partitions ``run`` spreads the connections over when not told: twice the cores Spark has, so that a
-    core whose partition ends early takes another; one on a single core, where there is nothing to balance and
-    each further partition would read every file again (the count and decode stages read each file once per
-    partition, skipping the other partitions' packets)."""
-    cores = spark.sparkContext.defaultParallelism
-    return 1 if cores <= 1 else cores * 2
+    """The partitions ``run`` spreads the connections over when not told: one per core Spark has. The count and
+    decode stages read each file once per partition (skipping the other partitions' packets), so a further
+    partition costs a reading of the input; the connections are dealt to the least loaded partition, largest
+    first (``plan.least_loaded``), which balances the cores without spare partitions (on the benchmark's
+    rotated set, local[2] with 2 partitions against 4: docs/SPARK.md)."""
+    return max(1, spark.sparkContext.defaultParallelism)
 
 
 class Stages:
@@ -168,32 +177,41 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     partitions = partitions or default_partitions(spark)
     context = spark.sparkContext
 
-    # 1. index: one task per file; its rows come back to the driver (a row per connection per file), once
+    # 1. index: a task per core, each with its share of the files (one item); their rows come back through files
+    # under out (the progress line counts them), read on the driver once
     step(spark, "index")
-    listed = context.parallelize(list(enumerate(files)), max(1, len(files)))
-    streams = listed.mapPartitions(functools.partial(tasks.index_files, options=options)).collect()
-    index = pa.concat_tables([pa.ipc.open_stream(stream).read_all() for stream in streams]
-                             or [tasks.INDEX.empty_table()])
+    indexed = os.path.join(os.path.abspath(out), tasks.INDEXED)
+    shutil.rmtree(indexed, ignore_errors=True)
+    os.makedirs(indexed)
+    shares = tasks.deal_files(files, context.defaultParallelism)
+    listed = context.parallelize(shares, len(shares))
+    listed.mapPartitions(functools.partial(tasks.index_files, options=options, into=indexed)).collect()
+    index = tasks.read_index(indexed, len(files))
+    shutil.rmtree(indexed, ignore_errors=True)
     stages.done("index")
 
     # 2. plan, on the driver: files in time order and their offsets, the connections dealt to the partitions
     plan = planning.make(index, files, partitions)
-    del index, streams
+    del index
 
     # 3. count, then number as the whole input would: the tasks leave their numbers in files under out. A
     # partition's work is its one item (a slot per partition, in order: parallelize slices a list by position)
-    step(spark, "count")
     numbering = os.path.join(os.path.abspath(out), tasks.NUMBERING)
     shutil.rmtree(numbering, ignore_errors=True)
     os.makedirs(numbering)
     work = context.parallelize(plan.work, partitions)
-    counted = work.mapPartitions(functools.partial(tasks.count_numbers, options=options, into=numbering)).collect()
-    stages.done("plan_and_count")
-    # merged on the driver, as one task would (a block of each partition's counts at a time)
-    step(spark, "number")
-    slots = pa.RecordBatch.from_pydict({"slot": [slot for slot, _, _ in counted]})
-    for _ in tasks.number([slots], into=numbering):
-        pass
+    if needs_numbering(plan.work):
+        step(spark, "count")
+        counted = work.mapPartitions(functools.partial(tasks.count_numbers, options=options,
+                                                       into=numbering)).collect()
+        stages.done("plan_and_count")
+        # merged on the driver, as one task would (a block of each partition's counts at a time)
+        step(spark, "number")
+        slots = pa.RecordBatch.from_pydict({"slot": [slot for slot, _, _ in counted]})
+        for _ in tasks.number([slots], into=numbering):
+            pass
+    else:
+        stages.done("plan_and_count")
 
     # 4. decode: each partition's work with its numbers
     step(spark, "decode")

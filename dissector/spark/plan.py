@@ -5,12 +5,14 @@ joins did this before; for a job of three small files its planning and its stage
 
 - files in time order (their first packet's time, then their path), each one's offset: the packets before it,
   so a packet's number in the whole input is its file's offset plus its number in the file;
-- the connections dealt to the partitions round robin from the largest (their bytes in every file): hashing
-  them would put two of a capture's few big connections in one partition as often as not;
+- the connections dealt to the partitions from the largest (their bytes in every file), each to the partition
+  with the fewest bytes so far: hashing them would put two of a capture's few big connections in one
+  partition as often as not, and dealing them in turn leaves the first partition the largest of every round;
 - a partition's work: per file, in capture order, the connections of it there.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +33,21 @@ class Plan:
     files: pa.Table                         # ``FILES``, in capture order
     notes: list[tuple[str, str, str]]       # the readers' notes: (path, id, parameters as JSON)
     work: list[Work]                        # a partition's work per slot, 0 to partitions - 1 (empty: none)
+
+
+def least_loaded(sizes: np.ndarray, partitions: int) -> np.ndarray:
+    """The partition of each of ``sizes`` (largest first): the one with the fewest bytes so far, the lowest of
+    equals (the longest-processing-time rule: no partition ends more than the largest size after the others, so
+    one partition per core balances as well as more would, and each further partition reads every file again)."""
+    if partitions <= 1:
+        return np.zeros(len(sizes), np.int64)
+    loads = [(0, slot) for slot in range(partitions)]
+    dealt = np.empty(len(sizes), np.int64)
+    for at, size in enumerate(sizes.tolist()):
+        load, slot = loads[0]
+        dealt[at] = slot
+        heapq.heapreplace(loads, (load + size, slot))
+    return dealt
 
 
 def make(index: pa.Table, paths: list[str], partitions: int) -> Plan:
@@ -60,7 +77,7 @@ def make(index: pa.Table, paths: list[str], partitions: int) -> Plan:
     notes = index.take(pa.array(is_note)).to_pydict()
     notes = [(paths[no], note_id, note) for no, note_id, note in zip(notes["file_no"], notes["note_id"], notes["note"])]
 
-    # the connections, largest first (then by key), dealt round robin: a connection's slot is its turn
+    # the connections, largest first (then by key), each to the partition with the fewest bytes so far
     is_flow = np.flatnonzero(kind == "flow")
     flows = index.take(pa.array(is_flow))  # without the other rows' nulls, which would make the keys floats
     keys = flows.column("flow").to_numpy().astype(np.int64, copy=False)
@@ -69,8 +86,9 @@ def make(index: pa.Table, paths: list[str], partitions: int) -> Plan:
     unique, which = np.unique(keys, return_inverse=True)
     totals = np.zeros(len(unique), np.int64)
     np.add.at(totals, which, sizes)
+    largest_first = np.lexsort((unique, -totals))
     turn = np.empty(len(unique), np.int64)
-    turn[np.lexsort((unique, -totals))] = np.arange(len(unique)) % partitions
+    turn[largest_first] = least_loaded(totals[largest_first], partitions)
     slot = turn[which]
 
     # a partition's work: its rows by file in capture order

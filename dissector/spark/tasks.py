@@ -3,10 +3,11 @@ pipeline and analysis as the CLI (the compiled core), nothing of Spark imported 
 Spark: each task reads the capture files it needs itself. Each function is one stage of
 ``dissector/spark/job.py``:
 
-- ``index_files``: one task per capture file (pcap, pcapng, gzip), streaming it once: a row per TCP
-  connection on a protocol's port (its key, ``flow_key`` in the core, its packets and bytes), a row per file
-  (packets, first time, how reading ended) and a row per reader note, as an Arrow stream the driver collects
-  (``plan.py`` plans the job from it). A file that cannot be read is a row too, never a failed task.
+- ``index_files``: a task per core, each streaming its share of the capture files (pcap, pcapng, gzip) once
+  each: a row per TCP connection on a protocol's port (its key, ``flow_key`` in the core, its packets and
+  bytes), a row per file (packets, first time, how reading ended) and a row per reader note, as an Arrow
+  stream file per capture file under DIR/_index that the driver reads (``plan.py`` plans the job from it; the
+  progress line counts them). A file that cannot be read is a row too, never a failed task.
 - ``count_numbers``: per partition (some connections, and the files they are in, in capture order), the
   first pass: the packets that complete frames or open connections, and at the end the frames the end of the
   input leaves per connection (``Dissector.count_selected``: no decoding into Python), into files of numbers.
@@ -100,15 +101,54 @@ def _int64s(buffer: bytes) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(buffer) // 8, [None, pa.py_buffer(buffer)])
 
 
-def index_files(files, options: Options):
-    """The rows (``INDEX``) of each of ``files`` ((file_no, path) pairs) as an Arrow stream's bytes."""
+#: The directory under the job's ``--out`` where the indexing tasks leave each capture file's rows
+#: (``indexed_file``: an Arrow stream file per input file, named by its number; removed at the end of the job).
+INDEXED = "_index"
+
+
+def indexed_file(into: str, file_no: int) -> str:
+    """Where the rows of the input file ``file_no`` are (a file appears whole, once its rows are all written)."""
+    return os.path.join(into, f"file-{file_no}.arrow")
+
+
+def index_files(items, options: Options, into: str):
+    """The rows (``INDEX``) of the capture files of this task's one item (a list of (file_no, path) pairs), each
+    into its own file under ``into`` (``indexed_file``); the files' numbers are its items."""
     ports = _ports(options)
-    for file_no, path in files:
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, INDEX) as stream:
-            for batch in _index_file(file_no, path, ports):
-                stream.write_batch(batch)
-        yield sink.getvalue().to_pybytes()
+    for files in items:
+        for file_no, path in files:
+            target = indexed_file(into, file_no)
+            with pa.OSFile(target + ".tmp", "wb") as sink, pa.ipc.new_stream(sink, INDEX) as stream:
+                for batch in _index_file(file_no, path, ports):
+                    stream.write_batch(batch)
+            os.replace(target + ".tmp", target)  # a retried task's file replaces the first one whole
+            yield file_no
+
+
+def read_index(into: str, files: int) -> pa.Table:
+    """The rows the indexing tasks wrote under ``into`` for input files 0 to ``files`` - 1."""
+    tables = []
+    for file_no in range(files):
+        with pa.OSFile(indexed_file(into, file_no)) as source:
+            tables.append(pa.ipc.open_stream(source).read_all())
+    return pa.concat_tables(tables) if tables else INDEX.empty_table()
+
+
+def deal_files(files: list[str], tasks: int) -> list[list[tuple[int, str]]]:
+    """The input files (``files``, numbered by their place) dealt to ``tasks`` indexing tasks, the largest first,
+    round robin: a task per core, not a task per file (each task's start costs about a tenth of a second in
+    Spark, more than indexing a 256 MB file takes)."""
+    def size(path: str) -> int:
+        try:
+            return os.path.getsize(path)
+        except OSError:
+            return 0  # unreadable: its row says so, and it takes no time
+
+    order = sorted(range(len(files)), key=lambda no: (-size(files[no]), no))
+    dealt: list[list[tuple[int, str]]] = [[] for _ in range(max(1, min(tasks, len(files))))]
+    for turn, no in enumerate(order):
+        dealt[turn % len(dealt)].append((no, files[no]))
+    return [sorted(share) for share in dealt]
 
 
 def _index_file(file_no: int, path: str, ports):
