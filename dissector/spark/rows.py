@@ -6,7 +6,9 @@ each table, so a gigabyte of records never passes through Spark's rows. Spark SQ
 rest of ``problems``, ``files`` and the summary (``tables.py``).
 
 A column is a key of the contract (docs/records.schema.json); an object or a list (``command``, ``metadata``,
-``expert``, a message's ``properties``...) is kept as its JSON text; a payload's SHA-256 is 32 bytes. ``json``,
+``expert``, a message's ``properties``...) is kept as its JSON text, but a message's ``message_id``, a struct
+of integers (``ledger_id``, ``entry_id``, ``partition``, ``batch_index``; ``id`` for an id that is one
+integer); a payload's SHA-256 is 32 bytes. ``json``,
 the whole record as the CLI writes it, is a column only when asked (``pipeline --with-json``, or ``--report``)."""
 from __future__ import annotations
 
@@ -52,11 +54,22 @@ def _write_options(schema: pa.Schema, repeated: set[str]) -> dict:
     filters a JSON text or a digest by its range)."""
     # a digest is random bytes: compressing it is time lost for nothing
     codecs = {field.name: "none" if pa.types.is_fixed_size_binary(field.type) else "zstd" for field in schema}
+    leaves = list(_leaves(schema))  # a struct's fields (a message's id) by their paths
     return {"compression": codecs, "use_dictionary": [name for name in schema.names if name in repeated],
-            "column_encoding": {field.name: "DELTA_BINARY_PACKED" for field in schema
-                                if pa.types.is_integer(field.type) and field.name not in repeated},
-            "write_statistics": [field.name for field in schema
-                                 if pa.types.is_integer(field.type) or pa.types.is_floating(field.type)]}
+            "column_encoding": {path: "DELTA_BINARY_PACKED" for path, kind in leaves
+                                if pa.types.is_integer(kind) and path not in repeated},
+            "write_statistics": [path for path, kind in leaves
+                                 if pa.types.is_integer(kind) or pa.types.is_floating(kind)]}
+
+
+def _leaves(schema: pa.Schema):
+    """Each column's (path, type), a struct's fields as ``column.field``."""
+    for field in schema:
+        if pa.types.is_struct(field.type):
+            for child in field.type:
+                yield f"{field.name}.{child.name}", child.type
+        else:
+            yield field.name, field.type
 
 
 #: The columns whose values repeat, per table: written with a dictionary.

@@ -7,7 +7,8 @@
 //! A [`TableSink`] takes the record's values as the record builder writes them: a number, a flag or a string
 //! goes into its column as it is (nothing is written as JSON and parsed back); an object or a list that is a
 //! column (`command`, `metadata`, `expert`, a message's `properties`...) is kept as its JSON text, as the
-//! record's line has it. The whole line (`--json`'s) is a column only when asked (`with_json`). A value of
+//! record's line has it; a message's `message_id`, whose keys are known, is a struct of integers
+//! (`Kind::Fields`). The whole line (`--json`'s) is a column only when asked (`with_json`). A value of
 //! another type than its column's is null there, never an error. A text column whose values repeat from row
 //! to row (addresses, types, topics) is a dictionary (`Kind::Repeated`), and a message's row takes its
 //! frame's columns once for all the frame's messages.
@@ -16,11 +17,11 @@ use std::sync::Arc;
 
 use arrow_array::builder::{
     BooleanBuilder, FixedSizeBinaryBuilder, Float64Builder, Int32Builder, Int64Builder, LargeStringBuilder,
-    StringBuilder,
+    NullBufferBuilder, StringBuilder,
 };
 use arrow_array::types::Int32Type;
-use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch};
-use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef};
+use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch, StructArray};
+use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 
 use crate::records::{hex_digest, Atom, Front, JsonSink, Key, RecordSink, SinkResult};
 use crate::stats::summary::{FrameFigures, GroupOf, Summary, SummaryMaker};
@@ -40,6 +41,10 @@ pub enum Kind {
     Repeated,
     /// a SHA-256 digest written as 64 hex digits (fixed_size_binary(32)); anything else is null
     Digest,
+    /// an object of integers whose keys are known (struct<key: int64...>, a key of another type null), and
+    /// in its last field, `id`, a value that is one integer instead of an object; anything else is null.
+    /// Written as JSON text, a message's id was 60 bytes to write, copy and compress per message.
+    Fields(&'static [&'static str]),
 }
 
 impl Kind {
@@ -51,9 +56,19 @@ impl Kind {
             Kind::Text => DataType::LargeUtf8,
             Kind::Repeated => DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
             Kind::Digest => DataType::FixedSizeBinary(32),
+            Kind::Fields(names) => DataType::Struct(fields_of(names)),
         }
     }
 }
+
+fn fields_of(names: &[&str]) -> Fields {
+    names.iter().map(|name| Field::new(*name, DataType::Int64, true)).collect()
+}
+
+/// A message id's fields: the object's keys, then `id` (an id that is one integer).
+pub const MESSAGE_ID_FIELDS: &[&str] = &["ledger_id", "entry_id", "partition", "batch_index", "id"];
+/// The keys of an object that are fields (all but `id`).
+const ID_KEYS: usize = 4;
 
 /// A table's columns: (name, kind).
 pub type Columns = &'static [(&'static str, Kind)];
@@ -116,7 +131,7 @@ pub const MESSAGES: Columns = &[
     ("subscription", Kind::Repeated),
     ("payload_size", Kind::Int),
     ("payload_sha256", Kind::Digest),
-    ("message_id", Kind::Text),
+    ("message_id", Kind::Fields(MESSAGE_ID_FIELDS)),
     ("batch_index", Kind::Int),
     ("sequence_id", Kind::Int),
     ("partition_key", Kind::Text),
@@ -195,6 +210,8 @@ enum Cell {
     Json(u32, u32),
     /// a digest of the record's (`Found::digests`), as its bytes
     Digest(u32),
+    /// an object whose keys are the cells after the row's keys (`Kind::Fields`)
+    Object,
 }
 
 impl Cell {
@@ -219,9 +236,12 @@ const PRODUCER: usize = 0;
 const CONSUMER: usize = 1;
 const COMMAND: usize = 2;
 
-/// The keys of a message that are columns (the messages table's from `payload_size`).
+/// The keys of a message that are columns (the messages table's from `payload_size`), and the place of
+/// `message_id` among them; a row's cells are its keys' and then the message id's fields.
 const MESSAGE_KEYS: usize = 10;
 const FIRST_MESSAGE_KEY: usize = 12;
+const MESSAGE_ID: usize = 2;
+const ROW_CELLS: usize = MESSAGE_KEYS + ID_KEYS;
 
 /// The keys of a finding that are columns.
 const FINDING_KEYS: [&str; 3] = ["id", "severity", "message"];
@@ -254,6 +274,8 @@ enum Place {
     /// A list of `ROW_LISTS`, and one of its objects.
     Rows(usize),
     Row(usize),
+    /// A row's object whose keys are fields of a struct column (a message's `message_id`).
+    Fields(usize),
     /// Nothing in it is a column of its own.
     Inside,
 }
@@ -282,7 +304,7 @@ struct Found {
     top: [Cell; TOP],
     actors: [[Cell; 4]; 3],
     /// Per `ROW_LISTS` list, each object: its place in the list and its keys' values.
-    rows: [Vec<(usize, [Cell; MESSAGE_KEYS])>; 2],
+    rows: [Vec<(usize, [Cell; ROW_CELLS])>; 2],
     items: [usize; 2],
     /// The record's digests (a message's payload_sha256), each a `Cell::Digest`.
     digests: Vec<[u8; 32]>,
@@ -351,6 +373,7 @@ impl<'o> TableSink<'o> {
                     || (!object && ROW_LISTS.contains(&name))
             }
             Some(Place::Rows(_)) => object,
+            Some(Place::Row(list)) => object && list == MESSAGE_ROWS && name == "message_id",
             _ => false,
         }
     }
@@ -381,6 +404,7 @@ impl<'o> TableSink<'o> {
                         Place::Record => object as u16,
                         Place::Actor(actor) => 2 + actor as u16,
                         Place::Row(list) => 8 + list as u16,
+                        Place::Fields(list) => 12 + list as u16,
                         _ => unreachable!("handled above"),
                     };
                     let memo = &mut self.memo[(address >> 3) % MEMO];
@@ -417,8 +441,15 @@ impl<'o> TableSink<'o> {
                 let at = ACTOR_KEYS.iter().position(|k| *k == name);
                 (Place::Inside, at.map_or(Slot::Nothing, |at| Slot::Actor(actor, at)))
             }
-            Place::Row(list) => {
-                (Place::Inside, place_in(row_keys(list), name).map_or(Slot::Nothing, |at| Slot::RowKey(list, at)))
+            Place::Row(list) => match place_in(row_keys(list), name) {
+                Some(MESSAGE_ID) if object && list == MESSAGE_ROWS => {
+                    (Place::Fields(list), Slot::RowKey(list, MESSAGE_ID))
+                }
+                at => (Place::Inside, at.map_or(Slot::Nothing, |at| Slot::RowKey(list, at))),
+            },
+            Place::Fields(list) => {
+                let at = MESSAGE_ID_FIELDS[..ID_KEYS].iter().position(|k| *k == name);
+                (Place::Inside, at.map_or(Slot::Nothing, |at| Slot::RowKey(list, MESSAGE_KEYS + at)))
             }
             Place::Rows(_) | Place::Inside => (Place::Inside, Slot::Nothing),
         }
@@ -531,10 +562,14 @@ impl<F: Front> RecordSink<F> for TableSink<'_> {
 
     fn open(&mut self, key: Key<'_>, list: bool) -> SinkResult<()> {
         let (place, slot) = self.slot(&key, !list);
+        let fields = matches!(place, Place::Fields(_));
+        if fields {
+            self.set(slot, Cell::Object); // its keys' cells follow
+        }
         let (start, alone) = if self.writes() {
             RecordSink::<F>::open(&mut self.json, key, list)?;
             (Some(self.json.value_start), false)
-        } else if !matches!(slot, Slot::Nothing) {
+        } else if !matches!(slot, Slot::Nothing) && !fields {
             // a column kept as JSON text, inside nothing written: its text alone
             let start = self.json.out.len();
             RecordSink::<F>::open(&mut self.json, Key::Item, list)?;
@@ -548,13 +583,17 @@ impl<F: Front> RecordSink<F> for TableSink<'_> {
     }
 
     fn close(&mut self) -> SinkResult<()> {
-        let Some((_, slot, start, alone)) = self.open.pop() else { return RecordSink::<F>::close(&mut self.json) };
+        let Some((place, slot, start, alone)) = self.open.pop() else {
+            return RecordSink::<F>::close(&mut self.json);
+        };
         if let Some(start) = start {
             RecordSink::<F>::close(&mut self.json)?;
             if alone {
                 self.writing -= 1;
             }
-            self.set(slot, Cell::Json(start as u32, self.json.out.len() as u32));
+            if !matches!(place, Place::Fields(_)) {
+                self.set(slot, Cell::Json(start as u32, self.json.out.len() as u32));
+            }
         }
         Ok(())
     }
@@ -590,6 +629,44 @@ enum Builder {
     Text(LargeStringBuilder),
     Repeated(RepeatedBuilder),
     Digest(FixedSizeBinaryBuilder),
+    Fields(FieldsBuilder),
+}
+
+/// A struct of integer fields made row by row (`Kind::Fields`).
+struct FieldsBuilder {
+    names: &'static [&'static str],
+    fields: Vec<Int64Builder>,
+    valid: NullBufferBuilder,
+}
+
+impl FieldsBuilder {
+    fn with_capacity(names: &'static [&'static str], rows: usize) -> FieldsBuilder {
+        let fields = names.iter().map(|_| Int64Builder::with_capacity(rows)).collect();
+        FieldsBuilder { names, fields, valid: NullBufferBuilder::new(rows) }
+    }
+
+    /// A row: `value`, an object (its keys' values in `keys`, in the fields' order) or one integer (`id`).
+    fn append(&mut self, value: Cell, keys: &[Cell]) {
+        let (id, object) = match value {
+            Cell::Object => (None, true),
+            scalar => (int_of(scalar), false),
+        };
+        let last = self.fields.len() - 1;
+        for (at, field) in self.fields.iter_mut().enumerate() {
+            field.append_option(match at {
+                _ if at == last => id,
+                _ if object => keys.get(at).copied().and_then(int_of),
+                _ => None,
+            });
+        }
+        self.valid.append(object || id.is_some());
+    }
+
+    fn finish(&mut self) -> StructArray {
+        let arrays = self.fields.iter_mut().map(|f| Arc::new(f.finish()) as ArrayRef).collect();
+        // every field has a row per row of the struct
+        StructArray::try_new(fields_of(self.names), arrays, self.valid.finish()).expect("fields of one length")
+    }
 }
 
 /// A dictionary<int32, string> column made row by row: each distinct value once in `values`, a row its key.
@@ -686,7 +763,7 @@ impl Texts<'_> {
             Cell::Digest(_) => {
                 self.digest(cell).map(|d| std::borrow::Cow::Owned(hex_digest(&d, &mut [0; 64]).to_owned()))
             }
-            Cell::Absent | Cell::Null => None,
+            Cell::Absent | Cell::Null | Cell::Object => None,
             scalar => {
                 let mut number = Vec::new();
                 scalar_json(scalar, &mut number);
@@ -725,6 +802,7 @@ impl Builder {
             Kind::Text => Builder::Text(LargeStringBuilder::with_capacity(rows, bytes)),
             Kind::Repeated => Builder::Repeated(RepeatedBuilder::with_capacity(rows)),
             Kind::Digest => Builder::Digest(FixedSizeBinaryBuilder::with_capacity(rows, 32)),
+            Kind::Fields(names) => Builder::Fields(FieldsBuilder::with_capacity(names, rows)),
         }
     }
 
@@ -736,6 +814,7 @@ impl Builder {
             Builder::Text(_) => Kind::Text,
             Builder::Repeated(_) => Kind::Repeated,
             Builder::Digest(_) => Kind::Digest,
+            Builder::Fields(b) => Kind::Fields(b.names),
         }
     }
 
@@ -782,6 +861,21 @@ impl Builder {
                 }
                 32
             }
+            Builder::Fields(b) => {
+                b.append(cell, &[]);
+                8 * b.fields.len()
+            }
+        }
+    }
+
+    /// A row of a struct column: `value` and its keys' cells (`keys`); other columns take `value` alone.
+    fn push_fields(&mut self, value: Cell, keys: &[Cell], texts: &Texts<'_>) -> usize {
+        match self {
+            Builder::Fields(b) => {
+                b.append(value, keys);
+                8 * b.fields.len()
+            }
+            other => other.push(value, texts),
         }
     }
 
@@ -827,6 +921,7 @@ impl Builder {
             Builder::Bool(b) => Arc::new(b.finish()),
             Builder::Text(b) => Arc::new(b.finish()),
             Builder::Digest(b) => Arc::new(b.finish()),
+            Builder::Fields(b) => Arc::new(b.finish()),
         }
     }
 }
@@ -881,25 +976,15 @@ struct Table {
 impl Table {
     fn new(columns: Columns, with_json: bool) -> Table {
         let schema = schema(columns, with_json);
-        let builders = schema.fields().iter().map(|f| Builder::new(kind_of(f.data_type()), 0, 0)).collect();
-        Table { schema, builders, rows: 0 }
+        let json = with_json && std::ptr::eq(columns, FRAMES);
+        let kinds = columns.iter().chain(json.then_some(&JSON_COLUMN)).map(|(_, kind)| *kind);
+        Table { schema, builders: kinds.map(|kind| Builder::new(kind, 0, 0)).collect(), rows: 0 }
     }
 
     fn finish(&mut self) -> Result<RecordBatch, ArrowError> {
         let arrays = self.builders.iter_mut().map(Builder::finish).collect();
         self.rows = 0;
         RecordBatch::try_new(self.schema.clone(), arrays)
-    }
-}
-
-fn kind_of(data_type: &DataType) -> Kind {
-    match data_type {
-        DataType::Int64 => Kind::Int,
-        DataType::Float64 => Kind::Float,
-        DataType::Boolean => Kind::Bool,
-        DataType::FixedSizeBinary(_) => Kind::Digest,
-        DataType::Dictionary(..) => Kind::Repeated,
-        _ => Kind::Text,
     }
 }
 
@@ -961,6 +1046,7 @@ impl RecordTables {
         debug_assert_eq!(at(FRAMES, "latency_ms"), F.latency_ms);
         debug_assert_eq!(at(FRAMES, "request_type"), F.request_type);
         debug_assert_eq!(at(FRAMES, "subscription"), F.subscription);
+        debug_assert_eq!(at(MESSAGES, "message_id"), FIRST_MESSAGE_KEY + MESSAGE_ID);
         RecordTables {
             frames: Table::new(FRAMES, with_json),
             messages: Table::new(MESSAGES, false),
@@ -1065,6 +1151,12 @@ impl RecordTables {
             }
             for at in 0..MESSAGE_KEYS {
                 let column = &mut columns[FIRST_MESSAGE_KEY + at];
+                if matches!(column, Builder::Fields(_)) {
+                    for (_, keys) in messages {
+                        held += column.push_fields(keys[at], &keys[MESSAGE_KEYS..], &texts);
+                    }
+                    continue;
+                }
                 for (_, keys) in messages {
                     held += column.push(keys[at], &texts);
                 }

@@ -15,7 +15,7 @@ use pulsar_dissect_engine::engine::{FindingTexts, JsonLines, ProtocolSetup, Sett
 use pulsar_dissect_engine::model::Finding;
 use pulsar_dissect_engine::protocols::REGISTRY;
 use pulsar_dissect_engine::records::{Expert, Message, NoFront, RecordStyle};
-use pulsar_dissect_engine::tables::{tables_of, RecordTables, FRAMES, MESSAGES};
+use pulsar_dissect_engine::tables::{tables_of, RecordTables, FRAMES, MESSAGES, MESSAGE_ID_FIELDS};
 use pulsar_dissect_engine::value::{Text, Value};
 use pulsar_dissect_engine::{name, Engine};
 
@@ -87,6 +87,18 @@ fn cell(batch: &RecordBatch, column: &str, row: usize) -> Json {
             let bytes = array.as_fixed_size_binary().value(row);
             Json::from(bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
         }
+        arrow_schema::DataType::Struct(fields) => {
+            let fields_of = array.as_struct();
+            let field = |at: usize| {
+                let values = fields_of.column(at).as_primitive::<Int64Type>();
+                if values.is_null(row) {
+                    Json::Null
+                } else {
+                    Json::from(values.value(row))
+                }
+            };
+            Json::Object(fields.iter().enumerate().map(|(at, f)| (f.name().clone(), field(at))).collect())
+        }
         other => panic!("no such column type {other}"),
     }
 }
@@ -101,9 +113,20 @@ fn expected(kind: &str, value: Option<&Json>) -> Json {
         ("bool", Some(v)) => v.as_bool().map_or(Json::Null, Json::from),
         ("digest", Some(Json::String(s))) if s.len() == 64 => Json::from(s.clone()),
         ("digest", _) => Json::Null,
+        // a message id: the object's integer keys, or one integer in `id`
+        ("fields", Some(Json::Object(keys))) => fields(|name| keys.get(name).and_then(Json::as_i64)),
+        ("fields", Some(v)) if v.as_i64().is_some() => fields(|name| (name == "id").then(|| v.as_i64()).flatten()),
+        ("fields", _) => Json::Null,
         (_, Some(Json::String(s))) => Json::from(s.clone()),
         (_, Some(other)) => other.clone(),
     }
+}
+
+/// A struct cell of `MESSAGE_ID_FIELDS` as `cell` gives it, each field's value from `value`.
+fn fields(value: impl Fn(&str) -> Option<i64>) -> Json {
+    Json::Object(
+        MESSAGE_ID_FIELDS.iter().map(|name| (name.to_string(), value(name).map_or(Json::Null, Json::from))).collect(),
+    )
 }
 
 fn kind_name(columns: &[(&str, pulsar_dissect_engine::tables::Kind)], name: &str) -> &'static str {
@@ -113,6 +136,7 @@ fn kind_name(columns: &[(&str, pulsar_dissect_engine::tables::Kind)], name: &str
         Some(Kind::Float) => "float",
         Some(Kind::Bool) => "bool",
         Some(Kind::Digest) => "digest",
+        Some(Kind::Fields(_)) => "fields",
         _ => "text",
     }
 }
@@ -238,9 +262,10 @@ fn odd_values_are_null_never_an_error_and_objects_keep_their_json_text() {
             "command": {"topic": "t1", "x": [1, 2]}, "size": "big", "problems": [],
             "expert": [{"id": "i", "severity": "error", "message": "m"}], "encrypted": true,
             "producer": {"id": 7, "topic": "persistent://t", "name": "p"},
-            "messages": [{"payload_size": 3, "message_id": {"ledger_id": 1}, "properties": {"k": "v"},
+            "messages": [{"payload_size": 3, "message_id": {"ledger_id": 1, "entry_id": "x", "extra": 5}, "properties": {"k": "v"},
                           "payload_sha256": "00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff"},
-                         "not an object", {"payload_size": 18446744073709551615, "payload_sha256": "short"}]}"#,
+                         "not an object", {"payload_size": 18446744073709551615, "payload_sha256": "short",
+                                           "message_id": 42}]}"#,
         ),
         json(
             r#"{"index": 2, "time": "soon", "answers": 1, "latency_ms": 0.25, "command": {"topic": "t2"},
@@ -273,7 +298,11 @@ fn odd_values_are_null_never_an_error_and_objects_keep_their_json_text() {
     assert_eq!(column(&frames, "producer_name"), [Json::from("p"), Json::Null]);
     assert_eq!(column(&messages, "position"), [Json::from(0), Json::from(2)], "the item that is no object: no row");
     assert_eq!(column(&messages, "payload_size"), [Json::from(3), Json::Null], "beyond int64: null");
-    assert_eq!(column(&messages, "message_id"), [Json::from(r#"{"ledger_id":1}"#), Json::Null]);
+    assert_eq!(
+        column(&messages, "message_id"),
+        [fields(|name| (name == "ledger_id").then_some(1)), fields(|name| (name == "id").then_some(42))],
+        "an object's known keys (others null), or one integer in id"
+    );
     assert_eq!(column(&messages, "properties"), [Json::from(r#"{"k":"v"}"#), Json::Null]);
     assert_eq!(column(&messages, "payload_sha256")[0], Json::from("00ff".repeat(16)));
     assert_eq!(column(&messages, "payload_sha256")[1], Json::Null, "not 64 hex digits: null");
