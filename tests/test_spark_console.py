@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from dissector.spark import stages_lines
-from dissector.spark.console import INDEXED_DIR, MAX_WIDTH, Console, JvmOutput, Progress, is_noise
+from dissector.spark.console import INDEXED_DIR, MAX_WIDTH, PROGRESS_DIR, Console, JvmOutput, Progress, is_noise
 
 # what a JVM under Spark 4 and Java 17+ prints as it starts, and what a failing task prints
 CHATTER = [
@@ -198,16 +198,22 @@ def test_progress_counts_the_stage_that_does_the_work_not_a_quick_one_beside_it(
 
 
 def test_progress_counts_the_frames_written_while_decoding(tmp_path):
-    pq = pytest.importorskip("pyarrow.parquet")
-    import pyarrow as pa
+    """The tasks' notes of the frames they have written so far, summed, while their Parquet files are open."""
+    from dissector.spark import tasks
 
     tracker, progress = _Tracker(), _progress(tmp_path)
     tracker.job("decode", 0, {0: (3, 1)})
-    (tmp_path / "frames").mkdir()
-    pq.write_table(pa.table({"index": list(range(5))}), tmp_path / "frames" / "part-00000.parquet")
-    pq.write_table(pa.table({"index": list(range(7))}), tmp_path / "frames" / "part-00001.parquet")
-    (tmp_path / "frames" / "part-00002.parquet.tmp").write_bytes(b"a task still writing")
+    assert re.search(r"frames written (\d+)", progress.line(tracker)).group(1) == "0"  # none noted yet
+    notes = tmp_path / PROGRESS_DIR
+    notes.mkdir()
+    tasks._note_frames(str(notes / "decode-0"), 5)
+    tasks._note_frames(str(notes / "decode-1"), 7)
+    (notes / "decode-2.tmp").write_text("999")  # being replaced
+    (notes / "decode-3").write_text("")  # caught empty: nothing yet
     assert re.search(r"frames written (\d+)", progress.line(tracker)).group(1) == "12"
+    tasks._note_frames(str(notes / "decode-1"), 70_000)  # a task's later row group, the same file
+    assert re.search(r"frames written ([\d,]+)", progress.line(tracker)).group(1) == "70,005"
+    assert PROGRESS_DIR == tasks.PROGRESS
 
 
 def test_progress_ignores_the_jobs_of_an_earlier_run_on_the_same_session(tmp_path):

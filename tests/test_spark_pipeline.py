@@ -516,6 +516,12 @@ def test_summary_lines_escape_wire_strings_and_fit_80_columns():
     topic = lines[next(i for i, line in enumerate(lines) if line.startswith("topic ")):][:3]
     assert all(len(line) <= 80 for line in lines if " " in line.strip())
     assert topic[0].startswith("topic persistent://public/default/orders") and "9,876,543,210 B" in " ".join(topic)
+    # a sketch's latencies to the microsecond, as stats shows them
+    summary["latency_ms"] = [{"protocol": "pulsar", "request_type": "SEND", "count": 1_608_432,
+                              "p50": 0.6375867049709382, "p90": 2.9742334234766927, "p99": 30.878629345564455,
+                              "max": 50.957}]
+    latency = " ".join(line.strip() for line in summary_lines(summary) if line.startswith(("latency", "    ")))
+    assert "p50=0.638 p90=2.974 p99=30.879 max=50.957 ms" in latency
 
 
 def test_workers_start_no_blas_threads(spark):

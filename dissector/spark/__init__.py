@@ -33,11 +33,18 @@ def summary_lines(summary: dict, width: int = 80) -> list[str]:
                            f"({topic['bytes_sent'] or 0:,}{_KEEP}B), received {topic['messages_received']:,} "
                            f"({topic['bytes_received'] or 0:,}{_KEEP}B)", width))
     for row in summary["latency_ms"]:
+        figures = " ".join(f"{name}={_ms(row[name])}" for name in ("p50", "p90", "p99", "max"))
         lines.extend(_fold(f"latency {safe(row['request_type'])} ({row['protocol']}): n={row['count']:,} "
-                           f"p50={row['p50']} p90={row['p90']} p99={row['p99']} max={row['max']}{_KEEP}ms", width))
+                           f"{figures}{_KEEP}ms", width))
     for row in summary["problems"]:
         lines.append(f"problem {safe(row['id'])} ({safe(row['severity'])}): {row['count']:,}")
     return lines
+
+
+def _ms(value) -> str:
+    """Milliseconds to the microsecond, as ``stats`` shows them: a sketch's estimate has no more digits worth
+    showing (its error bound is the summary's ``latency_error``)."""
+    return "-" if value is None else f"{float(value):.3f}".rstrip("0").rstrip(".")
 
 
 def _fold(line: str, width: int) -> list[str]:

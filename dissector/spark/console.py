@@ -8,7 +8,8 @@ Spark's or the JVM's start-up chatter unless asked (``-v``). Importing this modu
   pipe that a thread reads (``JvmOutput``): without ``verbose`` the warnings the JDK and Spark print as they
   start are dropped; everything else (errors, stack traces, a failed start) reaches the user.
 - ``Progress``: a thread that polls Spark's status tracker for the tasks of the job's current step (the job
-  groups ``job.step`` names) and counts the rows the decoding tasks have written, for the progress line.
+  groups ``job.step`` names) and reads the files indexed and the frames written that the tasks note under
+  DIR, for the progress line.
 """
 from __future__ import annotations
 
@@ -172,11 +173,12 @@ STEPS = {"index": ("files indexed", "files"), "count": ("partitions counted", "p
          "number": ("merging the frame numbers", None), "decode": ("partitions decoded", "partitions"),
          "tables": ("problems, files and the summary", None), "report": ("the records read back", None)}
 
-#: The table whose rows written the progress line counts while the decoding tasks write it (under DIR).
-FRAMES_TABLE = "frames"
-
 #: The directory (under DIR) of the indexing tasks' files, one per input file indexed (``tasks.INDEXED``).
 INDEXED_DIR = "_index"
+
+#: The directory (under DIR) where each decoding task keeps the count of the frames it has written
+#: (``tasks.PROGRESS``): a file per task holding one decimal number, replaced whole as it grows.
+PROGRESS_DIR = "_progress"
 
 
 def files_indexed(directory: str) -> int:
@@ -188,31 +190,21 @@ def files_indexed(directory: str) -> int:
         return 0
 
 
-class RowsWritten:
-    """Rows in the finished Parquet files of a table directory (their footers read once each)."""
-
-    def __init__(self, directory: str):
-        self.directory = directory
-        self._rows: dict[tuple[str, int, int], int] = {}
-
-    def count(self) -> int:
-        import pyarrow.parquet as pq
-
+def frames_written(directory: str) -> int:
+    """The frames the decoding tasks have written so far, by their counts under ``directory``: a row group at
+    a time, where the Parquet files' own row counts are known only once a task ends."""
+    total = 0
+    try:
+        entries = [entry for entry in os.scandir(directory) if not entry.name.endswith(".tmp")]
+    except OSError:
+        return 0
+    for entry in entries:
         try:
-            entries = [e for e in os.scandir(self.directory) if e.name.endswith(".parquet") and e.is_file()]
-        except OSError:
-            return 0
-        total = 0
-        for entry in entries:
-            try:
-                stat = entry.stat()
-                key = (entry.name, stat.st_mtime_ns, stat.st_size)
-                if key not in self._rows:
-                    self._rows[key] = pq.read_metadata(entry.path).num_rows
-                total += self._rows[key]
-            except (OSError, ValueError):
-                continue  # replaced or removed while read (a retried task): counted next time
-        return total
+            with open(entry.path, "rb") as count:
+                total += int(count.read(32) or 0)
+        except (OSError, ValueError):
+            continue  # replaced while read: counted next time
+    return total
 
 
 class Progress:
@@ -224,7 +216,7 @@ class Progress:
     def __init__(self, spark, console: Console, out: str, files: int, partitions: int):
         self.spark, self.console = spark, console
         self.expected = {"files": files, "partitions": partitions}
-        self.frames = RowsWritten(os.path.join(out, FRAMES_TABLE))
+        self.progress = os.path.join(out, PROGRESS_DIR)
         self.indexed = os.path.join(out, INDEXED_DIR)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -300,5 +292,5 @@ class Progress:
             done, total = self._stage_tasks(tracker, jobs, self.expected[unit])
             text += f" {done:,}/{total:,}"
         if step == "decode":
-            text += f", frames written {self.frames.count():,}"
+            text += f", frames written {frames_written(self.progress):,}"
         return f"{text} ({time.monotonic() - self._since:.0f} s)"

@@ -217,10 +217,14 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     step(spark, "decode")
     with_json = with_json or records is not None  # the report reads the records' lines
     write_empty(out, with_json)
+    progress = os.path.join(os.path.abspath(out), tasks.PROGRESS)
+    shutil.rmtree(progress, ignore_errors=True)
+    os.makedirs(progress)
     # the tasks write the tables; each gives back its part of the summary
     parts = work.mapPartitions(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
                                                  numbering=numbering, with_json=with_json)).collect()
     shutil.rmtree(numbering, ignore_errors=True)
+    shutil.rmtree(progress, ignore_errors=True)
     stages.done("number_and_decode")
 
     # 5. the tables and the summary, on the driver

@@ -16,7 +16,8 @@ Spark: each task reads the capture files it needs itself. Each function is one s
 - ``decode``: the second pass over the same files, the full pipeline and analysis with those numbers set
   before their packets (``AnalysedDissector.read_selected``), so a record is the CLI's line for that frame:
   the engine makes the records straight into the tables' typed Arrow columns, which the task writes itself
-  (``rows.py``); it gives Spark only its part of the summary.
+  (``rows.py``), noting the frames written so far under DIR/_progress; it gives Spark only its part of the
+  summary.
 
 A partition's work (``plan.Work``) comes as its one item: (slot, [(path, offset, connections' keys)...]).
 """
@@ -326,6 +327,18 @@ def number(batches, into: str):
                                          schema=COUNTED)
 
 
+#: The directory under the job's ``--out`` where each decoding task keeps the count of the frames it has
+#: written (a file per task, one decimal number, replaced whole after each row group): the progress line reads
+#: them (``console.frames_written``); removed at the end of the job.
+PROGRESS = "_progress"
+
+
+def _note_frames(path: str, frames: int) -> None:
+    with open(path + ".tmp", "w") as note:
+        note.write(str(frames))
+    os.replace(path + ".tmp", path)
+
+
 #: A decoding task reads until its stage made this many Python objects (events) or read this many bytes.
 READ_ITEMS = 64
 READ_BYTES = 1 << 20
@@ -347,7 +360,9 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
     if slot is None:
         return
     context = TaskContext.get()
-    tables = FrameTables(out, context.partitionId() if context is not None else 0, with_json)
+    partition = context.partitionId() if context is not None else 0
+    tables = FrameTables(out, partition, with_json)
+    progress = os.path.join(out, PROGRESS, f"decode-{partition}")
     stage = analysed_dissector(options, records="columns+json" if with_json else "columns")
     numbers = _numbers(numbering, "numbers", slot)
     if len(numbers):
@@ -364,6 +379,7 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
             tables.event(record, orjson.dumps(record, default=str).decode())
         if stage.columns_size >= CHUNK_BYTES or tables.events_held >= EVENT_ROWS:
             tables.write(stage.take_columns())
+            _note_frames(progress, tables.rows["frames"])
 
     for path, offset, flows in files:
         reader = _open(path)
@@ -382,6 +398,7 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
     take(stage.finish())
     tables.write(stage.take_columns())
     tables.close()
+    _note_frames(progress, tables.rows["frames"])
     # this task's part of the summary: the engine's statistics of its frames, and its events' problems
     part = orjson.loads(stage.take_summary())
     part["problems"] += [[list(key), n] for key, n in event_problems.items()]
