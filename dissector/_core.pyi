@@ -630,18 +630,20 @@ class Latencies:
 
 @final
 class JourneyStore:
-    """The open message journeys of a capture (``analysis/journeys.py: JourneyTracker`` calls it per frame with
-    the record's scalars). Each journey closed (the oldest opened first when ``max_open`` are open; all at
+    """The open message journeys of a capture, in the store of the protocol named (its name in the engine's
+    registry: ``Protocol::journeys``; ValueError when it has none). ``analysis/journeys.py: JourneyTracker``
+    calls it per frame with the record's scalars. Each journey closed (the oldest opened first when ``max_open`` are open; all at
     ``finish``) comes back through ``on_close(seq, topic, ledger, entry, send, receipt, deliveries, acks,
     deliveries_dropped, acks_dropped)`` (which must not call the store); a batch-index ack's entries are
     ``acked_entries(words, width)``."""
 
     def __new__(
         cls,
+        protocol: str,
         on_close: Callable[..., object],
         acked_entries: Callable[[tuple[int, ...], int], object],
-        max_open: int = 300000,
-        max_milestones: int = 1000000,
+        max_open: int,
+        max_milestones: int,
     ) -> Self:
         """An empty store with these caps (journeys open; deliveries and acks kept over all of them)."""
     def send(

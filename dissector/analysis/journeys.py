@@ -25,7 +25,10 @@ from typing import Any, Callable, Iterator
 
 from dissector import _core
 
-# the caps of the engine's store (crates/engine/src/protocols/pulsar/journeys.rs), which keeps them:
+# the protocol whose records these are and whose journey store the engine keeps (``_core.JourneyStore`` reaches
+# it by this name through the registry: ``Protocol::journeys``)
+PROTOCOL = "pulsar"
+# the caps of that store (crates/engine/src/protocols/pulsar/journeys.rs), which keeps them:
 MAX_OPEN_JOURNEYS = 300_000  # journeys still followed; beyond it the oldest is finished (its later frames lost)
 MAX_PENDING_SENDS = 100_000  # SENDs waiting for their receipt
 MAX_DELIVERY_MEMORY = 200_000  # MESSAGE frames an ACK can still be matched to
@@ -211,7 +214,7 @@ class JourneyTracker:
         self.max_open = max_open
         self.max_milestones = max_milestones
         # the open journeys, in the engine (oldest opened first); each comes back through _closed
-        self.store = _core.JourneyStore(self._closed, AckedEntries, max(1, max_open), max_milestones)
+        self.store = _core.JourneyStore(PROTOCOL, self._closed, AckedEntries, max(1, max_open), max_milestones)
         # for wanted only: the followed journeys by the store's seq (their frames), and the SEND records
         # waiting for their receipt (forgotten as the store forgets their SENDs)
         self.followed: dict[int, Journey] = {}

@@ -57,6 +57,8 @@ pub struct Settings {
     /// Elements of repeated fields a protobuf message keeps (`DecodeCaps::max_repeated_elements`).
     pub max_repeated_elements: usize,
     pub depth: Depth,
+    /// Each frame's bytes kept for its record's `frame_bytes` (`Options.keep_frame_bytes`).
+    pub keep_frame_bytes: bool,
 }
 
 impl Default for Settings {
@@ -81,6 +83,7 @@ impl Default for Settings {
             max_batch_entries: crate::protocols::DEFAULT_MAX_BATCH_ENTRIES,
             max_repeated_elements: crate::pb::DEFAULT_MAX_REPEATED_ELEMENTS,
             depth: Depth::Full,
+            keep_frame_bytes: false,
         }
     }
 }
@@ -106,6 +109,8 @@ pub enum Item<'a> {
         /// the frame's parts shared, when the front end has them so: what a sink needs to keep the frame
         /// past the call (`sinks`: its record written on another thread)
         shared: Option<Shared<'a>>,
+        /// the frame's bytes, when they are kept (`Options.keep_frame_bytes`): its record's `frame_bytes`
+        data: Option<&'a [u8]>,
     },
     Event {
         kind: &'a str,
@@ -127,30 +132,32 @@ impl Item<'_> {
     /// The same item again, for a sink that hands it on and uses it after.
     pub fn again(&self) -> Item<'_> {
         match self {
-            Item::Frame { frame, first_packet, notes, findings, answered, shared } => Item::Frame {
+            Item::Frame { frame, first_packet, notes, findings, answered, shared, data } => Item::Frame {
                 frame,
                 first_packet: *first_packet,
                 notes: Cow::Borrowed(notes.as_ref()),
                 findings,
                 answered: *answered,
                 shared: *shared,
+                data: *data,
             },
             Item::Event { kind, time, conn, details } => Item::Event { kind, time: *time, conn: *conn, details },
         }
     }
 }
 
-/// A frame's record input (with the texts of its findings), for `build`.
+/// A frame's record input (with the texts of its findings, and its bytes if kept), for `build`.
 pub fn with_record<R>(
     texts: &mut impl FindingTexts,
     frame: &Frame,
     first_packet: i64,
     notes: &Map,
     findings: &[Finding],
+    data: Option<&[u8]>,
     build: impl FnOnce(&RecordInput<'_, NoFront>) -> R,
 ) -> R {
     let expert: Vec<Expert<NoFront>> = frame.pdu.findings.iter().chain(findings).map(|f| texts.expert(f)).collect();
-    build(&RecordInput { frame, route: None, first_packet, expert: &expert, protocol_keys: None, notes, data: None })
+    build(&RecordInput { frame, route: None, first_packet, expert: &expert, protocol_keys: None, notes, data })
 }
 
 /// What a run shares with its sinks, given before the first item.
@@ -218,9 +225,9 @@ pub fn stats_record<F: Front>(input: &RecordInput<'_, F>, style: RecordStyle) ->
 impl<T: FindingTexts> Sink for JsonLines<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
-            Item::Frame { frame, first_packet, notes, findings, .. } => {
+            Item::Frame { frame, first_packet, notes, findings, data, .. } => {
                 let (out, style) = (&mut self.out, self.style);
-                let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
+                let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, data, |input| {
                     write_json_line(out, input, style)
                 })?;
                 self.problems += problems as u64;
@@ -244,10 +251,10 @@ pub struct Statistics<T: FindingTexts> {
 impl<T: FindingTexts> Sink for Statistics<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
-            Item::Frame { frame, first_packet, notes, findings, .. } => {
+            Item::Frame { frame, first_packet, notes, findings, data, .. } => {
                 // as `stats` reads them: the summary record
                 let style = RecordStyle { summary: true, payload_bytes: false };
-                let (_, record) = with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
+                let (_, record) = with_record(&mut self.texts, frame, first_packet, &notes, findings, data, |input| {
                     stats_record(input, style)
                 })?;
                 if let Some(record) = record {
@@ -278,9 +285,9 @@ impl<T: FindingTexts> Tables<T> {
 
 impl<T: FindingTexts> Sink for Tables<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
-        if let Item::Frame { frame, first_packet, notes, findings, answered, .. } = item {
+        if let Item::Frame { frame, first_packet, notes, findings, answered, data, .. } = item {
             let (tables, style) = (&mut self.tables, self.style);
-            let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
+            let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, data, |input| {
                 tables.record(answered, |sink| build_record(sink, input, style))
             })?;
             self.frames += 1;
@@ -390,7 +397,7 @@ impl Engine {
                 detect: false,
                 detect_budget: 0,
                 max_frame_size: None,
-                keep_frame_bytes: false,
+                keep_frame_bytes: settings.keep_frame_bytes,
                 extra_ports: Vec::new(),
                 reassembly: Config {
                     max_connections: settings.max_connections,
@@ -454,6 +461,8 @@ struct MadeFrame<'a> {
     frame: &'a Frame<'a>,
     first_packet: i64,
     shared: Shared<'a>,
+    /// the frame's bytes, if the pipeline kept them
+    data: Option<&'a [u8]>,
 }
 
 /// The analysis' outputs as the sink's items.
@@ -482,6 +491,7 @@ impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
             findings: &findings,
             answered,
             shared,
+            data: made.data,
         })
     }
 
@@ -538,7 +548,8 @@ impl Run<'_> {
                     })
                 };
                 let shared = Shared { pdu: &decoded, route: &route };
-                let made = MadeFrame { frame: &frame, first_packet: place.first_packet, shared };
+                let data = place.data.as_deref();
+                let made = MadeFrame { frame: &frame, first_packet: place.first_packet, shared, data };
                 self.join.frame(&frame, first_sight, &made, &mut items)
             }
         }

@@ -25,6 +25,7 @@ pub mod capture;
 pub mod codecs;
 pub mod engine;
 pub mod frame_record;
+pub mod journeys;
 pub mod line;
 pub mod model;
 mod ordered;

@@ -22,6 +22,15 @@ use capture_support::{reader, root};
 
 /// The registry's protocols on their usual ports.
 fn engine() -> Engine {
+    engine_with(Settings::default())
+}
+
+/// The same, keeping each frame's bytes for its record (`frame_bytes`).
+fn engine_keeping_bytes() -> Engine {
+    engine_with(Settings { keep_frame_bytes: true, ..Settings::default() })
+}
+
+fn engine_with(settings: Settings) -> Engine {
     let setups = REGISTRY
         .iter()
         .map(|&protocol| {
@@ -37,7 +46,7 @@ fn engine() -> Engine {
             }
         })
         .collect();
-    Engine::new(setups, Settings::default())
+    Engine::new(setups, settings)
 }
 
 /// Texts that name the finding (a front end's would come from its templates).
@@ -80,10 +89,10 @@ impl<S: Sink> Sink for Unshared<S> {
 
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
-            Item::Frame { frame, first_packet, notes, findings, answered, shared } => {
+            Item::Frame { frame, first_packet, notes, findings, answered, shared, data } => {
                 self.frames += 1;
                 let shared = if self.frames.is_multiple_of(2) { None } else { shared };
-                self.sink.item(Item::Frame { frame, first_packet, notes, findings, answered, shared })
+                self.sink.item(Item::Frame { frame, first_packet, notes, findings, answered, shared, data })
             }
             event => self.sink.item(event),
         }
@@ -91,10 +100,14 @@ impl<S: Sink> Sink for Unshared<S> {
 }
 
 fn pooled_lines(capture: &[u8], budget: usize, unshared: bool) -> (Vec<u8>, u64) {
+    pooled_lines_of(&engine(), capture, budget, unshared)
+}
+
+fn pooled_lines_of(engine: &Engine, capture: &[u8], budget: usize, unshared: bool) -> (Vec<u8>, u64) {
     let mut lines = Unshared { sink: PooledJsonLines::new(IdTexts, RecordStyle::default(), budget), frames: 0 };
     match unshared {
-        true => engine().run(&mut reader(capture.to_vec()), &mut lines),
-        false => engine().run(&mut reader(capture.to_vec()), &mut lines.sink),
+        true => engine.run(&mut reader(capture.to_vec()), &mut lines),
+        false => engine.run(&mut reader(capture.to_vec()), &mut lines.sink),
     }
     .expect("no sink error");
     let pieces = lines.sink.take(true).expect("the pool's lines");
@@ -222,4 +235,97 @@ fn the_pool_reserves_its_frames_from_the_runs_budget() {
     assert!(watching.budget.is_some(), "{name}: the run started its sink");
     // (a frame's weight is 512 bytes at least)
     assert!(watching.most_held >= 512, "{name}: the run's budget held {} bytes at most", watching.most_held);
+}
+
+// ------------------------------------------------------------------------------- frames whose bytes are kept
+
+/// The captures whose `--json` records with their bytes kept the binding wrote before its kept frames went
+/// through the sinks (`tests/golden/kept_frame_bytes/`, see its README).
+const KEPT_BYTES_CAPTURES: [&str; 3] =
+    ["01_basic_nonbatched.pcap", "05_cumulative_ack.pcap", "tubemq/tubemq_consumer_broker.pcap"];
+
+fn kept_bytes_capture(name: &str) -> Vec<u8> {
+    std::fs::read(root().join("captures").join(name)).expect("a shipped capture")
+}
+
+/// Each frame line's index and its `frame_bytes` (None without), in order.
+fn frame_bytes_by_index(lines: &[u8]) -> Vec<(u64, Option<String>)> {
+    lines
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice::<serde_json::Value>(line).expect("a JSON line"))
+        .filter_map(|record| {
+            let index = record.get("index")?.as_u64()?;
+            Some((index, record.get("frame_bytes").and_then(|b| b.as_str()).map(str::to_owned)))
+        })
+        .collect()
+}
+
+fn golden_kept_bytes(capture: &str) -> Vec<u8> {
+    use std::io::Read;
+    let file = capture.rsplit('/').next().expect("a name");
+    let path = root().join("tests/golden/kept_frame_bytes").join(format!("{file}.jsonl.gz"));
+    let mut lines = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("the golden lines"))
+        .read_to_end(&mut lines)
+        .expect("gzip");
+    lines
+}
+
+#[test]
+fn kept_frame_bytes_are_written_by_json_lines_as_the_binding_wrote_them() {
+    for capture in KEPT_BYTES_CAPTURES {
+        let data = kept_bytes_capture(capture);
+        let mut kept = JsonLines::new(IdTexts, RecordStyle::default());
+        engine_keeping_bytes().run(&mut reader(data.clone()), &mut kept).expect("no sink error");
+        let ours = frame_bytes_by_index(&kept.out);
+        let golden = frame_bytes_by_index(&golden_kept_bytes(capture));
+        assert!(golden.len() > 10 && golden.iter().all(|(_, b)| b.is_some()), "{capture}: golden frames with bytes");
+        assert_eq!(ours, golden, "{capture}: each frame's frame_bytes as the binding wrote them");
+
+        // the key comes last; without it, the line is the one written without the bytes
+        let mut plain = JsonLines::new(IdTexts, RecordStyle::default());
+        engine().run(&mut reader(data), &mut plain).expect("no sink error");
+        let cut: Vec<u8> = kept
+            .out
+            .split(|&b| b == b'\n')
+            .flat_map(|line| {
+                let text = std::str::from_utf8(line).expect("UTF-8");
+                let cut = text.find(",\"frame_bytes\":\"").map_or(text.to_owned(), |at| format!("{}}}", &text[..at]));
+                cut.into_bytes().into_iter().chain([b'\n'])
+            })
+            .collect();
+        assert!(cut[..cut.len() - 1] == plain.out[..], "{capture}: the records besides their frame_bytes");
+    }
+}
+
+#[test]
+fn kept_frame_bytes_written_on_the_pool_are_the_same_bytes_as_in_place() {
+    let engine = engine_keeping_bytes();
+    for capture in KEPT_BYTES_CAPTURES {
+        let data = kept_bytes_capture(capture);
+        let mut lines = JsonLines::new(IdTexts, RecordStyle::default());
+        engine.run(&mut reader(data.clone()), &mut lines).expect("no sink error");
+        assert!(lines.out.windows(14).any(|w| w == b"\"frame_bytes\":"), "{capture}: bytes kept");
+        for (budget, unshared) in [(1, false), (16 << 20, false), (64 << 10, true)] {
+            let (pooled, written) = pooled_lines_of(&engine, &data, budget, unshared);
+            assert!(pooled == lines.out, "{capture}, budget {budget}, unshared {unshared}: the pool's lines differ");
+            assert_eq!(written, lines.lines, "{capture}: lines counted");
+        }
+    }
+}
+
+#[test]
+fn kept_frame_bytes_leave_the_statistics_as_they_were() {
+    for capture in KEPT_BYTES_CAPTURES {
+        let data = kept_bytes_capture(capture);
+        let mut plain = Statistics { texts: IdTexts, stats: new_stats() };
+        engine().run(&mut reader(data.clone()), &mut plain).expect("no sink error");
+        for budget in [0, 64 << 10] {
+            let mut counted = CountedStatistics::new(IdTexts, new_stats(), budget);
+            engine_keeping_bytes().run(&mut reader(data.clone()), &mut counted).expect("no sink error");
+            let (stats, _, _) = counted.settled().expect("counted");
+            assert_eq!(figures(&stats), figures(&plain.stats), "{capture}, budget {budget}");
+        }
+    }
 }

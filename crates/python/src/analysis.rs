@@ -564,7 +564,7 @@ impl Targets {
     }
 
     /// With `records` on, the record of the frame being flushed: a frame the engine decoded goes to the
-    /// target's sink as an `Item`; a frame Python holds (or whose bytes are kept, or wanted as a dict) has its
+    /// target's sink as an `Item` (with its bytes, if kept); a frame Python holds (or wanted as a dict) has its
     /// record made here, in its place: its dict appended to `out`, or into the sink's output. (`answered`: the
     /// time and packet of the request the frame answers, for the pipeline's exchanges.)
     #[allow(clippy::too_many_arguments)]
@@ -581,12 +581,13 @@ impl Targets {
         let Some(records) = &mut self.records else { return Ok(()) };
         let (style, actors) = (records.style, &mut self.actors);
         let record = match item {
-            FrameIn::Native(place, pdu) if place.data.is_none() && !matches!(records.target, Target::Dicts(_)) => {
+            FrameIn::Native(place, pdu) if !matches!(records.target, Target::Dicts(_)) => {
                 let shared = Some(Shared { pdu, route: &place.route });
+                let data = place.data.as_ref().map(|data| data.as_bytes(py));
                 return with_analysis_frame(place, pdu, |frame| {
-                    let first_packet = place.first_packet;
-                    let notes = Cow::Owned(notes);
-                    records.target.item(py, Item::Frame { frame, first_packet, notes, findings, answered, shared })
+                    let (first_packet, notes) = (place.first_packet, Cow::Owned(notes));
+                    let item = Item::Frame { frame, first_packet, notes, findings, answered, shared, data };
+                    records.target.item(py, item)
                 });
             }
             FrameIn::Native(place, pdu) => records.in_place(py, answered, actors, |texts, output| {

@@ -1,23 +1,23 @@
-//! The engine's journey store for Python (`dissector/analysis/journeys.py: JourneyTracker`): the tracker reads
-//! each record's few scalars and calls a method per frame (no dict crosses); each journey closed comes back
-//! through `on_close` as plain tuples, the shapes `Journey` keeps (SEND_FIELDS, RECEIPT_FIELDS,
-//! DELIVERY_FIELDS, ACK_FIELDS), so its `summary()` reads them as it always did.
+//! A protocol's message journeys for Python (`dissector/analysis/journeys.py: JourneyTracker`), reached by the
+//! protocol's name through the engine's registry (`Protocol::journeys`, the generic `engine::journeys`): the
+//! tracker reads each record's few scalars and calls a method per frame (no dict crosses); each journey
+//! closed comes back through `on_close` as plain tuples, the shapes `Journey` keeps (SEND_FIELDS,
+//! RECEIPT_FIELDS, DELIVERY_FIELDS, ACK_FIELDS), so its `summary()` reads them as it always did.
 
-use engine::protocols::pulsar::journeys::{
-    AckFields, Journey, JourneyStore as Store, MessageFields, ReceiptInfo, SendFields, SendInfo, MAX_MILESTONES_TOTAL,
-    MAX_OPEN_JOURNEYS,
-};
+use engine::journeys::{AckFields, ClosedJourney, JourneySend, JourneyTracker, MessageFields, ReceiptInfo, SendFields};
+use engine::protocols;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 use pyo3::IntoPyObjectExt;
 
-/// The open journeys of a capture, in the engine. `on_close(seq, topic, ledger, entry, send, receipt,
-/// deliveries, acks, deliveries_dropped, acks_dropped)` is called once per journey closed (the oldest first;
-/// it must not call the store); `acked_entries(words, width)` makes the object a batch-index ack's entries are
-/// (`in` tells whether it covers one).
+/// The open journeys of a capture, in the engine (the store of the protocol named). `on_close(seq, topic,
+/// ledger, entry, send, receipt, deliveries, acks, deliveries_dropped, acks_dropped)` is called once per
+/// journey closed (the oldest first; it must not call the store); `acked_entries(words, width)` makes the
+/// object a batch-index ack's entries are (`in` tells whether it covers one).
 #[pyclass(unsendable, module = "dissector._core")]
 pub struct JourneyStore {
-    store: Store,
+    store: Box<dyn JourneyTracker>,
     on_close: Py<PyAny>,
     acked_entries: Py<PyAny>,
 }
@@ -33,111 +33,123 @@ fn indexes_of(list: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<u64>> {
     list.try_iter()?.filter_map(|item| item.map(|i| index_of(&i)).transpose()).collect()
 }
 
-impl JourneyStore {
-    fn name<'py>(&self, py: Python<'py>, id: u32) -> PyResult<Bound<'py, PyAny>> {
-        self.store.names.get(id).into_bound_py_any(py)
-    }
+fn send_tuple<'py>(py: Python<'py>, send: &JourneySend) -> PyResult<Bound<'py, PyTuple>> {
+    let fields = [
+        send.index.into_bound_py_any(py)?,
+        send.time.into_bound_py_any(py)?,
+        send.conn.into_bound_py_any(py)?,
+        send.producer.into_bound_py_any(py)?,
+        send.producer_id.into_bound_py_any(py)?,
+        send.sequence_id.into_bound_py_any(py)?,
+        send.messages.into_bound_py_any(py)?,
+        send.topic.into_bound_py_any(py)?,
+    ];
+    PyTuple::new(py, fields)
+}
 
-    fn send_tuple<'py>(&self, py: Python<'py>, send: &SendInfo) -> PyResult<Bound<'py, PyTuple>> {
-        let fields = [
-            send.index.into_bound_py_any(py)?,
-            send.time.into_bound_py_any(py)?,
-            send.conn.into_bound_py_any(py)?,
-            self.name(py, send.producer)?,
-            send.producer_id.into_bound_py_any(py)?,
-            send.sequence_id.into_bound_py_any(py)?,
-            send.messages.into_bound_py_any(py)?,
-            self.name(py, send.topic)?,
-        ];
-        PyTuple::new(py, fields)
-    }
-
-    /// The journey as `on_close` takes it.
-    fn closed_args<'py>(&self, py: Python<'py>, seq: u64, journey: &Journey) -> PyResult<Bound<'py, PyTuple>> {
-        let send = journey.send().map(|s| self.send_tuple(py, &s)).transpose()?;
-        let receipt = journey.receipt().map(|r| (r.index, r.time, r.conn));
-        let key = journey.key();
-        let topic = self.name(py, key.topic)?; // a delivery's topic is its journey's
-        let deliveries = self
-            .store
-            .deliveries(journey)
-            .into_iter()
-            .map(|d| {
-                let consumer = self.store.consumer(d);
-                let fields = [
-                    d.index.into_bound_py_any(py)?,
-                    d.time.into_bound_py_any(py)?,
-                    consumer.conn.into_bound_py_any(py)?,
-                    topic.clone(),
-                    self.name(py, consumer.consumer)?,
-                    consumer.consumer_id().into_bound_py_any(py)?,
-                    self.name(py, consumer.subscription)?,
-                    d.redelivery_count.into_bound_py_any(py)?,
-                ];
-                PyTuple::new(py, fields)
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let acks = self
-            .store
-            .acks(journey)
-            .into_iter()
-            .map(|a| {
-                let batches = match self.store.ack_set(a.batches) {
-                    Some(set) => self.acked_entries.bind(py).call1((PyTuple::new(py, set.words.iter())?, set.width))?,
-                    None => py.None().into_bound(py),
-                };
-                let fields = [
-                    a.index.into_bound_py_any(py)?,
-                    a.time.into_bound_py_any(py)?,
-                    a.conn.into_bound_py_any(py)?,
-                    self.name(py, a.ack_type)?,
-                    a.delivery.into_bound_py_any(py)?,
-                    batches,
-                    self.name(py, a.discarded)?,
-                ];
-                PyTuple::new(py, fields)
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        // a journey without deliveries (or acks) has None there, as the Python tracker left it
-        let listed = |items: Vec<Bound<'py, PyTuple>>| -> PyResult<Bound<'py, PyAny>> {
-            if items.is_empty() {
-                Ok(py.None().into_bound(py))
-            } else {
-                Ok(PyList::new(py, items)?.into_any())
-            }
-        };
-        let args = [
-            seq.into_bound_py_any(py)?,
-            topic,
-            key.ledger.into_bound_py_any(py)?,
-            key.entry.into_bound_py_any(py)?,
-            send.into_bound_py_any(py)?,
-            receipt.into_bound_py_any(py)?,
-            listed(deliveries)?,
-            listed(acks)?,
-            journey.deliveries_dropped.into_bound_py_any(py)?,
-            journey.acks_dropped.into_bound_py_any(py)?,
-        ];
-        PyTuple::new(py, args)
-    }
-
-    /// Hands each journey closed to `on_close`, then frees it.
-    fn hand_back(&mut self, py: Python<'_>) -> PyResult<()> {
-        while let Some((seq, journey)) = self.store.take_closed() {
-            let args = self.closed_args(py, seq, &journey);
-            self.store.free(journey);
-            self.on_close.bind(py).call1(args?)?;
+/// The journey as `on_close` takes it.
+fn closed_args<'py>(
+    py: Python<'py>,
+    acked_entries: &Py<PyAny>,
+    journey: &ClosedJourney,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let head = &journey.head;
+    let send = head.send.as_ref().map(|s| send_tuple(py, s)).transpose()?;
+    let receipt = journey.receipt.map(|r| (r.index, r.time, r.conn));
+    let topic = head.topic.into_bound_py_any(py)?; // a delivery's topic is its journey's
+    let deliveries = journey
+        .deliveries
+        .iter()
+        .map(|d| {
+            let fields = [
+                d.index.into_bound_py_any(py)?,
+                d.time.into_bound_py_any(py)?,
+                d.conn.into_bound_py_any(py)?,
+                topic.clone(),
+                d.consumer.into_bound_py_any(py)?,
+                d.consumer_id.into_bound_py_any(py)?,
+                d.subscription.into_bound_py_any(py)?,
+                d.redelivery_count.into_bound_py_any(py)?,
+            ];
+            PyTuple::new(py, fields)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let acks = journey
+        .acks
+        .iter()
+        .map(|a| {
+            let batches = match &a.batches {
+                Some(set) => acked_entries.bind(py).call1((PyTuple::new(py, set.words.iter())?, set.width))?,
+                None => py.None().into_bound(py),
+            };
+            let fields = [
+                a.index.into_bound_py_any(py)?,
+                a.time.into_bound_py_any(py)?,
+                a.conn.into_bound_py_any(py)?,
+                a.ack_type.into_bound_py_any(py)?,
+                a.delivery.into_bound_py_any(py)?,
+                batches,
+                a.discarded.into_bound_py_any(py)?,
+            ];
+            PyTuple::new(py, fields)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    // a journey without deliveries (or acks) has None there, as the Python tracker left it
+    let listed = |items: Vec<Bound<'py, PyTuple>>| -> PyResult<Bound<'py, PyAny>> {
+        if items.is_empty() {
+            Ok(py.None().into_bound(py))
+        } else {
+            Ok(PyList::new(py, items)?.into_any())
         }
-        Ok(())
+    };
+    let args = [
+        journey.seq.into_bound_py_any(py)?,
+        topic,
+        head.ledger.into_bound_py_any(py)?,
+        head.entry.into_bound_py_any(py)?,
+        send.into_bound_py_any(py)?,
+        receipt.into_bound_py_any(py)?,
+        listed(deliveries)?,
+        listed(acks)?,
+        journey.deliveries_dropped.into_bound_py_any(py)?,
+        journey.acks_dropped.into_bound_py_any(py)?,
+    ];
+    PyTuple::new(py, args)
+}
+
+impl JourneyStore {
+    /// Hands each journey closed to `on_close` (after the store freed it).
+    fn hand_back(&mut self, py: Python<'_>) -> PyResult<()> {
+        loop {
+            let mut args = None;
+            let acked_entries = &self.acked_entries;
+            if !self.store.next_closed(&mut |journey| args = Some(closed_args(py, acked_entries, journey))) {
+                return Ok(());
+            }
+            if let Some(args) = args {
+                self.on_close.bind(py).call1(args?)?;
+            }
+        }
     }
 }
 
 #[pymethods]
 impl JourneyStore {
+    /// The store of `protocol`'s journeys (its name in the registry), with these caps (journeys open;
+    /// deliveries and acks kept over all of them).
     #[new]
-    #[pyo3(signature = (on_close, acked_entries, max_open=MAX_OPEN_JOURNEYS, max_milestones=MAX_MILESTONES_TOTAL))]
-    fn new(on_close: Py<PyAny>, acked_entries: Py<PyAny>, max_open: usize, max_milestones: usize) -> Self {
-        JourneyStore { store: Store::new(max_open, max_milestones), on_close, acked_entries }
+    fn new(
+        protocol: &str,
+        on_close: Py<PyAny>,
+        acked_entries: Py<PyAny>,
+        max_open: usize,
+        max_milestones: usize,
+    ) -> PyResult<Self> {
+        let store = protocols::by_name(protocol)
+            .ok_or_else(|| PyValueError::new_err(format!("no protocol {protocol:?} in the engine")))?
+            .journeys(max_open, max_milestones)
+            .ok_or_else(|| PyValueError::new_err(format!("protocol {protocol:?} keeps no message journeys")))?;
+        Ok(JourneyStore { store, on_close, acked_entries })
     }
 
     /// A SEND (its info waits for the receipt that answers it).
@@ -260,10 +272,9 @@ impl JourneyStore {
         py: Python<'py>,
         seq: u64,
     ) -> PyResult<Option<(Bound<'py, PyAny>, u64, u64, Bound<'py, PyAny>)>> {
-        let Some(journey) = self.store.get(seq) else { return Ok(None) };
-        let send = journey.send().map(|s| self.send_tuple(py, &s)).transpose()?.into_bound_py_any(py)?;
-        let key = journey.key();
-        Ok(Some((self.name(py, key.topic)?, key.ledger, key.entry, send)))
+        let Some(head) = self.store.head(seq) else { return Ok(None) };
+        let send = head.send.as_ref().map(|s| send_tuple(py, s)).transpose()?.into_bound_py_any(py)?;
+        Ok(Some((head.topic.into_bound_py_any(py)?, head.ledger, head.entry, send)))
     }
 
     /// Closes every open journey, oldest first.
@@ -277,24 +288,24 @@ impl JourneyStore {
     /// Journeys closed because too many were open.
     #[getter]
     fn closed_early(&self) -> u64 {
-        self.store.closed_early
+        self.store.counts().closed_early
     }
 
     /// Deliveries and acks kept by the open journeys.
     #[getter]
     fn milestones(&self) -> usize {
-        self.store.milestones()
+        self.store.counts().milestones
     }
 
     /// Deliveries and acks of closed journeys counted, not kept.
     #[getter]
     fn milestones_dropped(&self) -> u64 {
-        self.store.milestones_dropped
+        self.store.counts().milestones_dropped
     }
 
     /// Journeys open now.
     fn __len__(&self) -> usize {
-        self.store.open_len()
+        self.store.counts().open
     }
 }
 

@@ -5,6 +5,7 @@
 
 use crate::analysis::Sessions;
 use crate::budget::MemoryBudget;
+use crate::journeys::JourneyTracker;
 use crate::line::{Line, LineFacts};
 use crate::model::{Body, Decoded, Finding};
 use crate::transport::splitter::Framing;
@@ -168,6 +169,11 @@ pub trait Protocol: Sync {
     fn sessions(&self, limits: &Limits) -> Option<Box<dyn Sessions>>;
     /// Its own pieces of a frame's timeline line (after the key fields).
     fn timeline_pieces(&self, facts: &LineFacts, line: &mut Line);
+    /// An empty store of its message journeys (`crate::journeys`), with at most `max_open` open and
+    /// `max_milestones` deliveries and acks kept over all of them; None: it keeps none.
+    fn journeys(&self, _max_open: usize, _max_milestones: usize) -> Option<Box<dyn JourneyTracker>> {
+        None
+    }
     /// For the statistics' clients (a protocol whose session notes `client_id`): whether a frame of this type
     /// carries messages its client sent (true) or received (false); None: neither.
     fn client_messages(&self, _type_name: &str) -> Option<bool> {

@@ -250,17 +250,20 @@ impl<T: FindingTexts> CountedStatistics<T> {
 impl<T: FindingTexts> Sink for CountedStatistics<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
-            Item::Frame { frame, first_packet, notes, findings, shared: Some(shared), .. } if self.feed.is_some() => {
-                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.into_owned())?;
+            Item::Frame { frame, first_packet, notes, findings, shared: Some(shared), data, .. }
+                if self.feed.is_some() =>
+            {
+                let notes = notes.into_owned();
+                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes, data)?;
                 match &mut self.feed {
                     Some(feed) => feed.push(Fed::Frame(job)),
                     None => Ok(()),
                 }
             }
-            Item::Frame { frame, first_packet, notes, findings, .. } => {
+            Item::Frame { frame, first_packet, notes, findings, data, .. } => {
                 let style = self.style;
                 let (problems, record) =
-                    with_record(&mut self.texts, frame, first_packet, &notes, findings, |input| {
+                    with_record(&mut self.texts, frame, first_packet, &notes, findings, data, |input| {
                         stats_record(input, style)
                     })?;
                 self.frames += 1;

@@ -42,6 +42,8 @@ pub struct RecordJob {
     /// The decoder's then the analysis' findings: id, severity, text.
     pub expert: Vec<(&'static Name, &'static Name, String)>,
     pub notes: Map,
+    /// The frame's bytes, when kept (`Options.keep_frame_bytes`): copied, the caller's are not kept.
+    pub data: Option<Box<[u8]>>,
 }
 
 /// A batch's weight and how many batches may be out at once, for a budget of `budget` bytes of decoded frames
@@ -53,7 +55,8 @@ pub fn batch_shape(budget: usize) -> (usize, usize) {
 }
 
 impl RecordJob {
-    /// The job of a frame a sink is given with its shared parts, the texts of its findings from `texts`.
+    /// The job of a frame a sink is given with its shared parts (and its bytes if kept), the texts of its
+    /// findings from `texts`.
     pub fn of(
         texts: &mut impl FindingTexts,
         frame: &Frame,
@@ -61,6 +64,7 @@ impl RecordJob {
         shared: Shared<'_>,
         findings: &[Finding],
         notes: Map,
+        data: Option<&[u8]>,
     ) -> SinkResult<RecordJob> {
         let expert = frame
             .pdu
@@ -86,12 +90,15 @@ impl RecordJob {
             pdu: Arc::clone(shared.pdu),
             expert,
             notes,
+            data: data.map(Box::from),
         })
     }
 
     /// About the bytes the frame holds decoded, and what writing its record costs.
     pub fn weight(&self) -> usize {
-        512 + self.pdu.size + 64 * self.pdu.body.as_ref().map_or(0, |b| b.message_count())
+        512 + self.pdu.size
+            + 64 * self.pdu.body.as_ref().map_or(0, |b| b.message_count())
+            + self.data.as_ref().map_or(0, |d| 2 * d.len())
     }
 
     /// The decompressed payload bytes it holds beyond that (a 60 KB frame may hold 64 MiB): what pool_bytes
@@ -131,7 +138,7 @@ impl RecordJob {
             expert: &expert,
             protocol_keys: None,
             notes: &self.notes,
-            data: None,
+            data: self.data.as_deref(),
         };
         f(&input)
     }
@@ -409,16 +416,17 @@ impl<T: FindingTexts> Sink for PooledJsonLines<T> {
 
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
-            Item::Frame { frame, first_packet, notes, findings, shared: Some(shared), .. } => {
-                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes.into_owned())?;
+            Item::Frame { frame, first_packet, notes, findings, shared: Some(shared), data, .. } => {
+                let notes = notes.into_owned();
+                let job = RecordJob::of(&mut self.texts, frame, first_packet, shared, findings, notes, data)?;
                 let (pooled, mut out) = self.out();
                 pooled.push(job, &mut out)
             }
-            Item::Frame { frame, first_packet, notes, findings, shared: None, .. } => {
+            Item::Frame { frame, first_packet, notes, findings, shared: None, data, .. } => {
                 let style = self.style;
                 let mut problems = 0;
                 self.in_place(|out, texts| {
-                    problems = with_record(texts, frame, first_packet, &notes, findings, |input| {
+                    problems = with_record(texts, frame, first_packet, &notes, findings, data, |input| {
                         write_json_line(out, input, style)
                     })?;
                     Ok(())

@@ -1,6 +1,7 @@
 //! The open message journeys of a capture, stored compactly: one message's life from its SEND through its
 //! SEND_RECEIPT (which names its ledger and entry) to every MESSAGE that delivers it and every ACK of those
-//! deliveries. `dissector/analysis/journeys.py` reads the records and calls this store with their scalars; the
+//! deliveries. `dissector/analysis/journeys.py` reads the records and calls this store with their scalars,
+//! through the binding and the generic face `crate::journeys::JourneyTracker` (`Protocol::journeys`); the
 //! store hands each journey back when it closes (at the end, or as the oldest when too many are open).
 //!
 //! Memory is bounded as the Python tracker bounded it (the same caps, the same order): at most `max_open`
@@ -21,6 +22,10 @@ use std::rc::Rc;
 
 use hashbrown::HashTable;
 
+pub use crate::journeys::{AckFields, MessageFields, ReceiptInfo, Receipted, SendFields};
+use crate::journeys::{
+    AckedEntries, ClosedJourney, JourneyAck, JourneyCounts, JourneyDelivery, JourneyHead, JourneySend, JourneyTracker,
+};
 use crate::FastMap;
 
 pub const MAX_OPEN_JOURNEYS: usize = 300_000;
@@ -183,13 +188,6 @@ impl PackedSend {
             topic: self.topic,
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ReceiptInfo {
-    pub index: u64,
-    pub time: f64,
-    pub conn: u32,
 }
 
 /// The consumer a MESSAGE went to: held once for all its deliveries (`Consumers`).
@@ -652,57 +650,6 @@ impl PendingSends {
     }
 }
 
-/// The fields of a SEND, as the records give them.
-#[derive(Clone, Copy, Debug)]
-pub struct SendFields<'a> {
-    pub index: u64,
-    pub time: f64,
-    pub conn: u32,
-    pub producer: Option<&'a str>,
-    pub producer_id: Option<u64>,
-    pub sequence_id: Option<u64>,
-    pub messages: i32,
-    pub topic: Option<&'a str>,
-}
-
-/// The fields of a MESSAGE, as the records give them.
-#[derive(Clone, Copy, Debug)]
-pub struct MessageFields<'a> {
-    pub ledger: u64,
-    pub entry: u64,
-    pub topic: Option<&'a str>,
-    pub index: u64,
-    pub time: f64,
-    pub conn: u32,
-    pub consumer: Option<&'a str>,
-    pub consumer_id: Option<u64>,
-    pub subscription: Option<&'a str>,
-    pub redelivery_count: u32,
-    pub batch_size: Option<u64>,
-}
-
-/// The fields of an ACK, as the records give them: `acks` the MESSAGE frames it acknowledges, `discards` the
-/// ones its validation_error (`discarded`) drops; `ack_sets` the (ledger, entry, ack_set) of its batch-index
-/// acks (a later one for the same entry wins).
-#[derive(Clone, Debug)]
-pub struct AckFields<'a> {
-    pub index: u64,
-    pub time: f64,
-    pub conn: u32,
-    pub ack_type: Option<&'a str>,
-    pub ack_sets: Vec<(u64, u64, Vec<u64>)>,
-    pub acks: Vec<u64>,
-    pub discards: Vec<u64>,
-    pub discarded: Option<&'a str>,
-}
-
-/// What a receipt did: the journey it joined, and whether the SEND it answers joined it too.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Receipted {
-    pub seq: u64,
-    pub send_joined: bool,
-}
-
 /// The open journeys (oldest opened first) and what joins frames to them.
 pub struct JourneyStore {
     max_open: usize,
@@ -1083,6 +1030,121 @@ impl JourneyStore {
         if id != NO_ACK_SET {
             self.ack_sets[id as usize].words = Box::new([]);
             self.free_ack_sets.push(id);
+        }
+    }
+}
+
+/// Pulsar's journeys behind the generic face: the names read, the journey closed handed out as plain data.
+impl JourneyStore {
+    fn sent(&self, send: &SendInfo) -> JourneySend<'_> {
+        JourneySend {
+            index: send.index,
+            time: send.time,
+            conn: send.conn,
+            producer: self.names.get(send.producer),
+            producer_id: send.producer_id,
+            sequence_id: send.sequence_id,
+            messages: send.messages,
+            topic: self.names.get(send.topic),
+        }
+    }
+
+    fn head_of(&self, journey: &Journey) -> JourneyHead<'_> {
+        let key = journey.key();
+        let send = journey.send().map(|send| self.sent(&send));
+        JourneyHead { topic: self.names.get(key.topic), ledger: key.ledger, entry: key.entry, send }
+    }
+
+    fn closed_view(&self, seq: u64, journey: &Journey) -> ClosedJourney<'_> {
+        let deliveries = self
+            .deliveries(journey)
+            .into_iter()
+            .map(|d| {
+                let consumer = self.consumer(d);
+                JourneyDelivery {
+                    index: d.index,
+                    time: d.time,
+                    conn: consumer.conn,
+                    consumer: self.names.get(consumer.consumer),
+                    consumer_id: consumer.consumer_id(),
+                    subscription: self.names.get(consumer.subscription),
+                    redelivery_count: d.redelivery_count,
+                }
+            })
+            .collect();
+        let acks = self
+            .acks(journey)
+            .into_iter()
+            .map(|a| JourneyAck {
+                index: a.index,
+                time: a.time,
+                conn: a.conn,
+                ack_type: self.names.get(a.ack_type),
+                delivery: a.delivery,
+                batches: self.ack_set(a.batches).map(|set| AckedEntries { words: &set.words, width: set.width }),
+                discarded: self.names.get(a.discarded),
+            })
+            .collect();
+        ClosedJourney {
+            seq,
+            head: self.head_of(journey),
+            receipt: journey.receipt(),
+            deliveries,
+            acks,
+            deliveries_dropped: journey.deliveries_dropped,
+            acks_dropped: journey.acks_dropped,
+        }
+    }
+}
+
+impl JourneyTracker for JourneyStore {
+    fn send(&mut self, send: SendFields<'_>) {
+        JourneyStore::send(self, send)
+    }
+
+    fn receipt(
+        &mut self,
+        answers: Option<u64>,
+        ids: Option<(u64, u64)>,
+        topic: Option<&str>,
+        receipt: ReceiptInfo,
+    ) -> Option<Receipted> {
+        JourneyStore::receipt(self, answers, ids, topic, receipt)
+    }
+
+    fn message(&mut self, message: MessageFields<'_>) -> u64 {
+        JourneyStore::message(self, message)
+    }
+
+    fn ack(&mut self, ack: &AckFields<'_>) -> Vec<u64> {
+        JourneyStore::ack(self, ack)
+    }
+
+    fn redelivered(&self, topic: Option<&str>, ids: &[(u64, u64)], redelivers: &[u64]) -> Vec<u64> {
+        JourneyStore::redelivered(self, topic, ids, redelivers)
+    }
+
+    fn head(&self, seq: u64) -> Option<JourneyHead<'_>> {
+        self.get(seq).map(|journey| self.head_of(journey))
+    }
+
+    fn close_next(&mut self) -> bool {
+        JourneyStore::close_next(self)
+    }
+
+    fn next_closed(&mut self, read: &mut dyn FnMut(&ClosedJourney<'_>)) -> bool {
+        let Some((seq, journey)) = self.take_closed() else { return false };
+        read(&self.closed_view(seq, &journey));
+        self.free(journey);
+        true
+    }
+
+    fn counts(&self) -> JourneyCounts {
+        JourneyCounts {
+            open: self.open_len(),
+            milestones: self.milestones(),
+            closed_early: self.closed_early,
+            milestones_dropped: self.milestones_dropped,
         }
     }
 }

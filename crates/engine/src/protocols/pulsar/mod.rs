@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::analysis::Sessions;
+use crate::journeys::JourneyTracker;
 use crate::line::{Line, LineFacts};
 use crate::model::{Decoded, DecodedBody, Finding};
 use crate::protocols::protocol::{DecodeCaps, Delivered, Depth, Limits, Protocol, PublishFacts, StatsRole};
@@ -209,6 +210,10 @@ pub struct Pulsar;
 impl Protocol for Pulsar {
     fn name(&self) -> &'static str {
         "pulsar"
+    }
+
+    fn journeys(&self, max_open: usize, max_milestones: usize) -> Option<Box<dyn JourneyTracker>> {
+        Some(Box::new(journeys::JourneyStore::new(max_open, max_milestones)))
     }
 
     fn framing(&self) -> Box<dyn Framing> {
