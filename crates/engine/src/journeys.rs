@@ -6,7 +6,7 @@
 //! ([`ClosedJourney`]), the names borrowed from the store.
 
 /// The fields of a SEND, as the records give them.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SendFields<'a> {
     pub index: u64,
     pub time: f64,
@@ -66,18 +66,8 @@ pub struct Receipted {
     pub send_joined: bool,
 }
 
-/// A journey's SEND, its names read.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct JourneySend<'a> {
-    pub index: u64,
-    pub time: f64,
-    pub conn: u32,
-    pub producer: Option<&'a str>,
-    pub producer_id: Option<u64>,
-    pub sequence_id: Option<u64>,
-    pub messages: i32,
-    pub topic: Option<&'a str>,
-}
+/// A journey's SEND, its names read: the fields it was fed.
+pub type JourneySend<'a> = SendFields<'a>;
 
 /// What identifies a journey, and its SEND if known.
 #[derive(Clone, Copy, Debug, PartialEq)]
