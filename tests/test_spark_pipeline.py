@@ -533,6 +533,60 @@ def test_workers_start_no_blas_threads(spark):
     assert spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect() == ["1"]
 
 
+def test_workers_import_pyspark_from_the_installed_package_not_from_spark_s_zip(spark):
+    """Spark puts its pyspark.zip first on the workers' path, compiled from source at every daemon's start; with
+    pip's pyspark the zip is the package's own copy, and the workers' daemon (``dissector.spark.daemon``) imports
+    the package instead."""
+    import pyspark
+
+    def probe(_):
+        import pyspark as worker_pyspark
+
+        yield worker_pyspark.__file__
+
+    (where,) = spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()
+    assert ".zip" not in where
+    assert os.path.dirname(where) == os.path.dirname(pyspark.__file__)
+
+
+def test_only_the_installed_pyspark_s_own_zip_is_moved_last(tmp_path):
+    from dissector.spark.daemon import prefer_installed_pyspark
+
+    site = tmp_path / "site-packages"
+    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    own = str(site / "pyspark" / "python" / "lib" / "pyspark.zip")
+    py4j = str(site / "pyspark" / "python" / "lib" / "py4j-0.10.9.9-src.zip")
+    other = str(tmp_path / "spark-4.0" / "python" / "lib" / "pyspark.zip")  # a cluster's Spark: kept first
+    assert prefer_installed_pyspark([own, py4j, "", str(site)]) == [py4j, "", str(site), own]
+    assert prefer_installed_pyspark([other, str(site)]) == [other, str(site)]
+    assert prefer_installed_pyspark([own]) == [own]  # no package on the path to import instead
+
+
+def test_stopping_does_not_wait_for_the_accumulator_server_s_poll():
+    """pyspark's accumulator server polls once a second; ``job.stop`` tells it to stop and closes it on a thread
+    of its own, so that ``SparkContext.stop`` does not wait for it."""
+    import threading
+
+    from dissector.spark.job import _stop_accumulator_server
+
+    closed = threading.Event()
+
+    class Server:
+        server_shutdown = False
+
+        def shutdown(self):
+            closed.wait(5)  # as the real one does: until its handler's poll returns
+
+    class Context:
+        _accumulatorServer = Server()
+
+    context, server = Context(), Context._accumulatorServer
+    _stop_accumulator_server(context)
+    assert server.server_shutdown is True and context._accumulatorServer is None  # returned without waiting
+    closed.set()
+
+
 def test_local_mode_jvm_compiles_and_collects_cheaply(spark):
     """In local mode the JVM shares the cores with the decoding workers: it runs with only the C1 compiler and
     the serial collector (job.LOCAL_JAVA_OPTIONS), as the running JVM itself reports."""
