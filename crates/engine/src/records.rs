@@ -120,6 +120,61 @@ pub trait RecordSink<F: Front> {
     fn put_digest(&mut self, key: Key<'_>, digest: &[u8; 32]) -> SinkResult<()> {
         self.put(key, Atom::Plain(hex_digest(digest, &mut [0; 64])))
     }
+    /// One message of a frame's messages list: written as [`write_message_parts`] writes it, unless the sink
+    /// takes its parts as they are (the columns' `TableSink`: a message's row filled without a lookup per key).
+    fn message(&mut self, message: &MessageParts<'_>) -> SinkResult<()>
+    where
+        Self: Sized,
+    {
+        write_message_parts(self, message)
+    }
+}
+
+/// A message of a frame's messages list, as its record has it: the payload's size and digest, the message's
+/// id (each field under its name, as the object `message_id`) when the frame gives one, its other fields in
+/// order, and with `payload_bytes` the payload itself.
+pub struct MessageParts<'a> {
+    pub payload_size: &'a Value,
+    pub payload: Option<&'a [u8]>,
+    pub id: Option<&'a [(&'static Name, &'a Value)]>,
+    pub fields: &'a [(Key<'a>, MessageField<'a>)],
+    pub payload_bytes: bool,
+}
+
+/// A message's field: a value as it was read, or text made of it (a key read as UTF-8, its base64).
+#[derive(Clone, Copy)]
+pub enum MessageField<'a> {
+    Value(&'a Value),
+    Text(&'a str),
+}
+
+impl<'a> MessageField<'a> {
+    pub fn atom<F: Front>(self) -> Atom<'a, F> {
+        match self {
+            MessageField::Value(value) => Atom::Value(value),
+            MessageField::Text(text) => Atom::Str(text, None),
+        }
+    }
+}
+
+/// A message's record: `{payload_size, payload_sha256, message_id?, fields…, payload_text | payload_b64?}`.
+pub fn write_message_parts<F: Front>(sink: &mut impl RecordSink<F>, message: &MessageParts<'_>) -> SinkResult<()> {
+    sink.open(Key::Item, false)?;
+    put_payload_digest(sink, message.payload_size, message.payload)?;
+    if let Some(id) = message.id {
+        sink.open(Key::Name(name!("message_id")), false)?;
+        for (name, value) in id {
+            sink.put(Key::Name(name), Atom::Value(value))?;
+        }
+        sink.close()?;
+    }
+    for (key, field) in message.fields {
+        sink.put(*key, field.atom())?;
+    }
+    if let (true, Some(payload)) = (message.payload_bytes, message.payload) {
+        put_payload_bytes(sink, payload)?;
+    }
+    sink.close()
 }
 
 /// JSON, appended to a buffer.

@@ -23,7 +23,10 @@ use arrow_array::types::Int32Type;
 use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch, StructArray};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 
-use crate::records::{hex_digest, Atom, Front, JsonSink, Key, RecordSink, SinkResult};
+use crate::records::{
+    hex_digest, put_payload_bytes, write_message_parts, Atom, Front, JsonSink, Key, MessageParts, RecordSink,
+    SinkResult,
+};
 use crate::stats::summary::{FrameFigures, GroupOf, Summary, SummaryMaker};
 use crate::value::{text_lossless, Value};
 
@@ -240,6 +243,8 @@ const COMMAND: usize = 2;
 /// `message_id` among them; a row's cells are its keys' and then the message id's fields.
 const MESSAGE_KEYS: usize = 10;
 const FIRST_MESSAGE_KEY: usize = 12;
+const PAYLOAD_SIZE: usize = 0;
+const PAYLOAD_SHA256: usize = 1;
 const MESSAGE_ID: usize = 2;
 const ROW_CELLS: usize = MESSAGE_KEYS + ID_KEYS;
 
@@ -497,32 +502,8 @@ impl<'o> TableSink<'o> {
         }))
     }
 
-    /// Whether what is written now goes into the JSON text.
-    fn writes(&self) -> bool {
-        self.whole || self.writing > 0
-    }
-}
-
-impl<F: Front> RecordSink<F> for TableSink<'_> {
-    fn put(&mut self, key: Key<'_>, atom: Atom<'_, F>) -> SinkResult<()> {
-        // a container put whole (an analysis note such as `producer`) whose keys are columns: walked as if
-        // opened, filled and closed (the same text)
-        match atom {
-            Atom::Value(value @ (Value::Map(_) | Value::List(_)))
-                if self.holds_columns(&key, matches!(value, Value::Map(_))) =>
-            {
-                return walk::<F>(self, key, value);
-            }
-            Atom::Values(items) if self.holds_columns(&key, false) => {
-                RecordSink::<F>::open(self, key, true)?;
-                for item in items {
-                    walk::<F>(self, Key::Item, item)?;
-                }
-                return RecordSink::<F>::close(self);
-            }
-            _ => {}
-        }
-        let (_, slot) = self.slot(&key, false);
+    /// A value under `key` into `slot`, its column (a key's `put` once its column is known).
+    fn put_in<F: Front>(&mut self, key: Key<'_>, slot: Slot, atom: Atom<'_, F>) -> SinkResult<()> {
         let cell = self.cell_of(&atom)?;
         let column = !matches!(slot, Slot::Nothing);
         match cell {
@@ -549,14 +530,83 @@ impl<F: Front> RecordSink<F> for TableSink<'_> {
         Ok(())
     }
 
+    /// A digest into `slot`, its column, as its bytes.
+    fn digest_in(&mut self, slot: Slot, digest: &[u8; 32]) {
+        self.found.digests.push(*digest);
+        self.set(slot, Cell::Digest(self.found.digests.len() as u32 - 1));
+    }
+
+    /// Whether what is written now goes into the JSON text.
+    fn writes(&self) -> bool {
+        self.whole || self.writing > 0
+    }
+}
+
+impl<F: Front> RecordSink<F> for TableSink<'_> {
+    fn put(&mut self, key: Key<'_>, atom: Atom<'_, F>) -> SinkResult<()> {
+        // a container put whole (an analysis note such as `producer`) whose keys are columns: walked as if
+        // opened, filled and closed (the same text)
+        match atom {
+            Atom::Value(value @ (Value::Map(_) | Value::List(_)))
+                if self.holds_columns(&key, matches!(value, Value::Map(_))) =>
+            {
+                return walk::<F>(self, key, value);
+            }
+            Atom::Values(items) if self.holds_columns(&key, false) => {
+                RecordSink::<F>::open(self, key, true)?;
+                for item in items {
+                    walk::<F>(self, Key::Item, item)?;
+                }
+                return RecordSink::<F>::close(self);
+            }
+            _ => {}
+        }
+        let (_, slot) = self.slot(&key, false);
+        self.put_in(key, slot, atom)
+    }
+
     fn put_digest(&mut self, key: Key<'_>, digest: &[u8; 32]) -> SinkResult<()> {
         if self.writes() {
             // the record's text is written: the hex, as every record has it
             return RecordSink::<F>::put(self, key, Atom::Plain(hex_digest(digest, &mut [0; 64])));
         }
         let (_, slot) = self.slot(&key, false);
-        self.found.digests.push(*digest);
-        self.set(slot, Cell::Digest(self.found.digests.len() as u32 - 1));
+        self.digest_in(slot, digest);
+        Ok(())
+    }
+
+    /// A message's row filled from its parts: its fixed keys' cells set where they are, the rest put as any
+    /// record's keys are. With the record's text written, or outside a messages list, as any sink writes it.
+    fn message(&mut self, message: &MessageParts<'_>) -> SinkResult<()> {
+        if self.writes() || !matches!(self.open.last(), Some((Place::Rows(MESSAGE_ROWS), ..))) {
+            return write_message_parts::<F>(self, message);
+        }
+        // what opening the row's object does
+        self.found.items[MESSAGE_ROWS] += 1;
+        let position = self.found.items[MESSAGE_ROWS] - 1;
+        self.found.rows[MESSAGE_ROWS].push((position, Default::default()));
+        self.open.push((Place::Row(MESSAGE_ROWS), Slot::Nothing, None, false));
+        let key = |at: usize| Slot::RowKey(MESSAGE_ROWS, at);
+        self.put_in::<F>(Key::Item, key(PAYLOAD_SIZE), Atom::Value(message.payload_size))?;
+        match message.payload {
+            Some(payload) => self.digest_in(key(PAYLOAD_SHA256), &crate::codecs::sha256(payload)),
+            None => self.put_in::<F>(Key::Item, key(PAYLOAD_SHA256), Atom::Value(&Value::Null))?,
+        }
+        if let Some(id) = message.id {
+            self.set(key(MESSAGE_ID), Cell::Object);
+            for (name, value) in id {
+                let at = MESSAGE_ID_FIELDS[..ID_KEYS].iter().position(|k| *k == name.as_str());
+                let slot = at.map_or(Slot::Nothing, |at| key(MESSAGE_KEYS + at));
+                self.put_in::<F>(Key::Name(name), slot, Atom::Value(value))?;
+            }
+        }
+        for (field, value) in message.fields {
+            RecordSink::<F>::put(self, *field, value.atom())?;
+        }
+        if let (true, Some(payload)) = (message.payload_bytes, message.payload) {
+            put_payload_bytes::<F>(self, payload)?;
+        }
+        self.open.pop();
         Ok(())
     }
 

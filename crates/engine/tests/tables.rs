@@ -14,7 +14,7 @@ use pulsar_dissect_engine::analysis::table::CommandTable;
 use pulsar_dissect_engine::engine::{FindingTexts, JsonLines, ProtocolSetup, Settings, Tables};
 use pulsar_dissect_engine::model::Finding;
 use pulsar_dissect_engine::protocols::REGISTRY;
-use pulsar_dissect_engine::records::{Expert, Message, NoFront, RecordStyle};
+use pulsar_dissect_engine::records::{Atom, Expert, Message, NoFront, RecordStyle};
 use pulsar_dissect_engine::tables::{tables_of, RecordTables, FRAMES, MESSAGES, MESSAGE_ID_FIELDS};
 use pulsar_dissect_engine::value::{Text, Value};
 use pulsar_dissect_engine::{name, Engine};
@@ -321,4 +321,77 @@ fn odd_values_are_null_never_an_error_and_objects_keep_their_json_text() {
     assert_eq!(column(&exchanges, "latency_ms"), [Json::from(0.25)]);
     assert_eq!(column(&exchanges, "topic"), [Json::from("t2")]);
     assert_eq!(column(&exchanges, "request_time"), [Json::Null], "unknown to a record made elsewhere");
+}
+
+/// A message's row filled from its parts (`TableSink::message`) equals the row the same message makes when its
+/// keys are put one by one (`write_message_parts`, as every other sink writes it): with and without an id, a
+/// payload or none, a field kept as JSON text, a text field, the payload's own bytes (`payload_bytes`), an id
+/// field the table has no place for.
+#[test]
+fn a_message_s_parts_make_the_row_its_keys_make() {
+    use pulsar_dissect_engine::records::{write_message_parts, Key, MessageField, MessageParts, RecordSink};
+
+    let (size, ledger, entry, partition, batch) =
+        (Value::Int(5), Value::Int(9), Value::UInt(3), Value::Int(-1), Value::Int(0));
+    let sequence = Value::Int(77);
+    let mut properties = pulsar_dissect_engine::value::Map::new();
+    properties.push((Text::Name(name!("k")), Value::Str(Text::Owned("v\"w".into()))));
+    let properties = Value::Map(properties);
+    let id = [
+        (name!("ledger_id"), &ledger),
+        (name!("entry_id"), &entry),
+        (name!("partition"), &partition),
+        (name!("batch_index"), &batch),
+        (name!("not_a_field"), &sequence),
+    ];
+    let fields = [
+        (Key::Name(name!("batch_index")), MessageField::Value(&batch)),
+        (Key::Name(name!("sequence_id")), MessageField::Value(&sequence)),
+        (Key::Name(name!("ordering_key_b64")), MessageField::Text("AAE=")),
+        (Key::Name(name!("partition_key")), MessageField::Text("pk")),
+        (Key::Name(name!("properties")), MessageField::Value(&properties)),
+    ];
+    let messages = [
+        MessageParts {
+            payload_size: &size,
+            payload: Some(b"hello"),
+            id: Some(&id),
+            fields: &fields,
+            payload_bytes: false,
+        },
+        MessageParts { payload_size: &Value::Null, payload: None, id: None, fields: &fields[1..], payload_bytes: true },
+        MessageParts {
+            payload_size: &size,
+            payload: Some(&[0xff, 0]),
+            id: Some(&id[..2]),
+            fields: &[],
+            payload_bytes: true,
+        },
+    ];
+    let table = |by_parts: bool| {
+        let mut tables = RecordTables::new(false);
+        tables
+            .record(None, |sink| {
+                RecordSink::<NoFront>::open(sink, Key::Item, false)?;
+                RecordSink::<NoFront>::put(sink, Key::Name(name!("index")), Atom::Value(&Value::Int(1)))?;
+                RecordSink::<NoFront>::open(sink, Key::Name(name!("messages")), true)?;
+                for message in &messages {
+                    if by_parts {
+                        RecordSink::<NoFront>::message(sink, message)?;
+                    } else {
+                        write_message_parts::<NoFront>(sink, message)?;
+                    }
+                }
+                RecordSink::<NoFront>::close(sink)?;
+                RecordSink::<NoFront>::close(sink)
+            })
+            .expect("a record");
+        let [_, messages, ..] = tables.finish().expect("batches");
+        messages
+    };
+    let (by_parts, by_keys) = (table(true), table(false));
+    assert_eq!(by_keys.num_rows(), 3);
+    assert_eq!(by_parts, by_keys);
+    assert_eq!(cell(&by_parts, "properties", 0), Json::from(r#"{"k":"v\"w"}"#));
+    assert_eq!(cell(&by_parts, "sequence_id", 1), Json::from(77));
 }

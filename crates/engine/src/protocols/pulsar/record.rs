@@ -8,8 +8,8 @@ use crate::model::Decoded;
 use crate::name;
 use crate::pb::b64;
 use crate::records::{
-    messages_summary, own, put_payload_bytes, put_payload_digest, Atom, Front, JsonSink, Key, Merged, NoFront,
-    RecordSink, RecordStyle, SinkResult,
+    messages_summary, own, Atom, Front, JsonSink, Key, Merged, MessageField, MessageParts, NoFront, RecordSink,
+    RecordStyle, SinkResult,
 };
 use crate::value::{JsonObject, Map, Value};
 
@@ -230,7 +230,7 @@ fn write_batch_entry<F: Front>(
         }
     }
     let payload = batch_keeps_payloads.then_some(e.payload);
-    write_message_parts(sink, &Value::from(e.payload.len()), payload, &placed, base, payload_bytes)
+    write_placed_message(sink, &Value::from(e.payload.len()), payload, &placed, base, payload_bytes)
 }
 
 /// One message's record (see [`write_messages`]).
@@ -253,7 +253,7 @@ fn write_message<F: Front>(
             }
         }
     }
-    write_message_parts(sink, payload_size, payload, &placed, base, payload_bytes)
+    write_placed_message(sink, payload_size, payload, &placed, base, payload_bytes)
 }
 
 /// Places of a message record's fields after payload_size, payload_sha256 and message_id (`record_place`).
@@ -262,7 +262,7 @@ const PLACES: usize = 14;
 type Placed<'a> = [Option<(Key<'a>, &'a Value)>; PLACES];
 
 /// A message's record from its size, payload and fields in their places.
-fn write_message_parts<F: Front>(
+fn write_placed_message<F: Front>(
     sink: &mut impl RecordSink<F>,
     payload_size: &Value,
     payload: Option<&[u8]>,
@@ -270,29 +270,37 @@ fn write_message_parts<F: Front>(
     base: Option<&MessageIdBase<'_>>,
     payload_bytes: bool,
 ) -> SinkResult<()> {
-    sink.open(Key::Item, false)?;
-    put_payload_digest(sink, payload_size, payload)?;
-    if let Some(base) = base {
-        let batch_index = placed[0].map(|(_, v)| v).filter(|v| !v.is_null());
-        sink.open(Key::Name(name!("message_id")), false)?;
-        sink.put(Key::Name(name!("ledger_id")), Atom::Value(base.ledger))?;
-        sink.put(Key::Name(name!("entry_id")), Atom::Value(base.entry))?;
-        sink.put(Key::Name(name!("partition")), Atom::Value(base.partition))?;
-        sink.put(Key::Name(name!("batch_index")), Atom::Value(batch_index.unwrap_or(&Value::Int(-1))))?;
-        sink.close()?;
-    }
+    let batch_index = placed[0].map(|(_, v)| v).filter(|v| !v.is_null());
+    let id = base.map(|base| {
+        [
+            (name!("ledger_id"), base.ledger),
+            (name!("entry_id"), base.entry),
+            (name!("partition"), base.partition),
+            (name!("batch_index"), batch_index.unwrap_or(&Value::Int(-1))),
+        ]
+    });
+    // ordering_key: as text when it is UTF-8, else its base64 under ordering_key_b64
+    let ordering_key_b64 = match placed[3] {
+        Some((_, Value::Bytes(raw))) if std::str::from_utf8(raw).is_err() => b64(raw),
+        _ => String::new(),
+    };
+    let mut fields: [(Key<'_>, MessageField<'_>); PLACES] = [(Key::Item, MessageField::Value(&Value::Null)); PLACES];
+    let mut present = 0;
     for (place, (key, value)) in placed.iter().enumerate().filter_map(|(place, field)| Some((place, (*field)?))) {
-        match (place, value) {
+        fields[present] = match (place, value) {
             (3, Value::Bytes(raw)) => match std::str::from_utf8(raw) {
-                // ordering_key: as text when it is UTF-8
-                Ok(text) => sink.put(Key::Name(name!("ordering_key")), Atom::Str(text, None))?,
-                Err(_) => sink.put(Key::Name(name!("ordering_key_b64")), Atom::Str(&b64(raw), None))?,
+                Ok(text) => (Key::Name(name!("ordering_key")), MessageField::Text(text)),
+                Err(_) => (Key::Name(name!("ordering_key_b64")), MessageField::Text(&ordering_key_b64)),
             },
-            _ => sink.put(key, Atom::Value(value))?,
-        }
+            _ => (key, MessageField::Value(value)),
+        };
+        present += 1;
     }
-    if let (true, Some(payload)) = (payload_bytes, payload) {
-        put_payload_bytes(sink, payload)?;
-    }
-    sink.close()
+    sink.message(&MessageParts {
+        payload_size,
+        payload,
+        id: id.as_ref().map(|id| &id[..]),
+        fields: &fields[..present],
+        payload_bytes,
+    })
 }
