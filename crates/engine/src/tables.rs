@@ -460,6 +460,7 @@ impl<'o> TableSink<'o> {
         }
     }
 
+    #[inline]
     fn set(&mut self, slot: Slot, cell: Cell) {
         match slot {
             Slot::Top(at) => self.found.top[at] = cell,
@@ -870,7 +871,24 @@ impl Builder {
 
     /// A cell as this column takes it; the bytes it added.
     fn push(&mut self, cell: Cell, texts: &Texts<'_>) -> usize {
-        self.push_n(cell, 1, texts)
+        // (a value or a null appended as such: arrow's append_option is a call per cell)
+        match self {
+            Builder::Int(b) => {
+                match int_of(cell) {
+                    Some(v) => b.append_value(v),
+                    None => b.append_null(),
+                }
+                8
+            }
+            Builder::Float(b) => {
+                match float_of(cell) {
+                    Some(v) => b.append_value(v),
+                    None => b.append_null(),
+                }
+                8
+            }
+            _ => self.push_n(cell, 1, texts),
+        }
     }
 
     /// A cell as this column takes it, in `n` rows (the messages of a frame repeat its columns); the bytes
