@@ -317,10 +317,10 @@ struct Targets {
 }
 
 /// A frame as `AnalysedDissector` has it: a Python `model.Frame`, or one the core decoded (whose Python frame
-/// is made only if an output needs it).
+/// is made only if an output needs it), with the analysis' view of it as the engine's composition made it.
 enum FrameIn<'a, 'py> {
     Object(&'a Bound<'py, PyAny>),
-    Native(&'a FramePlace, &'a Arc<Decoded>),
+    Native { place: &'a FramePlace, pdu: &'a Arc<Decoded>, frame: &'a Frame<'a> },
 }
 
 /// An event as `AnalysedDissector` has it: a Python `model.Event`, or a stream's note as the engine made it.
@@ -368,14 +368,14 @@ impl<'py> Outputs<'_, '_, 'py> {
         if targets.records.is_some() {
             return targets.record(py, self.protocol_spec, frame, &findings, notes, answered, self.out);
         }
-        if let (Some(lines), FrameIn::Native(place, pdu)) = (&mut targets.timeline, frame) {
+        if let (Some(lines), FrameIn::Native { place, pdu, .. }) = (&mut targets.timeline, frame) {
             if lines.write(py, place, pdu, &findings, &notes)? {
                 return Ok(());
             }
         }
         let frame = match frame {
             FrameIn::Object(frame) => (*frame).clone(),
-            FrameIn::Native(place, pdu) => place.frame_to_py(py, &targets.classes.frame, pdu)?,
+            FrameIn::Native { place, pdu, .. } => place.frame_to_py(py, &targets.classes.frame, pdu)?,
         };
         let findings = findings_to_py(py, &targets.classes.finding, &findings)?;
         let notes = targets.notes(py, notes)?;
@@ -434,7 +434,7 @@ impl<'py> Flush<StagedFrame<'_, Kept<'py>>, StreamNote> for Outputs<'_, '_, 'py>
         answered: Option<(f64, u64)>,
     ) -> PyResult<()> {
         let frame = match staged.kept {
-            Kept::Native(place) => FrameIn::Native(place, staged.pdu),
+            Kept::Native(place) => FrameIn::Native { place, pdu: staged.pdu, frame: staged.frame },
             Kept::Object(frame) => FrameIn::Object(frame),
         };
         self.annotated_frame(&frame, notes, findings, answered)
@@ -674,32 +674,28 @@ impl Targets {
         let Some(records) = &mut self.records else { return Ok(()) };
         let (style, actors) = (records.style, &mut self.actors);
         let record = match item {
-            FrameIn::Native(place, pdu) if !matches!(records.target, Target::Dicts(_)) => {
+            FrameIn::Native { place, pdu, frame } if !matches!(records.target, Target::Dicts(_)) => {
                 let shared = Some(Shared { pdu, route: &place.route });
                 let data = place.data.as_ref().map(|data| data.as_bytes(py));
-                return with_analysis_frame(place, pdu, |frame| {
-                    let (first_packet, notes) = (place.first_packet, Cow::Owned(notes));
-                    let item = Item::Frame { frame, first_packet, notes, findings, answered, shared, data };
-                    records.target.item(py, item)
-                });
+                let (first_packet, notes) = (place.first_packet, Cow::Owned(notes));
+                let item = Item::Frame { frame, first_packet, notes, findings, answered, shared, data };
+                return records.target.item(py, item);
             }
-            FrameIn::Native(place, pdu) => records.in_place(py, answered, actors, |texts, output| {
+            FrameIn::Native { place, pdu, frame } => records.in_place(py, answered, actors, |texts, output| {
                 let expert =
                     pdu.findings.iter().chain(findings).map(|f| texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
                 let route = [place.protocol.bind(py), place.src.bind(py), place.dst.bind(py), place.direction.bind(py)];
                 let data = place.data.as_ref().map(|d| d.bind(py));
-                with_analysis_frame(place, pdu, |frame| {
-                    let input = RecordInput {
-                        frame,
-                        route: Some(route),
-                        first_packet: place.first_packet,
-                        expert: &expert,
-                        protocol_keys: None,
-                        notes: &notes,
-                        data,
-                    };
-                    output.build(py, &input, style)
-                })
+                let input = RecordInput {
+                    frame,
+                    route: Some(route),
+                    first_packet: place.first_packet,
+                    expert: &expert,
+                    protocol_keys: None,
+                    notes: &notes,
+                    data,
+                };
+                output.build(py, &input, style)
             })?,
             FrameIn::Object(frame) => {
                 let spec = protocol_spec.bind(py);
@@ -767,23 +763,6 @@ fn stats_python_event(py: Python<'_>, targets: &mut Targets, event: &Bound<'_, P
     let details = event.getattr(intern!(py, "details"))?;
     let details = if details.is_none() { Map::new() } else { crate::convert::map_from_py(&details)? };
     targets.count_event(py, &kind, time, conn, &details)
-}
-
-/// `f` of the analysis' view of a frame the core decoded (its texts are the engine's, not read back from the
-/// pipeline's Python strings).
-fn with_analysis_frame<R>(place: &FramePlace, pdu: &Decoded, f: impl FnOnce(&Frame) -> R) -> R {
-    let [protocol, src, dst, direction] = &place.route;
-    f(&Frame {
-        index: place.index,
-        protocol,
-        conn: place.conn,
-        src,
-        dst,
-        direction,
-        time: place.time,
-        packet: u64::try_from(place.packet).unwrap_or(0),
-        pdu,
-    })
 }
 
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
