@@ -20,12 +20,12 @@ use crate::capture::Reader;
 use crate::frame_record::{build_record, RecordInput};
 use crate::model::{Decoded, Finding};
 use crate::name;
-use crate::pipeline::{DecodeSettings, Made, Pipeline, PipelineSettings, StreamNote, StreamProtocol};
+use crate::pipeline::{DecodeSettings, Made, Pipeline, PipelineSettings, Place, StreamNote, StreamProtocol};
 use crate::protocols::{DecodeCaps, Depth, Limits, Protocol};
 use crate::records::{Expert, Front, JsonSink, MapSink, NoFront, RecordStyle, SinkError, SinkResult};
 use crate::stats::{Stats, STATS_KEPT};
 use crate::tables::RecordTables;
-use crate::transport::net::tcp_segment;
+use crate::transport::net::{tcp_segment, Segment};
 use crate::transport::reassembly::Config;
 use crate::transport::splitter::Framing;
 use crate::value::{entry, write_json_map, Map, Value};
@@ -384,6 +384,33 @@ impl Engine {
     /// Every packet of the capture through the stages into `sink`; the number of packets read. Stops at the
     /// first error of the sink; a reader's error ends the capture as the CLI ends it (what was read counts).
     pub fn run(&self, reader: &mut Reader, sink: &mut dyn Sink) -> SinkResult<u64> {
+        let mut run = self.start(sink);
+        let mut made = Vec::new();
+        let mut packets = 0;
+        while let Ok(Some(packet)) = reader.next_packet() {
+            packets += 1;
+            let Ok(linktype) = u32::try_from(packet.linktype) else { continue };
+            let bytes = reader.data(&packet);
+            let orig_len = usize::try_from(packet.orig_len).unwrap_or(usize::MAX);
+            let Some(seg) = tcp_segment(packet.index as i64, packet.timestamp, linktype, bytes, orig_len) else {
+                continue;
+            };
+            run.feed_segment(&seg, &mut made);
+            for item in made.drain(..) {
+                run.analyse(item, sink)?;
+            }
+        }
+        run.finish_stages(&mut made);
+        for item in made.drain(..) {
+            run.analyse(item, sink)?;
+        }
+        run.finish(sink)?;
+        Ok(packets)
+    }
+
+    /// A run started, to be driven a step at a time (as [`Engine::run`] drives it); `sink` told what the run
+    /// shares with it.
+    pub fn start(&self, sink: &mut dyn Sink) -> Run<'_> {
         let settings = &self.settings;
         // this run's own count of the budget, the same for the reassembly and the sessions
         let limits = Limits { memory_budget: settings.limits.memory_budget.fresh(), ..settings.limits.clone() };
@@ -392,7 +419,7 @@ impl Engine {
             .iter()
             .map(|setup| SetUp { setup, name: Arc::from(setup.protocol.name()), framing: setup.protocol.framing() })
             .collect();
-        let mut pipeline = Pipeline::new(
+        let stages = Pipeline::new(
             PipelineSettings {
                 detect: false,
                 detect_budget: 0,
@@ -416,59 +443,227 @@ impl Engine {
             protocols,
         );
         sink.start(&RunContext { memory_budget: limits.memory_budget.clone() });
-        let mut run = Run {
-            limits,
-            sink,
-            join: Join::new(PairingOptions {
-                request_timeout: settings.request_timeout,
-                request_timeout_value: Value::Float(settings.request_timeout),
-                max_pending_requests: settings.max_pending_requests,
-            }),
+        let pairing = PairingOptions {
+            request_timeout: settings.request_timeout,
+            request_timeout_value: Value::Float(settings.request_timeout),
+            max_pending_requests: settings.max_pending_requests,
         };
-        let mut made = Vec::new();
-        let mut packets = 0;
-        while let Ok(Some(packet)) = reader.next_packet() {
-            packets += 1;
-            let Ok(linktype) = u32::try_from(packet.linktype) else { continue };
-            let bytes = reader.data(&packet);
-            let orig_len = usize::try_from(packet.orig_len).unwrap_or(usize::MAX);
-            let Some(seg) = tcp_segment(packet.index as i64, packet.timestamp, linktype, bytes, orig_len) else {
-                continue;
-            };
-            infallible(pipeline.feed_segment(&seg, &mut made));
-            for item in made.drain(..) {
-                run.made(&pipeline, item)?;
-            }
-        }
-        infallible(pipeline.finish(&mut made));
-        for item in made.drain(..) {
-            run.made(&pipeline, item)?;
-        }
-        run.finish()?;
-        Ok(packets)
+        Run { analysed: Analysed::new(stages, pairing), setups: FromSetups { limits } }
     }
 }
 
-/// The state of one run over one capture past the stages: the analysis joined, and the sink.
-struct Run<'s> {
-    limits: Limits,
-    sink: &'s mut dyn Sink,
+// ------------------------------------------------------------------------ the stages and the analysis composed
+
+/// The stages ([`Pipeline`]) and the analysis' join ([`Join`]) composed, driven a step at a time: segments in,
+/// what the stages make out (into a `Vec` the caller may hold a while), and each thing they made analysed
+/// into a [`Flush`]. The one composition every front end drives ([`Engine::run`], the Python binding's).
+///
+/// What differs between front ends comes in through [`AnalysisFront`] (how a frame the stages made is kept
+/// for the outputs, how a protocol's analysis is made) and the `Flush` (where the outputs go).
+pub struct Analysed<P: StreamProtocol> {
+    stages: Pipeline<P>,
     join: Join,
 }
 
-/// A frame the stages decoded, as the sink gets it: the analysis' view and the packet of its first byte.
-struct MadeFrame<'a> {
-    frame: &'a Frame<'a>,
-    first_packet: i64,
-    shared: Shared<'a>,
-    /// the frame's bytes, if the pipeline kept them
-    data: Option<&'a [u8]>,
+/// What a front end gives the composition: the frames the stages made, as the analysis and the outputs read
+/// them, and each protocol's analysis.
+pub trait AnalysisFront<P: StreamProtocol> {
+    type Error;
+    /// What the front end keeps of a frame the stages made, for its outputs (given back in [`StagedFrame`]).
+    type Kept;
+    /// A frame `protocol`'s stages made: the PDU the analysis reads (shared, so that an output may keep it)
+    /// and what the front end keeps of the frame.
+    fn frame(
+        &mut self,
+        protocol: &P,
+        place: &Place,
+        decoded: P::Decoded,
+    ) -> Result<(Arc<Decoded>, Self::Kept), Self::Error>;
+    /// `protocol`'s analysis (its command table and sessions), made at its first frame.
+    fn first_sight(&mut self, protocol: &P) -> Result<ProtocolAnalysis, Self::Error>;
+}
+
+/// A frame the stages made, as the flush gets it back: the analysis' view, where it was, its PDU, and what the
+/// front end kept of it.
+pub struct StagedFrame<'a, K> {
+    pub frame: &'a Frame<'a>,
+    pub place: &'a Place,
+    pub pdu: &'a Arc<Decoded>,
+    pub kept: &'a K,
+}
+
+impl<P: StreamProtocol> Analysed<P> {
+    pub fn new(stages: Pipeline<P>, pairing: PairingOptions) -> Analysed<P> {
+        Analysed { stages, join: Join::new(pairing) }
+    }
+
+    pub fn stages(&self) -> &Pipeline<P> {
+        &self.stages
+    }
+
+    /// The stages, for their settings and numbering (what they make goes through the methods below).
+    pub fn stages_mut(&mut self) -> &mut Pipeline<P> {
+        &mut self.stages
+    }
+
+    /// A segment through the stages: what it completes into `made`, to be analysed in order.
+    pub fn feed_segment(&mut self, segment: &Segment, made: &mut Vec<Made<P::Decoded>>) -> Result<(), P::Error> {
+        self.stages.feed_segment(segment, made)
+    }
+
+    /// The clock moved to `now` for the stages: what their expiries make into `made`.
+    pub fn tick_stages(&mut self, now: f64, made: &mut Vec<Made<P::Decoded>>) -> Result<(), P::Error> {
+        self.stages.tick(now, made)
+    }
+
+    /// The end of the capture for the stages (every connection closed): what it makes into `made`.
+    pub fn finish_stages(&mut self, made: &mut Vec<Made<P::Decoded>>) -> Result<(), P::Error> {
+        self.stages.finish(made)
+    }
+
+    /// `finish_stages` for at most `most` connections: true once the end of the capture is all told.
+    pub fn finish_some_stages(&mut self, made: &mut Vec<Made<P::Decoded>>, most: usize) -> Result<bool, P::Error> {
+        self.stages.finish_some(made, most)
+    }
+
+    /// One thing the stages made, through the analysis into `flush`: a note as an event, a frame as the
+    /// analysis' view of it (`front` keeps it and makes its protocol's analysis at its first frame).
+    pub fn analyse<K, E, F, S>(&mut self, made: Made<P::Decoded>, front: &mut F, flush: &mut S) -> Result<(), E>
+    where
+        F: AnalysisFront<P, Kept = K, Error = E>,
+        S: for<'a> Flush<StagedFrame<'a, K>, StreamNote, Error = E>,
+    {
+        match made {
+            Made::Note(note) => {
+                let mid_stream = note.details.iter().any(|(key, value)| key.as_str() == "mid_stream" && value.truthy());
+                let packet = u64::try_from(note.packet).unwrap_or(0);
+                self.join.event(&note.kind, note.conn, note.time, packet, mid_stream, &note, flush)
+            }
+            Made::Frame(place, decoded) => {
+                let protocol = &self.stages.protocols()[place.protocol];
+                let (pdu, kept) = front.frame(protocol, &place, decoded)?;
+                let frame = Frame {
+                    index: place.index,
+                    protocol: protocol.name(),
+                    conn: place.conn,
+                    src: &place.src,
+                    dst: &place.dst,
+                    direction: &place.direction,
+                    time: place.time,
+                    packet: u64::try_from(place.packet).unwrap_or(0),
+                    pdu: &pdu,
+                };
+                let staged = StagedFrame { frame: &frame, place: &place, pdu: &pdu, kept: &kept };
+                self.join.frame(&frame, || front.first_sight(protocol), &staged, flush)
+            }
+        }
+    }
+
+    /// A frame from outside the stages (a front end's own), through the same analysis in its place.
+    pub fn analyse_frame<V: ?Sized, E: ?Sized, S: Flush<V, E>>(
+        &mut self,
+        frame: &Frame,
+        first_sight: impl FnOnce() -> Result<ProtocolAnalysis, S::Error>,
+        view: &V,
+        flush: &mut S,
+    ) -> Result<(), S::Error> {
+        self.join.frame(frame, first_sight, view, flush)
+    }
+
+    /// An event from outside the stages (a capture file's note), through the same analysis in its place.
+    #[allow(clippy::too_many_arguments)]
+    pub fn analyse_event<V: ?Sized, E: ?Sized, S: Flush<V, E>>(
+        &mut self,
+        kind: &str,
+        conn: Option<u64>,
+        time: f64,
+        packet: u64,
+        mid_stream: bool,
+        event: &E,
+        flush: &mut S,
+    ) -> Result<(), S::Error> {
+        self.join.event(kind, conn, time, packet, mid_stream, event, flush)
+    }
+
+    /// The clock moved to `now` for the analysis: the requests that waited past the timeout, into `flush`.
+    pub fn tick<V: ?Sized, E: ?Sized, S: Flush<V, E>>(&mut self, now: f64, flush: &mut S) -> Result<(), S::Error> {
+        self.join.tick(now, flush)
+    }
+
+    /// The analysis' last words (the end of every connection still open), into `flush`.
+    pub fn finish<V: ?Sized, E: ?Sized, S: Flush<V, E>>(&mut self, flush: &mut S) -> Result<(), S::Error> {
+        self.join.finish(flush)
+    }
+}
+
+// ------------------------------------------------------------------------------------ one run of the engine
+
+/// One run of the engine over one capture, driven a step at a time: the composition over the engine's
+/// protocols, each protocol's analysis made from its [`ProtocolSetup`], the outputs into a [`Sink`].
+pub struct Run<'e> {
+    analysed: Analysed<SetUp<'e>>,
+    setups: FromSetups,
+}
+
+/// The engine's [`AnalysisFront`]: a frame's route kept shared (a sink may keep it), a protocol's analysis
+/// from its setup.
+struct FromSetups {
+    limits: Limits,
+}
+
+impl<'e> AnalysisFront<SetUp<'e>> for FromSetups {
+    type Error = SinkError;
+    type Kept = [Arc<str>; 4];
+
+    fn frame(
+        &mut self,
+        protocol: &SetUp<'e>,
+        place: &Place,
+        decoded: Decoded,
+    ) -> SinkResult<(Arc<Decoded>, Self::Kept)> {
+        // (shared, so that a sink may keep it: the record written on another thread)
+        let route =
+            [Arc::clone(&protocol.name), Arc::clone(&place.src), Arc::clone(&place.dst), Arc::clone(&place.direction)];
+        Ok((Arc::new(decoded), route))
+    }
+
+    fn first_sight(&mut self, protocol: &SetUp<'e>) -> SinkResult<ProtocolAnalysis> {
+        let setup = protocol.setup;
+        let role = setup.server_roles.first().map_or("server", String::as_str);
+        Ok(ProtocolAnalysis {
+            table: (setup.table)(),
+            default_to_server: format!("to_{role}"),
+            sessions: setup.protocol.sessions(&self.limits),
+        })
+    }
+}
+
+impl Run<'_> {
+    /// A segment through the stages: what it completes into `made`.
+    pub fn feed_segment(&mut self, segment: &Segment, made: &mut Vec<Made<Decoded>>) {
+        infallible(self.analysed.feed_segment(segment, made))
+    }
+
+    /// The end of the capture for the stages: what it makes into `made`.
+    pub fn finish_stages(&mut self, made: &mut Vec<Made<Decoded>>) {
+        infallible(self.analysed.finish_stages(made))
+    }
+
+    /// One thing the stages made (now, or held a while), analysed into `sink`.
+    pub fn analyse(&mut self, made: Made<Decoded>, sink: &mut dyn Sink) -> SinkResult<()> {
+        self.analysed.analyse(made, &mut self.setups, &mut Items(sink))
+    }
+
+    /// The analysis' last words into `sink`.
+    pub fn finish(&mut self, sink: &mut dyn Sink) -> SinkResult<()> {
+        self.analysed.finish(&mut Items(sink))
+    }
 }
 
 /// The analysis' outputs as the sink's items.
 struct Items<'s>(&'s mut dyn Sink);
 
-impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
+impl Flush<StagedFrame<'_, [Arc<str>; 4]>, StreamNote> for Items<'_> {
     type Error = SinkError;
 
     fn input(&mut self, note: &StreamNote) -> SinkResult<()> {
@@ -478,20 +673,19 @@ impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
 
     fn annotated(
         &mut self,
-        made: &MadeFrame<'_>,
+        staged: &StagedFrame<'_, [Arc<str>; 4]>,
         notes: Map,
         findings: Vec<Finding>,
         answered: Option<(f64, u64)>,
     ) -> SinkResult<()> {
-        let (frame, first_packet, shared) = (made.frame, made.first_packet, Some(made.shared));
         self.0.item(Item::Frame {
-            frame,
-            first_packet,
+            frame: staged.frame,
+            first_packet: staged.place.first_packet,
             notes: Cow::Owned(notes),
             findings: &findings,
             answered,
-            shared,
-            data: made.data,
+            shared: Some(Shared { pdu: staged.pdu, route: staged.kept }),
+            data: staged.place.data.as_deref(),
         })
     }
 
@@ -502,62 +696,6 @@ impl Flush<MadeFrame<'_>, StreamNote> for Items<'_> {
 
     fn misplaced(&mut self, what: &'static str) -> SinkError {
         SinkError::Misplaced(what)
-    }
-}
-
-impl Run<'_> {
-    fn made(&mut self, pipeline: &Pipeline<SetUp<'_>>, made: Made<Decoded>) -> SinkResult<()> {
-        let mut items = Items(&mut *self.sink);
-        match made {
-            Made::Note(note) => {
-                let mid_stream = note
-                    .details
-                    .iter()
-                    .any(|(key, value)| key.as_str() == "mid_stream" && matches!(value, Value::Bool(true)));
-                let packet = u64::try_from(note.packet).unwrap_or(0);
-                self.join.event(&note.kind, note.conn, note.time, packet, mid_stream, &note, &mut items)
-            }
-            Made::Frame(place, decoded) => {
-                let protocol = &pipeline.protocols()[place.protocol];
-                let setup = protocol.setup;
-                // (shared, so that a sink may keep it: the record written on another thread)
-                let decoded = Arc::new(decoded);
-                let route = [
-                    Arc::clone(&protocol.name),
-                    Arc::clone(&place.src),
-                    Arc::clone(&place.dst),
-                    Arc::clone(&place.direction),
-                ];
-                let frame = Frame {
-                    index: place.index,
-                    protocol: setup.protocol.name(),
-                    conn: place.conn,
-                    src: &place.src,
-                    dst: &place.dst,
-                    direction: &place.direction,
-                    time: place.time,
-                    packet: u64::try_from(place.packet).unwrap_or(0),
-                    pdu: &decoded,
-                };
-                let first_sight = || {
-                    let role = setup.server_roles.first().map_or("server", String::as_str);
-                    Ok(ProtocolAnalysis {
-                        table: (setup.table)(),
-                        default_to_server: format!("to_{role}"),
-                        sessions: setup.protocol.sessions(&self.limits),
-                    })
-                };
-                let shared = Shared { pdu: &decoded, route: &route };
-                let data = place.data.as_deref();
-                let made = MadeFrame { frame: &frame, first_packet: place.first_packet, shared, data };
-                self.join.frame(&frame, first_sight, &made, &mut items)
-            }
-        }
-    }
-
-    /// The analysis' last words.
-    fn finish(&mut self) -> SinkResult<()> {
-        self.join.finish(&mut Items(&mut *self.sink))
     }
 }
 

@@ -14,6 +14,7 @@ use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::protocols::{by_name, DecodeCaps, Depth, Limits, Protocol, REGISTRY};
 use pulsar_dissect_engine::records::{Expert, Message, NoFront, RecordStyle, SinkResult};
 use pulsar_dissect_engine::timeline::{Line, LineFacts};
+use pulsar_dissect_engine::transport::net::tcp_segment;
 use pulsar_dissect_engine::transport::splitter::{Framing, PduLength};
 use pulsar_dissect_engine::value::{entry, Text, Value};
 use pulsar_dissect_engine::{name, Engine};
@@ -322,4 +323,56 @@ fn the_toy_frames_records_carry_no_body_keys() {
         assert!(!keys.contains(&key), "{key} is a protocol's body key, not the toy's: {keys:?}");
     }
     assert_eq!(frame["command"], serde_json::json!({"id": 1}));
+}
+
+/// `engine`'s run driven a step at a time (`Engine::start`), what the stages make held for `hold` packets
+/// before it is analysed, into JSON lines.
+fn held_run(engine: &Engine, capture: Vec<u8>, hold: usize) -> Vec<u8> {
+    let mut lines = JsonLines::new(IdTexts, RecordStyle::default());
+    let mut capture = reader(capture);
+    let mut run = engine.start(&mut lines);
+    let (mut held, mut packets) = (Vec::new(), 0);
+    while let Ok(Some(packet)) = capture.next_packet() {
+        let orig_len = usize::try_from(packet.orig_len).expect("a length");
+        let linktype = u32::try_from(packet.linktype).expect("a link type");
+        let data = capture.data(&packet);
+        if let Some(segment) = tcp_segment(packet.index as i64, packet.timestamp, linktype, data, orig_len) {
+            run.feed_segment(&segment, &mut held);
+        }
+        packets += 1;
+        if packets % hold == 0 {
+            for made in held.drain(..) {
+                run.analyse(made, &mut lines).expect("no sink error");
+            }
+        }
+    }
+    run.finish_stages(&mut held);
+    for made in held.drain(..) {
+        run.analyse(made, &mut lines).expect("no sink error");
+    }
+    run.finish(&mut lines).expect("no sink error");
+    lines.out
+}
+
+#[test]
+fn what_the_stages_made_analysed_later_gives_the_same_lines_as_analysed_at_once() {
+    let toy = pcap(&[
+        (1.0, true, 99, 0x02, b""),
+        (1.001, false, 499, 0x12, b""),
+        (1.002, true, 100, 0x10, b""),
+        (1.010, true, 100, 0x18, b"\x00\x02Q\x07\x00\x02Q"),
+        (1.011, true, 107, 0x18, b"\x09"),
+        (1.060, false, 500, 0x18, b"\x00\x02A\x07"),
+        (41.0, true, 108, 0x11, b""),
+    ]);
+    let pulsar = capture_bytes("01_basic_nonbatched").expect("a shipped capture");
+    for (engine, capture) in [(toy_engine(), toy), (Engine::new(registry_setups(), Settings::default()), pulsar)] {
+        let mut at_once = JsonLines::new(IdTexts, RecordStyle::default());
+        engine.run(&mut reader(capture.clone()), &mut at_once).expect("no sink error");
+        assert!(at_once.lines > 3, "frames and events made");
+        for hold in [1, 2, 5, usize::MAX] {
+            let held = held_run(&engine, capture.clone(), hold);
+            assert!(held == at_once.out, "held for {hold} packets: not the lines of the run at once");
+        }
+    }
 }

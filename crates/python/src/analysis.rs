@@ -2,12 +2,13 @@
 //! `dissector/analysis/conversation.py: analysed_dissector` makes for `dissector/run.py`), and the
 //! `ConversationCore` it runs.
 //!
-//! `ConversationCore` takes Python `model.Frame` objects (the frames of protocols declared in Python): it
-//! reads what the analysis reads (the frame's fields, its command, the ids of its findings, and its body made
-//! back into its protocol's: `body_from_py`) into the Rust [`Frame`] the analyzer takes. `AnalysedDissector` gives the analyzer the
-//! pipeline's Rust frames instead. The output is `model.Annotated` and `model.Event` objects, with
-//! `problems.Finding`s; or, asked for records (`AnalysedDissector`'s modes), each frame's record in place of
-//! its `Annotated` (`engine::records`): a dict, or its JSON line.
+//! The stages and the analysis are the engine's composition (`engine::engine::Analysed`), driven here: what
+//! the stages made is analysed through it as the engine's Rust data (`StagesFront` keeps a frame's place as
+//! Python strings; a frame of a protocol declared in Python as its Python frame, whose PDU the analysis reads
+//! back: `body_from_py`). Python `model.Frame` and `model.Event` objects from outside the stages go through
+//! the same analysis, read into the Rust [`Frame`] it takes. The output is `model.Annotated` and
+//! `model.Event` objects, with `problems.Finding`s; or, asked for records (`AnalysedDissector`'s modes), each
+//! frame's record in place of its `Annotated` (`engine::records`): a dict, or its JSON line.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -20,21 +21,24 @@ use engine::tables::RecordTables;
 
 use crate::arrow::RecordBatches;
 use crate::convert::{map_to_py, value_from_py, StrToPy};
-use crate::pipeline::{note_to_py, Classes as PipelineClasses, FramePlace, Made, Pipeline};
+use crate::pipeline::{note_to_py, set_batches_later, Classes as PipelineClasses, FramePlace, PyFrames};
 use crate::pooled::JsonLines;
+use crate::protocol::{Protocol, PyDecoded};
 use crate::records::{py_error, sink_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
 use crate::stats::StatsCore;
 use crate::timeline::{TimelineFormat, TimelineLines};
-use crate::transport::{feed_packet, other_tcp_rows, pipeline as transport_pipeline};
+use crate::transport::{other_tcp_rows, pipeline as transport_pipeline, with_segment};
 use engine::analysis::bounded::FastMap;
-use engine::analysis::join::{Flush, Join};
+use engine::analysis::join::Flush;
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use engine::analysis::{intern as intern_name, Event, Frame, PairingOptions, ProtocolAnalysis, Sessions};
 use engine::budget::MemoryBudget;
-use engine::engine::{stats_record, write_json_line, Item, RunContext, Shared, Sink, Tables};
+use engine::engine::{
+    stats_record, write_json_line, Analysed, AnalysisFront, Item, RunContext, Shared, Sink, StagedFrame, Tables,
+};
 use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Decoded, Finding};
-use engine::pipeline::StreamNote;
+use engine::pipeline::{Made as StagesMade, Pipeline as Stages, Place, StreamNote, StreamProtocol};
 use engine::protocols::{self, Limits};
 use engine::records::RecordStyle;
 use engine::sinks::pooled::PooledJsonLines;
@@ -268,7 +272,7 @@ fn finding_ids(findings: &Bound<'_, PyAny>) -> PyResult<Vec<Finding>> {
 }
 
 /// What the analysis reads of a `model.Decoded` of `protocol`'s.
-fn decoded(protocol: &str, pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
+fn decoded_from_py(protocol: &str, pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
     let py = pdu.py();
     let command = pdu.getattr(intern!(py, "command"))?;
     let body = pdu.getattr(intern!(py, "body"))?;
@@ -284,11 +288,14 @@ fn decoded(protocol: &str, pdu: &Bound<'_, PyAny>) -> PyResult<Decoded> {
 
 // ------------------------------------------------------------------------------------ ConversationCore
 
-/// The engine's join of the analysis (`Join`: pairing and session state for every connection) fed what
-/// `AnalysedDissector` has: the pipeline's Rust frames, the Python frames of a protocol declared in Python,
-/// Python events. What it gives goes to the [`Targets`].
+/// The engine's composition of the stages and the analysis ([`Analysed`]: the stages, and the join's pairing
+/// and session state for every connection) driven with what `AnalysedDissector` has: what the stages made
+/// (the engine's frames, the Python frames of a protocol declared in Python, the streams' notes), Python
+/// frames and events from outside the stages. What it gives goes to the [`Targets`].
 pub struct ConversationCore {
-    join: Join,
+    analysed: Analysed<Protocol>,
+    /// What makes the stages' frames Python values (when an output needs them).
+    frames: PyFrames,
     options: Py<PyAny>,
     /// The run's memory budget (`Options.memory_budget`), which the transport's holders share.
     budget: MemoryBudget,
@@ -310,10 +317,10 @@ struct Targets {
 }
 
 /// A frame as `AnalysedDissector` has it: a Python `model.Frame`, or one the core decoded (whose Python frame
-/// is made only if an output needs it).
+/// is made only if an output needs it), with the analysis' view of it as the engine's composition made it.
 enum FrameIn<'a, 'py> {
     Object(&'a Bound<'py, PyAny>),
-    Native(&'a FramePlace, &'a Arc<Decoded>),
+    Native { place: &'a FramePlace, pdu: &'a Arc<Decoded>, frame: &'a Frame<'a> },
 }
 
 /// An event as `AnalysedDissector` has it: a Python `model.Event`, or a stream's note as the engine made it.
@@ -330,10 +337,9 @@ struct Outputs<'t, 'o, 'py> {
     out: &'o Bound<'py, PyList>,
 }
 
-impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
-    type Error = PyErr;
-
-    fn input(&mut self, event: &EventIn<'_, 'py>) -> PyResult<()> {
+impl<'py> Outputs<'_, '_, 'py> {
+    /// The input event, passed on.
+    fn input_event(&mut self, event: &EventIn<'_, 'py>) -> PyResult<()> {
         let (py, targets) = (self.py, &mut *self.targets);
         match event {
             EventIn::Object(input) => {
@@ -350,7 +356,8 @@ impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
         }
     }
 
-    fn annotated(
+    /// The input frame, annotated.
+    fn annotated_frame(
         &mut self,
         frame: &FrameIn<'_, 'py>,
         notes: Map,
@@ -361,14 +368,14 @@ impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
         if targets.records.is_some() {
             return targets.record(py, self.protocol_spec, frame, &findings, notes, answered, self.out);
         }
-        if let (Some(lines), FrameIn::Native(place, pdu)) = (&mut targets.timeline, frame) {
+        if let (Some(lines), FrameIn::Native { place, pdu, .. }) = (&mut targets.timeline, frame) {
             if lines.write(py, place, pdu, &findings, &notes)? {
                 return Ok(());
             }
         }
         let frame = match frame {
             FrameIn::Object(frame) => (*frame).clone(),
-            FrameIn::Native(place, pdu) => place.frame_to_py(py, &targets.classes.frame, pdu)?,
+            FrameIn::Native { place, pdu, .. } => place.frame_to_py(py, &targets.classes.frame, pdu)?,
         };
         let findings = findings_to_py(py, &targets.classes.finding, &findings)?;
         let notes = targets.notes(py, notes)?;
@@ -376,15 +383,111 @@ impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
         targets.append(py, self.out, annotated)
     }
 
-    fn event(&mut self, event: Event) -> PyResult<()> {
+    /// An event the analysis made.
+    fn analysis_event(&mut self, event: Event) -> PyResult<()> {
         let (py, targets) = (self.py, &mut *self.targets);
         targets.count_event(py, event.kind.as_str(), event.time, event.conn, &event.details)?;
         let event = targets.classes.event(py, &event)?;
         targets.append(py, self.out, event)
     }
+}
+
+impl<'py> Flush<FrameIn<'_, 'py>, EventIn<'_, 'py>> for Outputs<'_, '_, 'py> {
+    type Error = PyErr;
+
+    fn input(&mut self, event: &EventIn<'_, 'py>) -> PyResult<()> {
+        self.input_event(event)
+    }
+
+    fn annotated(
+        &mut self,
+        frame: &FrameIn<'_, 'py>,
+        notes: Map,
+        findings: Vec<Finding>,
+        answered: Option<(f64, u64)>,
+    ) -> PyResult<()> {
+        self.annotated_frame(frame, notes, findings, answered)
+    }
+
+    fn event(&mut self, event: Event) -> PyResult<()> {
+        self.analysis_event(event)
+    }
 
     fn misplaced(&mut self, what: &'static str) -> PyErr {
         PyRuntimeError::new_err(what)
+    }
+}
+
+/// What the stages made, as the engine's composition hands it back: the same outputs.
+impl<'py> Flush<StagedFrame<'_, Kept<'py>>, StreamNote> for Outputs<'_, '_, 'py> {
+    type Error = PyErr;
+
+    fn input(&mut self, note: &StreamNote) -> PyResult<()> {
+        self.input_event(&EventIn::Note(note))
+    }
+
+    fn annotated(
+        &mut self,
+        staged: &StagedFrame<'_, Kept<'py>>,
+        notes: Map,
+        findings: Vec<Finding>,
+        answered: Option<(f64, u64)>,
+    ) -> PyResult<()> {
+        let frame = match staged.kept {
+            Kept::Native(place) => FrameIn::Native { place, pdu: staged.pdu, frame: staged.frame },
+            Kept::Object(frame) => FrameIn::Object(frame),
+        };
+        self.annotated_frame(&frame, notes, findings, answered)
+    }
+
+    fn event(&mut self, event: Event) -> PyResult<()> {
+        self.analysis_event(event)
+    }
+
+    fn misplaced(&mut self, what: &'static str) -> PyErr {
+        PyRuntimeError::new_err(what)
+    }
+}
+
+/// What the binding keeps of a frame the stages made: where it was, as Python strings (its Python frame made
+/// only if an output needs it), or the Python frame of a protocol declared in Python.
+enum Kept<'py> {
+    Native(FramePlace),
+    Object(Bound<'py, PyAny>),
+}
+
+/// The binding's part in the engine's composition: a frame the stages made kept as [`Kept`], the PDU the
+/// analysis reads (a Python-declared protocol's read back from its Python `Decoded`), a protocol's analysis
+/// from its Python spec.
+struct StagesFront<'a, 'py> {
+    py: Python<'py>,
+    frames: &'a mut PyFrames,
+    options: &'a Py<PyAny>,
+    budget: &'a MemoryBudget,
+    protocol_spec: &'a Py<PyAny>,
+}
+
+impl<'py> AnalysisFront<Protocol> for StagesFront<'_, 'py> {
+    type Error = PyErr;
+    type Kept = Kept<'py>;
+
+    fn frame(&mut self, protocol: &Protocol, place: &Place, decoded: PyDecoded) -> PyResult<(Arc<Decoded>, Kept<'py>)> {
+        let py = self.py;
+        let frame = self.frames.place(py, protocol, place);
+        match decoded {
+            // (shared with the record written on the pool)
+            PyDecoded::Core(decoded) => Ok((Arc::new(decoded), Kept::Native(frame))),
+            PyDecoded::Python(object) => {
+                let object = object.into_bound(py);
+                let pdu = decoded_from_py(StreamProtocol::name(protocol), &object)?;
+                Ok((Arc::new(pdu), Kept::Object(frame.to_py(py, &self.frames.classes().frame, object)?)))
+            }
+        }
+    }
+
+    fn first_sight(&mut self, protocol: &Protocol) -> PyResult<ProtocolAnalysis> {
+        let name = StreamProtocol::name(protocol);
+        protocol_analysis(self.py, self.options, self.budget, self.protocol_spec, name)
     }
 }
 
@@ -416,12 +519,15 @@ fn protocol_analysis(
 
 impl ConversationCore {
     /// `options`: a `dissector.options.Options`; `classes`: (Frame, Annotated, Event, Finding);
-    /// `protocol_spec`: the protocol registry's `get`.
+    /// `protocol_spec`: the protocol registry's `get`; `stages` and `frames`: the pipeline's parts
+    /// (`Pipeline::into_parts`), its holders reserving from `budget`.
     fn new(
         py: Python<'_>,
         options: Bound<'_, PyAny>,
         classes: (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>),
         protocol_spec: Py<PyAny>,
+        budget: MemoryBudget,
+        (stages, frames): (Stages<Protocol>, PyFrames),
     ) -> PyResult<Self> {
         let (frame, annotated, event, finding) = classes;
         check_fields(annotated.bind(py), &["frame", "notes", "findings"])?;
@@ -430,8 +536,9 @@ impl ConversationCore {
             &["kind", "time", "packet", "conn", "src", "dst", "direction", "offset", "length", "details", "params"],
         )?;
         Ok(ConversationCore {
-            join: Join::new(pairing_options(&options)?),
-            budget: MemoryBudget::new(options.getattr("memory_budget")?.extract()?),
+            analysed: Analysed::new(stages, pairing_options(&options)?),
+            frames,
+            budget,
             options: options.unbind(),
             protocol_spec,
             targets: Targets {
@@ -460,7 +567,7 @@ impl ConversationCore {
         let src = item.getattr(intern!(py, "src"))?;
         let dst = item.getattr(intern!(py, "dst"))?;
         let direction = item.getattr(intern!(py, "direction"))?;
-        let pdu = decoded(protocol, &item.getattr(intern!(py, "pdu"))?)?;
+        let pdu = decoded_from_py(protocol, &item.getattr(intern!(py, "pdu"))?)?;
         let frame = Frame {
             index: item.getattr(intern!(py, "index"))?.extract()?,
             protocol,
@@ -472,10 +579,10 @@ impl ConversationCore {
             packet: item.getattr(intern!(py, "packet"))?.extract()?,
             pdu: &pdu,
         };
-        let ConversationCore { join, options, budget, protocol_spec, targets } = self;
+        let ConversationCore { analysed, options, budget, protocol_spec, targets, .. } = self;
         let first_sight = || protocol_analysis(py, options, budget, protocol_spec, protocol);
         let mut outputs = Outputs { py, targets, protocol_spec, out };
-        join.frame(&frame, first_sight, &FrameIn::Object(item), &mut outputs)
+        analysed.analyse_frame(&frame, first_sight, &FrameIn::Object(item), &mut outputs)
     }
 
     /// A Python event: the analysis reads its kind, connection, time, packet and `mid_stream`.
@@ -488,52 +595,38 @@ impl ConversationCore {
         };
         let time: f64 = item.getattr(intern!(py, "time"))?.extract()?;
         let packet: u64 = item.getattr(intern!(py, "packet"))?.extract()?;
-        let ConversationCore { join, protocol_spec, targets, .. } = self;
+        let ConversationCore { analysed, protocol_spec, targets, .. } = self;
         let mut outputs = Outputs { py, targets, protocol_spec, out };
-        join.event(&kind, conn, time, packet, mid_stream, &EventIn::Object(item), &mut outputs)
+        analysed.analyse_event::<FrameIn, _, _>(
+            &kind,
+            conn,
+            time,
+            packet,
+            mid_stream,
+            &EventIn::Object(item),
+            &mut outputs,
+        )
     }
 
-    /// Append what one thing the pipeline made becomes, and any events it causes, to `out`. A frame the core
-    /// decoded is read as its Rust data, not as a Python frame.
-    fn process_made(&mut self, py: Python<'_>, made: Made, out: &Bound<'_, PyList>) -> PyResult<()> {
-        let (place, pdu) = match made {
-            Made::Frame(place, pdu) => (place, Arc::new(pdu)), // (shared with the record written on the pool)
-            Made::PyFrame(item) => return self.process(py, item.bind(py), out),
-            Made::Note(note) => {
-                let mid_stream = note.details.iter().any(|(key, value)| key.as_str() == "mid_stream" && value.truthy());
-                let packet = u64::try_from(note.packet).unwrap_or(0);
-                let ConversationCore { join, protocol_spec, targets, .. } = self;
-                let mut outputs = Outputs { py, targets, protocol_spec, out };
-                return join.event(
-                    &note.kind,
-                    note.conn,
-                    note.time,
-                    packet,
-                    mid_stream,
-                    &EventIn::Note(&note),
-                    &mut outputs,
-                );
-            }
-        };
-        let ConversationCore { join, options, budget, protocol_spec, targets } = self;
-        let mut outputs = Outputs { py, targets, protocol_spec, out };
-        with_analysis_frame(&place, &pdu, |frame| {
-            let first_sight = || protocol_analysis(py, options, budget, protocol_spec, frame.protocol);
-            join.frame(frame, first_sight, &FrameIn::Native(&place, &pdu), &mut outputs)
-        })
+    /// Append what one thing the stages made becomes, and any events it causes, to `out`, through the
+    /// engine's composition. A frame the core decoded is read as its Rust data, not as a Python frame.
+    fn analyse_made(&mut self, py: Python<'_>, made: StagesMade<PyDecoded>, out: &Bound<'_, PyList>) -> PyResult<()> {
+        let ConversationCore { analysed, frames, options, budget, protocol_spec, targets } = self;
+        let mut front = StagesFront { py, frames, options, budget, protocol_spec };
+        analysed.analyse(made, &mut front, &mut Outputs { py, targets, protocol_spec, out })
     }
 
     /// The clock moved to `now`: append the requests that have waited past the operation timeout.
     fn tick(&mut self, py: Python<'_>, now: f64, out: &Bound<'_, PyList>) -> PyResult<()> {
-        let ConversationCore { join, protocol_spec, targets, .. } = self;
-        join.tick(now, &mut Outputs { py, targets, protocol_spec, out })
+        let ConversationCore { analysed, protocol_spec, targets, .. } = self;
+        analysed.tick::<FrameIn, EventIn, _>(now, &mut Outputs { py, targets, protocol_spec, out })
     }
 
     /// The events of the end of every connection still open.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        let ConversationCore { join, protocol_spec, targets, .. } = self;
-        join.finish(&mut Outputs { py, targets, protocol_spec, out: &out })?;
+        let ConversationCore { analysed, protocol_spec, targets, .. } = self;
+        analysed.finish::<FrameIn, EventIn, _>(&mut Outputs { py, targets, protocol_spec, out: &out })?;
         Ok(out)
     }
 }
@@ -581,32 +674,28 @@ impl Targets {
         let Some(records) = &mut self.records else { return Ok(()) };
         let (style, actors) = (records.style, &mut self.actors);
         let record = match item {
-            FrameIn::Native(place, pdu) if !matches!(records.target, Target::Dicts(_)) => {
+            FrameIn::Native { place, pdu, frame } if !matches!(records.target, Target::Dicts(_)) => {
                 let shared = Some(Shared { pdu, route: &place.route });
                 let data = place.data.as_ref().map(|data| data.as_bytes(py));
-                return with_analysis_frame(place, pdu, |frame| {
-                    let (first_packet, notes) = (place.first_packet, Cow::Owned(notes));
-                    let item = Item::Frame { frame, first_packet, notes, findings, answered, shared, data };
-                    records.target.item(py, item)
-                });
+                let (first_packet, notes) = (place.first_packet, Cow::Owned(notes));
+                let item = Item::Frame { frame, first_packet, notes, findings, answered, shared, data };
+                return records.target.item(py, item);
             }
-            FrameIn::Native(place, pdu) => records.in_place(py, answered, actors, |texts, output| {
+            FrameIn::Native { place, pdu, frame } => records.in_place(py, answered, actors, |texts, output| {
                 let expert =
                     pdu.findings.iter().chain(findings).map(|f| texts.expert(py, f)).collect::<PyResult<Vec<_>>>()?;
                 let route = [place.protocol.bind(py), place.src.bind(py), place.dst.bind(py), place.direction.bind(py)];
                 let data = place.data.as_ref().map(|d| d.bind(py));
-                with_analysis_frame(place, pdu, |frame| {
-                    let input = RecordInput {
-                        frame,
-                        route: Some(route),
-                        first_packet: place.first_packet,
-                        expert: &expert,
-                        protocol_keys: None,
-                        notes: &notes,
-                        data,
-                    };
-                    output.build(py, &input, style)
-                })
+                let input = RecordInput {
+                    frame,
+                    route: Some(route),
+                    first_packet: place.first_packet,
+                    expert: &expert,
+                    protocol_keys: None,
+                    notes: &notes,
+                    data,
+                };
+                output.build(py, &input, style)
             })?,
             FrameIn::Object(frame) => {
                 let spec = protocol_spec.bind(py);
@@ -674,23 +763,6 @@ fn stats_python_event(py: Python<'_>, targets: &mut Targets, event: &Bound<'_, P
     let details = event.getattr(intern!(py, "details"))?;
     let details = if details.is_none() { Map::new() } else { crate::convert::map_from_py(&details)? };
     targets.count_event(py, &kind, time, conn, &details)
-}
-
-/// `f` of the analysis' view of a frame the core decoded (its texts are the engine's, not read back from the
-/// pipeline's Python strings).
-fn with_analysis_frame<R>(place: &FramePlace, pdu: &Decoded, f: impl FnOnce(&Frame) -> R) -> R {
-    let [protocol, src, dst, direction] = &place.route;
-    f(&Frame {
-        index: place.index,
-        protocol,
-        conn: place.conn,
-        src,
-        dst,
-        direction,
-        time: place.time,
-        packet: u64::try_from(place.packet).unwrap_or(0),
-        pdu,
-    })
 }
 
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
@@ -835,9 +907,10 @@ type JoinedClasses = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>);
 /// so the caller can put its own events (a capture file's notes) before it, then `release`d.
 #[pyclass(unsendable, module = "dissector._core")]
 pub struct AnalysedDissector {
-    pipeline: Pipeline,
+    /// The composition (the stages and the analysis) and its outputs.
     analysis: ConversationCore,
-    held: Vec<Made>,
+    /// What the stages made, held until analysed (`release`).
+    held: Vec<StagesMade<PyDecoded>>,
     /// The numbers a `pipeline` task sets before packets (`plan_numbering`), in packet order, and the next.
     plan: Vec<(i64, u64, Option<u64>)>,
     planned: usize,
@@ -849,7 +922,7 @@ impl AnalysedDissector {
         let mut result = Ok(());
         for made in self.held.drain(..) {
             if result.is_ok() {
-                result = self.analysis.process_made(py, made, &out);
+                result = self.analysis.analyse_made(py, made, &out);
             }
         }
         result?;
@@ -857,16 +930,17 @@ impl AnalysedDissector {
         Ok(out)
     }
 
+    /// One captured packet through the stages, what it completes held.
     fn feed(
         &mut self,
-        py: Python<'_>,
         index: i64,
         timestamp: f64,
         linktype: u32,
         data: &Bound<'_, PyAny>,
         orig_len: usize,
     ) -> PyResult<()> {
-        feed_packet(py, &mut self.pipeline, index, timestamp, linktype, data, orig_len, &mut self.held)
+        let (analysed, held) = (&mut self.analysis.analysed, &mut self.held);
+        with_segment(index, timestamp, linktype, data, orig_len, |segment| analysed.feed_segment(segment, held))
     }
 }
 
@@ -896,7 +970,10 @@ impl AnalysedDissector {
     ) -> PyResult<Self> {
         let (frame, event, decoded, finding, annotated) = classes;
         let analysis_classes = (frame.clone_ref(py), annotated, event.clone_ref(py), finding.clone_ref(py));
-        let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec)?;
+        let budget = MemoryBudget::new(options.getattr("memory_budget")?.extract()?);
+        let pipeline_classes = PipelineClasses { frame, event, decoded, finding };
+        let stages = transport_pipeline(py, &options, &protocols, pipeline_classes, &budget)?.into_parts();
+        let mut analysis = ConversationCore::new(py, options.clone(), analysis_classes, protocol_spec, budget, stages)?;
         analysis.targets.records = match records {
             None => None,
             Some((kind, summary, payload_bytes, texts)) => {
@@ -930,23 +1007,15 @@ impl AnalysedDissector {
             }
         };
         analysis.targets.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
-        let mut pipeline = transport_pipeline(
-            py,
-            &options,
-            &protocols,
-            PipelineClasses { frame, event, decoded, finding },
-            &analysis.budget,
-        )?;
         // records written by a Rust sink split a batch where they write its messages (on the pool, or in place):
         // no map per message made to be written once and freed
-        pipeline.set_batches_later(
-            analysis
-                .targets
-                .records
-                .as_ref()
-                .is_some_and(|r| matches!(r.target, Target::Json(_) | Target::Pooled(_) | Target::Columns(_))),
-        );
-        Ok(AnalysedDissector { pipeline, analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
+        let later = analysis
+            .targets
+            .records
+            .as_ref()
+            .is_some_and(|r| matches!(r.target, Target::Json(_) | Target::Pooled(_) | Target::Columns(_)));
+        set_batches_later(analysis.analysed.stages_mut(), later);
+        Ok(AnalysedDissector { analysis, held: Vec::new(), plan: Vec::new(), planned: 0 })
     }
 
     /// One captured packet (the fields of a `CapturedPacket`): what it completes, analysed.
@@ -959,7 +1028,7 @@ impl AnalysedDissector {
         data: Bound<'py, PyAny>,
         orig_len: usize,
     ) -> PyResult<Bound<'py, PyList>> {
-        let fed = self.feed(py, index, timestamp, linktype, &data, orig_len);
+        let fed = self.feed(index, timestamp, linktype, &data, orig_len);
         let analysed = self.analyse_held(py);
         fed.and(analysed)
     }
@@ -967,21 +1036,20 @@ impl AnalysedDissector {
     /// One captured packet, what it completes held until `release`: returns how many items are held.
     fn hold_packet(
         &mut self,
-        py: Python<'_>,
         index: i64,
         timestamp: f64,
         linktype: u32,
         data: Bound<'_, PyAny>,
         orig_len: usize,
     ) -> PyResult<usize> {
-        self.feed(py, index, timestamp, linktype, &data, orig_len)?;
+        self.feed(index, timestamp, linktype, &data, orig_len)?;
         Ok(self.held.len())
     }
 
     /// End of the capture for the pipeline (every connection closed), what it leaves held until `release`:
     /// returns how many items are held.
-    fn hold_finish(&mut self, py: Python<'_>) -> PyResult<usize> {
-        self.pipeline.finish(py, &mut self.held)?;
+    fn hold_finish(&mut self) -> PyResult<usize> {
+        self.analysis.analysed.finish_stages(&mut self.held)?;
         Ok(self.held.len())
     }
 
@@ -1045,7 +1113,7 @@ impl AnalysedDissector {
     /// The clock moved to `now`: the pipeline's and the analysis' expiries, in that order (the analysis
     /// reports overdue requests before it reads what the pipeline's expiries made).
     fn tick<'py>(&mut self, py: Python<'py>, now: f64) -> PyResult<Bound<'py, PyList>> {
-        self.pipeline.tick(py, now, &mut self.held)?;
+        self.analysis.analysed.tick_stages(now, &mut self.held)?;
         let out = PyList::empty(py);
         self.analysis.tick(py, now, &out)?;
         let analysed = self.analyse_held(py)?;
@@ -1062,18 +1130,18 @@ impl AnalysedDissector {
 
     #[getter]
     fn last_time(&self) -> f64 {
-        self.pipeline.last_time()
+        self.analysis.analysed.stages().last_time
     }
 
     /// (frames numbered so far, the id of the next connection): (`plan_numbering` sets them).
     #[getter]
     fn numbering(&self) -> (u64, u64) {
-        self.pipeline.numbering()
+        self.analysis.analysed.stages().numbering()
     }
 
     /// Number the frames the end of the capture leaves on connection `conn` from `base` + 1.
     fn set_finish_base(&mut self, conn: u64, base: u64) {
-        self.pipeline.set_finish_base(conn, base);
+        self.analysis.analysed.stages_mut().set_finish_base(conn, base);
     }
 
     /// The frame records made so far, and their problems: (frames, problems).
@@ -1119,26 +1187,26 @@ impl AnalysedDissector {
 
     #[getter]
     fn last_packet(&self) -> i64 {
-        self.pipeline.last_packet()
+        self.analysis.analysed.stages().last_packet
     }
 
     /// TCP off the protocols' ports: the busiest `most` server ports, as {port, connections, bytes}.
     fn other_tcp<'py>(&self, py: Python<'py>, most: usize) -> PyResult<Bound<'py, PyList>> {
-        other_tcp_rows(py, self.pipeline.other(), most)
+        other_tcp_rows(py, &self.analysis.analysed.stages().other, most)
     }
 }
 
 impl FileStage for AnalysedDissector {
-    fn feed_held(&mut self, py: Python<'_>, segment: &Segment) -> PyResult<()> {
-        self.pipeline.feed_segment(py, segment, &mut self.held)
+    fn feed_held(&mut self, _py: Python<'_>, segment: &Segment) -> PyResult<()> {
+        self.analysis.analysed.feed_segment(segment, &mut self.held)
     }
 
-    fn finish_held(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.pipeline.finish(py, &mut self.held)
+    fn finish_held(&mut self, _py: Python<'_>) -> PyResult<()> {
+        self.analysis.analysed.finish_stages(&mut self.held)
     }
 
-    fn finish_some_held(&mut self, py: Python<'_>, most: usize) -> PyResult<bool> {
-        self.pipeline.finish_some(py, &mut self.held, most)
+    fn finish_some_held(&mut self, _py: Python<'_>, most: usize) -> PyResult<bool> {
+        self.analysis.analysed.finish_some_stages(&mut self.held, most)
     }
 
     fn held(&self) -> usize {
@@ -1149,7 +1217,7 @@ impl FileStage for AnalysedDissector {
         let mut result = Ok(());
         for made in self.held.drain(..) {
             if result.is_ok() {
-                result = self.analysis.process_made(py, made, out);
+                result = self.analysis.analyse_made(py, made, out);
             }
         }
         result
@@ -1166,15 +1234,15 @@ impl FileStage for AnalysedDissector {
     }
 
     fn last_time(&self) -> f64 {
-        self.pipeline.last_time()
+        self.analysis.analysed.stages().last_time
     }
 
     fn last_packet(&self) -> i64 {
-        self.pipeline.last_packet()
+        self.analysis.analysed.stages().last_packet
     }
 
     fn event_class(&self) -> &Py<PyAny> {
-        self.pipeline.event_class()
+        &self.analysis.frames.classes().event
     }
 
     fn before_packet(&mut self, p: i64) {
@@ -1184,7 +1252,7 @@ impl FileStage for AnalysedDissector {
             }
             self.planned += 1;
             if planned == p {
-                self.pipeline.set_numbering(Some(frames), conn);
+                self.analysis.analysed.stages_mut().set_numbering(Some(frames), conn);
             }
         }
     }

@@ -161,28 +161,75 @@ impl PyTexts {
 /// The engine's stages over protocols set up from Python, making Python values.
 pub struct Pipeline {
     inner: pipeline::Pipeline<Protocol>,
+    frames: PyFrames,
+    made: Vec<pipeline::Made<PyDecoded>>,
+}
+
+/// What the stages make as Python values: the classes built, each protocol's name as a Python string, the
+/// shared texts converted once.
+pub struct PyFrames {
     classes: Classes,
-    /// Each protocol's name as a Python string.
     names: Vec<Py<PyString>>,
     texts: PyTexts,
-    made: Vec<pipeline::Made<PyDecoded>>,
+}
+
+impl PyFrames {
+    pub fn new(py: Python<'_>, classes: Classes, protocols: &[Protocol]) -> PyFrames {
+        let names = protocols.iter().map(|p| p.name.clone_ref(py)).collect();
+        PyFrames { classes, names, texts: PyTexts::default() }
+    }
+
+    pub fn classes(&self) -> &Classes {
+        &self.classes
+    }
+
+    /// Where `protocol`'s frame was (`place`), its texts as Python strings.
+    pub fn place(&mut self, py: Python<'_>, protocol: &Protocol, place: &pipeline::Place) -> FramePlace {
+        let name = Arc::clone(engine::pipeline::StreamProtocol::name(protocol));
+        FramePlace {
+            index: place.index,
+            protocol: self.names[place.protocol].clone_ref(py),
+            conn: place.conn,
+            src: self.texts.get(py, &place.src),
+            dst: self.texts.get(py, &place.dst),
+            direction: self.texts.get(py, &place.direction),
+            time: place.time,
+            first_time: place.first_time,
+            packet: place.packet,
+            first_packet: place.first_packet,
+            offset: place.offset,
+            data: place.data.as_ref().map(|data| PyBytes::new(py, data).unbind()),
+            route: [name, Arc::clone(&place.src), Arc::clone(&place.dst), Arc::clone(&place.direction)],
+        }
+    }
+}
+
+/// Keep batches whole, to be split where their records are written (`Depth::BatchesLater`); a brief decode
+/// keeps them so anyway.
+pub fn set_batches_later(stages: &mut pipeline::Pipeline<Protocol>, later: bool) {
+    let decode = stages.decode_settings();
+    decode.depth = match (decode.depth, later) {
+        (Depth::Brief, _) => Depth::Brief,
+        (_, true) => Depth::BatchesLater,
+        (_, false) => Depth::Full,
+    };
 }
 
 impl Pipeline {
     pub fn new(py: Python<'_>, settings: PipelineSettings, classes: Classes, protocols: Vec<Protocol>) -> Pipeline {
-        let names = protocols.iter().map(|p| p.name.clone_ref(py)).collect();
-        Pipeline {
-            inner: pipeline::Pipeline::new(settings, protocols),
-            classes,
-            names,
-            texts: PyTexts::default(),
-            made: Vec::new(),
-        }
+        let frames = PyFrames::new(py, classes, &protocols);
+        Pipeline { inner: pipeline::Pipeline::new(settings, protocols), frames, made: Vec::new() }
+    }
+
+    /// The engine's stages and what makes their output Python values, apart (for a caller that drives the
+    /// stages itself: `AnalysedDissector`, through the engine's composition).
+    pub fn into_parts(self) -> (pipeline::Pipeline<Protocol>, PyFrames) {
+        (self.inner, self.frames)
     }
 
     /// The ``model.Event`` class it builds.
     pub fn event_class(&self) -> &Py<PyAny> {
-        &self.classes.event
+        &self.frames.classes.event
     }
 
     pub fn other(&self) -> &OtherTraffic {
@@ -202,24 +249,9 @@ impl Pipeline {
         self.inner.last_packet
     }
 
-    /// Keep batches whole, to be split where their records are written (`Depth::BatchesLater`); a brief
-    /// decode keeps them so anyway.
-    pub fn set_batches_later(&mut self, later: bool) {
-        let decode = self.inner.decode_settings();
-        decode.depth = match (decode.depth, later) {
-            (Depth::Brief, _) => Depth::Brief,
-            (_, true) => Depth::BatchesLater,
-            (_, false) => Depth::Full,
-        };
-    }
-
     /// (frames numbered so far, the id of the next connection): see `engine::pipeline::Pipeline::numbering`.
     pub fn numbering(&self) -> (u64, u64) {
         self.inner.numbering()
-    }
-
-    pub fn set_numbering(&mut self, frames: Option<u64>, next_conn: Option<u64>) {
-        self.inner.set_numbering(frames, next_conn)
     }
 
     pub fn set_finish_base(&mut self, conn: u64, base: u64) {
@@ -273,26 +305,11 @@ impl Pipeline {
     }
 
     fn frame(&mut self, py: Python<'_>, place: pipeline::Place, pdu: PyDecoded) -> PyResult<Made> {
-        let name = Arc::clone(engine::pipeline::StreamProtocol::name(&self.inner.protocols()[place.protocol]));
-        let frame = FramePlace {
-            index: place.index,
-            protocol: self.names[place.protocol].clone_ref(py),
-            conn: place.conn,
-            src: self.texts.get(py, &place.src),
-            dst: self.texts.get(py, &place.dst),
-            direction: self.texts.get(py, &place.direction),
-            time: place.time,
-            first_time: place.first_time,
-            packet: place.packet,
-            first_packet: place.first_packet,
-            offset: place.offset,
-            data: place.data.map(|data| PyBytes::new(py, &data).unbind()),
-            route: [name, place.src, place.dst, place.direction],
-        };
+        let frame = self.frames.place(py, &self.inner.protocols()[place.protocol], &place);
         Ok(match pdu {
             PyDecoded::Core(decoded) => Made::Frame(frame, decoded),
             PyDecoded::Python(object) => {
-                Made::PyFrame(frame.to_py(py, &self.classes.frame, object.into_bound(py))?.unbind())
+                Made::PyFrame(frame.to_py(py, &self.frames.classes.frame, object.into_bound(py))?.unbind())
             }
         })
     }
@@ -313,9 +330,9 @@ impl Pipeline {
     ) -> PyResult<()> {
         for m in made {
             match m {
-                Made::Note(note) => out.append(note_to_py(py, &self.classes.event, &note)?)?,
+                Made::Note(note) => out.append(note_to_py(py, &self.frames.classes.event, &note)?)?,
                 Made::PyFrame(object) => out.append(object)?,
-                Made::Frame(place, pdu) => out.append(place.frame_to_py(py, &self.classes.frame, &pdu)?)?,
+                Made::Frame(place, pdu) => out.append(place.frame_to_py(py, &self.frames.classes.frame, &pdu)?)?,
             }
         }
         Ok(())

@@ -102,8 +102,20 @@ pub fn feed_packet(
     orig_len: usize,
     out: &mut Vec<Made>,
 ) -> PyResult<()> {
+    with_segment(index, timestamp, linktype, data, orig_len, |seg| pipeline.feed_segment(py, seg, out))
+}
+
+/// `feed` of a captured packet's TCP segment (the fields of a ``CapturedPacket``), if it carries one.
+pub fn with_segment(
+    index: i64,
+    timestamp: f64,
+    linktype: u32,
+    data: &Bound<'_, PyAny>,
+    orig_len: usize,
+    feed: impl FnOnce(&Segment) -> PyResult<()>,
+) -> PyResult<()> {
     with_bytes(data, |bytes| match parse_segment(index, timestamp, linktype, bytes, orig_len) {
-        Some(seg) => pipeline.feed_segment(py, &seg, out),
+        Some(seg) => feed(&seg),
         None => Ok(()),
     })?
 }
