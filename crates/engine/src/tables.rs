@@ -871,8 +871,8 @@ impl Builder {
 
     /// A cell as this column takes it; the bytes it added.
     fn push(&mut self, cell: Cell, texts: &Texts<'_>) -> usize {
-        // (a value or a null appended as such: arrow's append_option is a call per cell)
         match self {
+            // (a value or a null appended as such: arrow's append_option is a call per cell)
             Builder::Int(b) => {
                 match int_of(cell) {
                     Some(v) => b.append_value(v),
@@ -885,25 +885,6 @@ impl Builder {
                     Some(v) => b.append_value(v),
                     None => b.append_null(),
                 }
-                8
-            }
-            _ => self.push_n(cell, 1, texts),
-        }
-    }
-
-    /// A cell as this column takes it, in `n` rows (the messages of a frame repeat its columns); the bytes
-    /// they added.
-    fn push_n(&mut self, cell: Cell, n: usize, texts: &Texts<'_>) -> usize {
-        if n != 1 {
-            return self.push_run(cell, n, texts);
-        }
-        match self {
-            Builder::Int(b) => {
-                b.append_option(int_of(cell));
-                8
-            }
-            Builder::Float(b) => {
-                b.append_option(float_of(cell));
                 8
             }
             Builder::Bool(b) => {
@@ -933,6 +914,15 @@ impl Builder {
                 b.append(cell, &[]);
                 8 * b.fields.len()
             }
+        }
+    }
+
+    /// A cell as this column takes it, in `n` rows (the messages of a frame repeat its columns); the bytes
+    /// they added.
+    fn push_n(&mut self, cell: Cell, n: usize, texts: &Texts<'_>) -> usize {
+        match n {
+            1 => self.push(cell, texts),
+            _ => self.push_run(cell, n, texts),
         }
     }
 
