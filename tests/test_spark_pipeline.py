@@ -271,6 +271,18 @@ def test_the_command_line(tmp_path):
     assert [t["messages_sent"] for t in summary["topics"]] == [sent]
     for name in ("frames", "messages", "exchanges", "problems", "files"):
         assert (out / name).is_dir()
+    # zstd where it takes something out (texts, floats), nothing on what is packed already or random (the
+    # dictionaries' keys, delta-encoded integers, the digests); every column chunk of the tasks' files
+    codecs = {}
+    for part in (out / "messages").glob("part-0*.parquet"):
+        meta = pq.ParquetFile(part).metadata
+        for group in range(meta.num_row_groups):
+            for at in range(meta.num_columns):
+                chunk = meta.row_group(group).column(at)
+                codecs.setdefault(chunk.path_in_schema, set()).add(chunk.compression)
+    assert codecs["properties"] == codecs["time"] == {"ZSTD"}
+    assert codecs["payload_sha256"] == codecs["frame"] == codecs["message_id.entry_id"] == codecs["topic"] == {
+        "UNCOMPRESSED"}
     # where the run's time went: every stage, in order, and together no more than the whole run
     stages = json.loads((out / "stages.json").read_text())
     assert stages_printed == stages

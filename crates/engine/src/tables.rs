@@ -28,7 +28,7 @@ use crate::records::{
     SinkResult,
 };
 use crate::stats::summary::{FrameFigures, GroupOf, Summary, SummaryMaker};
-use crate::value::{text_lossless, Value};
+use crate::value::{text_lossless, Text, Value};
 
 /// What a column holds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -656,7 +656,12 @@ fn walk<F: Front>(sink: &mut TableSink<'_>, key: Key<'_>, value: &Value) -> Sink
         Value::Map(entries) => {
             RecordSink::<F>::open(sink, key, false)?;
             for (k, v) in entries {
-                walk::<F>(sink, Key::Text(k), v)?;
+                // a declared name as such: its column is remembered by its address (`TableSink::slot`)
+                let key = match k {
+                    Text::Name(name) => Key::Name(name),
+                    text => Key::Text(text),
+                };
+                walk::<F>(sink, key, v)?;
             }
             RecordSink::<F>::close(sink)
         }
@@ -702,13 +707,16 @@ impl FieldsBuilder {
             Cell::Object => (None, true),
             scalar => (int_of(scalar), false),
         };
-        let last = self.fields.len() - 1;
-        for (at, field) in self.fields.iter_mut().enumerate() {
-            field.append_option(match at {
-                _ if at == last => id,
-                _ if object => keys.get(at).copied().and_then(int_of),
-                _ => None,
-            });
+        let (last, fields) = self.fields.split_last_mut().expect("a struct has fields");
+        for (at, field) in fields.iter_mut().enumerate() {
+            match keys.get(at).copied().and_then(int_of).filter(|_| object) {
+                Some(v) => field.append_value(v),
+                None => field.append_null(),
+            }
+        }
+        match id {
+            Some(v) => last.append_value(v),
+            None => last.append_null(),
         }
         self.valid.append(object || id.is_some());
     }
@@ -786,15 +794,24 @@ impl RepeatedBuilder {
 /// A record's texts: the JSON text (`json`) and the strings (`strings`) its cells' ranges are in.
 struct Texts<'a> {
     json: &'a [u8],
+    /// `json` checked as UTF-8 once for the record, not once per cell (None: it is not, the cells are checked)
+    json_text: Option<&'a str>,
     strings: &'a str,
     digests: &'a [[u8; 32]],
 }
 
-impl Texts<'_> {
+impl<'a> Texts<'a> {
+    fn new(json: &'a [u8], strings: &'a str, digests: &'a [[u8; 32]]) -> Texts<'a> {
+        Texts { json, json_text: std::str::from_utf8(json).ok(), strings, digests }
+    }
+
     fn str(&self, cell: Cell) -> Option<&str> {
         match cell {
             Cell::Str(start, end) => self.strings.get(start as usize..end as usize),
-            Cell::Json(start, end) => std::str::from_utf8(&self.json[start as usize..end as usize]).ok(),
+            Cell::Json(start, end) => match self.json_text {
+                Some(json) => json.get(start as usize..end as usize),
+                None => std::str::from_utf8(self.json.get(start as usize..end as usize)?).ok(),
+            },
             _ => None,
         }
     }
@@ -1151,7 +1168,7 @@ impl RecordTables {
     }
 
     fn add(&mut self, found: &Found, answered: Option<(f64, u64)>) {
-        let texts = Texts { json: &self.text, strings: &self.strings, digests: &found.digests };
+        let texts = Texts::new(&self.text, &self.strings, &found.digests);
         let mut top = found.top;
         let actor = |actor: usize, at: usize| found.actors[actor][at];
         // no findings is no value; the frame's topic is its producer's, its consumer's, its own, its command's
@@ -1265,57 +1282,7 @@ impl RecordTables {
             self.exchanges.rows += 1;
         }
         self.held += held;
-        self.count(&frame, found);
-    }
-
-    /// A frame's figures for the summary, from the values its rows took.
-    fn count(&mut self, frame: &[Cell; 32], found: &Found) {
-        let texts = Texts { json: &self.text, strings: &self.strings, digests: &found.digests };
-        let text = |cell: Cell| texts.text(cell);
-        let (protocol, kind) = (text(frame[F.protocol]), text(frame[F.kind]));
-        let messages = &found.rows[MESSAGE_ROWS];
-        let (topic, producer_name, subscription) = if messages.is_empty() {
-            (None, None, None)
-        } else {
-            (text(frame[TOP_TOPIC]), text(frame[F.producer_name]), text(frame[F.subscription]))
-        };
-        let group = GroupOf {
-            protocol: protocol.as_deref(),
-            topic: topic.as_deref(),
-            kind: kind.as_deref(),
-            conn: int_of(frame[F.conn]),
-            producer_id: int_of(frame[F.producer_id]),
-            producer_name: producer_name.as_deref(),
-            consumer_id: int_of(frame[F.consumer_id]),
-            subscription: subscription.as_deref(),
-            sent: match (&protocol, &kind) {
-                (Some(protocol), Some(kind)) if !messages.is_empty() => {
-                    crate::protocols::by_name(protocol).and_then(|p| crate::protocols::carries_messages(p, kind))
-                }
-                _ => None,
-            },
-        };
-        let payload_sizes: Vec<Option<i64>> = messages.iter().map(|(_, keys)| int_of(keys[0])).collect();
-        let request_type = text(frame[F.request_type]);
-        let latency = match (frame[TOP_ANSWERS].present(), float_of(frame[F.latency_ms])) {
-            (Some(_), Some(latency)) => Some((request_type.as_deref(), latency)),
-            _ => None,
-        };
-        type Texted<'t> = Option<std::borrow::Cow<'t, str>>;
-        let findings: Vec<(Texted<'_>, Texted<'_>)> =
-            found.rows[FINDING_ROWS].iter().map(|(_, keys)| (text(keys[0]), text(keys[1]))).collect();
-        let findings: Vec<(Option<&str>, Option<&str>)> =
-            findings.iter().map(|(id, severity)| (id.as_deref(), severity.as_deref())).collect();
-        self.summary.frame(FrameFigures {
-            protocol: protocol.as_deref(),
-            kind: kind.as_deref(),
-            conn: int_of(frame[F.conn]),
-            time: float_of(frame[F.time]),
-            group,
-            payload_sizes: &payload_sizes,
-            latency,
-            findings: &findings,
-        });
+        count(&mut self.summary, &texts, &frame, found);
     }
 
     /// The summary's statistics of the frames added since the last time it was taken (`stats/summary.rs`).
@@ -1329,6 +1296,56 @@ impl RecordTables {
         self.held = 0;
         Ok([self.frames.finish()?, self.messages.finish()?, self.problems.finish()?, self.exchanges.finish()?])
     }
+}
+
+/// A frame's figures for the summary, from the values its rows took.
+fn count(summary: &mut SummaryMaker, texts: &Texts<'_>, frame: &[Cell; 32], found: &Found) {
+    let text = |cell: Cell| texts.text(cell);
+
+    let (protocol, kind) = (text(frame[F.protocol]), text(frame[F.kind]));
+    let messages = &found.rows[MESSAGE_ROWS];
+    let (topic, producer_name, subscription) = if messages.is_empty() {
+        (None, None, None)
+    } else {
+        (text(frame[TOP_TOPIC]), text(frame[F.producer_name]), text(frame[F.subscription]))
+    };
+    let group = GroupOf {
+        protocol: protocol.as_deref(),
+        topic: topic.as_deref(),
+        kind: kind.as_deref(),
+        conn: int_of(frame[F.conn]),
+        producer_id: int_of(frame[F.producer_id]),
+        producer_name: producer_name.as_deref(),
+        consumer_id: int_of(frame[F.consumer_id]),
+        subscription: subscription.as_deref(),
+        sent: match (&protocol, &kind) {
+            (Some(protocol), Some(kind)) if !messages.is_empty() => {
+                crate::protocols::by_name(protocol).and_then(|p| crate::protocols::carries_messages(p, kind))
+            }
+            _ => None,
+        },
+    };
+    let payload_sizes: Vec<Option<i64>> = messages.iter().map(|(_, keys)| int_of(keys[0])).collect();
+    let request_type = text(frame[F.request_type]);
+    let latency = match (frame[TOP_ANSWERS].present(), float_of(frame[F.latency_ms])) {
+        (Some(_), Some(latency)) => Some((request_type.as_deref(), latency)),
+        _ => None,
+    };
+    type Texted<'t> = Option<std::borrow::Cow<'t, str>>;
+    let findings: Vec<(Texted<'_>, Texted<'_>)> =
+        found.rows[FINDING_ROWS].iter().map(|(_, keys)| (text(keys[0]), text(keys[1]))).collect();
+    let findings: Vec<(Option<&str>, Option<&str>)> =
+        findings.iter().map(|(id, severity)| (id.as_deref(), severity.as_deref())).collect();
+    summary.frame(FrameFigures {
+        protocol: protocol.as_deref(),
+        kind: kind.as_deref(),
+        conn: int_of(frame[F.conn]),
+        time: float_of(frame[F.time]),
+        group,
+        payload_sizes: &payload_sizes,
+        latency,
+        findings: &findings,
+    });
 }
 
 /// The tables of records made elsewhere (maps of the contract, e.g. read back from `--json` lines).
