@@ -7,8 +7,8 @@ mod toy_support;
 
 use std::collections::BTreeMap;
 
-use pulsar_dissect_engine::analysis::table::CommandTable;
-use pulsar_dissect_engine::analysis::Sessions;
+use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable};
+use pulsar_dissect_engine::analysis::{Event, Frame, Session, Sessions, Waiting};
 use pulsar_dissect_engine::engine::{Count, FindingTexts, Item, JsonLines, ProtocolSetup, Settings, Sink};
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::protocols::{by_name, DecodeCaps, Depth, Limits, Protocol, REGISTRY};
@@ -17,7 +17,7 @@ use pulsar_dissect_engine::sinks::timeline::{LinePlans, TimelineLines};
 use pulsar_dissect_engine::timeline::{FieldPlan, Format, Line, LineFacts, ProtocolPlan};
 use pulsar_dissect_engine::transport::net::tcp_segment;
 use pulsar_dissect_engine::transport::splitter::{Framing, PduLength};
-use pulsar_dissect_engine::value::{entry, Text, Value};
+use pulsar_dissect_engine::value::{entry, Map, Text, Value};
 use pulsar_dissect_engine::{name, Engine};
 
 use capture_support::{reader, root};
@@ -507,4 +507,85 @@ fn the_lent_formats_plans_and_origin_are_the_callers() {
     let question = text.lines().find(|line| line.contains("QUESTION")).expect("the question's line");
     assert_eq!(question, "     1  +0.750000 p3    c1 → 40000 QUESTION         known_as=1");
     assert!(lines.plans.asked.is_empty(), "the format knew the toy's plan: {:?}", lines.plans.asked);
+}
+
+/// The toy again, whose session notes a `type` on each frame: a note that replaces a key of the record.
+struct RenamingToy;
+
+struct Renaming;
+
+impl Sessions for Renaming {
+    fn open(&mut self, _conn: u64, _mid_stream: bool) -> Box<dyn Session> {
+        Box::new(Renaming)
+    }
+}
+
+impl Session for Renaming {
+    fn on_frame(
+        &mut self,
+        _frame: &Frame,
+        _spec: Option<&CommandSpec>,
+        _request: Option<&Waiting>,
+        notes: &mut Map,
+        _findings: &mut Vec<Finding>,
+        _events: &mut Vec<Event>,
+    ) {
+        notes.push(entry(name!("type"), "RENAMED".to_owned()));
+    }
+
+    fn close(&mut self, _time: f64, _packet: u64, _events: &mut Vec<Event>) {}
+}
+
+impl Protocol for RenamingToy {
+    fn name(&self) -> &'static str {
+        "toy"
+    }
+    fn framing(&self) -> Box<dyn Framing> {
+        TOY.framing()
+    }
+    fn decode(&self, pdu: &[u8], missing: usize, caps: DecodeCaps, depth: Depth) -> Decoded {
+        TOY.decode(pdu, missing, caps, depth)
+    }
+    fn confirms(&self, type_name: &str, has_findings: bool) -> bool {
+        TOY.confirms(type_name, has_findings)
+    }
+    fn sessions(&self, _limits: &Limits) -> Option<Box<dyn Sessions>> {
+        Some(Box::new(Renaming))
+    }
+    fn timeline_pieces(&self, _facts: &LineFacts, _line: &mut Line) {}
+    fn problem_ids(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+static RENAMING_TOY: RenamingToy = RenamingToy;
+
+#[test]
+fn a_frame_whose_note_replaces_a_key_has_the_line_of_its_record() {
+    let capture = pcap(&[
+        (1.0, true, 99, 0x02, b""),
+        (1.001, false, 499, 0x12, b""),
+        (1.002, true, 100, 0x10, b""),
+        (1.010, true, 100, 0x18, b"\x00\x02Q\x07"),
+        (1.060, false, 500, 0x18, b"\x00\x02A\x05"),
+    ]);
+    let setup = ProtocolSetup {
+        protocol: &RENAMING_TOY,
+        ports: vec![(7777, "server".into())],
+        client_role: "client".into(),
+        server_roles: vec!["server".into()],
+        max_frame_size: 1 << 16,
+        table: Box::new(toy_table),
+    };
+    let (text, lines) = timeline_run(&Engine::new(vec![setup], Settings::default()), capture);
+    let frames: Vec<&str> = text.lines().filter(|line| !line.starts_with("     -")).collect();
+    // (the record's type is the note's: no plan for it, the command's first scalar fields)
+    let expected = [
+        "     1  +0.010000 p4    c1 → 40000 RENAMED          id=7",
+        "     2  +0.060000 p5    c1 ← 40000 RENAMED          id=5",
+        "        ⚠ text of response.unmatched (type,key)",
+    ];
+    assert_eq!(frames, expected);
+    assert!(text.contains("UNANSWERED"), "the question is never answered: {text}");
+    assert_eq!((lines.frames, lines.problems), (2, 2), "the record's problem counted, and the UNANSWERED event");
 }
