@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::analysis::join::{Flush, Join};
 use crate::analysis::table::CommandTable;
-use crate::analysis::{Event, Frame, PairingOptions, ProtocolAnalysis};
+use crate::analysis::{Event, EventHead, Frame, PairingOptions, ProtocolAnalysis};
 use crate::budget::{MemoryBudget, DEFAULT_MEMORY_BUDGET};
 use crate::capture::Reader;
 use crate::frame_record::{build_record, RecordInput};
@@ -562,9 +562,14 @@ impl<P: StreamProtocol> Analysed<P> {
     {
         match made {
             Made::Note(note) => {
-                let mid_stream = note.details.iter().any(|(key, value)| key.as_str() == "mid_stream" && value.truthy());
-                let packet = u64::try_from(note.packet).unwrap_or(0);
-                self.join.event(&note.kind, note.conn, note.time, packet, mid_stream, &note, flush)
+                let head = EventHead {
+                    kind: &note.kind,
+                    conn: note.conn,
+                    time: note.time,
+                    packet: u64::try_from(note.packet).unwrap_or(0),
+                    mid_stream: note.details.iter().any(|(key, value)| key.as_str() == "mid_stream" && value.truthy()),
+                };
+                self.join.event(head, &note, flush)
             }
             Made::Frame(place, decoded) => {
                 let protocol = &self.stages.protocols()[place.protocol];
@@ -598,18 +603,13 @@ impl<P: StreamProtocol> Analysed<P> {
     }
 
     /// An event from outside the stages (a capture file's note), through the same analysis in its place.
-    #[allow(clippy::too_many_arguments)]
     pub fn analyse_event<V: ?Sized, E: ?Sized, S: Flush<V, E>>(
         &mut self,
-        kind: &str,
-        conn: Option<u64>,
-        time: f64,
-        packet: u64,
-        mid_stream: bool,
+        head: EventHead,
         event: &E,
         flush: &mut S,
     ) -> Result<(), S::Error> {
-        self.join.event(kind, conn, time, packet, mid_stream, event, flush)
+        self.join.event(head, event, flush)
     }
 
     /// The clock moved to `now` for the analysis: the requests that waited past the timeout, into `flush`.

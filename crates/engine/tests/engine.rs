@@ -244,6 +244,15 @@ fn pcap(segments: &[(f64, bool, u32, u8, &[u8])]) -> Vec<u8> {
     out
 }
 
+/// The toy's connection opened at time 1 (SYN, SYN-ACK, ACK: the client's next byte is 100, the server's 500),
+/// then `segments`.
+fn opened_toy_connection(segments: &[(f64, bool, u32, u8, &[u8])]) -> Vec<u8> {
+    let mut all: Vec<(f64, bool, u32, u8, &[u8])> =
+        vec![(1.0, true, 99, 0x02, b""), (1.001, false, 499, 0x12, b""), (1.002, true, 100, 0x10, b"")];
+    all.extend_from_slice(segments);
+    pcap(&all)
+}
+
 /// Texts that name the finding: the engine needs a front end's texts, none of them is asserted here.
 struct IdTexts;
 
@@ -357,10 +366,7 @@ fn held_run(engine: &Engine, capture: Vec<u8>, hold: usize) -> Vec<u8> {
 
 #[test]
 fn what_the_stages_made_analysed_later_gives_the_same_lines_as_analysed_at_once() {
-    let toy = pcap(&[
-        (1.0, true, 99, 0x02, b""),
-        (1.001, false, 499, 0x12, b""),
-        (1.002, true, 100, 0x10, b""),
+    let toy = opened_toy_connection(&[
         (1.010, true, 100, 0x18, b"\x00\x02Q\x07\x00\x02Q"),
         (1.011, true, 107, 0x18, b"\x09"),
         (1.060, false, 500, 0x18, b"\x00\x02A\x07"),
@@ -466,10 +472,7 @@ fn a_pulsar_capture_through_the_engine_gives_its_timeline_lines() {
 
 #[test]
 fn a_toy_protocols_lines_show_its_plan_and_a_findings_text() {
-    let capture = pcap(&[
-        (1.0, true, 99, 0x02, b""),
-        (1.001, false, 499, 0x12, b""),
-        (1.002, true, 100, 0x10, b""),
+    let capture = opened_toy_connection(&[
         (1.010, true, 100, 0x18, b"\x00\x02Q\x07"),
         // the answer to the question, and one to a question never asked
         (1.060, false, 500, 0x18, b"\x00\x02A\x07\x00\x02A\x05"),
@@ -562,10 +565,7 @@ static RENAMING_TOY: RenamingToy = RenamingToy;
 
 #[test]
 fn a_frame_whose_note_replaces_a_key_has_the_line_of_its_record() {
-    let capture = pcap(&[
-        (1.0, true, 99, 0x02, b""),
-        (1.001, false, 499, 0x12, b""),
-        (1.002, true, 100, 0x10, b""),
+    let capture = opened_toy_connection(&[
         (1.010, true, 100, 0x18, b"\x00\x02Q\x07"),
         (1.060, false, 500, 0x18, b"\x00\x02A\x05"),
     ]);

@@ -31,7 +31,7 @@ use crate::transport::{other_tcp_rows, pipeline as transport_pipeline, with_segm
 use engine::analysis::bounded::FastMap;
 use engine::analysis::join::Flush;
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use engine::analysis::{intern as intern_name, Event, Frame, PairingOptions, ProtocolAnalysis, Sessions};
+use engine::analysis::{intern as intern_name, Event, EventHead, Frame, PairingOptions, ProtocolAnalysis, Sessions};
 use engine::budget::MemoryBudget;
 use engine::engine::{
     event_about, note_about, stats_record, write_json_line, Analysed, AnalysisFront, EventAbout, Item, RunContext,
@@ -662,24 +662,20 @@ impl ConversationCore {
     /// A Python event: the analysis reads its kind, connection, time, packet and `mid_stream`.
     fn event(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
         let kind: String = item.getattr(intern!(py, "kind"))?.extract()?;
-        let conn: Option<u64> = item.getattr(intern!(py, "conn"))?.extract()?;
         let mid_stream = match item.getattr(intern!(py, "details"))?.cast::<PyDict>() {
             Ok(details) => details.get_item(intern!(py, "mid_stream"))?.is_some_and(|v| v.is_truthy().unwrap_or(false)),
             Err(_) => false,
         };
-        let time: f64 = item.getattr(intern!(py, "time"))?.extract()?;
-        let packet: u64 = item.getattr(intern!(py, "packet"))?.extract()?;
+        let head = EventHead {
+            kind: &kind,
+            conn: item.getattr(intern!(py, "conn"))?.extract()?,
+            time: item.getattr(intern!(py, "time"))?.extract()?,
+            packet: item.getattr(intern!(py, "packet"))?.extract()?,
+            mid_stream,
+        };
         let ConversationCore { analysed, protocol_spec, targets, .. } = self;
         let mut outputs = Outputs { py, targets, protocol_spec, out };
-        analysed.analyse_event::<FrameIn, _, _>(
-            &kind,
-            conn,
-            time,
-            packet,
-            mid_stream,
-            &EventIn::Object(item),
-            &mut outputs,
-        )
+        analysed.analyse_event::<FrameIn, _, _>(head, &EventIn::Object(item), &mut outputs)
     }
 
     /// Append what one thing the stages made becomes, and any events it causes, to `out`, through the
