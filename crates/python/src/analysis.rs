@@ -1024,7 +1024,8 @@ impl AnalysedDissector {
     /// `problems.severity_and_message`; `json` may also be "columns" (or "columns+json", the lines kept): the records go into
     /// the tables (`take_columns`) and only events come out. With `stats` too, the records go into those statistics, in the core,
     /// and only events come out. With `timeline` = (format, texts) — format: a `TimelineFormat` — a frame
-    /// comes out as its plain timeline line instead, the lines joined as JSON lines are.
+    /// and an event the core made come out as their plain timeline lines instead (the engine's sink), the lines
+    /// joined as JSON lines are.
     #[new]
     #[pyo3(signature = (options, protocols, classes, protocol_spec, records=None, stats=None, timeline=None))]
     #[allow(clippy::too_many_arguments)]

@@ -103,7 +103,8 @@ impl<T: FindingTexts, P: LinePlans> TimelineLines<T, P> {
     /// connection and route.
     fn event(&mut self, format: &mut Format, item: Item<'_>) -> SinkResult<()> {
         let Item::Event { kind, time, conn, details, about } = item else { return Ok(()) };
-        let finding = Finding { id: intern(kind), params: event_params(details, &about) }; // (its text)
+        // its text, asked as a finding's is (the kinds are the engine's few names, each interned once)
+        let finding = Finding { id: intern(kind), params: event_params(details, &about) };
         let expert = self.texts.expert(&finding);
         let mut record = vec![
             entry(name!("type"), kind.to_owned()),
