@@ -286,9 +286,10 @@ def _run_json_lines(capture: Path, options: Options, output: TimelineOutput, see
 
 
 def _run_timeline_lines(capture: Path, options: Options, output: TimelineOutput, seen: "Seen") -> "Seen":
-    """``_run`` for a plain timeline with nothing to filter or stop at: the core writes the frames' lines, which
-    go to standard output as they come; the other records (events) are made into lines by the renderer, with
-    the same core's line maker (``TimelineFormat``: the same plans, the same time origin)."""
+    """``_run`` for a plain timeline with nothing to filter or stop at: the core writes the lines of its frames
+    and events, which go to standard output as they come; the other records (the capture file's notes) are made
+    into lines by the renderer, with the same core's line maker (``TimelineFormat``: the same plans, the same
+    time origin)."""
     source = sys.stdin.buffer if str(capture) == "-" else capture
     renderer = output.renderer
     output.out.flush()  # what went through the text layer before, ahead of the bytes written under it

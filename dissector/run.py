@@ -63,12 +63,13 @@ def analysed_json_lines(path, options: Options | None = None, *, summary: bool =
 
 def analysed_timeline_lines(path, timeline, options: Options | None = None, *, payload_bytes: bool = False,
                             summary: bool = False, report: dict | None = None) -> Iterator[bytes | dict]:
-    """``analysed_records`` for a plain timeline: the frames the core decoded as their timeline lines (bytes,
-    each line ending in a newline, several in one object), written by the core with ``timeline`` (a renderer's
-    ``TimelineFormat``: its plans and time origin), which asks Python only for the texts of their findings;
-    the other records (events; a frame whose notes would replace one of its keys) as dicts, in capture order,
-    for the renderer (``payload_bytes`` and ``summary`` as for ``analysed_records``). ``report`` (see
-    dissect_file) also gets ``timeline_lines``: (frames, problems) of the lines, at the end."""
+    """``analysed_records`` for a plain timeline: the frames the core decoded and the events it made as their
+    timeline lines (bytes, each line ending in a newline, several in one object), written by the engine's sink
+    with ``timeline`` (a renderer's ``TimelineFormat``: its plans and time origin), which asks Python only for
+    the protocols' plans and the texts of findings and events; the other records (the capture file's notes; a
+    frame whose bytes are kept) as dicts, in capture order, for the renderer (``payload_bytes`` and ``summary``
+    as for ``analysed_records``). ``report`` (see dissect_file) also gets ``timeline_lines``: (frames, problems)
+    of the lines, at the end."""
     options = options or Options()
     if summary and not options.summary:
         options = dataclasses.replace(options, summary=True)

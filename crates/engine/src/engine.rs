@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::analysis::join::{Flush, Join};
 use crate::analysis::table::CommandTable;
-use crate::analysis::{Event, Frame, PairingOptions, ProtocolAnalysis};
+use crate::analysis::{Event, EventHead, Frame, PairingOptions, ProtocolAnalysis};
 use crate::budget::{MemoryBudget, DEFAULT_MEMORY_BUDGET};
 use crate::capture::Reader;
 use crate::frame_record::{build_record, RecordInput};
@@ -117,7 +117,32 @@ pub enum Item<'a> {
         time: f64,
         conn: Option<u64>,
         details: &'a Map,
+        /// the rest of what it says: what its line and its text are made of
+        about: EventAbout<'a>,
     },
+}
+
+/// What an event says beyond its kind, time, connection and details: the packet that made it, the stream or
+/// request it is about, and what its text needs (the texts of events are the front end's, as those of
+/// findings are: [`FindingTexts`]).
+#[derive(Clone, Copy)]
+pub struct EventAbout<'a> {
+    pub packet: i64,
+    /// src, dst, direction
+    pub route: Option<[&'a str; 3]>,
+    /// where in the stream its bytes are, when it is about some
+    pub offset: Option<i64>,
+    pub length: Option<i64>,
+    /// what its text needs beyond its details
+    pub params: &'a Map,
+}
+
+impl EventAbout<'_> {
+    /// An event about a packet alone: no route, nothing for its text beyond its details.
+    pub fn packet(packet: i64) -> EventAbout<'static> {
+        const NO_PARAMS: &Map = &Vec::new();
+        EventAbout { packet, route: None, offset: None, length: None, params: NO_PARAMS }
+    }
 }
 
 /// A frame's decoded PDU and route as shared values (the frame's `pdu` and texts, the same again).
@@ -141,7 +166,9 @@ impl Item<'_> {
                 shared: *shared,
                 data: *data,
             },
-            Item::Event { kind, time, conn, details } => Item::Event { kind, time: *time, conn: *conn, details },
+            Item::Event { kind, time, conn, details, about } => {
+                Item::Event { kind, time: *time, conn: *conn, details, about: *about }
+            }
         }
     }
 }
@@ -232,7 +259,7 @@ impl<T: FindingTexts> Sink for JsonLines<T> {
                 })?;
                 self.problems += problems as u64;
             }
-            Item::Event { kind, time, conn, details } => {
+            Item::Event { kind, time, conn, details, .. } => {
                 write_json_map(&event_record(kind, time, conn, details), &mut self.out);
                 self.out.push(b'\n');
             }
@@ -261,7 +288,7 @@ impl<T: FindingTexts> Sink for Statistics<T> {
                     self.stats.add(&record);
                 }
             }
-            Item::Event { kind, time, conn, details } => self.stats.add(&event_record(kind, time, conn, details)),
+            Item::Event { kind, time, conn, details, .. } => self.stats.add(&event_record(kind, time, conn, details)),
         }
         Ok(())
     }
@@ -535,9 +562,14 @@ impl<P: StreamProtocol> Analysed<P> {
     {
         match made {
             Made::Note(note) => {
-                let mid_stream = note.details.iter().any(|(key, value)| key.as_str() == "mid_stream" && value.truthy());
-                let packet = u64::try_from(note.packet).unwrap_or(0);
-                self.join.event(&note.kind, note.conn, note.time, packet, mid_stream, &note, flush)
+                let head = EventHead {
+                    kind: &note.kind,
+                    conn: note.conn,
+                    time: note.time,
+                    packet: u64::try_from(note.packet).unwrap_or(0),
+                    mid_stream: note.details.iter().any(|(key, value)| key.as_str() == "mid_stream" && value.truthy()),
+                };
+                self.join.event(head, &note, flush)
             }
             Made::Frame(place, decoded) => {
                 let protocol = &self.stages.protocols()[place.protocol];
@@ -571,18 +603,13 @@ impl<P: StreamProtocol> Analysed<P> {
     }
 
     /// An event from outside the stages (a capture file's note), through the same analysis in its place.
-    #[allow(clippy::too_many_arguments)]
     pub fn analyse_event<V: ?Sized, E: ?Sized, S: Flush<V, E>>(
         &mut self,
-        kind: &str,
-        conn: Option<u64>,
-        time: f64,
-        packet: u64,
-        mid_stream: bool,
+        head: EventHead,
         event: &E,
         flush: &mut S,
     ) -> Result<(), S::Error> {
-        self.join.event(kind, conn, time, packet, mid_stream, event, flush)
+        self.join.event(head, event, flush)
     }
 
     /// The clock moved to `now` for the analysis: the requests that waited past the timeout, into `flush`.
@@ -667,8 +694,8 @@ impl Flush<StagedFrame<'_, [Arc<str>; 4]>, StreamNote> for Items<'_> {
     type Error = SinkError;
 
     fn input(&mut self, note: &StreamNote) -> SinkResult<()> {
-        let (kind, time, conn) = (note.kind.as_str(), note.time, note.conn);
-        self.0.item(Item::Event { kind, time, conn, details: &note.details })
+        let (kind, time, conn, details) = (note.kind.as_str(), note.time, note.conn, &note.details);
+        self.0.item(Item::Event { kind, time, conn, details, about: note_about(note) })
     }
 
     fn annotated(
@@ -690,12 +717,36 @@ impl Flush<StagedFrame<'_, [Arc<str>; 4]>, StreamNote> for Items<'_> {
     }
 
     fn event(&mut self, event: Event) -> SinkResult<()> {
-        let Event { kind, time, conn, details, .. } = event;
-        self.0.item(Item::Event { kind: kind.as_str(), time, conn, details: &details })
+        let about = event_about(&event);
+        let Event { kind, time, conn, ref details, .. } = event;
+        self.0.item(Item::Event { kind: kind.as_str(), time, conn, details, about })
     }
 
     fn misplaced(&mut self, what: &'static str) -> SinkError {
         SinkError::Misplaced(what)
+    }
+}
+
+/// What a stream's note says beyond its head and details.
+pub fn note_about(note: &StreamNote) -> EventAbout<'_> {
+    let at = note.at.as_ref();
+    EventAbout {
+        packet: note.packet,
+        route: at.map(|at| [&*at.src, &*at.dst, &*at.direction]),
+        offset: at.and_then(|at| at.offset),
+        length: at.and_then(|at| at.length),
+        params: &note.params,
+    }
+}
+
+/// What an analysis' event says beyond its head and details.
+pub fn event_about(event: &Event) -> EventAbout<'_> {
+    EventAbout {
+        packet: i64::try_from(event.packet).unwrap_or(i64::MAX),
+        route: event.route.as_ref().map(|(src, dst, direction)| [&**src, &**dst, &**direction]),
+        offset: None,
+        length: None,
+        params: &event.params,
     }
 }
 

@@ -241,6 +241,11 @@ impl Format {
         self.protocols.insert(protocol.to_owned(), plan);
     }
 
+    /// Whether the messages' payloads are shown under a frame's line (`--payload`): its record then lists them.
+    pub fn previews(&self) -> bool {
+        self.previews
+    }
+
     fn plan(&self, protocol: &str) -> Option<&ProtocolPlan> {
         self.protocols.get(protocol).and_then(Option::as_ref)
     }

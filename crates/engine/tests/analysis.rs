@@ -6,7 +6,7 @@
 use pulsar_dissect_engine::analysis::bounded::{remember_bounded, DropCounter, OrderedMap};
 use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use pulsar_dissect_engine::analysis::{
-    intern, map_get, Analyzer, Event, Frame, Ident, Output, PairingOptions, ProtocolAnalysis,
+    intern, map_get, Analyzer, Event, EventHead, Frame, Ident, Output, PairingOptions, ProtocolAnalysis,
 };
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::value::{Map, Text, Value};
@@ -160,7 +160,7 @@ fn detail<'a>(e: &'a Event, key: &str) -> Option<&'a Value> {
 
 fn close(a: &mut Analyzer, conn: u64, time: f64) -> Vec<Output> {
     let mut out = Vec::new();
-    a.event("CONNECTION_CLOSED", Some(conn), time, 999, false, &mut out);
+    a.event(EventHead { kind: "CONNECTION_CLOSED", conn: Some(conn), time, packet: 999, mid_stream: false }, &mut out);
     out
 }
 
@@ -225,7 +225,7 @@ fn a_second_answer_to_the_same_request_is_unmatched() {
 fn a_connection_seen_from_mid_stream_reports_no_unmatched_response() {
     let mut a = analyzer();
     let mut out = Vec::new();
-    a.event("CONNECTION_OPENED", Some(1), 0.0, 1, true, &mut out);
+    a.event(EventHead { kind: "CONNECTION_OPENED", conn: Some(1), time: 0.0, packet: 1, mid_stream: true }, &mut out);
     assert!(matches!(out[0], Output::Input), "an event is passed on");
     let out = resp(&mut a, 2, 1.0, Value::Int(5));
     assert!(finding_ids(&out).is_empty(), "its request may be before the capture");

@@ -7,16 +7,17 @@ mod toy_support;
 
 use std::collections::BTreeMap;
 
-use pulsar_dissect_engine::analysis::table::CommandTable;
-use pulsar_dissect_engine::analysis::Sessions;
+use pulsar_dissect_engine::analysis::table::{CommandSpec, CommandTable};
+use pulsar_dissect_engine::analysis::{Event, Frame, Session, Sessions, Waiting};
 use pulsar_dissect_engine::engine::{Count, FindingTexts, Item, JsonLines, ProtocolSetup, Settings, Sink};
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::protocols::{by_name, DecodeCaps, Depth, Limits, Protocol, REGISTRY};
 use pulsar_dissect_engine::records::{Expert, Message, NoFront, RecordStyle, SinkResult};
-use pulsar_dissect_engine::timeline::{Line, LineFacts};
+use pulsar_dissect_engine::sinks::timeline::{LinePlans, TimelineLines};
+use pulsar_dissect_engine::timeline::{FieldPlan, Format, Line, LineFacts, ProtocolPlan};
 use pulsar_dissect_engine::transport::net::tcp_segment;
 use pulsar_dissect_engine::transport::splitter::{Framing, PduLength};
-use pulsar_dissect_engine::value::{entry, Text, Value};
+use pulsar_dissect_engine::value::{entry, Map, Text, Value};
 use pulsar_dissect_engine::{name, Engine};
 
 use capture_support::{reader, root};
@@ -243,6 +244,15 @@ fn pcap(segments: &[(f64, bool, u32, u8, &[u8])]) -> Vec<u8> {
     out
 }
 
+/// The toy's connection opened at time 1 (SYN, SYN-ACK, ACK: the client's next byte is 100, the server's 500),
+/// then `segments`.
+fn opened_toy_connection(segments: &[(f64, bool, u32, u8, &[u8])]) -> Vec<u8> {
+    let mut all: Vec<(f64, bool, u32, u8, &[u8])> =
+        vec![(1.0, true, 99, 0x02, b""), (1.001, false, 499, 0x12, b""), (1.002, true, 100, 0x10, b"")];
+    all.extend_from_slice(segments);
+    pcap(&all)
+}
+
 /// Texts that name the finding: the engine needs a front end's texts, none of them is asserted here.
 struct IdTexts;
 
@@ -356,10 +366,7 @@ fn held_run(engine: &Engine, capture: Vec<u8>, hold: usize) -> Vec<u8> {
 
 #[test]
 fn what_the_stages_made_analysed_later_gives_the_same_lines_as_analysed_at_once() {
-    let toy = pcap(&[
-        (1.0, true, 99, 0x02, b""),
-        (1.001, false, 499, 0x12, b""),
-        (1.002, true, 100, 0x10, b""),
+    let toy = opened_toy_connection(&[
         (1.010, true, 100, 0x18, b"\x00\x02Q\x07\x00\x02Q"),
         (1.011, true, 107, 0x18, b"\x09"),
         (1.060, false, 500, 0x18, b"\x00\x02A\x07"),
@@ -375,4 +382,210 @@ fn what_the_stages_made_analysed_later_gives_the_same_lines_as_analysed_at_once(
             assert!(held == at_once.out, "held for {hold} packets: not the lines of the run at once");
         }
     }
+}
+
+// ------------------------------------------------------------------------------------ the timeline's sink
+
+/// The plans a front end declares, here in Rust: a few of Pulsar's and the toy's types with their key fields (a
+/// type not listed shows its first scalar fields); which protocols were asked for, in order.
+#[derive(Default)]
+struct RustPlans {
+    asked: Vec<String>,
+}
+
+impl LinePlans for RustPlans {
+    fn plan(&mut self, protocol: &str) -> SinkResult<Option<ProtocolPlan>> {
+        self.asked.push(protocol.to_owned());
+        let field =
+            |label: &str, key: &str| FieldPlan::new(label.into(), vec![key.into()], "text", None).expect("shown");
+        let (pieces, types) = match protocol {
+            "pulsar" => (
+                Some("pulsar"),
+                vec![
+                    ("CONNECT", "type", vec![field("client", "client_version"), field("proto", "protocol_version")]),
+                    ("SEND", "type_payload", vec![field("prod", "producer_id"), field("seq", "sequence_id")]),
+                ],
+            ),
+            "toy" => (None, vec![("QUESTION", "type", vec![field("asks", "id")])]),
+            _ => return Ok(None),
+        };
+        let mut plan = ProtocolPlan::new(pieces).expect("pieces the engine has");
+        for (type_name, role, fields) in types {
+            plan.add_type(type_name.into(), role, Some(fields)).expect("a role");
+        }
+        Ok(Some(plan))
+    }
+}
+
+/// Texts that show what they were made from: a finding's or an event's id and the names of its parameters; a
+/// connection's events are notes, the rest warnings.
+struct ParamTexts;
+
+impl FindingTexts for ParamTexts {
+    fn expert(&mut self, finding: &Finding) -> Expert<NoFront> {
+        let id = finding.id.as_str();
+        let keys: Vec<&str> = finding.params.iter().map(|(key, _)| key.as_str()).collect();
+        let severity = if id.starts_with("CONNECTION_") { name!("note") } else { name!("warning") };
+        Expert { id: finding.id, severity, message: Message::Owned(format!("text of {id} ({})", keys.join(","))) }
+    }
+}
+
+fn timeline_format() -> Format {
+    let labels = [("request_id", "req"), ("producer_id", "prod"), ("sequence_id", "seq")];
+    Format::new(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), Default::default(), false, false)
+}
+
+/// `engine`'s run over `capture` into the timeline's sink: its lines, and the sink after.
+fn timeline_run(engine: &Engine, capture: Vec<u8>) -> (String, TimelineLines<ParamTexts, RustPlans>) {
+    let mut lines = TimelineLines::new(ParamTexts, RustPlans::default());
+    let mut format = timeline_format();
+    engine.run(&mut reader(capture), &mut lines.with_format(&mut format)).expect("no sink error");
+    (String::from_utf8(std::mem::take(&mut lines.out)).expect("UTF-8"), lines)
+}
+
+#[test]
+fn a_pulsar_capture_through_the_engine_gives_its_timeline_lines() {
+    let capture = capture_bytes("01_basic_nonbatched").expect("a shipped capture");
+    let (text, lines) = timeline_run(&Engine::new(registry_setups(), Settings::default()), capture);
+    let text: Vec<&str> = text.lines().collect();
+    // (no command table: no answers paired, no producer named)
+    let expected = [
+        // an event's line: its text from the texts, made from its details, its parameters and where it is
+        "     -  +0.000000 p1    c1 → 36602 CONNECTION_OPENED \
+         text of CONNECTION_OPENED (client,broker,mid_stream,server_role,server,offset,length)",
+        // a type the plan declares: its fields
+        "     1  +0.000152 p4    c1 → 36602 CONNECT          client=Pulsar-CPP-v4.2.0 proto=20",
+        // a type it does not: its first scalar fields, labelled by the format
+        "     3  +0.001515 p8    c1 → 36602 PARTITIONED_METADATA topic=persistent://public/default/basic-1 req=1",
+        // the protocol's own pieces after the declared fields
+        "     9  +0.002944 p14   c1 → 36602 SEND             prod=0 seq=0 msgs=1 bytes=16 crc=ok",
+        "    37  +0.012681 p41   c1 ← 36602 MESSAGE          consumer_id=0 redelivery_count=0 msgs=1 bytes=16",
+        "     -  +2.517980 p70   c1 CONNECTION_CLOSED \
+         text of CONNECTION_CLOSED (how,bytes_to_broker,bytes_to_client,closed_by,offset,length)",
+    ];
+    for line in expected {
+        assert!(text.contains(&line), "no line {line:?} in\n{}", text.join("\n"));
+    }
+    assert_eq!((text.len(), lines.frames, lines.problems), (61, 59, 0), "59 frames, 2 events, no problem");
+    assert_eq!(lines.plans.asked, ["pulsar"], "a protocol's plan is asked for once");
+}
+
+#[test]
+fn a_toy_protocols_lines_show_its_plan_and_a_findings_text() {
+    let capture = opened_toy_connection(&[
+        (1.010, true, 100, 0x18, b"\x00\x02Q\x07"),
+        // the answer to the question, and one to a question never asked
+        (1.060, false, 500, 0x18, b"\x00\x02A\x07\x00\x02A\x05"),
+        (1.100, true, 104, 0x11, b""),
+    ]);
+    let (text, lines) = timeline_run(&toy_engine(), capture);
+    let expected = [
+        "     -  +0.000000 p1    c1 → 40000 CONNECTION_OPENED \
+         text of CONNECTION_OPENED (client,server,mid_stream,server_role,offset,length)",
+        "     1  +0.010000 p4    c1 → 40000 QUESTION         asks=7",
+        "     2  +0.060000 p5    c1 ← 40000 ANSWER           id=7 ⟵ #1 50.000ms",
+        "     3  +0.060000 p5    c1 ← 40000 ANSWER           id=5",
+        "        ⚠ text of response.unmatched (type,key)",
+        "     -  +0.100000 p6    c1 CONNECTION_CLOSED \
+         text of CONNECTION_CLOSED (how,bytes_to_server,bytes_to_client,closed_by,offset,length)",
+    ];
+    assert_eq!(text.lines().collect::<Vec<_>>(), expected);
+    assert_eq!((lines.frames, lines.problems), (3, 1), "the unmatched answer's finding is a problem, notes are not");
+    assert_eq!(lines.plans.asked, ["toy"]);
+}
+
+#[test]
+fn the_lent_formats_plans_and_origin_are_the_callers() {
+    let capture =
+        pcap(&[(2.0, true, 0, 0x02, b""), (2.001, false, 0, 0x12, b""), (2.25, true, 1, 0x18, b"\x00\x02Q\x01")]);
+    let mut format = timeline_format();
+    format.origin = Some(1.5);
+    let mut plan = ProtocolPlan::new(None).expect("a plan");
+    let field = FieldPlan::new("known_as".into(), vec!["id".into()], "text", None).expect("shown");
+    plan.add_type("QUESTION".into(), "type", Some(vec![field])).expect("a role");
+    format.learn("toy", Some(plan));
+    let mut lines = TimelineLines::new(ParamTexts, RustPlans::default());
+    toy_engine().run(&mut reader(capture), &mut lines.with_format(&mut format)).expect("no sink error");
+    let text = String::from_utf8(lines.out).expect("UTF-8");
+    let question = text.lines().find(|line| line.contains("QUESTION")).expect("the question's line");
+    assert_eq!(question, "     1  +0.750000 p3    c1 → 40000 QUESTION         known_as=1");
+    assert!(lines.plans.asked.is_empty(), "the format knew the toy's plan: {:?}", lines.plans.asked);
+}
+
+/// The toy again, whose session notes a `type` on each frame: a note that replaces a key of the record.
+struct RenamingToy;
+
+struct Renaming;
+
+impl Sessions for Renaming {
+    fn open(&mut self, _conn: u64, _mid_stream: bool) -> Box<dyn Session> {
+        Box::new(Renaming)
+    }
+}
+
+impl Session for Renaming {
+    fn on_frame(
+        &mut self,
+        _frame: &Frame,
+        _spec: Option<&CommandSpec>,
+        _request: Option<&Waiting>,
+        notes: &mut Map,
+        _findings: &mut Vec<Finding>,
+        _events: &mut Vec<Event>,
+    ) {
+        notes.push(entry(name!("type"), "RENAMED".to_owned()));
+    }
+
+    fn close(&mut self, _time: f64, _packet: u64, _events: &mut Vec<Event>) {}
+}
+
+impl Protocol for RenamingToy {
+    fn name(&self) -> &'static str {
+        "toy"
+    }
+    fn framing(&self) -> Box<dyn Framing> {
+        TOY.framing()
+    }
+    fn decode(&self, pdu: &[u8], missing: usize, caps: DecodeCaps, depth: Depth) -> Decoded {
+        TOY.decode(pdu, missing, caps, depth)
+    }
+    fn confirms(&self, type_name: &str, has_findings: bool) -> bool {
+        TOY.confirms(type_name, has_findings)
+    }
+    fn sessions(&self, _limits: &Limits) -> Option<Box<dyn Sessions>> {
+        Some(Box::new(Renaming))
+    }
+    fn timeline_pieces(&self, _facts: &LineFacts, _line: &mut Line) {}
+    fn problem_ids(&self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+static RENAMING_TOY: RenamingToy = RenamingToy;
+
+#[test]
+fn a_frame_whose_note_replaces_a_key_has_the_line_of_its_record() {
+    let capture = opened_toy_connection(&[
+        (1.010, true, 100, 0x18, b"\x00\x02Q\x07"),
+        (1.060, false, 500, 0x18, b"\x00\x02A\x05"),
+    ]);
+    let setup = ProtocolSetup {
+        protocol: &RENAMING_TOY,
+        ports: vec![(7777, "server".into())],
+        client_role: "client".into(),
+        server_roles: vec!["server".into()],
+        max_frame_size: 1 << 16,
+        table: Box::new(toy_table),
+    };
+    let (text, lines) = timeline_run(&Engine::new(vec![setup], Settings::default()), capture);
+    let frames: Vec<&str> = text.lines().filter(|line| !line.starts_with("     -")).collect();
+    // (the record's type is the note's: no plan for it, the command's first scalar fields)
+    let expected = [
+        "     1  +0.010000 p4    c1 → 40000 RENAMED          id=7",
+        "     2  +0.060000 p5    c1 ← 40000 RENAMED          id=5",
+        "        ⚠ text of response.unmatched (type,key)",
+    ];
+    assert_eq!(frames, expected);
+    assert!(text.contains("UNANSWERED"), "the question is never answered: {text}");
+    assert_eq!((lines.frames, lines.problems), (2, 2), "the record's problem counted, and the UNANSWERED event");
 }

@@ -4,7 +4,7 @@
 mod toy_support;
 
 use pulsar_dissect_engine::analysis::join::{Flush, Join};
-use pulsar_dissect_engine::analysis::{Event, Frame, PairingOptions, ProtocolAnalysis};
+use pulsar_dissect_engine::analysis::{Event, EventHead, Frame, PairingOptions, ProtocolAnalysis};
 use pulsar_dissect_engine::model::{Decoded, Finding};
 use pulsar_dissect_engine::name;
 use pulsar_dissect_engine::value::{entry, Map, Text, Value};
@@ -115,7 +115,8 @@ fn feed(join: &mut Join, frame: &ToyFrame, log: &mut Log, sightings: &mut u32) -
 }
 
 fn opened(join: &mut Join, conn: u64, time: f64, log: &mut Log) -> Result<(), String> {
-    join.event("CONNECTION_OPENED", Some(conn), time, 0, false, &ToyEvent("opened"), log)
+    let head = EventHead { kind: "CONNECTION_OPENED", conn: Some(conn), time, packet: 0, mid_stream: false };
+    join.event(head, &ToyEvent("opened"), log)
 }
 
 #[test]
@@ -148,7 +149,8 @@ fn a_question_left_open_is_unanswered_after_its_closing_event_or_at_the_end() {
         feed(&mut join, &question, &mut log, &mut sightings).expect("flushed");
     }
     log.seen.clear();
-    join.event("CONNECTION_CLOSED", Some(1), 2.0, 3, false, &ToyEvent("closed"), &mut log).expect("flushed");
+    let head = EventHead { kind: "CONNECTION_CLOSED", conn: Some(1), time: 2.0, packet: 3, mid_stream: false };
+    join.event(head, &ToyEvent("closed"), &mut log).expect("flushed");
     // the closing event itself first, then what the close leaves
     assert_eq!(log.seen, ["input closed", "event UNANSWERED conn=Some(1)"]);
     log.seen.clear();

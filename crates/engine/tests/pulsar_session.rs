@@ -5,7 +5,7 @@
 
 use pulsar_dissect_engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
 use pulsar_dissect_engine::analysis::{
-    intern, map_get, Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis,
+    intern, map_get, Analyzer, Event, EventHead, Frame, Output, PairingOptions, ProtocolAnalysis,
 };
 use pulsar_dissect_engine::budget::MemoryBudget;
 use pulsar_dissect_engine::model::Body;
@@ -234,7 +234,14 @@ impl Capture {
 
     fn close(&mut self, conn: u64) -> Vec<Event> {
         let mut out = Vec::new();
-        self.analyzer.event("CONNECTION_CLOSED", Some(conn), self.time + 1.0, 999, false, &mut out);
+        let head = EventHead {
+            kind: "CONNECTION_CLOSED",
+            conn: Some(conn),
+            time: self.time + 1.0,
+            packet: 999,
+            mid_stream: false,
+        };
+        self.analyzer.event(head, &mut out);
         out.into_iter()
             .filter_map(|o| match o {
                 Output::Event(e) => Some(e),
@@ -694,7 +701,10 @@ fn a_send_of_an_unknown_producer_is_flagged_unless_mid_stream() {
     assert_eq!(r.param("send.unknown_producer", "producer_id"), Some(&Value::Int(9)));
     let mut c = Capture::new();
     let mut out = Vec::new();
-    c.analyzer.event("CONNECTION_OPENED", Some(1), 0.0, 1, true, &mut out);
+    c.analyzer.event(
+        EventHead { kind: "CONNECTION_OPENED", conn: Some(1), time: 0.0, packet: 1, mid_stream: true },
+        &mut out,
+    );
     assert!(c.send(9, 0, &[]).ids().is_empty(), "its PRODUCER may be before the capture");
 }
 

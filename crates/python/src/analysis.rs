@@ -26,15 +26,16 @@ use crate::pooled::JsonLines;
 use crate::protocol::{Protocol, PyDecoded};
 use crate::records::{py_error, sink_error, with_py_frame, ActorDicts, DictSink, FindingTexts, PyFront};
 use crate::stats::StatsCore;
-use crate::timeline::{TimelineFormat, TimelineLines};
+use crate::timeline::{PythonPlans, TimelineFormat};
 use crate::transport::{other_tcp_rows, pipeline as transport_pipeline, with_segment};
 use engine::analysis::bounded::FastMap;
 use engine::analysis::join::Flush;
 use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, OpenedBy, Space};
-use engine::analysis::{intern as intern_name, Event, Frame, PairingOptions, ProtocolAnalysis, Sessions};
+use engine::analysis::{intern as intern_name, Event, EventHead, Frame, PairingOptions, ProtocolAnalysis, Sessions};
 use engine::budget::MemoryBudget;
 use engine::engine::{
-    stats_record, write_json_line, Analysed, AnalysisFront, Item, RunContext, Shared, Sink, StagedFrame, Tables,
+    event_about, note_about, stats_record, write_json_line, Analysed, AnalysisFront, EventAbout, Item, RunContext,
+    Shared, Sink, StagedFrame, Tables,
 };
 use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Decoded, Finding};
@@ -42,6 +43,7 @@ use engine::pipeline::{Made as StagesMade, Pipeline as Stages, Place, StreamNote
 use engine::protocols::{self, Limits};
 use engine::records::RecordStyle;
 use engine::sinks::pooled::PooledJsonLines;
+use engine::sinks::timeline::TimelineLines;
 use engine::transport::net::Segment;
 use engine::value::{Map, Text, Value};
 use std::borrow::Cow;
@@ -313,7 +315,69 @@ struct Targets {
     /// Set by `AnalysedDissector` when asked for records.
     records: Option<Records>,
     /// Set by `AnalysedDissector` when asked for `--plain` timeline lines.
-    timeline: Option<TimelineLines>,
+    timeline: Option<Timeline>,
+}
+
+/// `--plain` lines written by the engine's sink (`engine::sinks::timeline`) from the frames the core decoded,
+/// with the renderer's format (its plans and time origin): Python makes only the texts of their findings and
+/// the plans of their protocols.
+struct Timeline {
+    format: Py<TimelineFormat>,
+    lines: TimelineLines<FindingTexts, PythonPlans>,
+}
+
+impl Timeline {
+    fn new(py: Python<'_>, format: Py<TimelineFormat>, texts: Py<PyAny>) -> Timeline {
+        let plans = format.borrow(py).plans(py);
+        let mut lines = TimelineLines::new(FindingTexts::new(texts), plans);
+        lines.out.reserve(1 << 16);
+        Timeline { format, lines }
+    }
+
+    /// The line of a frame the core decoded, into the lines.
+    fn frame(
+        &mut self,
+        py: Python<'_>,
+        frame: &Frame,
+        first_packet: i64,
+        notes: Map,
+        findings: &[Finding],
+    ) -> PyResult<()> {
+        let notes = Cow::Owned(notes);
+        self.item(py, Item::Frame { frame, first_packet, notes, findings, answered: None, shared: None, data: None })
+    }
+
+    /// The line of a frame or an event, into the lines.
+    fn item(&mut self, py: Python<'_>, item: Item<'_>) -> PyResult<()> {
+        let mut format = self.format.borrow_mut(py);
+        let done = self.lines.with_format(&mut format.format).item(item);
+        self.lines.texts.take_error()?; // (the texts' error first: the sink's may follow from it)
+        done.map_err(py_error)
+    }
+
+    /// A Python item (an event, or a frame left to Python) goes out: the first item's time is the origin.
+    fn saw(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut format = self.format.borrow_mut(py);
+        if format.format.origin.is_some() {
+            return Ok(());
+        }
+        let time = match item.getattr("time") {
+            Ok(time) => time,
+            Err(_) => item.getattr("frame")?.getattr("time")?,
+        };
+        format.format.origin = time.extract().ok();
+        Ok(())
+    }
+
+    /// The lines written so far, as one bytes object.
+    fn take<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        if self.lines.out.is_empty() {
+            return None;
+        }
+        let bytes = PyBytes::new(py, &self.lines.out);
+        self.lines.out.clear();
+        Some(bytes)
+    }
 }
 
 /// A frame as `AnalysedDissector` has it: a Python `model.Frame`, or one the core decoded (whose Python frame
@@ -349,7 +413,12 @@ impl<'py> Outputs<'_, '_, 'py> {
                 targets.append(py, self.out, (*input).clone())
             }
             EventIn::Note(note) => {
-                targets.count_event(py, &note.kind, note.time, note.conn, &note.details)?;
+                let (kind, time, conn, details) = (note.kind.as_str(), note.time, note.conn, &note.details);
+                let item = || Item::Event { kind, time, conn, details, about: note_about(note) };
+                targets.count_event(py, item())?;
+                if let Some(timeline) = &mut targets.timeline {
+                    return timeline.item(py, item());
+                }
                 let event = note_to_py(py, &targets.classes.event, note)?;
                 targets.append(py, self.out, event)
             }
@@ -368,10 +437,10 @@ impl<'py> Outputs<'_, '_, 'py> {
         if targets.records.is_some() {
             return targets.record(py, self.protocol_spec, frame, &findings, notes, answered, self.out);
         }
-        if let (Some(lines), FrameIn::Native { place, pdu, .. }) = (&mut targets.timeline, frame) {
-            if lines.write(py, place, pdu, &findings, &notes)? {
-                return Ok(());
-            }
+        if let (Some(timeline), FrameIn::Native { place, frame, .. }) = (&mut targets.timeline, frame) {
+            if place.data.is_none() {
+                return timeline.frame(py, frame, place.first_packet, notes, &findings);
+            } // (a frame whose bytes are kept is Python's to show)
         }
         let frame = match frame {
             FrameIn::Object(frame) => (*frame).clone(),
@@ -386,7 +455,12 @@ impl<'py> Outputs<'_, '_, 'py> {
     /// An event the analysis made.
     fn analysis_event(&mut self, event: Event) -> PyResult<()> {
         let (py, targets) = (self.py, &mut *self.targets);
-        targets.count_event(py, event.kind.as_str(), event.time, event.conn, &event.details)?;
+        let (kind, time, conn, details) = (event.kind.as_str(), event.time, event.conn, &event.details);
+        let item = || Item::Event { kind, time, conn, details, about: event_about(&event) };
+        targets.count_event(py, item())?;
+        if let Some(timeline) = &mut targets.timeline {
+            return timeline.item(py, item());
+        }
         let event = targets.classes.event(py, &event)?;
         targets.append(py, self.out, event)
     }
@@ -588,24 +662,20 @@ impl ConversationCore {
     /// A Python event: the analysis reads its kind, connection, time, packet and `mid_stream`.
     fn event(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>, out: &Bound<'_, PyList>) -> PyResult<()> {
         let kind: String = item.getattr(intern!(py, "kind"))?.extract()?;
-        let conn: Option<u64> = item.getattr(intern!(py, "conn"))?.extract()?;
         let mid_stream = match item.getattr(intern!(py, "details"))?.cast::<PyDict>() {
             Ok(details) => details.get_item(intern!(py, "mid_stream"))?.is_some_and(|v| v.is_truthy().unwrap_or(false)),
             Err(_) => false,
         };
-        let time: f64 = item.getattr(intern!(py, "time"))?.extract()?;
-        let packet: u64 = item.getattr(intern!(py, "packet"))?.extract()?;
+        let head = EventHead {
+            kind: &kind,
+            conn: item.getattr(intern!(py, "conn"))?.extract()?,
+            time: item.getattr(intern!(py, "time"))?.extract()?,
+            packet: item.getattr(intern!(py, "packet"))?.extract()?,
+            mid_stream,
+        };
         let ConversationCore { analysed, protocol_spec, targets, .. } = self;
         let mut outputs = Outputs { py, targets, protocol_spec, out };
-        analysed.analyse_event::<FrameIn, _, _>(
-            &kind,
-            conn,
-            time,
-            packet,
-            mid_stream,
-            &EventIn::Object(item),
-            &mut outputs,
-        )
+        analysed.analyse_event::<FrameIn, _, _>(head, &EventIn::Object(item), &mut outputs)
     }
 
     /// Append what one thing the stages made becomes, and any events it causes, to `out`, through the
@@ -647,11 +717,9 @@ impl Targets {
     }
 
     /// An event into the records' target, if it counts events (the statistics), after everything before it.
-    fn count_event(&mut self, py: Python<'_>, kind: &str, time: f64, conn: Option<u64>, details: &Map) -> PyResult<()> {
+    fn count_event(&mut self, py: Python<'_>, event: Item<'_>) -> PyResult<()> {
         match &mut self.records {
-            Some(records) if matches!(records.target, Target::Stats(_)) => {
-                records.target.item(py, Item::Event { kind, time, conn, details })
-            }
+            Some(records) if matches!(records.target, Target::Stats(_)) => records.target.item(py, event),
             _ => Ok(()),
         }
     }
@@ -762,7 +830,9 @@ fn stats_python_event(py: Python<'_>, targets: &mut Targets, event: &Bound<'_, P
     let conn: Option<u64> = event.getattr(intern!(py, "conn"))?.extract()?;
     let details = event.getattr(intern!(py, "details"))?;
     let details = if details.is_none() { Map::new() } else { crate::convert::map_from_py(&details)? };
-    targets.count_event(py, &kind, time, conn, &details)
+    let packet: i64 = event.getattr(intern!(py, "packet"))?.extract()?;
+    let about = EventAbout::packet(packet); // (the statistics read an event's head and details)
+    targets.count_event(py, Item::Event { kind: &kind, time, conn, details: &details, about })
 }
 
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
@@ -954,7 +1024,8 @@ impl AnalysedDissector {
     /// `problems.severity_and_message`; `json` may also be "columns" (or "columns+json", the lines kept): the records go into
     /// the tables (`take_columns`) and only events come out. With `stats` too, the records go into those statistics, in the core,
     /// and only events come out. With `timeline` = (format, texts) — format: a `TimelineFormat` — a frame
-    /// comes out as its plain timeline line instead, the lines joined as JSON lines are.
+    /// and an event the core made come out as their plain timeline lines instead (the engine's sink), the lines
+    /// joined as JSON lines are.
     #[new]
     #[pyo3(signature = (options, protocols, classes, protocol_spec, records=None, stats=None, timeline=None))]
     #[allow(clippy::too_many_arguments)]
@@ -1006,7 +1077,7 @@ impl AnalysedDissector {
                 Some(Records { style, target, frames: 0, problems: 0 })
             }
         };
-        analysis.targets.timeline = timeline.map(|(format, texts)| TimelineLines::new(format, texts));
+        analysis.targets.timeline = timeline.map(|(format, texts)| Timeline::new(py, format, texts));
         // records written by a Rust sink split a batch where they write its messages (on the pool, or in place):
         // no map per message made to be written once and freed
         let later = analysis
@@ -1182,7 +1253,7 @@ impl AnalysedDissector {
     /// The timeline lines written so far, and their problems: (frames, problems).
     #[getter]
     fn timeline_lines(&self) -> (u64, u64) {
-        self.analysis.targets.timeline.as_ref().map_or((0, 0), |t| (t.frames, t.problems))
+        self.analysis.targets.timeline.as_ref().map_or((0, 0), |t| (t.lines.frames, t.lines.problems))
     }
 
     #[getter]

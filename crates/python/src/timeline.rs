@@ -1,18 +1,19 @@
-//! The timeline's line maker for Python (`dissector/output/timeline.py`), and the `--plain` lines the
-//! binding's dissector writes with it; the lines themselves are the engine's (`engine::timeline`).
+//! The timeline's line maker for Python (`dissector/output/timeline.py`), and the protocols' plans Python
+//! declares, for the engine's `--plain` lines (`engine::sinks::timeline`, which `AnalysedDissector` feeds); the
+//! lines themselves are the engine's (`engine::timeline`).
 
-use engine::model::{Decoded, Finding};
+use engine::records::{SinkError, SinkResult};
+use engine::sinks::timeline::LinePlans;
 use engine::text::BytesKind;
-use engine::timeline::{FieldPlan, FindingText, Format, FrameAt, Line, LineFacts, ProtocolPlan, ROLE_NAMES};
+use engine::timeline::{FieldPlan, Format, Line, LineFacts, ProtocolPlan, ROLE_NAMES};
 use engine::value::{Map, Text};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-
-use crate::pipeline::FramePlace;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 /// The timeline's line maker for Python (`dissector/output/timeline.py: TimelineRenderer`), also handed to
-/// the core's `AnalysedDissector` to write `--plain` lines itself, so both share the plans and the origin.
+/// the core's `AnalysedDissector`, whose engine sink writes `--plain` lines with its format: both share the
+/// plans and the origin.
 #[pyclass(unsendable, module = "dissector._core")]
 pub struct TimelineFormat {
     pub format: Format,
@@ -61,33 +62,53 @@ const LINE_KEYS: [&str; 32] = [
 type PyFieldPlan = (String, Vec<String>, String, Option<String>);
 type PyTypePlan = (String, String, Option<Vec<PyFieldPlan>>);
 
+/// A protocol's plan as `timeline.timeline_plan` (`plan_of`) declares it, or None: no such protocol.
+fn plan_from_python(py: Python<'_>, plan_of: &Py<PyAny>, name: &str) -> PyResult<Option<ProtocolPlan>> {
+    let plan = plan_of.bind(py).call1((name,))?;
+    if plan.is_none() {
+        return Ok(None);
+    }
+    let (pieces, types): (Option<String>, Vec<PyTypePlan>) = plan.extract()?;
+    let mut plan = ProtocolPlan::new(pieces.as_deref()).map_err(PyValueError::new_err)?;
+    for (type_name, role, fields) in types {
+        let fields = fields
+            .map(|fields| {
+                fields
+                    .into_iter()
+                    .map(|(label, keys, show, kind)| FieldPlan::new(label, keys, &show, kind.as_deref()))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()
+            .map_err(PyValueError::new_err)?;
+        plan.add_type(type_name, &role, fields).map_err(PyValueError::new_err)?;
+    }
+    Ok(Some(plan))
+}
+
+/// The protocols' plans Python declares (`timeline.timeline_plan`), for the engine's timeline sink.
+pub struct PythonPlans {
+    plan_of: Py<PyAny>,
+}
+
+impl LinePlans for PythonPlans {
+    /// (The caller holds the interpreter: attaching to it again costs a thread-local check.)
+    fn plan(&mut self, protocol: &str) -> SinkResult<Option<ProtocolPlan>> {
+        Python::attach(|py| plan_from_python(py, &self.plan_of, protocol)).map_err(|e| SinkError::Front(Box::new(e)))
+    }
+}
+
 impl TimelineFormat {
+    /// The plans this format asks Python for, for the engine's sink that makes lines with it.
+    pub fn plans(&self, py: Python<'_>) -> PythonPlans {
+        PythonPlans { plan_of: self.plan_of.clone_ref(py) }
+    }
+
     /// Ask Python for the plan of a protocol met for the first time.
-    pub fn know_protocol(&mut self, py: Python<'_>, name: &str) -> PyResult<()> {
-        if self.format.knows(name) {
-            return Ok(());
+    fn know_protocol(&mut self, py: Python<'_>, name: &str) -> PyResult<()> {
+        if !self.format.knows(name) {
+            let plan = plan_from_python(py, &self.plan_of, name)?;
+            self.format.learn(name, plan);
         }
-        let plan = self.plan_of.bind(py).call1((name,))?;
-        let plan = if plan.is_none() {
-            None
-        } else {
-            let (pieces, types): (Option<String>, Vec<PyTypePlan>) = plan.extract()?;
-            let mut plan = ProtocolPlan::new(pieces.as_deref()).map_err(PyValueError::new_err)?;
-            for (type_name, role, fields) in types {
-                let fields = fields
-                    .map(|fields| {
-                        fields
-                            .into_iter()
-                            .map(|(label, keys, show, kind)| FieldPlan::new(label, keys, &show, kind.as_deref()))
-                            .collect::<Result<Vec<_>, _>>()
-                    })
-                    .transpose()
-                    .map_err(PyValueError::new_err)?;
-                plan.add_type(type_name, &role, fields).map_err(PyValueError::new_err)?;
-            }
-            Some(plan)
-        };
-        self.format.learn(name, plan);
         Ok(())
     }
 
@@ -167,102 +188,5 @@ impl TimelineFormat {
     fn text(&mut self, py: Python<'_>, rec: &Bound<'_, PyDict>) -> PyResult<String> {
         self.record_line(py, rec)?;
         Ok(self.line.text.clone())
-    }
-}
-
-/// `--plain` lines written by the core (`AnalysedDissector`'s timeline mode) from its frames, in place of
-/// Python frames and records: Python makes only the texts of their findings.
-pub struct TimelineLines {
-    format: Py<TimelineFormat>,
-    /// The texts of findings (`problems.severity_and_message`, each asked once; a template in pieces
-    /// rendered here).
-    texts: crate::records::FindingTexts,
-    pub lines: Vec<u8>,
-    /// Lines written, and their problems (what --strict counts).
-    pub frames: u64,
-    pub problems: u64,
-    findings: Vec<FindingText>,
-    line: Line,
-}
-
-impl TimelineLines {
-    pub fn new(format: Py<TimelineFormat>, texts: Py<PyAny>) -> Self {
-        TimelineLines {
-            format,
-            texts: crate::records::FindingTexts::new(texts),
-            lines: Vec::with_capacity(1 << 16),
-            frames: 0,
-            problems: 0,
-            findings: Vec::new(),
-            line: Line::default(),
-        }
-    }
-
-    /// Write the line of a frame the core decoded; false when it is Python's to make (its bytes are kept, or
-    /// a note would replace one of its record's keys).
-    pub fn write(
-        &mut self,
-        py: Python<'_>,
-        place: &FramePlace,
-        pdu: &Decoded,
-        findings: &[Finding],
-        notes: &Map,
-    ) -> PyResult<bool> {
-        if place.data.is_some() || engine::records::notes_replace_a_key(notes) {
-            return Ok(false);
-        }
-        self.findings.clear();
-        for finding in pdu.findings.iter().chain(findings) {
-            let expert = self.texts.expert(py, finding)?;
-            self.findings.push(FindingText {
-                note: expert.severity.as_str() == "note",
-                message: expert.message.to_owned_text().map_err(crate::records::py_error)?,
-            });
-        }
-        let mut format = self.format.borrow_mut(py);
-        format.know_protocol(py, place.protocol.bind(py).to_str()?)?;
-        let at = FrameAt {
-            index: place.index,
-            time: place.time,
-            packet: place.packet,
-            first_packet: place.first_packet,
-            conn: place.conn,
-            protocol: place.protocol.bind(py).to_str()?,
-            src: place.src.bind(py).to_str()?,
-            dst: place.dst.bind(py).to_str()?,
-            direction: place.direction.bind(py).to_str()?,
-        };
-        let facts = LineFacts::of_frame(at, pdu, notes, &self.findings);
-        self.line.clear();
-        format.format.make_line(&facts, &mut self.line);
-        self.lines.extend_from_slice(self.line.text.as_bytes());
-        self.lines.push(b'\n');
-        self.frames += 1;
-        self.problems += self.findings.iter().filter(|f| !f.note).count() as u64;
-        Ok(true)
-    }
-
-    /// A Python item (an event, or a frame left to Python) goes out: the first item's time is the origin.
-    pub fn saw(&mut self, py: Python<'_>, item: &Bound<'_, PyAny>) -> PyResult<()> {
-        let mut format = self.format.borrow_mut(py);
-        if format.format.origin.is_some() {
-            return Ok(());
-        }
-        let time = match item.getattr("time") {
-            Ok(time) => time,
-            Err(_) => item.getattr("frame")?.getattr("time")?,
-        };
-        format.format.origin = time.extract().ok();
-        Ok(())
-    }
-
-    /// The lines written so far, as one bytes object.
-    pub fn take<'py>(&mut self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        if self.lines.is_empty() {
-            return None;
-        }
-        let bytes = PyBytes::new(py, &self.lines);
-        self.lines.clear();
-        Some(bytes)
     }
 }

@@ -9,7 +9,7 @@
 
 use std::mem::take;
 
-use super::{Analyzer, Event, Frame, Output, PairingOptions, ProtocolAnalysis};
+use super::{Analyzer, Event, EventHead, Frame, Output, PairingOptions, ProtocolAnalysis};
 use crate::model::Finding;
 use crate::value::Map;
 
@@ -75,21 +75,16 @@ impl Join {
         self.flush(outputs, Input::Frame(frame), sink)
     }
 
-    /// One event (a connection opened or closed, a gap, a capture's note): `kind`, `conn`, `time` and `packet`
-    /// are what the analysis reads of `event`; `mid_stream`: a connection opened in its middle.
-    #[allow(clippy::too_many_arguments)]
+    /// One event (a connection opened or closed, a gap, a capture's note): `head` is what the analysis reads
+    /// of `event`.
     pub fn event<F: ?Sized, E: ?Sized, S: Flush<F, E>>(
         &mut self,
-        kind: &str,
-        conn: Option<u64>,
-        time: f64,
-        packet: u64,
-        mid_stream: bool,
+        head: EventHead,
         event: &E,
         sink: &mut S,
     ) -> Result<(), S::Error> {
         let mut outputs = take(&mut self.outputs);
-        self.analyzer.event(kind, conn, time, packet, mid_stream, &mut outputs);
+        self.analyzer.event(head, &mut outputs);
         self.flush(outputs, Input::Event(event), sink)
     }
 

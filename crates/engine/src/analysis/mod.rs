@@ -75,6 +75,17 @@ impl Event {
     }
 }
 
+/// What the analysis reads of an event that comes in (a connection opened or closed, a gap, a capture's note).
+#[derive(Clone, Copy, Debug)]
+pub struct EventHead<'a> {
+    pub kind: &'a str,
+    pub conn: Option<u64>,
+    pub time: f64,
+    pub packet: u64,
+    /// Its connection was opened in its middle (a `CONNECTION_OPENED` without its handshake).
+    pub mid_stream: bool,
+}
+
 /// What the analysis gives for each input, in order.
 #[derive(Debug)]
 pub enum Output {
@@ -366,15 +377,8 @@ impl Analyzer {
 
     /// An event of the pipeline (connection opened or closed, gaps, ...): passed on, and the end of a
     /// connection's state when it closes.
-    pub fn event(
-        &mut self,
-        kind: &str,
-        conn: Option<u64>,
-        time: f64,
-        packet: u64,
-        mid_stream: bool,
-        out: &mut Vec<Output>,
-    ) {
+    pub fn event(&mut self, head: EventHead, out: &mut Vec<Output>) {
+        let EventHead { kind, conn, time, packet, mid_stream } = head;
         if !self.deadlines.is_empty() {
             self.tick(time, out);
         }

@@ -273,7 +273,7 @@ impl<T: FindingTexts> Sink for CountedStatistics<T> {
                     None => Ok(()),
                 }
             }
-            Item::Event { kind, time, conn, details } => self.add_record(event_record(kind, time, conn, details)),
+            Item::Event { kind, time, conn, details, .. } => self.add_record(event_record(kind, time, conn, details)),
         }
     }
 }

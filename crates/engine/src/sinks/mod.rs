@@ -7,6 +7,9 @@
 //! A frame is handed over owned ([`pooled::RecordJob`]: the decoded frame shared, its route, the texts of its
 //! findings made on the caller's thread), which a sink can do only when the item carries the frame's shared
 //! parts ([`crate::engine::Shared`]); a frame without them is written in its place, after everything before it.
+//!
+//! Beside them, in the caller's thread: [`timeline::TimelineLines`], `--plain`'s timeline lines.
 
 pub mod counted;
 pub mod pooled;
+pub mod timeline;

@@ -435,7 +435,7 @@ impl<T: FindingTexts> Sink for PooledJsonLines<T> {
                 self.problems += problems as u64;
                 Ok(())
             }
-            Item::Event { kind, time, conn, details } => {
+            Item::Event { kind, time, conn, details, .. } => {
                 self.in_place(|out, _| {
                     write_json_map(&event_record(kind, time, conn, details), out);
                     out.push(b'\n');
