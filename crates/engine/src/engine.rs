@@ -17,6 +17,7 @@ use crate::analysis::table::CommandTable;
 use crate::analysis::{Event, Frame, PairingOptions, ProtocolAnalysis};
 use crate::budget::{MemoryBudget, DEFAULT_MEMORY_BUDGET};
 use crate::capture::Reader;
+pub use crate::event_record::EventItem;
 use crate::frame_record::{build_record, RecordInput};
 use crate::model::{Decoded, Finding};
 use crate::name;
@@ -112,12 +113,7 @@ pub enum Item<'a> {
         /// the frame's bytes, when they are kept (`Options.keep_frame_bytes`): its record's `frame_bytes`
         data: Option<&'a [u8]>,
     },
-    Event {
-        kind: &'a str,
-        time: f64,
-        conn: Option<u64>,
-        details: &'a Map,
-    },
+    Event(EventItem<'a>),
 }
 
 /// A frame's decoded PDU and route as shared values (the frame's `pdu` and texts, the same again).
@@ -141,7 +137,7 @@ impl Item<'_> {
                 shared: *shared,
                 data: *data,
             },
-            Item::Event { kind, time, conn, details } => Item::Event { kind, time: *time, conn: *conn, details },
+            Item::Event(event) => Item::Event(*event),
         }
     }
 }
@@ -232,7 +228,7 @@ impl<T: FindingTexts> Sink for JsonLines<T> {
                 })?;
                 self.problems += problems as u64;
             }
-            Item::Event { kind, time, conn, details } => {
+            Item::Event(EventItem { kind, time, conn, details, .. }) => {
                 write_json_map(&event_record(kind, time, conn, details), &mut self.out);
                 self.out.push(b'\n');
             }
@@ -261,13 +257,15 @@ impl<T: FindingTexts> Sink for Statistics<T> {
                     self.stats.add(&record);
                 }
             }
-            Item::Event { kind, time, conn, details } => self.stats.add(&event_record(kind, time, conn, details)),
+            Item::Event(EventItem { kind, time, conn, details, .. }) => {
+                self.stats.add(&event_record(kind, time, conn, details))
+            }
         }
         Ok(())
     }
 }
 
-/// Each frame's record into the pipeline's Arrow tables ([`RecordTables`]); events are no rows there.
+/// Each frame's record and each event into the pipeline's Arrow tables ([`RecordTables`]).
 pub struct Tables<T: FindingTexts> {
     pub texts: T,
     pub style: RecordStyle,
@@ -275,23 +273,34 @@ pub struct Tables<T: FindingTexts> {
     /// Frames' records put into the tables, and their problems (what --strict counts).
     pub frames: u64,
     pub problems: u64,
+    /// Events put into the tables.
+    pub events: u64,
 }
 
 impl<T: FindingTexts> Tables<T> {
     pub fn new(texts: T, style: RecordStyle, tables: RecordTables) -> Tables<T> {
-        Tables { texts, style, tables, frames: 0, problems: 0 }
+        Tables { texts, style, tables, frames: 0, problems: 0, events: 0 }
     }
 }
 
 impl<T: FindingTexts> Sink for Tables<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
-        if let Item::Frame { frame, first_packet, notes, findings, answered, data, .. } = item {
-            let (tables, style) = (&mut self.tables, self.style);
-            let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, data, |input| {
-                tables.record(answered, |sink| build_record(sink, input, style))
-            })?;
-            self.frames += 1;
-            self.problems += problems as u64;
+        match item {
+            Item::Frame { frame, first_packet, notes, findings, answered, data, .. } => {
+                let (tables, style) = (&mut self.tables, self.style);
+                let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, data, |input| {
+                    tables.record(answered, |sink| build_record(sink, input, style))
+                })?;
+                self.frames += 1;
+                self.problems += problems as u64;
+            }
+            Item::Event(event) => {
+                // its severity and text as a finding's, from the front end's template of its kind
+                let finding = Finding { id: crate::analysis::intern(event.kind), params: event.text_params() };
+                let Expert { severity, message, .. } = self.texts.expert(&finding);
+                self.tables.event(&event, severity.as_str(), &message.to_owned_text()?);
+                self.events += 1;
+            }
         }
         Ok(())
     }
@@ -667,8 +676,7 @@ impl Flush<StagedFrame<'_, [Arc<str>; 4]>, StreamNote> for Items<'_> {
     type Error = SinkError;
 
     fn input(&mut self, note: &StreamNote) -> SinkResult<()> {
-        let (kind, time, conn) = (note.kind.as_str(), note.time, note.conn);
-        self.0.item(Item::Event { kind, time, conn, details: &note.details })
+        self.0.item(Item::Event(EventItem::of_note(note)))
     }
 
     fn annotated(
@@ -690,8 +698,7 @@ impl Flush<StagedFrame<'_, [Arc<str>; 4]>, StreamNote> for Items<'_> {
     }
 
     fn event(&mut self, event: Event) -> SinkResult<()> {
-        let Event { kind, time, conn, details, .. } = event;
-        self.0.item(Item::Event { kind: kind.as_str(), time, conn, details: &details })
+        self.0.item(Item::Event(EventItem::of_analysis(&event)))
     }
 
     fn misplaced(&mut self, what: &'static str) -> SinkError {
@@ -710,7 +717,7 @@ impl Sink for Count {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { .. } => self.frames += 1,
-            Item::Event { .. } => self.events += 1,
+            Item::Event(_) => self.events += 1,
         }
         Ok(())
     }
