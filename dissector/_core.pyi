@@ -318,8 +318,9 @@ class RecordBatches:
         """Rows in all its batches."""
 
 def record_tables(records: Sequence[dict[str, Any]], with_json: bool = False) -> list[RecordBatches]:
-    """The frames, messages, problems and exchanges tables of records made elsewhere (dicts of the contract);
-    ``with_json``: the frames keep each record's line in a ``json`` column."""
+    """The frames, messages, problems, exchanges and events tables of records made elsewhere (dicts of the
+    contract; the events table stays empty); ``with_json``: the frames keep each record's line in a ``json``
+    column."""
 
 def merge_summaries(parts: Sequence[str]) -> str:
     """Parts of the pipeline's summary (``AnalysedDissector.take_summary``) merged, as JSON: counts summed,
@@ -470,8 +471,8 @@ class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
     ) -> AnalysedDissector[_AnnotatedT, _EventT]:
         """``classes``: (Frame, Event, Decoded, Finding, Annotated). ``records`` = (json, summary, payload_bytes,
         severity_and_message): frames come out as records, dicts or (json true) ``JsonLines``; json "columns":
-        into ``take_columns``; with ``stats`` too, into those statistics. ``timeline`` = (format,
-        severity_and_message): frames come out as timeline lines (bytes)."""
+        frames and events into ``take_columns``, nothing comes out; with ``stats`` too, into those statistics.
+        ``timeline`` = (format, severity_and_message): frames come out as timeline lines (bytes)."""
     def feed_packet(
         self, index: int, timestamp: float, linktype: int, data: ReadableBuffer, orig_len: int
     ) -> list[_AnnotatedT | _EventT | dict[str, Any] | JsonLines | bytes]:
@@ -510,9 +511,10 @@ class AnalysedDissector(Generic[_AnnotatedT, _EventT]):
     def json_lines(self) -> tuple[int, int]:
         """The frame records made so far, and their problems: (frames, problems)."""
     def take_columns(self) -> list[RecordBatches]:
-        """The frames, messages, problems and exchanges columns made so far (records "columns"), emptied."""
+        """The frames, messages, problems, exchanges and events columns made so far (records "columns"), emptied."""
     def take_summary(self) -> str:
-        """The summary's statistics of the frames put into the tables since the last call, as JSON."""
+        """The summary's statistics of the frames (and the events' problems) put into the tables since the last
+        call, as JSON."""
     @property
     def columns_size(self) -> int:
         """Bytes the columns made so far hold."""

@@ -175,8 +175,9 @@ register("CONNECTION_CLOSED", NOTE, lambda p: "connection " + (
     f"refused by the {p['closed_by']} (RST, nothing sent)" if _refused(p) else
     _CLOSED.get(p["how"], p["how"]) + (f" by the {p['closed_by']}" if p.get("closed_by") else "")),
          "a connection ends: FIN, RST, end of capture, port reuse, or forgotten at the connection limit")
-register("UNANSWERED", WARNING, lambda p: f"{p['request_type']} (frame {p['request']}) got no response in the capture"
-         + (" before it was forgotten" if p.get("evicted") else ""),
+# (in pieces: an event's text is made by the core too, in the pipeline's events table, without asking Python)
+register("UNANSWERED", WARNING, Pieces("{request_type} (frame {request}) got no response in the capture",
+                                       ("truthy", "evicted", " before it was forgotten")),
          "a request with no response when its connection closed (or when its state was dropped)")
 register("OVERDUE", NOTE, lambda p: f"{p['request_type']} (frame {p['request']}) has had no answer for "
          f"{p['timeout_s']:g} s: past the clients' operation timeout",

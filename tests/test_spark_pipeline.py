@@ -67,6 +67,14 @@ def _cli_records(path) -> tuple[list[str], list[dict]]:
     return lines, records
 
 
+def _cli_event_lines(path) -> list[str]:
+    """The lines the CLI's ``--json`` writes for the events of one capture (every record without an index), as
+    written, in order."""
+    done = subprocess.run(CLI + [str(path), "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [line for line in done.stdout.splitlines() if "index" not in json.loads(line)]
+
+
 def _run(spark, inputs, out, partitions=3, with_json=False) -> dict:
     from dissector.spark import job
 
@@ -198,6 +206,19 @@ def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
                         if f is None and file is None and i not in SPANS_CONNECTIONS)
     assert got_events == want_events
 
+    # events: each of the CLI's, with its connection and severity (its packet and time may differ: a partition's
+    # clock is its own packets', docs/SPARK.md), its columns those of its line
+    events = _table(tmp_path, "events")
+    want_kinds = sorted((r["type"], r.get("conn"), r["severity"]) for r in want
+                        if "index" not in r and r["type"] not in SPANS_CONNECTIONS)
+    got_kinds = sorted((t, c, s) for t, c, s in zip(events["type"], events["conn"], events["severity"])
+                       if t not in SPANS_CONNECTIONS)
+    assert got_kinds == want_kinds
+    for row, line in enumerate(events["json"]):
+        record = json.loads(line)
+        assert [record.get(k) for k in ("packet", "type", "time", "conn", "severity", "message")] == \
+            [events[k][row] for k in ("packet", "type", "time", "conn", "severity", "message")]
+
 
 def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path):
     path = CAPTURES / "11_errors.pcap"  # 14 connections: the cuts fall inside several of them
@@ -212,6 +233,12 @@ def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path):
     # one partition (every connection read by one task), and more partitions than connections
     _run(spark, [pieces_dir], tmp_path / "b", partitions=1)
     assert _frame_rows(tmp_path / "b") == _cli_frame_rows(want)
+    # one task's events are the CLI's, their lines byte for byte (those with a connection and a severity)
+    events = _table(tmp_path / "b", "events")
+    assert events["order"] == list(range(len(events["order"])))
+    want_events = _cli_event_lines(path)
+    assert events["json"] == want_events
+    assert any('"conn"' in line and '"warning"' in line for line in want_events)
     files = _table(tmp_path / "b", "files")
     assert sorted(files["order"]) == [1, 2, 3, 4, 5]
     assert sum(files["packets"]) == 239 == sum(1 for _ in open_capture(str(path)))
@@ -483,7 +510,8 @@ def test_the_engine_s_tables_reach_pyarrow_through_the_c_stream_interface():
                {"index": 2, "time": 2.0, "answers": 1, "latency_ms": 0.5, "type": "SEND_RECEIPT"}]
     for with_json in (False, True):
         tables = {t.name: pa.table(t) for t in core.record_tables(records, with_json)}
-        assert list(tables) == ["frames", "messages", "problems", "exchanges"]
+        assert list(tables) == ["frames", "messages", "problems", "exchanges", "events"]
+        assert tables["events"].num_rows == 0  # (records are no events)
         frames, messages = tables["frames"], tables["messages"]
         assert ("json" in frames.column_names) is with_json
         assert frames.schema.field("index").type == pa.int64() and frames.schema.field("time").type == pa.float64()
@@ -497,6 +525,51 @@ def test_the_engine_s_tables_reach_pyarrow_through_the_c_stream_interface():
     # a stream is read as often as asked
     batches = core.record_tables(records)[1]
     assert pa.table(batches).num_rows == pa.table(batches).num_rows == batches.num_rows == 1
+
+
+def _notes_capture(tmp_path):
+    # a corpus capture as pcapng with odd blocks between its packets (CAPTURE_NOTEs) and its last block cut
+    # (CAPTURE_TRUNCATED): events without a connection, made in Python
+    from test_read_batches import pcapng_with_notes_mid_file
+
+    return pcapng_with_notes_mid_file(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["11_errors.pcap", "tubemq/tubemq_midstream.pcap", "notes"])
+def test_a_decoding_task_s_events_are_the_cli_s_lines_made_by_the_engine(tmp_path, name):
+    """The events as a decoding task makes them (the stage of ``tasks.decode``, outside Spark): every event in the
+    engine's tables, none as a Python object; a row each, its ``json`` the line the CLI's ``--json`` writes for
+    it, byte for byte, in order; those worse than a note also in ``problems`` and in the task's summary."""
+    import collections
+
+    import pyarrow as pa
+    from dissector.analysis.conversation import analysed_dissector
+    from dissector.options import Options
+    from dissector.pipeline import read_file
+
+    path = _notes_capture(tmp_path) if name == "notes" else CAPTURES / name
+    stage = analysed_dissector(Options(), records="columns")
+    assert list(read_file(str(path), stage, None, end=stage.finish)) == [], "every event in the tables"
+    tables = {t.name: pa.table(t).to_pydict() for t in stage.take_columns()}
+    events, lines = tables["events"], _cli_event_lines(path)
+    assert events["json"] == lines
+    records = [json.loads(line) for line in lines]
+    assert events["order"] == list(range(len(records)))
+    for key in ("type", "time", "packet", "conn", "severity", "message"):
+        assert events[key] == [r.get(key) for r in records], key
+    worse = [r for r in records if r["severity"] != "note"]
+    problems = tables["problems"]
+    keys = ("id", "severity", "message", "conn", "time", "packet")
+    got = [tuple(problems[k][row] for k in keys) for row, frame in enumerate(problems["frame"]) if frame is None]
+    assert got == [(r["type"], r["severity"], r["message"], r.get("conn"), r["time"], r["packet"]) for r in worse]
+    summary = {tuple(key): n for key, n in json.loads(stage.take_summary())["problems"]}
+    counted = collections.Counter((r["type"], r["severity"]) for r in worse)
+    assert {key: summary.get(key) for key in counted} == counted
+    kinds = {(r["type"], "conn" in r, r["severity"]) for r in records}
+    if name == "notes":  # capture notes, without a connection, and a warning
+        assert ("CAPTURE_NOTE", False, "note") in kinds and ("CAPTURE_TRUNCATED", False, "warning") in kinds
+    else:  # with a connection, notes and warnings
+        assert ("CONNECTION_OPENED", True, "note") in kinds and any(c and s == "warning" for _, c, s in kinds)
 
 
 def test_summary_lines_escape_wire_strings_and_fit_80_columns():

@@ -35,7 +35,8 @@ def analysed_dissector(options: Options, *, records: str | None = None, summary:
     ``summary`` and ``payload_bytes`` as in ``output.records.record``), made by the core (``crates/engine/src/records.rs``: Python makes only the texts of its
     findings): a dict, or its JSON line (consecutive lines come as one bytes object). With ``stats`` (a
     ``StatsCollector``'s ``core``) the records go into those statistics, in the core, events too (which still
-    come out). With ``timeline`` (the core's ``TimelineFormat`` of a renderer), a frame comes out as its plain
+    come out). With ``records`` "columns" (or "columns+json"), the frames' records and the events go into the
+    core's tables (``take_columns``: the pipeline's) and nothing comes out. With ``timeline`` (the core's ``TimelineFormat`` of a renderer), a frame comes out as its plain
     timeline line (``crates/engine/src/timeline.rs``), consecutive lines as one bytes object."""
     classes = (Frame, Event, Decoded, Finding, Annotated)
     mode = None if records is None else (records if records in ("columns", "columns+json") else records == "json", summary, payload_bytes,

@@ -1,8 +1,9 @@
-"""The ``frames``, ``messages`` and ``exchanges`` tables, and the frames' findings in ``problems``, as the decoding
-tasks write them: the engine makes each frame's record straight into typed Arrow columns (``crates/engine/src/
-tables.rs``: no JSON written and parsed back, no Python object per value) and hands them over as Arrow record
-batches through the C stream interface (``crates/python/src/arrow.rs``); each task writes its own Parquet file of
-each table, so a gigabyte of records never passes through Spark's rows. Spark SQL reads these files back for the
+"""The ``frames``, ``messages``, ``exchanges`` and ``events`` tables, and the frames' findings and the events'
+problems in ``problems``, as the decoding tasks write them: the engine makes each frame's record and each event
+straight into typed Arrow columns (``crates/engine/src/tables.rs``: no JSON written and parsed back, no Python
+object per value) and hands them over as Arrow record batches through the C stream interface
+(``crates/python/src/arrow.rs``); each task writes its own Parquet file of each table, so a gigabyte of records
+never passes through Spark's rows. Spark SQL reads these files back for the
 rest of ``problems``, ``files`` and the summary (``tables.py``).
 
 A column is a key of the contract (docs/records.schema.json); an object or a list (``command``, ``metadata``,
@@ -20,24 +21,16 @@ from dissector import _core as _core
 
 
 def schemas(with_json: bool = False) -> dict[str, pa.Schema]:
-    """The tables the decoding tasks write, by name (frames, messages, problems, exchanges), as the engine
-    declares them."""
+    """The tables the decoding tasks write, by name (frames, messages, problems, exchanges, events), as the
+    engine declares them."""
     return {tables.name: pa.RecordBatchReader.from_stream(tables).schema
             for tables in _core.record_tables([], with_json)}
 
 
-FRAMES, MESSAGES, PROBLEMS, EXCHANGES = schemas().values()
-
-#: The events of the decoding (a connection opened or closed, a request left unanswered...): a row each, with
-#: its record as ``--json`` writes it (``json``); ``order``: its place among the task's events (the events of
-#: one packet keep the order the CLI gives them).
-EVENTS = pa.schema([
-    ("packet", pa.int64()), ("order", pa.int64()), ("type", pa.string()), ("time", pa.float64()),
-    ("conn", pa.int64()), ("severity", pa.string()), ("message", pa.large_string()), ("json", pa.large_string()),
-])
-
-#: Events a task holds before it writes them.
-EVENT_ROWS = 8192
+#: ``EVENTS``: the events of the decoding (a connection opened or closed, a request left unanswered...), a row
+#: each, with its record's line as ``--json`` writes it (``json``); ``order``: its place among the task's events
+#: (the events of one packet keep the order the CLI gives them).
+FRAMES, MESSAGES, PROBLEMS, EXCHANGES, EVENTS = schemas().values()
 
 #: Bytes of columns a task holds before it writes them as a row group. Measured on the 494 MB benchmark capture,
 #: a decoding task's work outside Spark: 13.7 s with 4 MiB (zstd makes a context per page: 3 % of the time
@@ -92,10 +85,6 @@ REPEATED = {
 TASK_TABLES = tuple(REPEATED)
 
 
-def _schemas(with_json: bool) -> dict[str, pa.Schema]:
-    return {**schemas(with_json), "events": EVENTS}
-
-
 class _Writer:
     def __init__(self, path: str, schema: pa.Schema, options: dict):
         self.path, self.schema, self.options, self.writer = path, schema, options, None
@@ -115,51 +104,22 @@ class _Writer:
 
 
 class FrameTables:
-    """The frames, messages, problems (the frames' findings) and exchanges of one task, each written under
-    ``out``/NAME as part-``partition``.parquet."""
+    """The frames, messages, problems (the frames' findings, the events worse than a note), exchanges and events
+    of one task, each written under ``out``/NAME as part-``partition``.parquet."""
 
     def __init__(self, out: str, partition: int, with_json: bool = False):
         name = f"part-{partition:05d}.parquet"
         self.writers = {table: _Writer(os.path.join(out, table, name), schema, _write_options(schema, REPEATED[table]))
-                        for table, schema in _schemas(with_json).items()}
+                        for table, schema in schemas(with_json).items()}
         self.rows = dict.fromkeys(self.writers, 0)
-        self.events = {name: [] for name in EVENTS.names}
-        self.event_problems = {name: [] for name in PROBLEMS.names}
-        self.events_seen = 0
-
-    @property
-    def events_held(self) -> int:
-        return len(self.events["packet"])
-
-    def event(self, record: dict, line: str) -> None:
-        """An event's record (``output.records.event_record``) and its line; a problem too when its severity is
-        worse than a note."""
-        values = {"packet": record.get("packet"), "order": self.events_seen, "type": record.get("type"),
-                  "time": record.get("time"), "conn": record.get("conn"), "severity": record.get("severity"),
-                  "message": record.get("message"), "json": line}
-        self.events_seen += 1
-        for name, column in self.events.items():
-            column.append(values[name])
-        if values["severity"] not in (None, "note"):
-            problem = {"id": values["type"], "severity": values["severity"], "message": values["message"],
-                       "conn": values["conn"], "time": values["time"], "packet": values["packet"]}
-            for name, column in self.event_problems.items():
-                column.append(problem.get(name))
 
     def write(self, tables) -> None:
-        """The tables as the engine gives them (``AnalysedDissector.take_columns``: Arrow streams), and the
-        events held: a row group of each."""
+        """The tables as the engine gives them (``AnalysedDissector.take_columns``: Arrow streams): a row group of
+        each."""
         for batches in tables:
             table = pa.table(batches)
             self.rows[batches.name] += table.num_rows
             self.writers[batches.name].write(table)
-        if self.events_held:
-            self.writers["events"].write(pa.Table.from_pydict(self.events, schema=EVENTS))
-            self.rows["events"] += self.events_held
-            self.events = {name: [] for name in EVENTS.names}
-        if self.event_problems["id"]:
-            self.writers["problems"].write(pa.Table.from_pydict(self.event_problems, schema=PROBLEMS))
-            self.event_problems = {name: [] for name in PROBLEMS.names}
 
     def close(self) -> None:
         for writer in self.writers.values():
@@ -171,7 +131,7 @@ def write_empty(out: str, with_json: bool = False) -> None:
     tables to read."""
     import shutil
 
-    for name, schema in _schemas(with_json).items():
+    for name, schema in schemas(with_json).items():
         shutil.rmtree(os.path.join(out, name), ignore_errors=True)
         os.makedirs(os.path.join(out, name))
         pq.write_table(schema.empty_table(), os.path.join(out, name, "part-empty.parquet"))

@@ -339,7 +339,8 @@ def _note_frames(path: str, frames: int) -> None:
     os.replace(path + ".tmp", path)
 
 
-#: A decoding task reads until its stage made this many Python objects (events) or read this many bytes.
+#: A decoding task reads until its stage made this many Python objects or read this many bytes (its stage makes
+#: none: frames and events go into the engine's tables, so a call reads READ_BYTES of packets).
 READ_ITEMS = 64
 READ_BYTES = 1 << 20
 
@@ -348,13 +349,12 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
     """A partition's work (``_work``) and its numbers (``number`` wrote them
     under ``numbering``) through the CLI's pipeline and analysis: each frame's record into this task's files of
     the frames, messages, problems and exchanges tables under ``out`` (``rows.py``; ``with_json``: the frames
-    keep each record's line as ``--json`` writes it), and its events into the events table: its one item is its
-    part of the summary (JSON text)."""
+    keep each record's line as ``--json`` writes it), and its events into the events table (the engine makes
+    their rows too): its one item is its part of the summary (JSON text)."""
     from pyspark import TaskContext
 
     from dissector.analysis.conversation import analysed_dissector
-    from dissector.output.records import event_record
-    from dissector.spark.rows import CHUNK_BYTES, EVENT_ROWS, FrameTables
+    from dissector.spark.rows import CHUNK_BYTES, FrameTables
 
     slot, files = _work(items)
     if slot is None:
@@ -368,16 +368,11 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
     if len(numbers):
         stage.plan_numbering(*(np.ascontiguousarray(numbers[:, at], "<i8").tobytes() for at in range(3)))
     del numbers
-    event_problems = {}  # (id, severity) → events of a severity worse than a note
 
     def take(items):
-        for item in items:
-            record = event_record(item)
-            severity = record.get("severity")
-            if severity is not None and severity != "note":
-                event_problems[(record["type"], severity)] = event_problems.get((record["type"], severity), 0) + 1
-            tables.event(record, orjson.dumps(record, default=str).decode())
-        if stage.columns_size >= CHUNK_BYTES or tables.events_held >= EVENT_ROWS:
+        if items:  # the engine keeps every frame and event in its tables: a Python item here would be a row lost
+            raise RuntimeError(f"the decoding gave {len(items)} items outside its tables")
+        if stage.columns_size >= CHUNK_BYTES:
             tables.write(stage.take_columns())
             _note_frames(progress, tables.rows["frames"])
 
@@ -399,7 +394,5 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
     tables.write(stage.take_columns())
     tables.close()
     _note_frames(progress, tables.rows["frames"])
-    # this task's part of the summary: the engine's statistics of its frames, and its events' problems
-    part = orjson.loads(stage.take_summary())
-    part["problems"] += [[list(key), n] for key, n in event_problems.items()]
-    yield orjson.dumps(part).decode()
+    # this task's part of the summary: the engine's statistics of its frames and its events' problems
+    yield stage.take_summary()

@@ -17,6 +17,7 @@ use crate::analysis::table::CommandTable;
 use crate::analysis::{Event, EventHead, Frame, PairingOptions, ProtocolAnalysis};
 use crate::budget::{MemoryBudget, DEFAULT_MEMORY_BUDGET};
 use crate::capture::Reader;
+pub use crate::event_record::EventItem;
 use crate::frame_record::{build_record, RecordInput};
 use crate::model::{Decoded, Finding};
 use crate::name;
@@ -112,37 +113,7 @@ pub enum Item<'a> {
         /// the frame's bytes, when they are kept (`Options.keep_frame_bytes`): its record's `frame_bytes`
         data: Option<&'a [u8]>,
     },
-    Event {
-        kind: &'a str,
-        time: f64,
-        conn: Option<u64>,
-        details: &'a Map,
-        /// the rest of what it says: what its line and its text are made of
-        about: EventAbout<'a>,
-    },
-}
-
-/// What an event says beyond its kind, time, connection and details: the packet that made it, the stream or
-/// request it is about, and what its text needs (the texts of events are the front end's, as those of
-/// findings are: [`FindingTexts`]).
-#[derive(Clone, Copy)]
-pub struct EventAbout<'a> {
-    pub packet: i64,
-    /// src, dst, direction
-    pub route: Option<[&'a str; 3]>,
-    /// where in the stream its bytes are, when it is about some
-    pub offset: Option<i64>,
-    pub length: Option<i64>,
-    /// what its text needs beyond its details
-    pub params: &'a Map,
-}
-
-impl EventAbout<'_> {
-    /// An event about a packet alone: no route, nothing for its text beyond its details.
-    pub fn packet(packet: i64) -> EventAbout<'static> {
-        const NO_PARAMS: &Map = &Vec::new();
-        EventAbout { packet, route: None, offset: None, length: None, params: NO_PARAMS }
-    }
+    Event(EventItem<'a>),
 }
 
 /// A frame's decoded PDU and route as shared values (the frame's `pdu` and texts, the same again).
@@ -166,9 +137,7 @@ impl Item<'_> {
                 shared: *shared,
                 data: *data,
             },
-            Item::Event { kind, time, conn, details, about } => {
-                Item::Event { kind, time: *time, conn: *conn, details, about: *about }
-            }
+            Item::Event(event) => Item::Event(*event),
         }
     }
 }
@@ -259,7 +228,7 @@ impl<T: FindingTexts> Sink for JsonLines<T> {
                 })?;
                 self.problems += problems as u64;
             }
-            Item::Event { kind, time, conn, details, .. } => {
+            Item::Event(EventItem { kind, time, conn, details, .. }) => {
                 write_json_map(&event_record(kind, time, conn, details), &mut self.out);
                 self.out.push(b'\n');
             }
@@ -288,13 +257,15 @@ impl<T: FindingTexts> Sink for Statistics<T> {
                     self.stats.add(&record);
                 }
             }
-            Item::Event { kind, time, conn, details, .. } => self.stats.add(&event_record(kind, time, conn, details)),
+            Item::Event(EventItem { kind, time, conn, details, .. }) => {
+                self.stats.add(&event_record(kind, time, conn, details))
+            }
         }
         Ok(())
     }
 }
 
-/// Each frame's record into the pipeline's Arrow tables ([`RecordTables`]); events are no rows there.
+/// Each frame's record and each event into the pipeline's Arrow tables ([`RecordTables`]).
 pub struct Tables<T: FindingTexts> {
     pub texts: T,
     pub style: RecordStyle,
@@ -302,23 +273,34 @@ pub struct Tables<T: FindingTexts> {
     /// Frames' records put into the tables, and their problems (what --strict counts).
     pub frames: u64,
     pub problems: u64,
+    /// Events put into the tables.
+    pub events: u64,
 }
 
 impl<T: FindingTexts> Tables<T> {
     pub fn new(texts: T, style: RecordStyle, tables: RecordTables) -> Tables<T> {
-        Tables { texts, style, tables, frames: 0, problems: 0 }
+        Tables { texts, style, tables, frames: 0, problems: 0, events: 0 }
     }
 }
 
 impl<T: FindingTexts> Sink for Tables<T> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
-        if let Item::Frame { frame, first_packet, notes, findings, answered, data, .. } = item {
-            let (tables, style) = (&mut self.tables, self.style);
-            let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, data, |input| {
-                tables.record(answered, |sink| build_record(sink, input, style))
-            })?;
-            self.frames += 1;
-            self.problems += problems as u64;
+        match item {
+            Item::Frame { frame, first_packet, notes, findings, answered, data, .. } => {
+                let (tables, style) = (&mut self.tables, self.style);
+                let problems = with_record(&mut self.texts, frame, first_packet, &notes, findings, data, |input| {
+                    tables.record(answered, |sink| build_record(sink, input, style))
+                })?;
+                self.frames += 1;
+                self.problems += problems as u64;
+            }
+            Item::Event(event) => {
+                // its severity and text as a finding's, from the front end's template of its kind
+                let finding = Finding { id: crate::analysis::intern(event.kind), params: event.text_params() };
+                let Expert { severity, message, .. } = self.texts.expert(&finding);
+                self.tables.event(&event, severity.as_str(), &message.to_owned_text()?);
+                self.events += 1;
+            }
         }
         Ok(())
     }
@@ -694,8 +676,7 @@ impl Flush<StagedFrame<'_, [Arc<str>; 4]>, StreamNote> for Items<'_> {
     type Error = SinkError;
 
     fn input(&mut self, note: &StreamNote) -> SinkResult<()> {
-        let (kind, time, conn, details) = (note.kind.as_str(), note.time, note.conn, &note.details);
-        self.0.item(Item::Event { kind, time, conn, details, about: note_about(note) })
+        self.0.item(Item::Event(EventItem::of_note(note)))
     }
 
     fn annotated(
@@ -717,36 +698,11 @@ impl Flush<StagedFrame<'_, [Arc<str>; 4]>, StreamNote> for Items<'_> {
     }
 
     fn event(&mut self, event: Event) -> SinkResult<()> {
-        let about = event_about(&event);
-        let Event { kind, time, conn, ref details, .. } = event;
-        self.0.item(Item::Event { kind: kind.as_str(), time, conn, details, about })
+        self.0.item(Item::Event(EventItem::of_analysis(&event)))
     }
 
     fn misplaced(&mut self, what: &'static str) -> SinkError {
         SinkError::Misplaced(what)
-    }
-}
-
-/// What a stream's note says beyond its head and details.
-pub fn note_about(note: &StreamNote) -> EventAbout<'_> {
-    let at = note.at.as_ref();
-    EventAbout {
-        packet: note.packet,
-        route: at.map(|at| [&*at.src, &*at.dst, &*at.direction]),
-        offset: at.and_then(|at| at.offset),
-        length: at.and_then(|at| at.length),
-        params: &note.params,
-    }
-}
-
-/// What an analysis' event says beyond its head and details.
-pub fn event_about(event: &Event) -> EventAbout<'_> {
-    EventAbout {
-        packet: i64::try_from(event.packet).unwrap_or(i64::MAX),
-        route: event.route.as_ref().map(|(src, dst, direction)| [&**src, &**dst, &**direction]),
-        offset: None,
-        length: None,
-        params: &event.params,
     }
 }
 
@@ -761,7 +717,7 @@ impl Sink for Count {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { .. } => self.frames += 1,
-            Item::Event { .. } => self.events += 1,
+            Item::Event(_) => self.events += 1,
         }
         Ok(())
     }

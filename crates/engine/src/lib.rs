@@ -24,6 +24,7 @@ pub mod budget;
 pub mod capture;
 pub mod codecs;
 pub mod engine;
+pub mod event_record;
 pub mod frame_record;
 pub mod journeys;
 pub mod line;

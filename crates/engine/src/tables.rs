@@ -1,8 +1,9 @@
 //! The `pipeline`'s tables as typed Arrow record batches (arrow-rs builders), made as each record is built:
 //! `frames` (a row per frame), `messages` (a row per application message), `problems` (a row per finding of
-//! a frame) and `exchanges` (a row per frame that answers a request). Their columns are keys of the record
-//! contract (docs/records.schema.json), named by one schema each ([`FRAMES`], [`MESSAGES`], [`PROBLEMS`],
-//! [`EXCHANGES`]).
+//! a frame, and per event worse than a note), `exchanges` (a row per frame that answers a request) and
+//! `events` (a row per event: [`RecordTables::event`]). Their columns are keys of the record contract
+//! (docs/records.schema.json), named by one schema each ([`FRAMES`], [`MESSAGES`], [`PROBLEMS`],
+//! [`EXCHANGES`], [`EVENTS`]).
 //!
 //! A [`TableSink`] takes the record's values as the record builder writes them: a number, a flag or a string
 //! goes into its column as it is (nothing is written as JSON and parsed back); an object or a list that is a
@@ -23,6 +24,7 @@ use arrow_array::types::Int32Type;
 use arrow_array::{Array, ArrayRef, DictionaryArray, RecordBatch, StructArray};
 use arrow_schema::{ArrowError, DataType, Field, Fields, Schema, SchemaRef};
 
+use crate::event_record::EventItem;
 use crate::records::{
     hex_digest, put_payload_bytes, write_message_parts, Atom, Front, JsonSink, Key, MessageParts, RecordSink,
     SinkResult,
@@ -176,9 +178,23 @@ pub const EXCHANGES: Columns = &[
     ("topic", Kind::Repeated),
 ];
 
+/// The events table: an event's record (`--json`'s event line: `json`) and the keys a query reads of it;
+/// `order`: its place among the events of the tables (the events of one packet keep the order the CLI gives
+/// them).
+pub const EVENTS: Columns = &[
+    ("packet", Kind::Int),
+    ("order", Kind::Int),
+    ("type", Kind::Repeated),
+    ("time", Kind::Float),
+    ("conn", Kind::Int),
+    ("severity", Kind::Repeated),
+    ("message", Kind::Text),
+    ("json", Kind::Text),
+];
+
 /// The tables, in the order [`RecordTables::finish`] gives them.
-pub const TABLES: [(&str, Columns); 4] =
-    [("frames", FRAMES), ("messages", MESSAGES), ("problems", PROBLEMS), ("exchanges", EXCHANGES)];
+pub const TABLES: [(&str, Columns); 5] =
+    [("frames", FRAMES), ("messages", MESSAGES), ("problems", PROBLEMS), ("exchanges", EXCHANGES), ("events", EVENTS)];
 
 /// A table's Arrow schema (the frames' with `json` last when `with_json`).
 pub fn schema(columns: Columns, with_json: bool) -> SchemaRef {
@@ -1063,12 +1079,15 @@ impl Table {
     }
 }
 
-/// The four tables of records, until taken.
+/// The five tables of records, until taken.
 pub struct RecordTables {
     frames: Table,
     messages: Table,
     problems: Table,
     exchanges: Table,
+    events: Table,
+    /// Events added so far (never reset: an event's `order` runs on across batches).
+    events_seen: i64,
     with_json: bool,
     /// A record's texts (reused).
     text: Vec<u8>,
@@ -1127,6 +1146,8 @@ impl RecordTables {
             messages: Table::new(MESSAGES, false),
             problems: Table::new(PROBLEMS, false),
             exchanges: Table::new(EXCHANGES, false),
+            events: Table::new(EVENTS, false),
+            events_seen: 0,
             with_json,
             text: Vec::new(),
             strings: String::new(),
@@ -1285,16 +1306,59 @@ impl RecordTables {
         count(&mut self.summary, &texts, &frame, found);
     }
 
-    /// The summary's statistics of the frames added since the last time it was taken (`stats/summary.rs`).
+    /// An event as a row of the events table, with its severity and text (the front end's, as a finding's);
+    /// a row of the problems table too when it is worse than a note, counted in the summary's problems.
+    pub fn event(&mut self, event: &EventItem<'_>, severity: &str, message: &str) {
+        self.text.clear();
+        self.strings.clear();
+        event.write_json(severity, message, &mut self.text);
+        let mut string = |text: &str| {
+            let start = self.strings.len() as u32;
+            self.strings.push_str(text);
+            Cell::Str(start, self.strings.len() as u32)
+        };
+        let (kind, severity_cell, message_cell) = (string(event.kind), string(severity), string(message));
+        let texts = Texts::new(&self.text, &self.strings, &[]);
+        let (time, packet) = (Cell::Float(event.time), Cell::Int(event.packet));
+        let conn = event.conn.map_or(Cell::Absent, Cell::UInt);
+        let line = Cell::Json(0, self.text.len() as u32);
+        let row = [packet, Cell::Int(self.events_seen), kind, time, conn, severity_cell, message_cell, line];
+        let mut held = 0;
+        for (builder, cell) in self.events.builders.iter_mut().zip(row) {
+            held += builder.push(cell, &texts);
+        }
+        self.events.rows += 1;
+        self.events_seen += 1;
+        if severity != "note" {
+            // id, severity, message, (protocol, frame), conn, time, packet, (frame_type, file)
+            let row = [kind, severity_cell, message_cell, Cell::Absent, Cell::Absent, conn, time, packet];
+            let cells = row.into_iter().chain(std::iter::repeat(Cell::Absent));
+            for (builder, cell) in self.problems.builders.iter_mut().zip(cells) {
+                held += builder.push(cell, &texts);
+            }
+            self.problems.rows += 1;
+            self.summary.problem(event.kind, severity);
+        }
+        self.held += held;
+    }
+
+    /// The summary's statistics of the frames (and events' problems) added since the last time it was taken
+    /// (`stats/summary.rs`).
     pub fn take_summary(&mut self) -> Summary {
         self.summary.take()
     }
 
-    /// The tables made since the last `finish`, as record batches (frames, messages, problems, exchanges:
-    /// [`TABLES`]'s order), the builders emptied.
-    pub fn finish(&mut self) -> Result<[RecordBatch; 4], ArrowError> {
+    /// The tables made since the last `finish`, as record batches (frames, messages, problems, exchanges,
+    /// events: [`TABLES`]'s order), the builders emptied.
+    pub fn finish(&mut self) -> Result<[RecordBatch; 5], ArrowError> {
         self.held = 0;
-        Ok([self.frames.finish()?, self.messages.finish()?, self.problems.finish()?, self.exchanges.finish()?])
+        Ok([
+            self.frames.finish()?,
+            self.messages.finish()?,
+            self.problems.finish()?,
+            self.exchanges.finish()?,
+            self.events.finish()?,
+        ])
     }
 }
 
@@ -1348,8 +1412,9 @@ fn count(summary: &mut SummaryMaker, texts: &Texts<'_>, frame: &[Cell; 32], foun
     });
 }
 
-/// The tables of records made elsewhere (maps of the contract, e.g. read back from `--json` lines).
-pub fn tables_of(records: &[Value], with_json: bool) -> Result<[RecordBatch; 4], ArrowError> {
+/// The tables of records made elsewhere (maps of the contract, e.g. read back from `--json` lines); events
+/// are no records there (their table is empty).
+pub fn tables_of(records: &[Value], with_json: bool) -> Result<[RecordBatch; 5], ArrowError> {
     let mut tables = RecordTables::new(with_json);
     for record in records {
         // a record of no shape a sink takes is no row (as an error while building is)

@@ -47,8 +47,12 @@ fn setups() -> Vec<ProtocolSetup> {
 struct IdTexts;
 
 impl FindingTexts for IdTexts {
+    /// A finding is a warning; an event (an upper-case kind) a note, so that the problems table holds the
+    /// frames' findings alone.
     fn expert(&mut self, finding: &Finding) -> Expert<NoFront> {
-        Expert { id: finding.id, severity: name!("warning"), message: Message::Owned(finding.id.as_str().into()) }
+        let event = finding.id.as_str().bytes().all(|b| b.is_ascii_uppercase() || b == b'_');
+        let severity = if event { name!("note") } else { name!("warning") };
+        Expert { id: finding.id, severity, message: Message::Owned(finding.id.as_str().into()) }
     }
 }
 
@@ -162,7 +166,7 @@ fn every_capture_s_tables_equal_its_json_lines() {
         );
         engine.run(&mut reader(bytes), &mut sinks).expect("no sink error");
         let (lines, mut tables) = sinks;
-        let [frames, messages, problems, _] = tables.tables.finish().expect("record batches");
+        let [frames, messages, problems, _, _] = tables.tables.finish().expect("record batches");
         let records: Vec<(String, Json)> = String::from_utf8(lines.out)
             .expect("UTF-8")
             .lines()
@@ -231,7 +235,7 @@ fn without_the_json_column_the_values_are_the_same() {
     assert!(without[0].schema().column_with_name("json").is_none());
     assert_eq!(with[0].project(&(0..without[0].num_columns()).collect::<Vec<_>>()).expect("columns"), without[0]);
     assert!(with[1].num_rows() > 0);
-    assert_eq!((&with[1], &with[2], &with[3]), (&without[1], &without[2], &without[3]));
+    assert_eq!((&with[1], &with[2], &with[3], &with[4]), (&without[1], &without[2], &without[3], &without[4]));
 }
 
 fn json(text: &str) -> Value {
@@ -272,7 +276,8 @@ fn odd_values_are_null_never_an_error_and_objects_keep_their_json_text() {
             "encrypted": "yes", "expert": [], "unknown": {"deep": [1, {"a": 2}]}, "request_type": 7}"#,
         ),
     ];
-    let [frames, messages, problems, exchanges] = tables_of(&records, false).expect("batches");
+    let [frames, messages, problems, exchanges, events] = tables_of(&records, false).expect("batches");
+    assert_eq!(events.num_rows(), 0, "records are no events");
     assert_eq!(frames.num_rows(), 2);
     let column =
         |batch: &RecordBatch, name: &str| (0..batch.num_rows()).map(|r| cell(batch, name, r)).collect::<Vec<_>>();
@@ -394,4 +399,166 @@ fn a_message_s_parts_make_the_row_its_keys_make() {
     assert_eq!(by_parts, by_keys);
     assert_eq!(cell(&by_parts, "properties", 0), Json::from(r#"{"k":"v\"w"}"#));
     assert_eq!(cell(&by_parts, "sequence_id", 1), Json::from(77));
+}
+
+/// Texts that show what they were given: an event's text is its kind and its parameters as JSON (in their
+/// order), its severity a warning for `warned` kinds, else a note; each event's text given is kept, with its
+/// parameters.
+struct ShownTexts {
+    warned: &'static [&'static str],
+    asked: Vec<(String, Json)>,
+}
+
+impl FindingTexts for ShownTexts {
+    fn expert(&mut self, finding: &Finding) -> Expert<NoFront> {
+        let mut params = Vec::new();
+        pulsar_dissect_engine::value::write_json_map(&finding.params, &mut params);
+        let params = String::from_utf8(params).expect("UTF-8");
+        let message = format!("{} {params}", finding.id.as_str());
+        if !finding.id.as_str().contains('.') {
+            // an event's kind (a frame's findings are dotted ids)
+            self.asked.push((message.clone(), serde_json::from_str(&params).expect("JSON")));
+        }
+        let severity = if self.warned.contains(&finding.id.as_str()) { name!("warning") } else { name!("note") };
+        Expert { id: finding.id, severity, message: Message::Owned(message) }
+    }
+}
+
+#[test]
+fn every_event_is_a_row_with_its_line_and_those_worse_than_a_note_are_problems_too() {
+    let engine = Engine::new(setups(), Settings::default());
+    let warned = &["CONNECTION_CLOSED", "GAP", "UNANSWERED"];
+    let (mut events_seen, mut with_conn, mut warnings) = (0, 0, 0);
+    for path in shipped() {
+        let mut sinks = (
+            JsonLines::new(IdTexts, RecordStyle::default()),
+            Tables::new(ShownTexts { warned, asked: Vec::new() }, RecordStyle::default(), RecordTables::new(false)),
+        );
+        engine.run(&mut reader(std::fs::read(&path).expect("readable")), &mut sinks).expect("no sink error");
+        let (lines, mut tables) = sinks;
+        let [_, _, problems, _, events] = tables.tables.finish().expect("record batches");
+        let name = path.display();
+        // the events as the JSON lines have them (type, time, conn, details), in order
+        let want: Vec<Json> = String::from_utf8(lines.out)
+            .expect("UTF-8")
+            .lines()
+            .map(|l| serde_json::from_str::<Json>(l).expect("a JSON line"))
+            .filter(|r| r.get("index").is_none())
+            .collect();
+        assert_eq!(events.num_rows(), want.len(), "{name}: a row per event");
+        assert_eq!(tables.events as usize, want.len(), "{name}");
+        assert_eq!(tables.texts.asked.len(), want.len(), "{name}: each event's text asked of the texts");
+        let event_problems: Vec<usize> =
+            (0..problems.num_rows()).filter(|&r| cell(&problems, "frame", r).is_null()).collect();
+        let mut problem = event_problems.iter();
+        for (row, record) in want.iter().enumerate() {
+            let line: Json = serde_json::from_str(cell(&events, "json", row).as_str().expect("a line")).expect("JSON");
+            let (message, asked) = &tables.texts.asked[row];
+            let kind = record["type"].as_str().expect("a type");
+            assert!(message.starts_with(&format!("{kind} {{")), "{name}: {message} asked for the event's kind");
+            let severity = if warned.contains(&kind) { "warning" } else { "note" };
+            assert_eq!(cell(&events, "order", row), Json::from(row), "{name}");
+            for key in ["type", "time", "conn"] {
+                assert_eq!(cell(&events, key, row), record.get(key).cloned().unwrap_or(Json::Null), "{name}: {key}");
+                assert_eq!(line.get(key), record.get(key), "{name}: the line's {key}");
+            }
+            assert_eq!(line.get("details"), record.get("details"), "{name}: the line's details");
+            assert_eq!(cell(&events, "packet", row), line["packet"], "{name}");
+            assert_eq!(
+                (cell(&events, "severity", row), cell(&events, "message", row)),
+                (json!(severity), json!(message))
+            );
+            assert_eq!((&line["severity"], &line["message"]), (&json!(severity), &json!(message)), "{name}");
+            // what the text is made of: the details, then offset and length (null when the event has none)
+            let details = record.get("details").and_then(Json::as_object).cloned().unwrap_or_default();
+            for (key, value) in &details {
+                assert_eq!(asked.get(key), Some(value), "{name}: {kind}'s {key}");
+            }
+            for key in ["offset", "length"] {
+                let want = line.get(key).or(details.get(key)).cloned().unwrap_or(Json::Null);
+                assert_eq!(asked.get(key), Some(&want), "{name}: {kind}'s {key}");
+            }
+            if record.get("conn").is_some() {
+                with_conn += 1;
+            }
+            if severity == "warning" {
+                let at = *problem.next().unwrap_or_else(|| panic!("{name}: {kind}'s problem row"));
+                for (column, want) in [("id", json!(kind)), ("severity", json!(severity)), ("message", json!(message))]
+                {
+                    assert_eq!(cell(&problems, column, at), want, "{name}");
+                }
+                for key in ["conn", "time", "packet"] {
+                    assert_eq!(cell(&problems, key, at), cell(&events, key, row), "{name}: the problem's {key}");
+                }
+                warnings += 1;
+            }
+        }
+        assert_eq!(problem.next(), None, "{name}: a problem row per event worse than a note, no more");
+        let summary = tables.tables.take_summary();
+        let counted: u64 = summary
+            .problems
+            .iter()
+            .filter(|((id, _), _)| warned.contains(&id.as_deref().unwrap_or("")))
+            .map(|(_, n)| n)
+            .sum();
+        assert_eq!(counted as usize, event_problems.len(), "{name}: the summary counts the events' problems");
+        events_seen += want.len();
+    }
+    // (an event without a connection, a capture file's note, is the front end's: its reader's notes are not the
+    // engine's run's; `an_event_s_line_is_the_cli_s...` writes one)
+    assert!(events_seen > 100 && with_conn == events_seen && warnings > 10, "{events_seen} {with_conn} {warnings}");
+}
+
+#[test]
+fn an_event_s_line_is_the_cli_s_and_its_text_params_are_python_s() {
+    use pulsar_dissect_engine::engine::EventItem;
+    let details = vec![
+        (Text::Name(name!("reason")), Value::from("loss \u{85}\u{202e}".to_owned())),
+        (Text::Name(name!("offset")), Value::Int(9)),
+    ];
+    let params = vec![
+        (Text::Name(name!("reason")), Value::from("wins".to_owned())),
+        (Text::Name(name!("what")), Value::Bool(true)),
+    ];
+    let event = EventItem {
+        kind: "GAP",
+        time: 1.25,
+        packet: 7,
+        conn: Some(3),
+        src: Some("a:1"),
+        dst: None,
+        direction: Some("to_broker"),
+        offset: None,
+        length: Some(100),
+        details: &details,
+        params: &params,
+    };
+    let mut line = Vec::new();
+    event.write_json("warning", "text \"quoted\"", &mut line);
+    // as `dissector/output/records.py: event_record` then `output/jsonl.py: dumps` write it
+    let want = concat!(
+        r#"{"type":"GAP","time":1.25,"packet":7,"message":"text \"quoted\"","severity":"warning","conn":3,"#,
+        r#""src":"a:1","dst":null,"direction":"to_broker","length":100,"#,
+        r#""details":{"reason":"loss \u0085\u202e","offset":9}}"#
+    );
+    assert_eq!(String::from_utf8(line).expect("UTF-8"), want);
+    // {**details, **params}; the event's offset kept from the details when it has none; its length set
+    let names = |map: &pulsar_dissect_engine::value::Map| {
+        map.iter().map(|(k, v)| (k.as_str().to_owned(), v.clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(&event.text_params()),
+        [
+            ("reason".to_owned(), Value::from("wins".to_owned())),
+            ("offset".to_owned(), Value::Int(9)),
+            ("what".to_owned(), Value::Bool(true)),
+            ("length".to_owned(), Value::Int(100)),
+        ]
+    );
+    let bare =
+        EventItem { conn: None, src: None, offset: None, length: None, details: &vec![], params: &vec![], ..event };
+    let mut line = Vec::new();
+    bare.write_json("note", "m", &mut line);
+    assert_eq!(line, br#"{"type":"GAP","time":1.25,"packet":7,"message":"m","severity":"note"}"#);
+    assert_eq!(names(&bare.text_params()), [("offset".to_owned(), Value::Null), ("length".to_owned(), Value::Null)]);
 }

@@ -34,8 +34,8 @@ use engine::analysis::table::{Actor, CommandSpec, CommandTable, Key, KeyField, O
 use engine::analysis::{intern as intern_name, Event, EventHead, Frame, PairingOptions, ProtocolAnalysis, Sessions};
 use engine::budget::MemoryBudget;
 use engine::engine::{
-    event_about, note_about, stats_record, write_json_line, Analysed, AnalysisFront, EventAbout, Item, RunContext,
-    Shared, Sink, StagedFrame, Tables,
+    stats_record, write_json_line, Analysed, AnalysisFront, EventItem, Item, RunContext, Shared, Sink, StagedFrame,
+    Tables,
 };
 use engine::frame_record::{build_record, RecordInput};
 use engine::model::{Decoded, Finding};
@@ -407,17 +407,18 @@ impl<'py> Outputs<'_, '_, 'py> {
         let (py, targets) = (self.py, &mut *self.targets);
         match event {
             EventIn::Object(input) => {
-                if targets.counts_events() {
-                    stats_python_event(py, targets, input)?;
+                if targets.takes_events() && targets.event(py, PyEvent::read(input)?.item())? {
+                    return Ok(());
                 }
                 targets.append(py, self.out, (*input).clone())
             }
             EventIn::Note(note) => {
-                let (kind, time, conn, details) = (note.kind.as_str(), note.time, note.conn, &note.details);
-                let item = || Item::Event { kind, time, conn, details, about: note_about(note) };
-                targets.count_event(py, item())?;
+                let item = EventItem::of_note(note);
+                if targets.event(py, item)? {
+                    return Ok(());
+                }
                 if let Some(timeline) = &mut targets.timeline {
-                    return timeline.item(py, item());
+                    return timeline.item(py, Item::Event(item));
                 }
                 let event = note_to_py(py, &targets.classes.event, note)?;
                 targets.append(py, self.out, event)
@@ -455,11 +456,12 @@ impl<'py> Outputs<'_, '_, 'py> {
     /// An event the analysis made.
     fn analysis_event(&mut self, event: Event) -> PyResult<()> {
         let (py, targets) = (self.py, &mut *self.targets);
-        let (kind, time, conn, details) = (event.kind.as_str(), event.time, event.conn, &event.details);
-        let item = || Item::Event { kind, time, conn, details, about: event_about(&event) };
-        targets.count_event(py, item())?;
+        let item = EventItem::of_analysis(&event);
+        if targets.event(py, item)? {
+            return Ok(());
+        }
         if let Some(timeline) = &mut targets.timeline {
-            return timeline.item(py, item());
+            return timeline.item(py, Item::Event(item));
         }
         let event = targets.classes.event(py, &event)?;
         targets.append(py, self.out, event)
@@ -711,16 +713,20 @@ impl Targets {
         Ok(dict)
     }
 
-    /// Whether the records' target counts events too (the statistics).
-    fn counts_events(&self) -> bool {
-        matches!(self.records.as_ref().map(|r| &r.target), Some(Target::Stats(_)))
+    /// Whether the records' target takes events too (the statistics count them, the tables make their rows).
+    fn takes_events(&self) -> bool {
+        matches!(self.records.as_ref().map(|r| &r.target), Some(Target::Stats(_) | Target::Columns(_)))
     }
 
-    /// An event into the records' target, if it counts events (the statistics), after everything before it.
-    fn count_event(&mut self, py: Python<'_>, event: Item<'_>) -> PyResult<()> {
+    /// An event into the records' target, if it takes events, after everything before it: whether the target
+    /// keeps it (the tables: it then comes out as no Python object).
+    fn event(&mut self, py: Python<'_>, event: EventItem<'_>) -> PyResult<bool> {
         match &mut self.records {
-            Some(records) if matches!(records.target, Target::Stats(_)) => records.target.item(py, event),
-            _ => Ok(()),
+            Some(records) if matches!(records.target, Target::Stats(_) | Target::Columns(_)) => {
+                records.target.item(py, Item::Event(event))?;
+                Ok(matches!(records.target, Target::Columns(_)))
+            }
+            _ => Ok(false),
         }
     }
 
@@ -823,16 +829,63 @@ impl Targets {
     }
 }
 
-/// An event that came from Python (the pipeline's, a capture note) into the statistics, in its place.
-fn stats_python_event(py: Python<'_>, targets: &mut Targets, event: &Bound<'_, PyAny>) -> PyResult<()> {
-    let kind: String = event.getattr(intern!(py, "kind"))?.extract()?;
-    let time: f64 = event.getattr(intern!(py, "time"))?.extract()?;
-    let conn: Option<u64> = event.getattr(intern!(py, "conn"))?.extract()?;
-    let details = event.getattr(intern!(py, "details"))?;
-    let details = if details.is_none() { Map::new() } else { crate::convert::map_from_py(&details)? };
-    let packet: i64 = event.getattr(intern!(py, "packet"))?.extract()?;
-    let about = EventAbout::packet(packet); // (the statistics read an event's head and details)
-    targets.count_event(py, Item::Event { kind: &kind, time, conn, details: &details, about })
+/// An event that came from Python (a `model.Event`: a capture note), read for the records' target.
+struct PyEvent {
+    kind: String,
+    time: f64,
+    packet: i64,
+    conn: Option<u64>,
+    route: [Option<String>; 3],
+    offset: Option<i64>,
+    length: Option<i64>,
+    details: Map,
+    params: Map,
+}
+
+impl PyEvent {
+    fn read(event: &Bound<'_, PyAny>) -> PyResult<PyEvent> {
+        let py = event.py();
+        let map = |name: &Bound<'_, PyString>| -> PyResult<Map> {
+            let value = event.getattr(name)?;
+            if value.is_none() {
+                Ok(Map::new())
+            } else {
+                crate::convert::map_from_py(&value)
+            }
+        };
+        Ok(PyEvent {
+            kind: event.getattr(intern!(py, "kind"))?.extract()?,
+            time: event.getattr(intern!(py, "time"))?.extract()?,
+            packet: event.getattr(intern!(py, "packet"))?.extract()?,
+            conn: event.getattr(intern!(py, "conn"))?.extract()?,
+            route: [
+                event.getattr(intern!(py, "src"))?.extract()?,
+                event.getattr(intern!(py, "dst"))?.extract()?,
+                event.getattr(intern!(py, "direction"))?.extract()?,
+            ],
+            offset: event.getattr(intern!(py, "offset"))?.extract()?,
+            length: event.getattr(intern!(py, "length"))?.extract()?,
+            details: map(intern!(py, "details"))?,
+            params: map(intern!(py, "params"))?,
+        })
+    }
+
+    fn item(&self) -> EventItem<'_> {
+        let [src, dst, direction] = &self.route;
+        EventItem {
+            kind: &self.kind,
+            time: self.time,
+            packet: self.packet,
+            conn: self.conn,
+            src: src.as_deref(),
+            dst: dst.as_deref(),
+            direction: direction.as_deref(),
+            offset: self.offset,
+            length: self.length,
+            details: &self.details,
+            params: &self.params,
+        }
+    }
 }
 
 /// The records of frames, made in the core (`records.rs`) in place of `model.Annotated` frames: as JSON
@@ -1022,7 +1075,8 @@ impl AnalysedDissector {
     /// `records.rs`) instead of an Annotated frame: `json`: as its JSON line, the lines between two Python
     /// items joined in one bytes object; else as a dict. `summary`, `payload_bytes`: `RecordStyle`; `texts`:
     /// `problems.severity_and_message`; `json` may also be "columns" (or "columns+json", the lines kept): the records go into
-    /// the tables (`take_columns`) and only events come out. With `stats` too, the records go into those statistics, in the core,
+    /// the tables (`take_columns`), and so do the events (the events table; the texts of both from `texts`):
+    /// nothing comes out. With `stats` too, the records go into those statistics, in the core,
     /// and only events come out. With `timeline` = (format, texts) — format: a `TimelineFormat` — a frame
     /// and an event the core made come out as their plain timeline lines instead (the engine's sink), the lines
     /// joined as JSON lines are.
@@ -1223,7 +1277,7 @@ impl AnalysedDissector {
         Ok((records.frames + sink_frames, records.problems + sink_problems))
     }
 
-    /// The frames, messages, problems and exchanges tables made so far (with records="columns" or
+    /// The frames, messages, problems, exchanges and events tables made so far (with records="columns" or
     /// "columns+json"), as Arrow record batches, emptied: see the engine's `tables.rs`.
     fn take_columns(&mut self) -> PyResult<Vec<RecordBatches>> {
         match self.analysis.targets.records.as_mut().map(|r| &mut r.target) {

@@ -37,7 +37,7 @@ impl RecordBatches {
         PyCapsule::new_with_value(py, stream, c"arrow_array_stream")
     }
 
-    /// The table's name: frames, messages, problems or exchanges.
+    /// The table's name: frames, messages, problems, exchanges or events.
     #[getter]
     fn name(&self) -> &'static str {
         self.name
@@ -49,13 +49,13 @@ impl RecordBatches {
     }
 }
 
-/// The four tables' batches (frames, messages, problems, exchanges), the builders emptied.
+/// The tables' batches (frames, messages, problems, exchanges, events), the builders emptied.
 pub fn take(tables: &mut RecordTables) -> PyResult<Vec<RecordBatches>> {
     named(tables.finish())
 }
 
-/// The four tables' batches, each with its name.
-fn named(batches: Result<[RecordBatch; 4], arrow_schema::ArrowError>) -> PyResult<Vec<RecordBatches>> {
+/// The tables' batches, each with its name.
+fn named(batches: Result<[RecordBatch; TABLES.len()], arrow_schema::ArrowError>) -> PyResult<Vec<RecordBatches>> {
     let batches = batches.map_err(|e| PyValueError::new_err(e.to_string()))?;
     Ok(batches
         .into_iter()

@@ -13,7 +13,7 @@ use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use super::pooled::{batch_shape, RecordJob};
-use crate::engine::{event_record, stats_record, with_record, FindingTexts, Item, Sink};
+use crate::engine::{event_record, stats_record, with_record, EventItem, FindingTexts, Item, Sink};
 use crate::records::{RecordStyle, SinkError, SinkResult};
 use crate::stats::Stats;
 use crate::value::Map;
@@ -273,7 +273,9 @@ impl<T: FindingTexts> Sink for CountedStatistics<T> {
                     None => Ok(()),
                 }
             }
-            Item::Event { kind, time, conn, details, .. } => self.add_record(event_record(kind, time, conn, details)),
+            Item::Event(EventItem { kind, time, conn, details, .. }) => {
+                self.add_record(event_record(kind, time, conn, details))
+            }
         }
     }
 }

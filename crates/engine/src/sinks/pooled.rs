@@ -19,7 +19,9 @@ use std::sync::{mpsc, Arc};
 
 use crate::analysis::Frame;
 use crate::budget::{MemoryBudget, Reservation};
-use crate::engine::{event_record, with_record, write_json_line, FindingTexts, Item, RunContext, Shared, Sink};
+use crate::engine::{
+    event_record, with_record, write_json_line, EventItem, FindingTexts, Item, RunContext, Shared, Sink,
+};
 use crate::frame_record::RecordInput;
 use crate::model::{Decoded, Finding};
 use crate::records::{Expert, Message, NoFront, RecordStyle, SinkError, SinkResult};
@@ -435,7 +437,7 @@ impl<T: FindingTexts> Sink for PooledJsonLines<T> {
                 self.problems += problems as u64;
                 Ok(())
             }
-            Item::Event { kind, time, conn, details, .. } => {
+            Item::Event(EventItem { kind, time, conn, details, .. }) => {
                 self.in_place(|out, _| {
                     write_json_map(&event_record(kind, time, conn, details), out);
                     out.push(b'\n');

@@ -7,12 +7,12 @@
 //! lines of what it holds itself) shares its plans and origin.
 
 use crate::analysis::intern;
-use crate::engine::{with_record, EventAbout, FindingTexts, Item, Sink};
+use crate::engine::{with_record, FindingTexts, Item, Sink};
 use crate::model::Finding;
 use crate::name;
 use crate::records::{notes_replace_a_key, MapSink, RecordStyle, SinkResult};
 use crate::timeline::{FindingText, Format, FrameAt, Line, LineFacts, ProtocolPlan};
-use crate::value::{entry, Map, Text, Value};
+use crate::value::{entry, Value};
 
 /// The timeline plan of a protocol, which the front end declares (the Python one: from the protocol's command
 /// table, `dissector/output/timeline.py: timeline_plan`).
@@ -102,23 +102,24 @@ impl<T: FindingTexts, P: LinePlans> TimelineLines<T, P> {
     /// An event's line, made from its record as the front end's renderer reads it: type, time, packet, its text,
     /// connection and route.
     fn event(&mut self, format: &mut Format, item: Item<'_>) -> SinkResult<()> {
-        let Item::Event { kind, time, conn, details, about } = item else { return Ok(()) };
+        let Item::Event(event) = item else { return Ok(()) };
         // its text, asked as a finding's is (the kinds are the engine's few names, each interned once)
-        let finding = Finding { id: intern(kind), params: event_params(details, &about) };
+        let finding = Finding { id: intern(event.kind), params: event.text_params() };
         let expert = self.texts.expert(&finding);
         let mut record = vec![
-            entry(name!("type"), kind.to_owned()),
-            entry(name!("time"), Value::Float(time)),
-            entry(name!("packet"), about.packet),
+            entry(name!("type"), event.kind.to_owned()),
+            entry(name!("time"), Value::Float(event.time)),
+            entry(name!("packet"), event.packet),
             entry(name!("message"), expert.message.to_owned_text()?),
         ];
-        if let Some(conn) = conn {
+        if let Some(conn) = event.conn {
             record.push(entry(name!("conn"), conn));
         }
-        if let Some([src, dst, direction]) = about.route {
+        if let Some(src) = event.src {
             record.push(entry(name!("src"), src.to_owned()));
-            record.push(entry(name!("dst"), dst.to_owned()));
-            record.push(entry(name!("direction"), direction.to_owned()));
+            for (key, text) in [(name!("dst"), event.dst), (name!("direction"), event.direction)] {
+                record.push(entry(key, text.map_or(Value::Null, |text| Value::from(text.to_owned()))));
+            }
         }
         self.line.clear();
         format.make_line(&LineFacts::of_record(&record), &mut self.line);
@@ -133,28 +134,6 @@ impl<T: FindingTexts, P: LinePlans> TimelineLines<T, P> {
     }
 }
 
-/// The parameters of an event's text, as the Python front end's `event_record` gives them: its details, its
-/// own parameters over them, then where in the stream it is (null when it does not say, unless the details
-/// do).
-fn event_params(details: &Map, about: &EventAbout) -> Map {
-    fn set(params: &mut Map, key: &Text, value: Value) {
-        match params.iter_mut().find(|(k, _)| k.as_str() == key.as_str()) {
-            Some((_, old)) => *old = value,
-            None => params.push((key.clone(), value)),
-        }
-    }
-    let mut params = details.clone();
-    for (key, value) in about.params {
-        set(&mut params, key, value.clone());
-    }
-    for (key, value) in [(name!("offset"), about.offset), (name!("length"), about.length)] {
-        if value.is_some() || !params.iter().any(|(k, _)| k.as_str() == key.as_str()) {
-            set(&mut params, &Text::Name(key), value.map_or(Value::Null, Value::Int));
-        }
-    }
-    params
-}
-
 /// [`TimelineLines`] with the format its lines are made with.
 pub struct TimelineSink<'s, T: FindingTexts, P: LinePlans> {
     lines: &'s mut TimelineLines<T, P>,
@@ -165,7 +144,7 @@ impl<T: FindingTexts, P: LinePlans> Sink for TimelineSink<'_, T, P> {
     fn item(&mut self, item: Item<'_>) -> SinkResult<()> {
         match item {
             Item::Frame { .. } => self.lines.frame(self.format, item),
-            Item::Event { .. } => self.lines.event(self.format, item),
+            Item::Event(_) => self.lines.event(self.format, item),
         }
     }
 }

@@ -339,6 +339,11 @@ impl SummaryMaker {
         }
     }
 
+    /// A problem that is no frame's finding (an event worse than a note).
+    pub fn problem(&mut self, id: &str, severity: &str) {
+        *self.problems.entry(Some(id), Some(severity)) += 1;
+    }
+
     /// The summary so far, and a fresh start.
     pub fn take(&mut self) -> Summary {
         let taken = std::mem::take(self);
