@@ -2,8 +2,8 @@
 """`pulsar-dissect pipeline` on a real standalone cluster on 127.0.0.1: one worker of one core against two
 workers of one core each, on the same rotated input, in one run.
 
-    .venv/bin/python benchmarks/bench_spark_cluster.py                       # benchmarks/out/perf_big.pcap in 4 files
-    .venv/bin/python benchmarks/bench_spark_cluster.py CAPTURE --pieces 8 --repeat 3
+    .venv/bin/python benchmarks/bench_spark_cluster.py --repeat 3            # bench_spark.py's default input
+    .venv/bin/python benchmarks/bench_spark_cluster.py CAPTURE --copies 1 --pieces 4   # the capture in 4 files
 
 The master and the workers are the pyspark package's own (`spark-class ...Master`, `...Worker --cores 1`),
 started afresh for each row; the driver runs here in client mode (`--master spark://...`), the executors in
@@ -107,16 +107,26 @@ def run_pipeline(url: str, pieces: Path, out: Path, memory: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("capture", nargs="?", default=str(OUT / "perf_big.pcap"))
-    ap.add_argument("--pieces", type=int, default=4, help="cut the capture into this many rotated files (default 4)")
+    ap.add_argument("--copies", type=int, default=8,
+                    help="copies of the capture's traffic, as bench_spark.py makes them (default 8: its default input)")
+    ap.add_argument("--piece-mb", type=float, default=256, help="rotate the copies every this many MB (default 256)")
+    ap.add_argument("--pieces", type=int, default=4, help="with --copies 1: cut the capture into this many files")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--executor-memory", default="1g")
     ap.add_argument("--json-out", default=str(OUT / "spark_cluster.json"))
     args = ap.parse_args()
-    from benchmarks.bench_spark import cut
+    from benchmarks.bench_spark import cut, fleet
 
     capture = Path(args.capture)
-    pieces_dir = OUT / "spark_set"
-    cut(capture, args.pieces, pieces_dir)
+    if args.copies > 1:  # the set bench_spark.py makes for the same arguments (made once)
+        shape = "" if (args.copies, args.piece_mb) == (8, 256) else f"-{args.copies}x{args.piece_mb:g}MB"
+        _, pieces_dir, _ = fleet(capture, args.copies, args.piece_mb, OUT / f"spark_fleet{shape}")
+        what = f"{args.copies} copies of {capture} in pieces of {args.piece_mb:g} MB"
+    else:
+        pieces_dir = OUT / "spark_set"
+        cut(capture, args.pieces, pieces_dir)
+        what = f"{args.pieces} rotated files of {capture}"
+    size = sum(p.stat().st_size for p in pieces_dir.iterdir() if p.is_file())
     out = OUT / "spark_cluster_tables"
     rows: dict[int, list[dict]] = {1: [], 2: []}
     for round_no in range(1, args.repeat + 1):
@@ -126,15 +136,16 @@ def main() -> None:
                 row = run_pipeline(url, pieces_dir, out, args.executor_memory)
             rows[workers].append(row)
             print(f"  [{round_no}/{args.repeat}] {workers} worker(s) of 1 core  {row['wall_s']:.1f} s  "
-                  f"{row['frames']:,} frames", flush=True)
+                  f"{row['frames']:,} frames  stages {row['stages']}", flush=True)
     median = {w: statistics.median(r["wall_s"] for r in rs) for w, rs in rows.items()}
     frames = {w: {r["frames"] for r in rs} for w, rs in rows.items()}
-    print(f"\ninput: {args.pieces} rotated files of {capture} ({capture.stat().st_size / 1e6:.1f} MB); "
-          f"median of {args.repeat}; load {os.getloadavg()[0]:.2f}")
+    print(f"\ninput: {what} ({size / 1e6:.1f} MB); median of {args.repeat}; load {os.getloadavg()[0]:.2f}")
     print(f"one worker of one core:   {median[1]:.1f} s")
     print(f"two workers of one core:  {median[2]:.1f} s   speed-up {median[1] / median[2]:.2f}x")
     print(f"frames: {frames[1]} and {frames[2]}" + ("  they agree" if frames[1] == frames[2] else "  THEY DIFFER"))
-    Path(args.json_out).write_text(json.dumps({"rows": rows, "median_s": median}, indent=1))
+    Path(args.json_out).write_text(json.dumps({"input": what, "bytes": size, "rows": rows, "median_s": median,
+                                               "speedup": median[1] / median[2], "load": os.getloadavg()[0]},
+                                              indent=1))
 
 
 if __name__ == "__main__":

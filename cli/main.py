@@ -1314,20 +1314,13 @@ def pipeline_cmd(
     if report is not None:
         _writable(report, "pipeline")
     _require("pipeline: needs PySpark (and a Java runtime)", "spark", "pyspark", "pyarrow")
-    from dissector.spark import job, stages_lines, summary_lines
+    from dissector.spark import job, prepass as first_reading, stages_lines, summary_lines
     from dissector.spark.console import Console, Progress, launch_jvm
 
     console = Console()  # the progress line (on a terminal) and the JVM's output, on standard error
     stages = job.Stages()
-    console.status(f"starting Spark on {master}")
-    try:
-        spark = job.session(master, spark_conf, class_archive=True, log_level="warn" if verbose else "error",
-                            launch=functools.partial(launch_jvm, console=console, verbose=verbose))
-        stages.done("spark_start")
-    except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
-        console.clear()
-        typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}", err=True)
-        raise typer.Exit(EXIT_UNREADABLE)
+    # the input's index (and count) read while Spark starts (local mode; a cluster's small input)
+    prepass = first_reading.start(master, files, str(out), options, partitions)
     builder = None
     if report is not None:
         from dissector.output.report import ReportBuilder
@@ -1337,13 +1330,31 @@ def pipeline_cmd(
         def build(records) -> None:
             for rec in records:
                 builder.add(rec)
+    context = None
+    progress = Progress(None, console, str(out), len(files), partitions or 0,
+                        starting=f"starting Spark on {master}", indexing=prepass is not None)
     try:
-        with Progress(spark, console, str(out), len(files), partitions or job.default_partitions(spark)):
-            summary = job.run(spark, inputs, str(out), options=options, partitions=partitions,
-                              records=build if builder is not None else None, stages=stages, with_json=with_json)
+        with progress:
+            try:
+                context = job.start(master, spark_conf, class_archive=True,
+                                    log_level="warn" if verbose else "error",
+                                    launch=functools.partial(launch_jvm, console=console, verbose=verbose))
+                stages.done("spark_start")
+            except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
+                progress.__exit__(None, None, None)
+                typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}",
+                           err=True)
+                raise typer.Exit(EXIT_UNREADABLE)
+            progress.attach(context, partitions or job.default_partitions(context))
+            summary = job.run(context, inputs, str(out), options=options, partitions=partitions,
+                              records=build if builder is not None else None, stages=stages, with_json=with_json,
+                              prepass=prepass)
         console.status("stopping Spark")
     finally:
-        job.stop(spark)
+        if prepass is not None:
+            prepass.cancel()  # a run that failed (or Spark that did not start) before it waited for it
+        if context is not None:
+            job.stop(context)
         console.clear()
     stages.done("spark_stop")
     _write_stages(out, stages.seconds)

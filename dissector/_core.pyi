@@ -433,9 +433,9 @@ class Dissector(Generic[_FrameT, _EventT]):
         """The end of the capture: every connection closed."""
     def count_selected(
         self, reader: CaptureReader[Any], flows: set[int] | frozenset[int], offset: int
-    ) -> tuple[bytes, bytes, bytes]:
+    ) -> tuple[bytes, bytes, bytes, bytes]:
         """The packets of ``flows`` that complete frames or open connections: int64 buffers (packets, frames,
-        connections opened)."""
+        connections opened, each packet's connection's ``flow_key``)."""
     def count_finish(self) -> list[tuple[int, int]]:
         """The end of the capture for its numbers only: (conn, frames) in the order they come."""
     @property

@@ -219,9 +219,26 @@ def test_progress_counts_the_frames_written_while_decoding(tmp_path):
 def test_progress_ignores_the_jobs_of_an_earlier_run_on_the_same_session(tmp_path):
     tracker, progress = _Tracker(), _progress(tmp_path)
     tracker.job("tables", 7, {20: (1, 1)})
-    progress.spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
     progress.console.live = True
     progress._stop.set()  # its thread ends at once: the readings are this test's
     with progress:
+        progress.attach(SimpleNamespace(statusTracker=lambda: tracker), 3)  # Spark up once the run began
         tracker.job("index", 8, {21: (2, 0)})
         assert _counts(progress.line(tracker)) == ("index", 0, 2)
+
+
+def test_progress_while_spark_starts_counts_the_files_the_prepass_indexed(tmp_path):
+    """In local mode the input is indexed while the JVM starts (``prepass.py``): the line says so, then, once
+    Spark is up and no job of it began, the index step's files."""
+    tracker = _Tracker()
+    progress = Progress(None, Console(io.StringIO(), live=False), str(tmp_path), 3, 2,
+                        starting="starting Spark on local[2]", indexing=True)
+    assert re.match(r"starting Spark on local\[2\], files indexed 0/3 \(\d+ s\)$", progress.starting_line())
+    (tmp_path / INDEXED_DIR).mkdir()
+    (tmp_path / INDEXED_DIR / "file-1.arrow").write_bytes(b"rows")
+    assert "files indexed 1/3" in progress.starting_line()
+    assert _counts(progress.line(tracker)) == ("index", 1, 3)  # Spark up, waiting for the prepass
+    tracker.job("decode", 0, {0: (2, 0)})
+    assert _counts(progress.line(tracker)) == ("decode", 0, 2)
+    quiet = Progress(None, Console(io.StringIO(), live=False), str(tmp_path), 3, 2)  # a cluster: no prepass
+    assert quiet.line(tracker) is not None and quiet.starting_line() is None

@@ -23,6 +23,7 @@ import pytest
 from conftest import ORACLE_MISSING
 from dissector.capture.files import open_capture
 from dissector.capture.writer import write_rotated
+from dissector.options import Options
 from dissector.run import analysed_json_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,9 +50,9 @@ def spark():
         pytest.skip(ORACLE_MISSING + "a Java runtime (apt-get install default-jre-headless)")
     from dissector.spark import job
 
-    session = job.session("local[2]")
-    yield session
-    session.stop()
+    context = job.start("local[2]")  # a SparkContext: the job runs RDD tasks only
+    yield context
+    context.stop()
 
 
 def _cli_records(path) -> tuple[list[str], list[dict]]:
@@ -75,10 +76,20 @@ def _cli_event_lines(path) -> list[str]:
     return [line for line in done.stdout.splitlines() if "index" not in json.loads(line)]
 
 
-def _run(spark, inputs, out, partitions=3, with_json=False) -> dict:
-    from dissector.spark import job
+def _run(spark, inputs, out, partitions=3, with_json=False, first_reading="spark") -> dict:
+    """``job.run`` with its index and count made by Spark's tasks (``first_reading="spark"``: a cluster's way)
+    or by the local-mode prepass on the driver's machine (``"prepass"``, as the CLI runs on ``local[N]``)."""
+    from dissector.capture.inputs import expand
+    from dissector.spark import job, prepass
 
-    return job.run(spark, [str(i) for i in inputs], str(out), partitions=partitions, with_json=with_json)
+    inputs = [str(i) for i in inputs]
+    started = None
+    if first_reading == "prepass":
+        started = prepass.start("local[2]", expand(inputs)[0], str(out), Options(), partitions)
+        assert started is not None and started.counted == (partitions > 1)
+    summary = job.run(spark, inputs, str(out), partitions=partitions, with_json=with_json, prepass=started)
+    assert not any(name.startswith("_") for name in os.listdir(out)), "the job's working files are left"
+    return summary
 
 
 def _table(out, name) -> dict:
@@ -220,7 +231,8 @@ def test_frames_and_messages_equal_the_cli(spark, tmp_path, name):
             [events[k][row] for k in ("packet", "type", "time", "conn", "severity", "message")]
 
 
-def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path):
+@pytest.mark.parametrize("first_reading", ["spark", "prepass"])
+def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path, first_reading):
     path = CAPTURES / "11_errors.pcap"  # 14 connections: the cuts fall inside several of them
     pieces_dir = tmp_path / "pieces"
     pieces_dir.mkdir()
@@ -228,10 +240,11 @@ def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path):
     assert len(pieces) == 5
     want_lines, want = _cli_records(path)
     # named in a shuffled order, and as a directory: the files are put in time order; the records' lines kept
-    _run(spark, [pieces[3], pieces[0], pieces[4], pieces[2], pieces[1]], tmp_path / "a", with_json=True)
+    _run(spark, [pieces[3], pieces[0], pieces[4], pieces[2], pieces[1]], tmp_path / "a", with_json=True,
+         first_reading=first_reading)
     assert _frame_lines(tmp_path / "a") == want_lines
     # one partition (every connection read by one task), and more partitions than connections
-    _run(spark, [pieces_dir], tmp_path / "b", partitions=1)
+    _run(spark, [pieces_dir], tmp_path / "b", partitions=1, first_reading=first_reading)
     assert _frame_rows(tmp_path / "b") == _cli_frame_rows(want)
     # one task's events are the CLI's, their lines byte for byte (those with a connection and a severity)
     events = _table(tmp_path / "b", "events")
@@ -244,11 +257,12 @@ def test_rotated_pieces_give_what_the_whole_gives(spark, tmp_path):
     assert sum(files["packets"]) == 239 == sum(1 for _ in open_capture(str(path)))
     ordered = [p for _, p in sorted(zip(files["order"], files["path"]))]
     assert [Path(p).name for p in ordered] == [p.name for p in pieces]
-    _run(spark, [pieces_dir], tmp_path / "c", partitions=20)
+    _run(spark, [pieces_dir], tmp_path / "c", partitions=20, first_reading=first_reading)
     assert _frame_rows(tmp_path / "c") == _cli_frame_rows(want)
 
 
-def test_bad_input_is_rows_not_a_failed_job(spark, tmp_path):
+@pytest.mark.parametrize("first_reading", ["spark", "prepass"])
+def test_bad_input_is_rows_not_a_failed_job(spark, tmp_path, first_reading):
     good = CAPTURES / "09_shared.pcap"
     data = (CAPTURES / "09_failover.pcap").read_bytes()  # recorded at another time: other connections
     truncated = tmp_path / "truncated.pcap"
@@ -258,7 +272,8 @@ def test_bad_input_is_rows_not_a_failed_job(spark, tmp_path):
     empty_gz = tmp_path / "empty.pcap.gz"
     with gzip.open(empty_gz, "wb"):
         pass
-    summary = _run(spark, [good, truncated, garbage, empty_gz, tmp_path / "missing.pcap"], tmp_path / "out")
+    summary = _run(spark, [good, truncated, garbage, empty_gz, tmp_path / "missing.pcap"], tmp_path / "out",
+                   first_reading=first_reading)
     problems = _table(tmp_path / "out", "problems")
     by_file = {}
     for pid, file in zip(problems["id"], problems["file"]):
@@ -274,6 +289,69 @@ def test_bad_input_is_rows_not_a_failed_job(spark, tmp_path):
     # the good file's frames are all there, and those of the truncated one's first half
     frames = _table(tmp_path / "out", "frames")
     assert summary["frames"] == len(frames["index"]) == len(_cli_records(good)[0]) + len(_cli_records(truncated)[0])
+
+
+@pytest.mark.parametrize("master, cores", [("local", 1), ("local[3]", 3), ("local[2,4]", 2), ("local[*]", None),
+                                           ("spark://127.0.0.1:7077", "not local"), ("local-cluster[2,1,1024]", "not local"),
+                                           ("yarn", "not local")])
+def test_local_masters_and_their_cores(master, cores):
+    from dissector.spark.prepass import local_cores
+
+    if cores is None:
+        assert local_cores(master) == len(os.sched_getaffinity(0))
+    elif cores == "not local":
+        assert local_cores(master) is None
+    else:
+        assert local_cores(master) == cores
+
+
+def test_a_cluster_s_driver_reads_first_only_an_input_it_reads_in_the_executors_start(tmp_path, monkeypatch):
+    """On a cluster the prepass runs for an input of at most ``CLUSTER_BYTES`` (counted: the partitions are
+    known once the executors are up); a larger one is indexed and counted by the executors, in parallel."""
+    from dissector.spark import prepass
+
+    files = [str(CAPTURES / "09_shared.pcap")]
+    small = prepass.start("spark://127.0.0.1:7077", files, str(tmp_path / "a"), Options(), None)
+    assert small is not None and small.counted and small.wait()
+    assert (tmp_path / "a" / "_index" / "file-0.arrow").exists()
+    monkeypatch.setattr(prepass, "CLUSTER_BYTES", os.path.getsize(files[0]) - 1)
+    assert prepass.start("spark://127.0.0.1:7077", files, str(tmp_path / "b"), Options(), None) is None
+    local = prepass.start("local[1]", files, str(tmp_path / "c"), Options(), None)  # local: any size; one core
+    assert local is not None and not local.counted and local.wait()
+
+
+def test_a_failed_prepass_leaves_the_first_reading_to_spark(spark, tmp_path):
+    """A prepass that failed (its process ended with an error), or one that read other files than the job's,
+    is not used: Spark's tasks index and count, and the tables are the CLI's still."""
+    from dissector.spark import job, prepass
+
+    path = CAPTURES / "11_errors.pcap"
+    pieces_dir = tmp_path / "pieces"
+    pieces_dir.mkdir()
+    write_rotated(path, pieces_dir, "rotated.pcap", {40, 120})
+    files = sorted(str(p) for p in pieces_dir.iterdir())
+    failed = prepass.Prepass(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]), files,
+                             str(tmp_path / "a"), counted=True)
+    os.makedirs(tmp_path / "a")
+    job.run(spark, [str(pieces_dir)], str(tmp_path / "a"), partitions=3, prepass=failed)
+    want = _cli_frame_rows(_cli_records(path)[1])
+    assert _frame_rows(tmp_path / "a") == want
+    other = prepass.start("local[2]", files[:1], str(tmp_path / "b"), Options(), 3)
+    job.run(spark, [str(pieces_dir)], str(tmp_path / "b"), partitions=3, prepass=other)
+    assert _frame_rows(tmp_path / "b") == want
+
+
+def test_spark_that_cannot_start_is_an_error_and_leaves_no_output(tmp_path):
+    """No Java where JAVA_HOME says: the command says it cannot start Spark (exit 2), and the prepass it began
+    meanwhile is stopped, its files and the output directory it made removed."""
+    pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
+    out = tmp_path / "out"
+    done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "09_shared.pcap"), "--out", str(out), "--master", "local[2]"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "JAVA_HOME": str(tmp_path / "no-java")})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "cannot start Spark on local[2]" in done.stderr
+    assert not out.exists()
 
 
 def test_the_command_line(tmp_path):
@@ -382,7 +460,9 @@ def test_the_command_line_on_a_terminal_shows_its_progress_then_the_stages_and_n
     progress, _, end = shown.rpartition("stages: ")
     drawn = [piece for piece in progress.split("\r") if piece.strip()]
     assert drawn and all("\n" not in piece and len(piece) < 80 for piece in drawn)
-    indexed = [tuple(map(int, m)) for m in re.findall(r"^index: \D*(\d+)/(\d+)", "\n".join(drawn), re.M)]
+    # local mode: the input indexed while Spark starts (the prepass), counted on the line
+    assert drawn[0].startswith("starting Spark on local[1], files indexed ")
+    indexed = [tuple(map(int, m)) for m in re.findall(r"files indexed (\d+)/(\d+)", "\n".join(drawn))]
     assert indexed and all(total == 1 for _, total in indexed), drawn  # one file
     assert re.search(r"\r +\r$", progress)  # the line erased before the stages line
     # none of what Spark and the JVM print as they start: warnings, log4j's notes, the native library, the UI
@@ -615,7 +695,7 @@ def test_workers_start_no_blas_threads(spark):
     def probe(_):
         yield os.environ.get("OPENBLAS_NUM_THREADS")
 
-    assert spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect() == ["1"]
+    assert spark.parallelize([0], 1).mapPartitions(probe).collect() == ["1"]
 
 
 def test_workers_import_pyspark_from_the_installed_package_not_from_spark_s_zip(spark):
@@ -629,7 +709,7 @@ def test_workers_import_pyspark_from_the_installed_package_not_from_spark_s_zip(
 
         yield worker_pyspark.__file__
 
-    (where,) = spark.sparkContext.parallelize([0], 1).mapPartitions(probe).collect()
+    (where,) = spark.parallelize([0], 1).mapPartitions(probe).collect()
     assert ".zip" not in where
     assert os.path.dirname(where) == os.path.dirname(pyspark.__file__)
 
@@ -674,12 +754,12 @@ def test_stopping_does_not_wait_for_the_accumulator_server_s_poll():
 
 def test_local_mode_jvm_compiles_and_collects_cheaply(spark):
     """In local mode the JVM shares the cores with the decoding workers: it runs with only the C1 compiler and
-    the serial collector (job.LOCAL_JAVA_OPTIONS), as the running JVM itself reports."""
-    from dissector.spark.job import LOCAL_JAVA_OPTIONS
+    the serial collector (job.JAVA_OPTIONS), as the running JVM itself reports."""
+    from dissector.spark.job import JAVA_OPTIONS
 
-    jvm = spark.sparkContext._jvm
+    jvm = spark._jvm
     arguments = set(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    assert set(LOCAL_JAVA_OPTIONS.split()) <= arguments
+    assert set(JAVA_OPTIONS.split()) <= arguments
     collectors = {bean.getName() for bean in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()}
     assert collectors == {"Copy", "MarkSweepCompact"}  # the serial collector's young and old generations
 
@@ -692,7 +772,7 @@ def test_the_class_archive_is_made_once_then_mapped_and_a_cut_one_is_made_again(
     if not _java_ok():
         pytest.skip(ORACLE_MISSING + "a Java runtime")
     from dissector.spark.classes import ClassArchive, cache_dir
-    from dissector.spark.job import LOCAL_JAVA_OPTIONS
+    from dissector.spark.job import JAVA_OPTIONS
 
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
     capture = CAPTURES / "01_basic_nonbatched.pcap"
@@ -709,7 +789,7 @@ def test_the_class_archive_is_made_once_then_mapped_and_a_cut_one_is_made_again(
     def archive():
         os.environ["XDG_CACHE_HOME"], saved = env["XDG_CACHE_HOME"], os.environ.get("XDG_CACHE_HOME")
         try:
-            made = ClassArchive(LOCAL_JAVA_OPTIONS)
+            made = ClassArchive(JAVA_OPTIONS)
             assert made.path.parent == cache_dir()
             return made
         finally:
@@ -742,13 +822,13 @@ def test_the_class_archive_is_one_per_spark_installation(tmp_path, monkeypatch):
     if not _java_ok():
         pytest.skip(ORACLE_MISSING + "a Java runtime")
     from dissector.spark.classes import ClassArchive
-    from dissector.spark.job import LOCAL_JAVA_OPTIONS
+    from dissector.spark.job import JAVA_OPTIONS
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    here = ClassArchive(LOCAL_JAVA_OPTIONS).path
-    assert ClassArchive(LOCAL_JAVA_OPTIONS).path == here  # the same installation: the same archive
+    here = ClassArchive(JAVA_OPTIONS).path
+    assert ClassArchive(JAVA_OPTIONS).path == here  # the same installation: the same archive
     monkeypatch.setattr(pyspark, "__file__", str(tmp_path / "other-venv" / "pyspark" / "__init__.py"))
-    elsewhere = ClassArchive(LOCAL_JAVA_OPTIONS).path
+    elsewhere = ClassArchive(JAVA_OPTIONS).path
     assert here is not None and elsewhere is not None and elsewhere != here
 
 
@@ -759,5 +839,4 @@ def test_default_partitions_one_per_core(cores, expected):
 
     from dissector.spark.job import default_partitions
 
-    spark = SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=cores))
-    assert default_partitions(spark) == expected
+    assert default_partitions(SimpleNamespace(defaultParallelism=cores)) == expected

@@ -1,4 +1,4 @@
-"""The local-mode JVM's class archive (AppCDS: the JDK's dynamic archive). Spark loads and verifies thousands of
+"""The driver JVM's class archive (AppCDS: the JDK's dynamic archive). Spark loads and verifies thousands of
 classes as it starts and plans its first queries; a JVM that maps them from an archive an earlier run made
 starts Spark and runs its first queries seconds sooner (docs/SPARK.md has the figures).
 
@@ -7,7 +7,7 @@ half-written archive crashes the next JVM that maps it (a SIGBUS, even with ``-X
 tried), so a JVM writes a file of its own and only one that exited cleanly has its file put in place; a lock
 keeps two first runs from both writing; an archive whose size is not the one it was put in place with is
 removed; and a JVM that cannot start with the archive anyway is started again without it, the archive
-removed (``job.session``)."""
+removed (``job.start``)."""
 from __future__ import annotations
 
 import hashlib

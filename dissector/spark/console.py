@@ -142,7 +142,7 @@ FAILED_START_WAIT_S = 10
 
 
 def launch_jvm(settings: dict[str, str], console: Console, verbose: bool = False) -> JvmOutput | None:
-    """Start Spark's JVM with ``settings`` (``job.session``'s, given to spark-submit as PySpark gives them) and
+    """Start Spark's JVM with ``settings`` (``job.start``'s, given to spark-submit as PySpark gives them) and
     a SparkContext on it, its standard output and error read by a ``JvmOutput`` (returned; None when a JVM runs
     already in this process). The JVM's output goes to standard error: its standard output is ours, where
     ``--json`` writes."""
@@ -208,13 +208,17 @@ def frames_written(directory: str) -> int:
 
 
 class Progress:
-    """The progress line of a run of ``job.run`` on ``spark`` writing under ``out``: a thread reads Spark's
-    status every ``POLL_S`` and shows the current step, what it has done (``files``: the input files indexed;
-    ``partitions``: its tasks done, of the job's partitions), the frames written, the step's seconds. Use as a
-    context manager; nothing happens unless ``console.live``."""
+    """The progress line of a run of ``job.run`` on the SparkContext ``context`` writing under ``out``: a thread
+    reads Spark's status every ``POLL_S`` and shows the current step, what it has done (``files``: the input files
+    indexed; ``partitions``: its tasks done, of the job's partitions), the frames written, the step's seconds.
+    ``context`` None: Spark is starting (``attach`` gives the context once it is up): meanwhile the line says
+    ``starting`` and, with ``indexing`` (the local-mode prepass reads the input meanwhile: ``prepass.py``), the
+    files indexed. Use as a context manager; nothing happens unless ``console.live``."""
 
-    def __init__(self, spark, console: Console, out: str, files: int, partitions: int):
-        self.spark, self.console = spark, console
+    def __init__(self, context, console: Console, out: str, files: int, partitions: int,
+                 starting: str | None = None, indexing: bool = False):
+        self.context, self.console = None, console
+        self.starting, self.indexing = starting, indexing
         self.expected = {"files": files, "partitions": partitions}
         self.progress = os.path.join(out, PROGRESS_DIR)
         self.indexed = os.path.join(out, INDEXED_DIR)
@@ -224,14 +228,25 @@ class Progress:
         self._since = time.monotonic()
         self._before = -1  # jobs up to this id ran before (an earlier run on the same session)
         self._polls_running: dict[int, int] = {}  # a stage's id → the readings that found it running
+        self._given = context
 
     def __enter__(self) -> "Progress":
         if self.console.live:
-            tracker = self.spark.sparkContext.statusTracker()
-            self._before = max((max(tracker.getJobIdsForGroup(name), default=-1) for name in STEPS), default=-1)
+            if self._given is not None:
+                self.attach(self._given, self.expected["partitions"])
             self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
             self._thread.start()
         return self
+
+    def attach(self, context, partitions: int) -> None:
+        """Spark is up: the line follows ``context``'s jobs from now on (not those an earlier run left)."""
+        self.expected["partitions"] = partitions
+        if not self.console.live:
+            return
+        tracker = context.statusTracker()
+        self._before = max((max(tracker.getJobIdsForGroup(name), default=-1) for name in STEPS), default=-1)
+        self._since = time.monotonic()
+        self.context = context  # last: the thread reads Spark from now on
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
@@ -240,15 +255,30 @@ class Progress:
         self.console.clear()
 
     def _run(self) -> None:
-        tracker = self.spark.sparkContext.statusTracker()
+        tracker = None
         while not self._stop.is_set():
             try:
-                line = self.line(tracker)
+                if self.context is None:
+                    line = self.starting_line()
+                else:
+                    tracker = tracker or self.context.statusTracker()
+                    line = self.line(tracker)
             except Exception:  # Spark stopping, a py4j call cut short: the line is only a courtesy
                 line = None
             if line is not None and not self._stop.is_set():
                 self.console.status(line)
             self._stop.wait(POLL_S)
+
+    def _files_indexed(self) -> str:
+        total = self.expected["files"]
+        return f"files indexed {min(files_indexed(self.indexed), total):,}/{total:,}"
+
+    def starting_line(self) -> str | None:
+        """The line while Spark starts (None: nothing to say)."""
+        if self.starting is None:
+            return None
+        text = f"{self.starting}, {self._files_indexed()}" if self.indexing else self.starting
+        return f"{text} ({time.monotonic() - self._since:.0f} s)"
 
     def _stage_tasks(self, tracker, jobs: list[int], want: int) -> tuple[int, int]:
         """(tasks done, tasks) of the step's stage with ``want`` tasks that did its work: with adaptive
@@ -277,8 +307,8 @@ class Progress:
         """The progress line now (None before the first step)."""
         groups = {name: [job for job in tracker.getJobIdsForGroup(name) if job > self._before] for name in STEPS}
         started = [name for name, jobs in groups.items() if jobs]
-        if not started:
-            return None
+        if not started:  # the prepass still indexing, or nothing begun
+            return f"index: {self._files_indexed()} ({time.monotonic() - self._since:.0f} s)" if self.indexing else None
         step = max(started, key=lambda name: max(groups[name]))  # the step of the latest job
         jobs = groups[step]
         if step != self._step:
@@ -286,8 +316,7 @@ class Progress:
         what, unit = STEPS[step]
         text = f"{step}: {what}"
         if unit == "files":
-            total = self.expected[unit]
-            text += f" {min(files_indexed(self.indexed), total):,}/{total:,}"
+            text = f"{step}: {self._files_indexed()}"
         elif unit is not None:
             done, total = self._stage_tasks(tracker, jobs, self.expected[unit])
             text += f" {done:,}/{total:,}"

@@ -1,4 +1,4 @@
-"""The Python workers' daemon (``spark.python.daemon.module``, set by ``job.session``): pyspark's own, started
+"""The Python workers' daemon (``spark.python.daemon.module``, set by ``job.start``): pyspark's own, started
 after one change to where pyspark is imported from.
 
 Spark puts its ``pyspark.zip`` first on the workers' ``PYTHONPATH`` and sets ``PYTHONDONTWRITEBYTECODE``: every

@@ -1,8 +1,10 @@
 """``pulsar-dissect pipeline``: many (and huge) captures dissected on Apache Spark into Parquet tables.
 
-The stages (docs/SPARK.md says why this shape). Packets never pass through Spark, nor rows: three Spark jobs
-of Python tasks (index, count, decode: ``RDD.mapPartitions``, nothing to plan), and the rest on the driver from
-what they give back; each task reads the capture files it needs itself.
+The stages (docs/SPARK.md says why this shape). Packets never pass through Spark, nor rows: at most three
+Spark jobs of Python tasks (index, count, decode: ``RDD.mapPartitions``, nothing to plan), and the rest on the
+driver from what they give back; each task reads the capture files it needs itself. The index and the count
+are read on the driver's machine while Spark starts instead (``prepass.py``: local mode, a cluster's small
+input), when the caller started that reading.
 
 1. index: a task per core, each streaming its share of the capture files once (``tasks.index_files``): a
    file's TCP connections (a key per connection, packets, bytes), its packet count and first time, into a file
@@ -15,6 +17,8 @@ what they give back; each task reads the capture files it needs itself.
    what the end leaves, into files under DIR/_numbering; then the driver (``tasks.number``) merges them in
    packet order into the numbers a run over the whole input would give them (running sums), a file per
    partition. Skipped when one partition has all the work (``needs_numbering``): its order is the input's.
+   After a prepass, its count of every connection at once is numbered and shared out instead
+   (``tasks.number_whole``).
 4. decode (``tasks.decode``): per partition, its work and its numbers: the CLI's pipeline and analysis over
    its connections with those numbers, each frame's record made by the engine straight into the typed Arrow
    tables (frames, messages, the frames' problems, exchanges: each answer with its request), and the events
@@ -42,25 +46,28 @@ LOCAL_DRIVER_MEMORY = "3g"
 #: Rows per Arrow batch handed to a task.
 ARROW_BATCH_ROWS = 65536
 
-#: The JVM's options in local mode, where it shares the machine's cores with the Python workers that decode:
-#: only the C1 compiler (C2 recompiling Spark's generated code took a third of a run's CPU on 2 cores) and the
-#: serial collector (no concurrent marking threads; the heap is a few GiB). On 2 cores they cut a local[2]
-#: run's CPU by a third and its time by a quarter (docs/SPARK.md). ``spark.driver.extraJavaOptions`` replaces
-#: them; a cluster's executors keep their JVM's defaults.
-LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: The options of the JVMs of a job: the driver's in every mode, and a cluster's executors'. Neither does the
+#: job's work (the Python workers decode and write the tables; a JVM carries a task's few rows), and in local
+#: mode the driver's shares the machine's cores with the workers: only the C1 compiler (C2 recompiling Spark's
+#: generated code took a third of a run's CPU on 2 cores) and the serial collector (no concurrent marking
+#: threads). On 2 cores they cut a local[2] run's CPU by a third and its time by a quarter; on a standalone
+#: cluster of two one-core workers, the executors' start and first tasks from 5.7 to 3.6 s (docs/SPARK.md).
+#: ``spark.driver.extraJavaOptions`` and ``spark.executor.extraJavaOptions`` replace them.
+JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-#: The Java system property ``log4j2.properties`` takes Spark's log level from (``session``'s ``log_level``).
+#: The Java system property ``log4j2.properties`` takes Spark's log level from (``start``'s ``log_level``).
 LOG_LEVEL_PROPERTY = "pulsar_dissect.spark_log_level"
 
 #: This process's class archive (``classes.py``), finished by ``stop``.
 _archive = None
 
 
-def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "pulsar-dissect pipeline",
-            class_archive: bool = False, log_level: str = "error", launch=None):
-    """A SparkSession on ``master`` with ``conf``; the executors run this Python (the package and its
-    compiled core must be installed where they run: docs/SPARK.md). ``class_archive``: in local mode, the JVM
+def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "pulsar-dissect pipeline",
+          class_archive: bool = False, log_level: str = "error", launch=None):
+    """A SparkContext on ``master`` with ``conf`` (no SparkSession: the job runs RDD tasks only, and making
+    one initialises Spark SQL, 0.45 s of every run; ``report.py`` makes one when it reads the tables); the executors run this Python (the package and its
+    compiled core must be installed where they run: docs/SPARK.md). ``class_archive``: the driver's JVM
     maps Spark's classes from the archive an earlier run made, or makes it (``classes.py``; ``stop`` ends
     such a session). ``log_level``: what Spark logs (``log4j2.properties``; error, warn, info).
     ``launch``: called with the session's settings before the session is made, to start the JVM itself
@@ -71,7 +78,7 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     local = master.startswith("local")
     if local:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no lookup of this host's name
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf, SparkContext
 
     # the tasks import numpy (through pyarrow), whose OpenBLAS starts a thread per core in every Python worker
     # that spins for nothing (no task does linear algebra): the workers' cores are the tasks'
@@ -82,11 +89,13 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
     conf.setdefault("spark.python.daemon.module", "dissector.spark.daemon")
     log4j = ("-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties")
              + f" -D{LOG_LEVEL_PROPERTY}={log_level}")
-    if local and class_archive and "spark.driver.extraJavaOptions" not in conf:
+    if class_archive and "spark.driver.extraJavaOptions" not in conf:
         from dissector.spark.classes import ClassArchive
 
-        _archive = ClassArchive(LOCAL_JAVA_OPTIONS)
-    conf.setdefault("spark.driver.extraJavaOptions", f"{log4j} {LOCAL_JAVA_OPTIONS}" if local else log4j)
+        _archive = ClassArchive(JAVA_OPTIONS)
+    conf.setdefault("spark.driver.extraJavaOptions", f"{log4j} {JAVA_OPTIONS}")
+    if not local:
+        conf.setdefault("spark.executor.extraJavaOptions", JAVA_OPTIONS)
 
     def start(extra: str):
         settings = {"spark.master": master, "spark.app.name": app,
@@ -102,25 +111,25 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None, app: s
                 value = f"{value} {extra}".strip()
             settings[key] = value
         if launch is not None:
-            launch(settings)
-        return SparkSession.builder.config(map=settings).getOrCreate()
+            launch(settings)  # the context, on a JVM started by the caller
+        return SparkContext.getOrCreate(SparkConf().setAll(settings.items()))
 
     try:
-        spark = start(_archive.options if _archive is not None else "")
+        context = start(_archive.options if _archive is not None else "")
     except Exception:
         if _archive is None or not _archive.used:
             raise
         _archive.discard()  # an archive this JVM cannot map (it did not start): without it, and made again later
-        spark = start("")
-    spark.sparkContext.setLogLevel(log_level.upper())
-    return spark
+        context = start("")
+    context.setLogLevel(log_level.upper())
+    return context
 
 
-def stop(spark) -> None:
-    """Stop a session ``session`` started; a JVM that writes the class archive is waited for."""
+def stop(context) -> None:
+    """Stop a context ``start`` started; a JVM that writes the class archive is waited for."""
     global _archive
-    _stop_accumulator_server(spark.sparkContext)
-    spark.stop()
+    _stop_accumulator_server(context)
+    context.stop()
     if _archive is not None:
         _archive.finish()
         _archive = None
@@ -138,10 +147,10 @@ def _stop_accumulator_server(context) -> None:
     threading.Thread(target=server.shutdown, name="accumulator server stop", daemon=True).start()
 
 
-def step(spark, name: str) -> None:
+def step(context, name: str) -> None:
     """The Spark jobs started from here on belong to the step ``name`` of ``run`` (their job group): the
     progress line (``console.Progress``) finds a step's tasks by it."""
-    spark.sparkContext.setJobGroup(name, f"pulsar-dissect pipeline: {name}")
+    context.setJobGroup(name, f"pulsar-dissect pipeline: {name}")
 
 
 def needs_numbering(work) -> bool:
@@ -152,13 +161,13 @@ def needs_numbering(work) -> bool:
     return sum(1 for _, files in work if files) > 1
 
 
-def default_partitions(spark) -> int:
+def default_partitions(context) -> int:
     """The partitions ``run`` spreads the connections over when not told: one per core Spark has. The count and
     decode stages read each file once per partition (skipping the other partitions' packets), so a further
     partition costs a reading of the input; the connections are dealt to the least loaded partition, largest
     first (``plan.least_loaded``), which balances the cores without spare partitions (on the benchmark's
     rotated set, local[2] with 2 partitions against 4: docs/SPARK.md)."""
-    return max(1, spark.sparkContext.defaultParallelism)
+    return max(1, context.defaultParallelism)
 
 
 class Stages:
@@ -174,13 +183,14 @@ class Stages:
         self._mark = now
 
 
-def run(spark, inputs: list[str], out: str, *, options: Options | None = None, partitions: int | None = None,
-        records=None, stages: Stages | None = None, with_json: bool = False) -> dict:
+def run(context, inputs: list[str], out: str, *, options: Options | None = None, partitions: int | None = None,
+        records=None, stages: Stages | None = None, with_json: bool = False, prepass=None) -> dict:
     """Dissect the captures ``inputs`` names into Parquet tables under ``out`` (frames, messages, exchanges,
-    problems, files) and ``out``/summary.json; returns the summary. ``records`` (``pipeline --report``): called
-    with every record in capture order (``spark.report.records_in_capture_order``) once the tables are written.
-    ``stages``: the seconds of each stage are added to it. ``with_json`` (implied by ``records``): the frames
-    table keeps each record's line as ``--json`` writes it, in a ``json`` column."""
+    problems, files) and ``out``/summary.json on the SparkContext ``context``; returns the summary. ``records``
+    (``pipeline --report``): called with every record in capture order (``spark.report.records_in_capture_order``)
+    once the tables are written. ``stages``: the seconds of each stage are added to it. ``with_json`` (implied by
+    ``records``): the frames table keeps each record's line as ``--json`` writes it, in a ``json`` column.
+    ``prepass`` (``prepass.start``, local mode): the index, and the count if it made one, are its."""
     import pyarrow as pa
 
     from dissector.spark import plan as planning
@@ -190,18 +200,21 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     options = options or Options()
     stages = stages or Stages()
     files, missing = expand(inputs)
-    partitions = partitions or default_partitions(spark)
-    context = spark.sparkContext
-
-    # 1. index: a task per core, each with its share of the files (one item); their rows come back through files
-    # under out (the progress line counts them), read on the driver once
-    step(spark, "index")
+    partitions = partitions or default_partitions(context)
     indexed = os.path.join(os.path.abspath(out), tasks.INDEXED)
-    shutil.rmtree(indexed, ignore_errors=True)
-    os.makedirs(indexed)
-    shares = tasks.deal_files(files, context.defaultParallelism)
-    listed = context.parallelize(shares, len(shares))
-    listed.mapPartitions(functools.partial(tasks.index_files, options=options, into=indexed)).collect()
+    numbering = os.path.join(os.path.abspath(out), tasks.NUMBERING)
+
+    # 1. index: read on the driver's machine while the JVM started (``prepass``), or a task per core, each with
+    # its share of the files (one item); their rows come back through files under out (the progress line counts
+    # them), read on the driver once
+    step(context, "index")
+    prepared = prepass is not None and prepass.files == files and prepass.wait()
+    if not prepared:
+        shutil.rmtree(indexed, ignore_errors=True)
+        os.makedirs(indexed)
+        shares = tasks.deal_files(files, context.defaultParallelism)
+        listed = context.parallelize(shares, len(shares))
+        listed.mapPartitions(functools.partial(tasks.index_files, options=options, into=indexed)).collect()
     index = tasks.read_index(indexed, len(files))
     shutil.rmtree(indexed, ignore_errors=True)
     stages.done("index")
@@ -210,27 +223,33 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     plan = planning.make(index, files, partitions)
     del index
 
-    # 3. count, then number as the whole input would: the tasks leave their numbers in files under out. A
-    # partition's work is its one item (a slot per partition, in order: parallelize slices a list by position)
-    numbering = os.path.join(os.path.abspath(out), tasks.NUMBERING)
-    shutil.rmtree(numbering, ignore_errors=True)
-    os.makedirs(numbering)
+    # 3. count, then number as the whole input would: the numbers are left in files under out. A partition's
+    # work is its one item (a slot per partition, in order: parallelize slices a list by position)
     work = context.parallelize(plan.work, partitions)
-    if needs_numbering(plan.work):
-        step(spark, "count")
+    if needs_numbering(plan.work) and prepared and prepass.counted:
+        # counted whole by the prepass: shared out to the partitions on the driver
+        step(context, "number")
+        tasks.number_whole(numbering, plan.work)
+        stages.done("plan_and_count")
+    elif needs_numbering(plan.work):
+        shutil.rmtree(numbering, ignore_errors=True)
+        os.makedirs(numbering)
+        step(context, "count")
         counted = work.mapPartitions(functools.partial(tasks.count_numbers, options=options,
                                                        into=numbering)).collect()
         stages.done("plan_and_count")
         # merged on the driver, as one task would (a block of each partition's counts at a time)
-        step(spark, "number")
+        step(context, "number")
         slots = pa.RecordBatch.from_pydict({"slot": [slot for slot, _, _ in counted]})
         for _ in tasks.number([slots], into=numbering):
             pass
     else:
+        shutil.rmtree(numbering, ignore_errors=True)
+        os.makedirs(numbering)
         stages.done("plan_and_count")
 
     # 4. decode: each partition's work with its numbers
-    step(spark, "decode")
+    step(context, "decode")
     with_json = with_json or records is not None  # the report reads the records' lines
     write_empty(out, with_json)
     progress = os.path.join(os.path.abspath(out), tasks.PROGRESS)
@@ -244,12 +263,12 @@ def run(spark, inputs: list[str], out: str, *, options: Options | None = None, p
     stages.done("number_and_decode")
 
     # 5. the tables and the summary, on the driver
-    step(spark, "tables")
+    step(context, "tables")
     summary = tables.write(parts, plan.files, plan.notes, missing, out, stages)
     if records is not None:
         from dissector.spark.report import records_in_capture_order
 
-        step(spark, "report")
-        records(records_in_capture_order(spark, out))
+        step(context, "report")
+        records(records_in_capture_order(context, out))
         stages.done("report")
     return summary

@@ -17,9 +17,12 @@ from typing import Iterator
 import orjson
 
 
-def records_in_capture_order(spark, out: str) -> Iterator[dict]:
+def records_in_capture_order(context, out: str) -> Iterator[dict]:
     """Every record of the pipeline's output under ``out`` (its frames and events tables), in the order
-    ``pulsar-dissect --json`` writes them."""
+    ``pulsar-dissect --json`` writes them, read through a SparkSession on ``context`` (the job's SparkContext)."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession(context)
     frames = spark.read.parquet(os.path.join(out, "frames")).select("index", "packet", "json").orderBy("index")
     events = spark.read.parquet(os.path.join(out, "events")).select("packet", "order", "type", "json") \
         .orderBy("packet", "order")

@@ -52,12 +52,17 @@ COUNTED = pa.schema([("slot", pa.int64()), ("packets", pa.int64()), ("finishes",
 #: The directory under the job's ``--out`` where the counting and numbering tasks leave their numbers (a path
 #: every executor reaches, as the tables are; removed at the end of the job). Its files are rows of
 #: little-endian int64, named by kind and partition (``_numbers_file``):
-#:   counts:   p (the packet's number in the whole input), frames it completes, connections it opens; p rising
+#:   counts:   p (the packet's number in the whole input), frames it completes, connections it opens, its
+#:             connection's key; p rising
 #:   ends:     p (the first packet of a connection), frames the end of the input leaves on it
 #:   numbers:  p, frames numbered before its frames, the connection id it opens (-1: none); p rising
 #:   bases:    connection id, frames numbered before what the end leaves on it
 NUMBERING = "_numbering"
-_WIDTH = {"counts": 3, "ends": 2, "numbers": 3, "bases": 2}
+_WIDTH = {"counts": 4, "ends": 2, "numbers": 3, "bases": 2}
+
+#: The slot of a count of every connection at once (``prepass.py``: the whole input on the driver's machine,
+#: in local mode), which ``number_whole`` shares out to the partitions.
+WHOLE = -1
 
 #: Rows of each partition the numbering task merges at a time (its memory: partitions × this × 24 bytes).
 MERGE_ROWS = 1 << 16
@@ -249,17 +254,17 @@ def count_numbers(items, options: Options, into: str):
         with reader:
             try:
                 before = dissector.numbering[1]
-                packets, frames, opened = dissector.count_selected(reader._core, flows, offset)
+                packets, frames, opened, keys = dissector.count_selected(reader._core, flows, offset)
             except (CaptureError, OSError):
                 continue
-        packets, frames, opened = (np.frombuffer(b, "<i8") for b in (packets, frames, opened))
+        packets, frames, opened, keys = (np.frombuffer(b, "<i8") for b in (packets, frames, opened, keys))
         conn = before
         opening = opened > 0  # the few packets that open connections, not every one counted
         for p, n in zip(packets[opening].tolist(), opened[opening].tolist()):
             for _ in range(n):
                 first_packet[conn] = p
                 conn += 1
-        counts.write(packets, frames, opened)
+        counts.write(packets, frames, opened, keys)
     counts.close()
     ends = _NumbersOut(into, "ends", slot)
     finish = dissector.count_finish()
@@ -295,7 +300,7 @@ def number(batches, into: str):
         block, owner = np.concatenate(parts), np.concatenate(owners)
         order = np.argsort(block[:, 0], kind="stable")
         block, owner = block[order], owner[order]
-        packets, frames, opened = block[:, 0], block[:, 1], block[:, 2]
+        packets, frames, opened = block[:, 0], block[:, 1], block[:, 2]  # (the keys: ``number_whole``'s)
         frames_before = frames_so_far + np.cumsum(frames) - frames
         conns = conns_so_far + np.cumsum(opened)
         conn_ids = np.where(opened > 0, conns, -1)
@@ -325,6 +330,46 @@ def number(batches, into: str):
         out.close()
         yield pa.RecordBatch.from_pydict({"slot": [slot], "packets": [outs[slot].rows], "finishes": [out.rows]},
                                          schema=COUNTED)
+
+
+def number_whole(into: str, work) -> None:
+    """The count of every connection at once (slot ``WHOLE``, ``prepass.py``) numbered as ``number`` numbers a
+    run over the whole input, then shared out to the partitions of ``work`` (``plan.Work`` per slot) by each
+    row's connection: the files of numbers ``number`` makes from the partitions' own counts (a partition's
+    connections are counted alike alone or among the others: each is reassembled on its own). Streams the rows
+    (``MERGE_ROWS`` at a time); holds a row per connection."""
+    for _ in number([pa.RecordBatch.from_pydict({"slot": [WHOLE]})], into):
+        pass
+    slot_of_key = {key: slot for slot, files in work for _, _, keys in files for key in keys}
+    keys = np.array(sorted(slot_of_key), np.int64)
+    slots = np.array([slot_of_key[key] for key in keys.tolist()], np.int64)
+    counts, numbers = _numbers(into, "counts", WHOLE), _numbers(into, "numbers", WHOLE)
+    outs = {slot: _NumbersOut(into, "numbers", slot) for slot, files in work if files}
+    slot_of_conn = {}  # a connection's id (the last its first packet opens) → its partition
+    for start in range(0, len(numbers), MERGE_ROWS):
+        rows, counted = numbers[start:start + MERGE_ROWS], counts[start:start + MERGE_ROWS]
+        if len(rows) != len(counted) or (rows[:, 0] != counted[:, 0]).any():  # one slot: ``number`` keeps its order
+            raise ValueError("the numbers are not the count's rows")
+        row_keys = counted[:, 3]
+        found = np.minimum(np.searchsorted(keys, row_keys), max(len(keys) - 1, 0))
+        if not len(keys) or (keys[found] != row_keys).any():
+            raise ValueError("a counted packet of a connection no partition reads")
+        owner = slots[found]
+        opens = rows[:, 2] >= 0
+        slot_of_conn.update(zip(rows[opens, 2].tolist(), owner[opens].tolist()))
+        for slot in np.unique(owner).tolist():
+            mine = owner == slot
+            outs[slot].write(rows[mine, 0], rows[mine, 1], rows[mine, 2])
+    for out in outs.values():
+        out.close()
+    bases = _numbers(into, "bases", WHOLE)
+    owner = np.array([slot_of_conn[conn] for conn in bases[:, 0].tolist()], np.int64)
+    for slot, files in work:
+        if files:
+            out = _NumbersOut(into, "bases", slot)
+            mine = owner == slot
+            out.write(bases[mine, 0], bases[mine, 1])
+            out.close()
 
 
 #: The directory under the job's ``--out`` where each decoding task keeps the count of the frames it has

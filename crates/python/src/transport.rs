@@ -271,16 +271,18 @@ impl Dissector {
 
     /// The packets of `flows` (`flow_key`s) in a file of a larger input (`reader`, a ``CaptureReader``; its
     /// packets numbered from `offset` + 1), for their numbers only: the packets that complete frames or open
-    /// connections, as little-endian int64 buffers (packet numbers, frames, connections opened).
+    /// connections, as little-endian int64 buffers (packet numbers, frames, connections opened, the packet's
+    /// connection's `flow_key`: a count of several partitions' connections at once is shared out by it).
+    #[allow(clippy::type_complexity)]
     fn count_selected<'py>(
         &mut self,
         py: Python<'py>,
         reader: Bound<'py, PyAny>,
         flows: std::collections::HashSet<i64>,
         offset: i64,
-    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let selection = Selection { flows, offset };
-        let (mut packets, mut frames, mut opened) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut packets, mut frames, mut opened, mut keys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (inner, held) = (&mut self.inner, &mut self.held);
         inner.set_count_only(true);
         let counted = selected_segments(&reader, &selection, |segment| {
@@ -292,12 +294,13 @@ impl Dissector {
                 packets.extend_from_slice(&segment.packet_index.to_le_bytes());
                 frames.extend_from_slice(&((after.0 - before.0) as i64).to_le_bytes());
                 opened.extend_from_slice(&((after.1 - before.1) as i64).to_le_bytes());
+                keys.extend_from_slice(&engine::transport::net::flow_key(segment).to_le_bytes());
             }
             Ok(true)
         });
         inner.set_count_only(false);
         counted?;
-        Ok((PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened)))
+        Ok((PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened), PyBytes::new(py, &keys)))
     }
 
     /// End of the capture, for its numbers only: the frames it completes on each connection, in the order
