@@ -320,6 +320,39 @@ def test_a_cluster_s_driver_reads_first_only_an_input_it_reads_in_the_executors_
     assert local is not None and not local.counted and local.wait()
 
 
+def test_the_prepass_reads_once_in_capture_order_and_again_when_its_order_was_not_the_plan_s(spark, tmp_path,
+                                                                                           monkeypatch):
+    """The prepass indexes and counts in one reading, the files in the order of their first packets' times; when
+    that order is not the plan's (a first packet read otherwise than the index reads it), the count is made
+    again in the plan's order: the tables are the CLI's either way."""
+    from dissector.spark import job, prepass, tasks
+
+    path = CAPTURES / "11_errors.pcap"
+    pieces_dir = tmp_path / "pieces"
+    pieces_dir.mkdir()
+    write_rotated(path, pieces_dir, "rotated.pcap", {40, 41, 120, 200})
+    files = sorted(str(p) for p in pieces_dir.iterdir())[::-1]  # named out of order
+    want = _cli_frame_rows(_cli_records(path)[1])
+    assert [files[no] for no in prepass.capture_order(files)] == sorted(files, key=lambda p: (len(p), p))
+    real, recounted = tasks.count_numbers, []
+
+    def count_numbers(*args, **kwargs):
+        recounted.append(1)
+        yield from real(*args, **kwargs)
+
+    monkeypatch.setattr(tasks, "count_numbers", count_numbers)
+    for name, readings in (("in_order", []), ("wrong_order", [1])):
+        if name == "wrong_order":  # the files as named: the reverse of their time order
+            monkeypatch.setattr(prepass, "capture_order", lambda files: list(range(len(files))))
+        out = tmp_path / name
+        os.makedirs(out)
+        prepass.read(files, Options(), str(out / tasks.INDEXED), str(out / tasks.NUMBERING))
+        assert recounted == readings, name
+        done = prepass.Prepass(subprocess.Popen([sys.executable, "-c", "pass"]), files, str(out), counted=True)
+        job.run(spark, files, str(out), partitions=3, prepass=done)
+        assert _frame_rows(out) == want, name
+
+
 def test_a_failed_prepass_leaves_the_first_reading_to_spark(spark, tmp_path):
     """A prepass that failed (its process ended with an error), or one that read other files than the job's,
     is not used: Spark's tasks index and count, and the tables are the CLI's still."""

@@ -208,6 +208,8 @@ def run(context, inputs: list[str], out: str, *, options: Options | None = None,
     # its share of the files (one item); their rows come back through files under out (the progress line counts
     # them), read on the driver once
     step(context, "index")
+    if prepass is not None and prepass.files != files:
+        prepass.cancel()  # another input's: stopped before the index below is written where it writes
     prepared = prepass is not None and prepass.files == files and prepass.wait()
     if not prepared:
         shutil.rmtree(indexed, ignore_errors=True)

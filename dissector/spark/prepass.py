@@ -133,7 +133,10 @@ def _size(files: list[str]) -> int:
 
 
 def read(files: list[str], options: Options, indexed: str, numbering: str | None) -> None:
-    """Index ``files`` into ``indexed``; with ``numbering``, count every connection of them at once there."""
+    """Index ``files`` into ``indexed``; with ``numbering``, count every connection of them at once there, in
+    the same reading: the files in capture order by their first packets' times (``capture_order``), checked
+    against the plan's order once indexed (a file whose first packet read differently: counted again in the
+    plan's order, a second reading)."""
     import shutil
 
     from dissector.spark import plan as planning
@@ -143,12 +146,37 @@ def read(files: list[str], options: Options, indexed: str, numbering: str | None
         if into is not None:
             shutil.rmtree(into, ignore_errors=True)
             os.makedirs(into)
-    for _ in tasks.index_files([list(enumerate(files))], options=options, into=indexed):
-        pass
-    if numbering is not None:
-        whole = planning.make(tasks.read_index(indexed, len(files)), files, 1)
+    if numbering is None:
+        for _ in tasks.index_files([list(enumerate(files))], options=options, into=indexed):
+            pass
+        return
+    read_in = tasks.index_and_count(files, capture_order(files), options, indexed, numbering)
+    whole = planning.make(tasks.read_index(indexed, len(files)), files, 1)
+    planned = [(path, offset) for path, offset in zip(whole.files.column("path").to_pylist(),
+                                                      whole.files.column("offset").to_pylist())]
+    if planned != read_in:
+        shutil.rmtree(numbering)
+        os.makedirs(numbering)
         for _ in tasks.count_numbers([(tasks.WHOLE, whole.work[0][1])], options=options, into=numbering):
             pass
+
+
+def capture_order(files: list[str]) -> list[int]:
+    """The numbers of ``files`` in capture order as the plan orders them (``plan.make``): by their first
+    packet's time, files without one last, then by path."""
+    from dissector.capture.files import open_capture
+
+    def first_time(path: str) -> float | None:
+        try:
+            with open_capture(path) as reader:
+                for packet in reader:
+                    return packet.timestamp
+        except Exception:  # what the index will say of it; a wrong guess only costs the second reading
+            return None
+        return None
+
+    times = [first_time(path) for path in files]
+    return sorted(range(len(files)), key=lambda no: (times[no] is None, times[no] or 0.0, files[no]))
 
 
 def main(arguments_path: str) -> int:

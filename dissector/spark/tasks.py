@@ -157,7 +157,9 @@ def deal_files(files: list[str], tasks: int) -> list[list[tuple[int, str]]]:
     return [sorted(share) for share in dealt]
 
 
-def _index_file(file_no: int, path: str, ports):
+def _index_file(file_no: int, path: str, ports, index=None):
+    """A capture file's rows (``INDEX``); ``index``: reads the open file's index (``flow_index``'s result) in
+    another way (``index_and_count``)."""
     rows = _Rows(INDEX)
     size = None
     try:
@@ -168,7 +170,8 @@ def _index_file(file_no: int, path: str, ports):
         yield rows.batch()
         return
     with reader:
-        (keys, packets, sizes), count, first_time, error = reader._core.flow_index(ports)
+        (keys, packets, sizes), count, first_time, error = (
+            reader._core.flow_index(ports) if index is None else index(reader._core))
         flows = len(keys) // 8
         if flows:
             yield pa.RecordBatch.from_arrays([
@@ -235,6 +238,37 @@ class _NumbersOut:
         os.replace(self.path + ".tmp", self.path)
 
 
+class _Count:
+    """A partition's count (``count_numbers``) as its files come: each file's counted rows into ``into``'s counts
+    file of ``slot``; at the end, what the end of the input leaves per connection (``ends``)."""
+
+    def __init__(self, dissector, into: str, slot: int):
+        self.dissector, self.into, self.slot = dissector, into, slot
+        self.first_packet = {}  # the partition's connection ids → the packet that opened each
+        self.counts = _NumbersOut(into, "counts", slot)
+
+    def add(self, before: int, rows) -> None:
+        """A file's rows (``count_selected``'s buffers); ``before``: the id of the first connection it may open."""
+        packets, frames, opened, keys = (np.frombuffer(b, "<i8") for b in rows)
+        conn = before
+        opening = opened > 0  # the few packets that open connections, not every one counted
+        for p, n in zip(packets[opening].tolist(), opened[opening].tolist()):
+            for _ in range(n):
+                self.first_packet[conn] = p
+                conn += 1
+        self.counts.write(packets, frames, opened, keys)
+
+    def close(self) -> tuple[int, int, int]:
+        """(slot, its counted rows, its ends' rows): the ``COUNTED`` row."""
+        self.counts.close()
+        ends = _NumbersOut(self.into, "ends", self.slot)
+        finish = self.dissector.count_finish()
+        if finish:
+            ends.write([self.first_packet.get(conn, -1) for conn, _ in finish], [frames for _, frames in finish])
+        ends.close()
+        return self.slot, self.counts.rows, ends.rows
+
+
 def count_numbers(items, options: Options, into: str):
     """A partition's work (``_work``) counted: what each packet made (``counts``) and what the end left per
     connection, keyed by that connection's first packet (``ends``), written under ``into``; its slot and the
@@ -245,8 +279,7 @@ def count_numbers(items, options: Options, into: str):
     if slot is None:
         return
     dissector = Dissector(options)._core
-    first_packet = {}  # the partition's connection ids → the packet that opened each
-    counts = _NumbersOut(into, "counts", slot)
+    count = _Count(dissector, into, slot)
     for path, offset, flows in files:
         reader = _open(path)
         if reader is None:
@@ -254,24 +287,46 @@ def count_numbers(items, options: Options, into: str):
         with reader:
             try:
                 before = dissector.numbering[1]
-                packets, frames, opened, keys = dissector.count_selected(reader._core, flows, offset)
+                rows = dissector.count_selected(reader._core, flows, offset)
             except (CaptureError, OSError):
                 continue
-        packets, frames, opened, keys = (np.frombuffer(b, "<i8") for b in (packets, frames, opened, keys))
-        conn = before
-        opening = opened > 0  # the few packets that open connections, not every one counted
-        for p, n in zip(packets[opening].tolist(), opened[opening].tolist()):
-            for _ in range(n):
-                first_packet[conn] = p
-                conn += 1
-        counts.write(packets, frames, opened, keys)
-    counts.close()
-    ends = _NumbersOut(into, "ends", slot)
-    finish = dissector.count_finish()
-    if finish:
-        ends.write([first_packet.get(conn, -1) for conn, _ in finish], [frames for _, frames in finish])
-    ends.close()
-    yield slot, counts.rows, ends.rows
+        count.add(before, rows)
+    yield count.close()
+
+
+def index_and_count(files: list[str], order: list[int], options: Options, indexed: str, numbering: str) -> list:
+    """``files`` indexed as ``index_files`` indexes them, into ``indexed``, and in the same reading every
+    connection counted at once as ``count_numbers`` counts a partition's (slot ``WHOLE``, into ``numbering``):
+    the files read in ``order`` (their numbers: the capture's order, as the plan will find it), each file's
+    packets numbered from the packets of the files before it. Returns the (path, offset) of each file read, in
+    that order, for the caller to check against the plan's."""
+    from dissector.pipeline import Dissector
+
+    ports = _ports(options)
+    dissector = Dissector(options)._core
+    count = _Count(dissector, numbering, WHOLE)
+    read = []
+    offset = packets = 0
+
+    def counted(core):
+        nonlocal packets
+        before = dissector.numbering[1]
+        index, rows = dissector.count_indexed(core, ports, offset)
+        count.add(before, rows)
+        packets = index[1]
+        return index
+
+    for file_no in order:
+        path, packets = files[file_no], 0  # a file that cannot be opened has none
+        target = indexed_file(indexed, file_no)
+        with pa.OSFile(target + ".tmp", "wb") as sink, pa.ipc.new_stream(sink, INDEX) as stream:
+            for batch in _index_file(file_no, path, ports, index=counted):
+                stream.write_batch(batch)
+        os.replace(target + ".tmp", target)
+        read.append((path, offset))
+        offset += packets
+    count.close()
+    return read
 
 
 def number(batches, into: str):

@@ -185,6 +185,63 @@ pub struct Selection {
     pub offset: i64,
 }
 
+/// A file's index (`flow_index`): its connections, the packets read, the first one's time, the error that
+/// stopped the reading.
+pub struct FileIndex {
+    flows: FlowIndex,
+    read: u64,
+    first_time: Option<f64>,
+    error: Option<String>,
+}
+
+impl FileIndex {
+    #[allow(clippy::type_complexity)]
+    pub fn into_py(
+        self,
+        py: Python<'_>,
+    ) -> ((Bound<'_, PyBytes>, Bound<'_, PyBytes>, Bound<'_, PyBytes>), u64, Option<f64>, Option<String>) {
+        let buffers = (
+            PyBytes::new(py, &int64_buffer(&self.flows.keys)),
+            PyBytes::new(py, &int64_buffer(&self.flows.packets)),
+            PyBytes::new(py, &int64_buffer(&self.flows.bytes)),
+        );
+        (buffers, self.read, self.first_time, self.error)
+    }
+}
+
+/// The rest of the file `reader` indexed (`flow_index`), each TCP segment on `ports` (any port when None),
+/// numbered `offset` + its number in the file, given to `each` as it is indexed: one reading for the
+/// `pipeline`'s index and its count (`count_indexed`).
+pub fn index_segments(
+    py: Python<'_>,
+    reader: &mut PyCaptureReader,
+    ports: Option<&std::collections::HashSet<u16>>,
+    offset: i64,
+    mut each: impl FnMut(&Segment<'_>) -> PyResult<()>,
+) -> PyResult<FileIndex> {
+    let mut index = FileIndex { flows: FlowIndex::default(), read: 0, first_time: None, error: None };
+    loop {
+        let packet = match reader.reader.next_packet() {
+            Ok(Some(packet)) => packet,
+            Ok(None) => break,
+            Err(raised) => {
+                index.error = Some(python_error_text(py, python_error(raised.0))?);
+                break;
+            }
+        };
+        index.read += 1;
+        index.first_time.get_or_insert(packet.timestamp);
+        let Some(segment) = packet_segment(&reader.reader, &packet, offset) else { continue };
+        let data_len = reader.reader.data(&packet).len();
+        if ports.is_some_and(|p| !p.contains(&segment.src_port) && !p.contains(&segment.dst_port)) {
+            continue;
+        }
+        index.flows.add(engine::transport::net::flow_key(&segment), data_len);
+        each(&segment)?;
+    }
+    Ok(index)
+}
+
 /// A packet's TCP segment (None: not TCP), the packet numbered `offset` + its number in the file.
 fn packet_segment<'r>(reader: &'r Reader, packet: &engine::capture::Packet, offset: i64) -> Option<Segment<'r>> {
     let linktype = u32::try_from(packet.linktype).unwrap_or(u32::MAX); // -1: a short interface block, no link type
@@ -306,32 +363,8 @@ impl PyCaptureReader {
         ports: Option<std::collections::HashSet<u16>>,
     ) -> PyResult<((Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>), u64, Option<f64>, Option<String>)>
     {
-        let mut flows = FlowIndex::default();
-        let (mut read, mut first_time, mut error) = (0u64, None, None);
-        loop {
-            let packet = match self.reader.next_packet() {
-                Ok(Some(packet)) => packet,
-                Ok(None) => break,
-                Err(raised) => {
-                    error = Some(python_error_text(py, python_error(raised.0))?);
-                    break;
-                }
-            };
-            read += 1;
-            first_time.get_or_insert(packet.timestamp);
-            let Some(segment) = packet_segment(&self.reader, &packet, 0) else { continue };
-            let data_len = self.reader.data(&packet).len();
-            if ports.as_ref().is_some_and(|p| !p.contains(&segment.src_port) && !p.contains(&segment.dst_port)) {
-                continue;
-            }
-            flows.add(engine::transport::net::flow_key(&segment), data_len);
-        }
-        let buffers = (
-            PyBytes::new(py, &int64_buffer(&flows.keys)),
-            PyBytes::new(py, &int64_buffer(&flows.packets)),
-            PyBytes::new(py, &int64_buffer(&flows.bytes)),
-        );
-        Ok((buffers, read, first_time, error))
+        let indexed = index_segments(py, self, ports.as_ref(), 0, |_| Ok(()))?;
+        Ok(indexed.into_py(py))
     }
 
     /// Stop reading; a file opened here is closed.

@@ -3,7 +3,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use crate::capture::{read_batch, selected_segments, FileStage, Selection};
+use crate::capture::{index_segments, read_batch, selected_segments, FileStage, PyCaptureReader, Selection};
 use crate::pipeline::{Classes, Made, OtherTraffic, Pipeline};
 use crate::protocol::{Protocol, PythonDecoding};
 use engine::budget::MemoryBudget;
@@ -301,6 +301,44 @@ impl Dissector {
         inner.set_count_only(false);
         counted?;
         Ok((PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened), PyBytes::new(py, &keys)))
+    }
+
+    /// A file of a larger input (`reader`) read once for its index and its numbers (the `pipeline`'s prepass:
+    /// `dissector/spark/prepass.py`): `CaptureReader.flow_index(ports)`'s index, every connection it indexes
+    /// counted as `count_selected` counts them (its packets numbered from `offset` + 1).
+    #[allow(clippy::type_complexity)]
+    fn count_indexed<'py>(
+        &mut self,
+        py: Python<'py>,
+        reader: Bound<'py, PyAny>,
+        ports: Option<std::collections::HashSet<u16>>,
+        offset: i64,
+    ) -> PyResult<(
+        ((Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>), u64, Option<f64>, Option<String>),
+        (Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>),
+    )> {
+        let reader = reader.cast::<PyCaptureReader>()?;
+        let mut reader = reader.try_borrow_mut()?;
+        let (mut packets, mut frames, mut opened, mut keys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (inner, held) = (&mut self.inner, &mut self.held);
+        inner.set_count_only(true);
+        let indexed = index_segments(py, &mut reader, ports.as_ref(), offset, |segment| {
+            let before = inner.numbering();
+            inner.feed_segment(py, segment, held)?;
+            held.clear();
+            let after = inner.numbering();
+            if after != before {
+                packets.extend_from_slice(&segment.packet_index.to_le_bytes());
+                frames.extend_from_slice(&((after.0 - before.0) as i64).to_le_bytes());
+                opened.extend_from_slice(&((after.1 - before.1) as i64).to_le_bytes());
+                keys.extend_from_slice(&engine::transport::net::flow_key(segment).to_le_bytes());
+            }
+            Ok(())
+        });
+        inner.set_count_only(false);
+        let counts =
+            (PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened), PyBytes::new(py, &keys));
+        Ok((indexed?.into_py(py), counts))
     }
 
     /// End of the capture, for its numbers only: the frames it completes on each connection, in the order
