@@ -134,6 +134,48 @@ pub fn other_tcp_rows<'py>(py: Python<'py>, other: &OtherTraffic, most: usize) -
 }
 
 /// The pipeline: packets in, ``model.Frame`` and ``model.Event`` out, in capture order.
+/// What a count (`count_selected`, `count_indexed`) found: a row per packet that completed frames or opened
+/// connections (its number, the frames, the connections, its connection's `flow_key`), as int64 buffers.
+#[derive(Default)]
+struct CountedRows {
+    packets: Vec<u8>,
+    frames: Vec<u8>,
+    opened: Vec<u8>,
+    keys: Vec<u8>,
+}
+
+impl CountedRows {
+    /// `segment` through the counting pipeline (`set_count_only`), its row if it made one.
+    fn count(
+        &mut self,
+        py: Python<'_>,
+        inner: &mut Pipeline,
+        held: &mut Vec<Made>,
+        segment: &Segment<'_>,
+    ) -> PyResult<()> {
+        let before = inner.numbering();
+        inner.feed_segment(py, segment, held)?;
+        held.clear();
+        let after = inner.numbering();
+        if after != before {
+            self.packets.extend_from_slice(&segment.packet_index.to_le_bytes());
+            self.frames.extend_from_slice(&((after.0 - before.0) as i64).to_le_bytes());
+            self.opened.extend_from_slice(&((after.1 - before.1) as i64).to_le_bytes());
+            self.keys.extend_from_slice(&engine::transport::net::flow_key(segment).to_le_bytes());
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn into_py(
+        self,
+        py: Python<'_>,
+    ) -> (Bound<'_, PyBytes>, Bound<'_, PyBytes>, Bound<'_, PyBytes>, Bound<'_, PyBytes>) {
+        let buffer = |bytes: &[u8]| PyBytes::new(py, bytes);
+        (buffer(&self.packets), buffer(&self.frames), buffer(&self.opened), buffer(&self.keys))
+    }
+}
+
 #[pyclass(unsendable, module = "dissector._core")]
 pub struct Dissector {
     inner: Pipeline,
@@ -282,25 +324,16 @@ impl Dissector {
         offset: i64,
     ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let selection = Selection { flows, offset };
-        let (mut packets, mut frames, mut opened, mut keys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut rows = CountedRows::default();
         let (inner, held) = (&mut self.inner, &mut self.held);
         inner.set_count_only(true);
         let counted = selected_segments(&reader, &selection, |segment| {
-            let before = inner.numbering();
-            inner.feed_segment(py, segment, held)?;
-            held.clear();
-            let after = inner.numbering();
-            if after != before {
-                packets.extend_from_slice(&segment.packet_index.to_le_bytes());
-                frames.extend_from_slice(&((after.0 - before.0) as i64).to_le_bytes());
-                opened.extend_from_slice(&((after.1 - before.1) as i64).to_le_bytes());
-                keys.extend_from_slice(&engine::transport::net::flow_key(segment).to_le_bytes());
-            }
+            rows.count(py, inner, held, segment)?;
             Ok(true)
         });
         inner.set_count_only(false);
         counted?;
-        Ok((PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened), PyBytes::new(py, &keys)))
+        Ok(rows.into_py(py))
     }
 
     /// A file of a larger input (`reader`) read once for its index and its numbers (the `pipeline`'s prepass:
@@ -319,26 +352,13 @@ impl Dissector {
     )> {
         let reader = reader.cast::<PyCaptureReader>()?;
         let mut reader = reader.try_borrow_mut()?;
-        let (mut packets, mut frames, mut opened, mut keys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut rows = CountedRows::default();
         let (inner, held) = (&mut self.inner, &mut self.held);
         inner.set_count_only(true);
-        let indexed = index_segments(py, &mut reader, ports.as_ref(), offset, |segment| {
-            let before = inner.numbering();
-            inner.feed_segment(py, segment, held)?;
-            held.clear();
-            let after = inner.numbering();
-            if after != before {
-                packets.extend_from_slice(&segment.packet_index.to_le_bytes());
-                frames.extend_from_slice(&((after.0 - before.0) as i64).to_le_bytes());
-                opened.extend_from_slice(&((after.1 - before.1) as i64).to_le_bytes());
-                keys.extend_from_slice(&engine::transport::net::flow_key(segment).to_le_bytes());
-            }
-            Ok(())
-        });
+        let indexed =
+            index_segments(py, &mut reader, ports.as_ref(), offset, |segment| rows.count(py, inner, held, segment));
         inner.set_count_only(false);
-        let counts =
-            (PyBytes::new(py, &packets), PyBytes::new(py, &frames), PyBytes::new(py, &opened), PyBytes::new(py, &keys));
-        Ok((indexed?.into_py(py), counts))
+        Ok((indexed?.into_py(py), rows.into_py(py)))
     }
 
     /// End of the capture, for its numbers only: the frames it completes on each connection, in the order
