@@ -436,6 +436,12 @@ class Dissector(Generic[_FrameT, _EventT]):
     ) -> tuple[bytes, bytes, bytes, bytes]:
         """The packets of ``flows`` that complete frames or open connections: int64 buffers (packets, frames,
         connections opened, each packet's connection's ``flow_key``)."""
+    def count_indexed(
+        self, reader: CaptureReader[Any], ports: set[int] | frozenset[int] | None, offset: int
+    ) -> tuple[tuple[tuple[bytes, bytes, bytes], int, float | None, str | None], tuple[bytes, bytes, bytes, bytes]]:
+        """The rest of ``reader`` indexed as ``CaptureReader.flow_index(ports)`` indexes it, and in the same
+        reading every connection it indexes counted as ``count_selected`` counts (packets numbered from
+        ``offset`` + 1): (the index, the count's buffers)."""
     def count_finish(self) -> list[tuple[int, int]]:
         """The end of the capture for its numbers only: (conn, frames) in the order they come."""
     @property
