@@ -210,7 +210,8 @@ def run(context, inputs: list[str], out: str, *, options: Options | None = None,
     step(context, "index")
     if prepass is not None and prepass.files != files:
         prepass.cancel()  # another input's: stopped before the index below is written where it writes
-    prepared = prepass is not None and prepass.files == files and prepass.wait()
+        prepass = None
+    prepared = prepass is not None and prepass.wait()
     if not prepared:
         shutil.rmtree(indexed, ignore_errors=True)
         os.makedirs(indexed)
@@ -228,14 +229,16 @@ def run(context, inputs: list[str], out: str, *, options: Options | None = None,
     # 3. count, then number as the whole input would: the numbers are left in files under out. A partition's
     # work is its one item (a slot per partition, in order: parallelize slices a list by position)
     work = context.parallelize(plan.work, partitions)
-    if needs_numbering(plan.work) and prepared and prepass.counted:
+    counted_whole = prepared and prepass.counted
+    if not counted_whole:
+        shutil.rmtree(numbering, ignore_errors=True)
+        os.makedirs(numbering)
+    if needs_numbering(plan.work) and counted_whole:
         # counted whole by the prepass: shared out to the partitions on the driver
         step(context, "number")
         tasks.number_whole(numbering, plan.work)
         stages.done("plan_and_count")
     elif needs_numbering(plan.work):
-        shutil.rmtree(numbering, ignore_errors=True)
-        os.makedirs(numbering)
         step(context, "count")
         counted = work.mapPartitions(functools.partial(tasks.count_numbers, options=options,
                                                        into=numbering)).collect()
@@ -246,8 +249,6 @@ def run(context, inputs: list[str], out: str, *, options: Options | None = None,
         for _ in tasks.number([slots], into=numbering):
             pass
     else:
-        shutil.rmtree(numbering, ignore_errors=True)
-        os.makedirs(numbering)
         stages.done("plan_and_count")
 
     # 4. decode: each partition's work with its numbers

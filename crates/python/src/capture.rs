@@ -210,14 +210,14 @@ impl FileIndex {
 }
 
 /// The rest of the file `reader` indexed (`flow_index`), each TCP segment on `ports` (any port when None),
-/// numbered `offset` + its number in the file, given to `each` as it is indexed: one reading for the
+/// numbered `offset` + its number in the file, given to `each` with its `flow_key` as it is indexed: one reading for the
 /// `pipeline`'s index and its count (`count_indexed`).
 pub fn index_segments(
     py: Python<'_>,
     reader: &mut PyCaptureReader,
     ports: Option<&std::collections::HashSet<u16>>,
     offset: i64,
-    mut each: impl FnMut(&Segment<'_>) -> PyResult<()>,
+    mut each: impl FnMut(&Segment<'_>, i64) -> PyResult<()>,
 ) -> PyResult<FileIndex> {
     let mut index = FileIndex { flows: FlowIndex::default(), read: 0, first_time: None, error: None };
     loop {
@@ -236,8 +236,9 @@ pub fn index_segments(
         if ports.is_some_and(|p| !p.contains(&segment.src_port) && !p.contains(&segment.dst_port)) {
             continue;
         }
-        index.flows.add(engine::transport::net::flow_key(&segment), data_len);
-        each(&segment)?;
+        let key = engine::transport::net::flow_key(&segment);
+        index.flows.add(key, data_len);
+        each(&segment, key)?;
     }
     Ok(index)
 }
@@ -251,12 +252,13 @@ fn packet_segment<'r>(reader: &'r Reader, packet: &engine::capture::Packet, offs
 }
 
 /// Calls `each` with the TCP segments of the selection's connections in `reader`, numbered in the whole
-/// input, until `each` says to stop (false) or the file ends; returns whether it ended. Nothing else of the
+/// input, and their connection's `flow_key`, until `each` says to stop (false) or the file ends; returns
+/// whether it ended. Nothing else of the
 /// file is told (its notes, how it ended: the `pipeline` reads those once, `flow_index`).
 pub fn selected_segments(
     reader: &Bound<'_, PyAny>,
     selection: &Selection,
-    mut each: impl FnMut(&Segment<'_>) -> PyResult<bool>,
+    mut each: impl FnMut(&Segment<'_>, i64) -> PyResult<bool>,
 ) -> PyResult<bool> {
     let reader = reader.cast::<PyCaptureReader>()?;
     let mut reader = reader.try_borrow_mut()?;
@@ -270,7 +272,8 @@ pub fn selected_segments(
             }
         };
         let Some(segment) = packet_segment(&reader.reader, &packet, selection.offset) else { continue };
-        if selection.flows.contains(&engine::transport::net::flow_key(&segment)) && !each(&segment)? {
+        let key = engine::transport::net::flow_key(&segment);
+        if selection.flows.contains(&key) && !each(&segment, key)? {
             return Ok(false);
         }
     }
@@ -294,7 +297,7 @@ pub fn read_selected<'py, S: FileStage>(
     }
     let out = PyList::empty(py);
     let mut read = 0;
-    let result = selected_segments(reader, selection, |segment| {
+    let result = selected_segments(reader, selection, |segment, _| {
         read += segment.payload.len();
         stage.before_packet(segment.packet_index);
         stage.feed_held(py, segment)?;
@@ -363,7 +366,7 @@ impl PyCaptureReader {
         ports: Option<std::collections::HashSet<u16>>,
     ) -> PyResult<((Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>), u64, Option<f64>, Option<String>)>
     {
-        let indexed = index_segments(py, self, ports.as_ref(), 0, |_| Ok(()))?;
+        let indexed = index_segments(py, self, ports.as_ref(), 0, |_, _| Ok(()))?;
         Ok(indexed.into_py(py))
     }
 

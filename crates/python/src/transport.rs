@@ -145,13 +145,15 @@ struct CountedRows {
 }
 
 impl CountedRows {
-    /// `segment` through the counting pipeline (`set_count_only`), its row if it made one.
+    /// `segment` (of the connection `key`) through the counting pipeline (`set_count_only`), its row if it
+    /// made one.
     fn count(
         &mut self,
         py: Python<'_>,
         inner: &mut Pipeline,
         held: &mut Vec<Made>,
         segment: &Segment<'_>,
+        key: i64,
     ) -> PyResult<()> {
         let before = inner.numbering();
         inner.feed_segment(py, segment, held)?;
@@ -161,7 +163,7 @@ impl CountedRows {
             self.packets.extend_from_slice(&segment.packet_index.to_le_bytes());
             self.frames.extend_from_slice(&((after.0 - before.0) as i64).to_le_bytes());
             self.opened.extend_from_slice(&((after.1 - before.1) as i64).to_le_bytes());
-            self.keys.extend_from_slice(&engine::transport::net::flow_key(segment).to_le_bytes());
+            self.keys.extend_from_slice(&key.to_le_bytes());
         }
         Ok(())
     }
@@ -327,8 +329,8 @@ impl Dissector {
         let mut rows = CountedRows::default();
         let (inner, held) = (&mut self.inner, &mut self.held);
         inner.set_count_only(true);
-        let counted = selected_segments(&reader, &selection, |segment| {
-            rows.count(py, inner, held, segment)?;
+        let counted = selected_segments(&reader, &selection, |segment, key| {
+            rows.count(py, inner, held, segment, key)?;
             Ok(true)
         });
         inner.set_count_only(false);
@@ -355,8 +357,9 @@ impl Dissector {
         let mut rows = CountedRows::default();
         let (inner, held) = (&mut self.inner, &mut self.held);
         inner.set_count_only(true);
-        let indexed =
-            index_segments(py, &mut reader, ports.as_ref(), offset, |segment| rows.count(py, inner, held, segment));
+        let indexed = index_segments(py, &mut reader, ports.as_ref(), offset, |segment, key| {
+            rows.count(py, inner, held, segment, key)
+        });
         inner.set_count_only(false);
         Ok((indexed?.into_py(py), rows.into_py(py)))
     }
