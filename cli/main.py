@@ -1357,6 +1357,10 @@ def pipeline_cmd(
             job.stop(context)
         console.clear()
     stages.done("spark_stop")
+    if prepass is not None and prepass.failed:  # the tables are whole; only the time it would have saved is lost
+        typer.echo(f"pulsar-dissect pipeline: warning: the reading of the input while Spark started failed "
+                   f"(its output: {Path(out) / first_reading.LOG}); Spark's tasks indexed and counted it instead",
+                   err=True)
     _write_stages(out, stages.seconds)
     if builder is not None:
         name = Path(files[0]).name if len(files) == 1 else f"{Path(files[0]).name} and {len(files) - 1} more"

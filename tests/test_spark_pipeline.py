@@ -374,6 +374,33 @@ def test_a_failed_prepass_leaves_the_first_reading_to_spark(spark, tmp_path):
     assert _frame_rows(tmp_path / "b") == want
 
 
+def test_the_command_says_when_its_first_reading_failed(tmp_path):
+    """A prepass that fails is replaced by Spark's stages (the tables are whole), and the command says so on
+    standard error, naming the log it kept; a run whose prepass worked says nothing and keeps no log."""
+    pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime")
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    # run by every Python started with this path: only the prepass's process ends at once, with an error
+    (hook / "sitecustomize.py").write_text(
+        "import sys\nif 'dissector.spark.prepass' in getattr(sys, 'orig_argv', []):\n    raise SystemExit(3)\n")
+    capture = CAPTURES / "11_errors.pcap"
+    runs = {}
+    for name, env in (("failed", {**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(hook), os.environ.get("PYTHONPATH")]))}), ("worked", dict(os.environ))):
+        out = tmp_path / name
+        runs[name] = subprocess.run(CLI + ["pipeline", str(capture), "--out", str(out), "--master", "local[2]",
+                                           "--json"], capture_output=True, text=True, timeout=600, env=env)
+        assert runs[name].returncode == 0, runs[name].stderr[-3000:]
+    log = tmp_path / "failed" / "_prepass.log"
+    assert log.is_file() and str(log) in runs["failed"].stderr
+    assert runs["worked"].stderr == "" and not (tmp_path / "worked" / "_prepass.log").exists()
+    want = _cli_frame_rows(_cli_records(capture)[1])
+    assert _frame_rows(tmp_path / "failed") == want == _frame_rows(tmp_path / "worked")
+    assert json.loads(runs["failed"].stdout)["frames"] == json.loads(runs["worked"].stdout)["frames"] == len(want)
+
+
 def test_spark_that_cannot_start_is_an_error_and_leaves_no_output(tmp_path):
     """No Java where JAVA_HOME says: the command says it cannot start Spark (exit 2), and the prepass it began
     meanwhile is stopped, its files and the output directory it made removed."""

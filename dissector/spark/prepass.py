@@ -58,12 +58,13 @@ class Prepass:
         self.process, self.files, self.out, self.counted = process, files, out, counted
         self.made_out = made_out  # ``out`` did not exist before: a job that never ran leaves none
         self.waited = False
+        self.failed = False  # waited for, and it ended with an error: its log stays for the user to read
 
     def wait(self) -> bool:
         """Whether the index (and, if ``counted``, the count of the whole input) is written; False when the
         process failed (the job makes them in Spark instead: what it said stays in DIR/_prepass.log)."""
         done = self.process.wait() == 0
-        self.waited = True
+        self.waited, self.failed = True, not done
         for name in (ARGUMENTS, LOG) if done else (ARGUMENTS,):
             try:
                 os.remove(os.path.join(self.out, name))
