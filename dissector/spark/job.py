@@ -56,9 +56,6 @@ ARROW_BATCH_ROWS = 65536
 JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-#: The environment of the Python workers that keeps the freed pages of the engine's allocator (``start``).
-KEEP_FREED_PAGES = ("MIMALLOC_PURGE_DELAY", "-1")
-
 #: The Java system property ``log4j2.properties`` takes Spark's log level from (``start``'s ``log_level``).
 LOG_LEVEL_PROPERTY = "pulsar_dissect.spark_log_level"
 
@@ -88,11 +85,6 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     conf = dict(conf or {})
     conf.setdefault("spark.executorEnv.OPENBLAS_NUM_THREADS", "1")
-    # a decoding task frees its tables' buffers at every chunk it writes and fills new ones: the engine's
-    # allocator (mimalloc) returning those pages to the system 10 ms after (its default) had the next chunk
-    # fault them in again, 4 % of a task's time (measured); kept, the worker's memory stays at its peak
-    os.environ.setdefault(KEEP_FREED_PAGES[0], KEEP_FREED_PAGES[1])
-    conf.setdefault(f"spark.executorEnv.{KEEP_FREED_PAGES[0]}", KEEP_FREED_PAGES[1])
     # the workers' daemon imports pyspark from the installed package, not from Spark's zip (``daemon.py``)
     conf.setdefault("spark.python.daemon.module", "dissector.spark.daemon")
     log4j = ("-Dlog4j2.configurationFile=file:" + os.path.join(os.path.dirname(__file__), "log4j2.properties")
