@@ -11,9 +11,10 @@ started afresh for each row; the driver runs here in client mode (`--master spar
 the workers' JVMs (`spark.executor.cores=1`, `spark.executor.memory` as given). Each row is a fresh
 `pulsar-dissect pipeline` process, the JVM's start included. Printed: seconds (median), frames, and the
 two-worker speed-up, of the whole command and of the decoding stage alone. `--executor-archive`: the executors
-map a class archive (AppCDS) that a first one-worker job's executor wrote as it exited (docs/SPARK.md, "What an
-executor needs": an operator's option, which the job cannot set up on machines it does not own). Not a test: on a machine of two cores the driver, the master and two executors share
-them; compare within one run. Results also go to benchmarks/out/spark_cluster.json.
+map a class archive (AppCDS) that a first one-worker job's executor wrote as it exited (docs/SPARK.md, "Running
+on a cluster": an operator's option, which the job cannot set up on machines it does not own). Not a test: on
+a machine of two cores the driver, the master and two executors share them; compare within one run. Results
+also go to benchmarks/out/spark_cluster.json.
 """
 from __future__ import annotations
 
@@ -145,14 +146,14 @@ def executor_archive(memory: str) -> str:
     logs = OUT / "spark_cluster_logs" / "archive"
     with Cluster(1, memory, logs) as url:
         run_pipeline(url, captures, out, memory, f"{JAVA_OPTIONS} -XX:ArchiveClassesAtExit={writing} {QUIET}")
-        # the worker stops the executor once the job ended (SIGTERM: the JVM writes the archive as it exits); a
-        # worker stopped first would leave it half written
+        # the worker stops the executor once the job ended (SIGTERM: the JVM writes the archive as it exits); the
+        # worker stopped first left no file in a trial (and a kill while it writes would leave half of one)
         deadline = time.monotonic() + 120
         while ("finished with state" not in (logs / "worker0.log").read_text(errors="replace")
                and time.monotonic() < deadline):
             time.sleep(0.2)
     shutil.rmtree(out, ignore_errors=True)
-    command = _executor_command(Cluster(1, memory, OUT).home)
+    command = _executor_command(os.path.dirname(pyspark.__file__))  # the workers' Spark (``Cluster.home``)
     classpath = command[command.index("-cp") + 1] if command and "-cp" in command else None
     if classpath is None or not writing.exists():
         raise SystemExit("--executor-archive: the executor wrote no class archive")
