@@ -1358,12 +1358,9 @@ def pipeline_cmd(
         console.clear()
     stages.done("spark_stop")
     if prepass is not None and prepass.failed:  # the tables are whole; only the time it would have saved is lost
-        import textwrap
-
-        typer.echo(textwrap.fill(f"pulsar-dissect pipeline: warning: the first reading of the input failed (its "
-                                 f"output: {Path(out) / first_reading.LOG}); Spark's tasks read it again, and the "
-                                 f"tables are whole", 80, subsequent_indent="  ", break_long_words=False,
-                                 break_on_hyphens=False), err=True)
+        typer.echo(_folded(f"pulsar-dissect pipeline: warning: the first reading of the input failed (its output: "
+                           f"{Path(out) / first_reading.LOG}); Spark's tasks read it again, and the tables are whole",
+                           sys.stderr), err=True)
     _write_stages(out, stages.seconds)
     if builder is not None:
         name = Path(files[0]).name if len(files) == 1 else f"{Path(files[0]).name} and {len(files) - 1} more"
