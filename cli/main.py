@@ -1288,6 +1288,9 @@ def pipeline_cmd(
                                    "it, in the frames table's `json` column"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="let Spark's and the JVM's warnings through "
                                  "(Spark logs at WARN)"),
+    executor_wait: float = typer.Option(300.0, "--executor-wait", min=0, metavar="SECONDS",
+                                        help="on a cluster, end the run (exit 2) when a Spark job has waited this "
+                                             "long with no executor registered; 0 waits as long as Spark does"),
     port: Optional[List[str]] = PORT_OPT,
     detect: bool = DETECT_OPT,
     max_frame_size: Optional[int] = MAX_FRAME_OPT,
@@ -1316,6 +1319,7 @@ def pipeline_cmd(
     _require("pipeline: needs PySpark (and a Java runtime)", "spark", "pyspark", "pyarrow")
     from dissector.spark import job, prepass as first_reading, stages_lines, summary_lines
     from dissector.spark.console import Console, Progress, launch_jvm
+    from dissector.spark.executors import ExecutorWatch
 
     console = Console()  # the progress line (on a terminal) and the JVM's output, on standard error
     stages = job.Stages()
@@ -1330,9 +1334,14 @@ def pipeline_cmd(
         def build(records) -> None:
             for rec in records:
                 builder.add(rec)
-    context = None
+    context = watch = None
     progress = Progress(None, console, str(out), len(files), partitions or 0,
                         starting=f"starting Spark on {master}", indexing=prepass is not None)
+
+    def waiting(seconds: float) -> None:  # said once, on a terminal or in a log, before the run ends for it
+        limit = f"; the run ends after {executor_wait:g} s without one (--executor-wait)" if executor_wait else ""
+        console.write(_folded(f"pulsar-dissect pipeline: waiting for an executor: none registered on {master} in "
+                              f"{seconds:.0f} s{limit}", sys.stderr) + "\n")
     try:
         with progress:
             try:
@@ -1345,17 +1354,34 @@ def pipeline_cmd(
                 typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}",
                            err=True)
                 raise typer.Exit(EXIT_UNREADABLE)
-            progress.attach(context, partitions or job.default_partitions(context))
-            summary = job.run(context, inputs, str(out), options=options, partitions=partitions,
-                              records=build if builder is not None else None, stages=stages, with_json=with_json,
-                              prepass=prepass)
+            if first_reading.local_cores(master) is None:  # a cluster's executors may never come (local: the driver)
+                watch = ExecutorWatch(context, executor_wait, waiting)
+                watch.start()
+            progress.attach(context, partitions or job.default_partitions(context), watch)
+            try:
+                summary = job.run(context, inputs, str(out), options=options, partitions=partitions,
+                                  records=build if builder is not None else None, stages=stages,
+                                  with_json=with_json, prepass=prepass)
+            except Exception:
+                if watch is None or not watch.timed_out:
+                    raise
+                summary = None  # cancelled by the watch: said below, once Spark stopped
         console.status("stopping Spark")
     finally:
+        if watch is not None:
+            watch.stop()
         if prepass is not None:
             prepass.cancel()  # a run that failed (or Spark that did not start) before it waited for it
         if context is not None:
             job.stop(context)
         console.clear()
+    if summary is None:
+        typer.echo(_folded(f"pulsar-dissect pipeline: no executor registered on {master} in {executor_wait:g} s "
+                           f"(--executor-wait): the run was cancelled, {out} holds no summary.json. A worker needs "
+                           f"the cores and memory the job asks (spark.executor.cores, spark.executor.memory); an "
+                           f"executor that exits as it starts says why in its stderr on the worker",
+                           sys.stderr), err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
     stages.done("spark_stop")
     if prepass is not None and prepass.failed:  # the tables are whole; only the time it would have saved is lost
         typer.echo(_folded(f"pulsar-dissect pipeline: warning: the first reading of the input failed (its output: "

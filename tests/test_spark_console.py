@@ -28,6 +28,10 @@ CHATTER = [
     "\tat java.base/sun.nio.ch.Net.bind0(Native Method)\n",
     "Caused by: java.io.IOException: nope\n",
     "\t... 12 more\n",
+    # as a cancelled application stops, its executors still reported to an endpoint that stopped
+    "26/11/28 20:27:32 ERROR Inbox: Ignoring error\n",
+    "org.apache.spark.SparkException: Could not find CoarseGrainedScheduler.\n",
+    "\tat org.apache.spark.rpc.netty.Dispatcher.postMessage(Dispatcher.scala:181)\n",
 ]
 ERRORS = [
     "26/11/27 10:32:00 ERROR Executor: Exception in task 0.0 in stage 3.0 (TID 7)\n",
@@ -35,6 +39,7 @@ ERRORS = [
     "\tat org.apache.spark.api.python.BasePythonRunner.read(PythonRunner.scala:572)\n",
     "Error: Could not create the Java Virtual Machine.\n",
     "JAVA_HOME is not set\n",
+    "26/11/28 20:27:33 ERROR Inbox: An error happened while processing message in the inbox for Master\n",
 ]
 
 

@@ -575,9 +575,9 @@ def _sorted_rows(out, name) -> list[str]:
     return sorted(json.dumps(row, sort_keys=True, default=str) for row in pq.read_table(os.path.join(out, name)).to_pylist())
 
 
-def test_a_standalone_master(tmp_path):
-    """`--master spark://`: a standalone master from the pyspark package on 127.0.0.1, with one worker of one core,
-    then with a second: the tables are the CLI's, and the same with either."""
+def _standalone_master(logs):
+    """A standalone master from the pyspark package on 127.0.0.1 (skipped without pyspark or Java): its process,
+    port, ``spark-class`` and the environment its workers and drivers run with; its log under ``logs``."""
     try:
         import pyspark
     except ImportError:
@@ -588,11 +588,28 @@ def test_a_standalone_master(tmp_path):
     master_port = _free_port()
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                SPARK_HOME=os.path.dirname(pyspark.__file__))
-    logs = tmp_path / "logs"
     logs.mkdir()
     master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
                                str(master_port), "--webui-port", str(_free_port())], env=env,
                               stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT)
+    return master, master_port, spark_class, env
+
+
+def _stopped(*processes) -> None:
+    for process in processes:
+        if process is not None:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def test_a_standalone_master(tmp_path):
+    """`--master spark://`: a standalone master from the pyspark package on 127.0.0.1, with one worker of one core,
+    then with a second: the tables are the CLI's, and the same with either."""
+    logs = tmp_path / "logs"
+    master, master_port, spark_class, env = _standalone_master(logs)
     workers = []
     url = f"spark://127.0.0.1:{master_port}"
 
@@ -626,15 +643,32 @@ def test_a_standalone_master(tmp_path):
         for table in ("frames", "messages", "exchanges", "problems", "events", "files"):
             assert _sorted_rows(tmp_path / "two", table) == _sorted_rows(tmp_path / "one", table), table
     finally:
-        for process in (*workers, master):
-            if process is not None:
-                process.terminate()
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        _stopped(*workers, master)
         shutil.rmtree(tmp_path / "one", ignore_errors=True)
         shutil.rmtree(tmp_path / "two", ignore_errors=True)
+
+
+def test_a_cluster_with_no_executor_ends_the_run(tmp_path):
+    """A standalone master with no worker: Spark would wait for an executor without end, in silence; the run
+    says what it waits for, then ends with exit 2 at --executor-wait, leaving no summary (not even an earlier
+    run's) and none of its working files."""
+    master, master_port, _, env = _standalone_master(tmp_path / "logs")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")  # an earlier run's: it would describe tables this run left
+    url = f"spark://127.0.0.1:{master_port}"
+    try:
+        assert _wait_port(master_port, 120), (tmp_path / "logs" / "master.log").read_text()[-3000:]
+        done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "11_errors.pcap"), "--out", str(out), "--master", url,
+                                     "--executor-wait", "8"], capture_output=True, text=True, timeout=300, env=env)
+    finally:
+        _stopped(master)
+    assert done.returncode == 2, done.stderr[-3000:]
+    said = [line for line in done.stderr.splitlines() if line.startswith("pulsar-dissect pipeline: ")]
+    assert len(said) == 2 and all(url in line and "--executor-wait" in line for line in said), done.stderr[-3000:]
+    assert "spark.executor.memory" in said[1]  # what to check on the workers
+    assert not (out / "summary.json").exists()
+    assert not [name for name in os.listdir(out) if name.startswith("_")], os.listdir(out)
 
 
 def test_the_engine_s_tables_reach_pyarrow_through_the_c_stream_interface():

@@ -26,10 +26,12 @@ MAX_WIDTH = 79
 POLL_S = 0.5
 
 #: The JVM's and Spark's output that ``pipeline`` drops without ``-v``: the JDK's warnings (incubator modules,
-#: illegal or native access, deprecated Unsafe methods), Spark's notes about its log configuration, and log
-#: lines below ERROR (Spark's layout, which ``log4j2.properties`` keeps).
+#: illegal or native access, deprecated Unsafe methods), Spark's notes about its log configuration, log lines
+#: below ERROR (Spark's layout, which ``log4j2.properties`` keeps), and the errors Spark's RPC inbox says it
+#: ignores (a message for an endpoint that stopped: a stopping application's executors still reported).
 NOISE = re.compile(r"WARNING: |Using Spark's default log4j profile|Setting default log level|To adjust logging level"
-                   r"|\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:WARN|INFO|DEBUG|TRACE) ")
+                   r"|\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:WARN|INFO|DEBUG|TRACE) "
+                   r"|\d\d/\d\d/\d\d \d\d:\d\d:\d\d ERROR Inbox: Ignoring error$")
 
 #: The lines that continue a log line (its exception and stack trace): dropped with a line ``NOISE`` dropped.
 CONTINUATION = re.compile(r"\s|Caused by:|Suppressed:|[\w$.]+(?:Exception|Error|Throwable)\b")
@@ -229,6 +231,7 @@ class Progress:
         self._before = -1  # jobs up to this id ran before (an earlier run on the same session)
         self._polls_running: dict[int, int] = {}  # a stage's id → the readings that found it running
         self._given = context
+        self.watch = None
 
     def __enter__(self) -> "Progress":
         if self.console.live:
@@ -238,9 +241,11 @@ class Progress:
             self._thread.start()
         return self
 
-    def attach(self, context, partitions: int) -> None:
-        """Spark is up: the line follows ``context``'s jobs from now on (not those an earlier run left)."""
+    def attach(self, context, partitions: int, watch=None) -> None:
+        """Spark is up: the line follows ``context``'s jobs from now on (not those an earlier run left), and says
+        so while a job waits for an executor (``watch``: an ``executors.ExecutorWatch``, on a cluster)."""
         self.expected["partitions"] = partitions
+        self.watch = watch
         if not self.console.live:
             return
         tracker = context.statusTracker()
@@ -314,6 +319,9 @@ class Progress:
         if step != self._step:
             self._step, self._since = step, time.monotonic()
         what, unit = STEPS[step]
+        waited = self.watch.waited() if self.watch is not None else None
+        if waited is not None and waited >= 1:
+            return f"{step}: waiting for an executor ({waited:.0f} s)"
         text = f"{step}: {what}"
         if unit == "files":
             text = f"{step}: {self._files_indexed()}"

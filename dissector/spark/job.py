@@ -191,6 +191,17 @@ def run(context, inputs: list[str], out: str, *, options: Options | None = None,
     once the tables are written. ``stages``: the seconds of each stage are added to it. ``with_json`` (implied by
     ``records``): the frames table keeps each record's line as ``--json`` writes it, in a ``json`` column.
     ``prepass`` (``prepass.start``, local mode): the index, and the count if it made one, are its."""
+    try:
+        return _run(context, inputs, out, options=options, partitions=partitions, records=records, stages=stages,
+                    with_json=with_json, prepass=prepass)
+    except BaseException:  # a failed or cancelled run leaves no working files (its tables are not whole)
+        for name in (tasks.INDEXED, tasks.NUMBERING, tasks.PROGRESS):
+            shutil.rmtree(os.path.join(os.path.abspath(out), name), ignore_errors=True)
+        raise
+
+
+def _run(context, inputs: list[str], out: str, *, options: Options | None, partitions: int | None, records,
+         stages: Stages | None, with_json: bool, prepass) -> dict:
     import pyarrow as pa
 
     from dissector.spark import plan as planning
@@ -203,6 +214,10 @@ def run(context, inputs: list[str], out: str, *, options: Options | None = None,
     partitions = partitions or default_partitions(context)
     indexed = os.path.join(os.path.abspath(out), tasks.INDEXED)
     numbering = os.path.join(os.path.abspath(out), tasks.NUMBERING)
+    try:  # an earlier run's summary beside this run's tables would describe them if this run failed
+        os.remove(os.path.join(out, tables.SUMMARY))
+    except FileNotFoundError:
+        pass
 
     # 1. index: read on the driver's machine while the JVM started (``prepass``), or a task per core, each with
     # its share of the files (one item); their rows come back through files under out (the progress line counts

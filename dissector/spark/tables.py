@@ -19,6 +19,10 @@ FILE_PROBLEMS_LISTED = 100
 #: The tables, in the order they are written.
 TABLES = ("frames", "messages", "exchanges", "problems", "files")
 
+#: The summary's file under ``out``: written last, so a run that did not end has none (``job.run`` removes an
+#: earlier run's first).
+SUMMARY = "summary.json"
+
 
 def write(parts: list[str], files, notes: list[tuple[str, str, str]], missing: list[str], out: str,
           stages=None) -> dict:
@@ -58,7 +62,7 @@ def write(parts: list[str], files, notes: list[tuple[str, str, str]], missing: l
 
     done("problems_and_files")
     summary = summarize(parts, files, notes, missing)
-    with open(os.path.join(out, "summary.json"), "w") as f:
+    with open(os.path.join(out, SUMMARY), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=False)
     done("summary")
     return summary
