@@ -35,27 +35,18 @@ class Readings:
             watch.poll()
 
 
-def test_a_job_with_no_executor_is_warned_of_then_cancelled():
+@pytest.mark.parametrize("timeout, warned_at", [(100, WARN_S), (10, 5)])  # a short timeout: warned halfway
+def test_a_job_with_no_executor_is_warned_of_then_cancelled(timeout, warned_at):
     readings, warnings = Readings(), []
-    watch, context = readings.watch(100, warnings)
+    watch, context = readings.watch(timeout, warnings)
     watch.poll()  # the wait begins
-    readings.advance(watch, 29)
-    assert warnings == [] and watch.waited() == 29
+    readings.advance(watch, warned_at - 1)
+    assert warnings == [] and watch.waited() == warned_at - 1
     readings.advance(watch, 1)
-    assert warnings == [WARN_S]  # once, after WARN_S
-    readings.advance(watch, 69)
+    assert warnings == [warned_at]  # once
+    readings.advance(watch, timeout - warned_at - 1)
     assert (context.cancelled, watch.timed_out, len(warnings)) == (0, False, 1)
     readings.advance(watch, 1)
-    assert context.cancelled == 1 and watch.timed_out
-
-
-def test_a_short_timeout_warns_halfway():
-    readings, warnings = Readings(), []
-    watch, context = readings.watch(10, warnings)
-    watch.poll()
-    readings.advance(watch, 5)
-    assert warnings == [5]
-    readings.advance(watch, 5)
     assert context.cancelled == 1 and watch.timed_out
 
 
