@@ -274,15 +274,17 @@ def _run(context, inputs: list[str], out: str, *, options: Options | None, parti
     shutil.rmtree(progress, ignore_errors=True)
     os.makedirs(progress)
     # the tasks write the tables; each gives back its part of the summary
-    parts = work.mapPartitions(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
-                                                 numbering=numbering, with_json=with_json)).collect()
+    decoded = work.mapPartitions(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
+                                                   numbering=numbering, with_json=with_json)).collect()
+    parts = [part for part, _ in decoded]
+    unread = tables.unread(plan.files, [read for _, reads in decoded for read in reads])
     shutil.rmtree(numbering, ignore_errors=True)
     shutil.rmtree(progress, ignore_errors=True)
     stages.done("number_and_decode")
 
     # 5. the tables and the summary, on the driver
     step(context, "tables")
-    summary = tables.write(parts, plan.files, plan.notes, missing, out, stages)
+    summary = tables.write(parts, plan.files, plan.notes, missing, out, stages, unread=unread)
     if records is not None:
         from dissector.spark.report import records_in_capture_order
 

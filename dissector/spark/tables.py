@@ -24,11 +24,38 @@ TABLES = ("frames", "messages", "exchanges", "problems", "files")
 SUMMARY = "summary.json"
 
 
+def unread(files, reads: list[tuple[str, int, str | None]]) -> list[tuple[str, str, str, str]]:
+    """The problems of the files a decoding task read differently from the index (``files``: the files table):
+    (path, id, severity, message). Fewer packets: the task's machine could not open the file or read it as far
+    (a path not mounted there, a file cut or removed since), and the tables lack the frames of the rest for that
+    task's connections: ``capture.unreadable``, an error. More: the file grew after it was indexed (a capture
+    still being written), and its frames past the packets indexed are not numbered as the whole input's:
+    ``capture.changed``, a warning. A file read alike by every task is no problem, however its reading ended."""
+    indexed = dict(zip(files.column("path").to_pylist(), files.column("packets").to_pylist()))
+    found = {}
+    for path, read, stopped in reads:
+        expected = indexed.get(path) or 0
+        if read == expected or path in found:
+            continue
+        if read < expected:
+            why = f" ({stopped})" if stopped else ""
+            found[path] = ("capture.unreadable", "error",
+                           f"a decoding task read {read:,} of its {expected:,} packets{why}: the tables lack "
+                           f"what the rest held")
+        else:
+            found[path] = ("capture.changed", "warning",
+                           f"{read:,} packets read where {expected:,} were indexed: it changed after it was "
+                           f"indexed, and the frames of the packets past those are not numbered as the whole "
+                           f"input's")
+    return [(path, *problem) for path, problem in found.items()]
+
+
 def write(parts: list[str], files, notes: list[tuple[str, str, str]], missing: list[str], out: str,
-          stages=None) -> dict:
+          stages=None, unread: list[tuple[str, str, str, str]] = ()) -> dict:
     """Write the tables under ``out`` and ``out``/summary.json; returns the summary. ``parts``: the decoding
     tasks' parts of the summary; ``files``: the files table (``plan.FILES``, in capture order); ``notes``: the
-    readers' notes as (path, id, parameters); ``stages`` (``job.Stages``): told when each is done. A few rows
+    readers' notes as (path, id, parameters); ``unread``: the files the decoding tasks read differently from
+    the index (``unread``); ``stages`` (``job.Stages``): told when each is done. A few rows
     per file: written here with pyarrow, no Spark query (each was a job of its own)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -53,6 +80,8 @@ def write(parts: list[str], files, notes: list[tuple[str, str, str]], missing: l
         problem(note_id, "note", note, path)
     for item in missing:
         problem("capture.unreadable", "error", f"{item}: no such file, directory or match", item)
+    for path, pid, severity, message in unread:
+        problem(pid, severity, message, path)
     if rows["id"]:
         pq.write_table(pa.Table.from_pydict(rows, schema=PROBLEMS), os.path.join(out, "problems", "part-files.parquet"))
     files_dir = os.path.join(out, "files")
@@ -61,14 +90,15 @@ def write(parts: list[str], files, notes: list[tuple[str, str, str]], missing: l
     pq.write_table(files, os.path.join(files_dir, "part-00000.parquet"))
 
     done("problems_and_files")
-    summary = summarize(parts, files, notes, missing)
+    summary = summarize(parts, files, notes, missing, unread)
     with open(os.path.join(out, SUMMARY), "w") as f:
         json.dump(summary, f, indent=1, sort_keys=False)
     done("summary")
     return summary
 
 
-def summarize(parts: list[str], files, notes: list[tuple[str, str, str]], missing: list[str]) -> dict:
+def summarize(parts: list[str], files, notes: list[tuple[str, str, str]], missing: list[str],
+              unread: list[tuple[str, str, str, str]] = ()) -> dict:
     """What ``stats`` tells, merged from the decoding tasks' parts (the engine's statistics of each task's
     connections, ``crates/engine/src/stats/summary.rs``): no table of frames or messages is read again. The
     files' figures come from the index (``files``: the files table, in capture order)."""
@@ -122,10 +152,15 @@ def summarize(parts: list[str], files, notes: list[tuple[str, str, str]], missin
     # as Spark SQL's sums gave them: over no files, a count of the unreadable or truncated is null
     counted = (lambda wanted: sum(row["ended_id"] == wanted for row in file_rows)) if file_rows else (lambda _: None)
     file_figures = {"files": len(file_rows), "packets": sum(row["packets"] or 0 for row in file_rows),
-                    "bytes": sum(row["size"] or 0 for row in file_rows), "unreadable": counted("capture.unreadable"),
+                    "bytes": sum(row["size"] or 0 for row in file_rows),
+                    # the files the index could not read, and those a decoding task could not (``unread``)
+                    "unreadable": (counted("capture.unreadable") + sum(pid == "capture.unreadable"
+                                                                       for _, pid, _, _ in unread)
+                                   if file_rows else None),
                     "truncated": counted("capture.truncated")}
-    file_problems = [{"path": row["path"], "id": row["ended_id"], "message": row["ended"]}
-                     for row in ended[:FILE_PROBLEMS_LISTED]]
+    file_problems = ([{"path": row["path"], "id": row["ended_id"], "message": row["ended"]} for row in ended]
+                     + [{"path": path, "id": pid, "message": message} for path, pid, _, message in unread])
+    file_problems = file_problems[:FILE_PROBLEMS_LISTED]
     # problems: the tasks' (the frames' findings, the events') and the index's (files' endings, readers' notes)
     problem_counts = {}
     for (pid, severity), n in merged["problems"]:
@@ -138,6 +173,8 @@ def summarize(parts: list[str], files, notes: list[tuple[str, str, str]], missin
     if missing:
         key = ("capture.unreadable", "error")
         problem_counts[key] = problem_counts.get(key, 0) + len(missing)
+    for _, pid, severity, _ in unread:
+        problem_counts[(pid, severity)] = problem_counts.get((pid, severity), 0) + 1
     problems = [{"id": pid, "severity": severity, "count": n}
                 for (pid, severity), n in sorted(problem_counts.items(), key=lambda kv: (-kv[1], kv[0][0]))]
     return {

@@ -450,7 +450,8 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
     under ``numbering``) through the CLI's pipeline and analysis: each frame's record into this task's files of
     the frames, messages, problems and exchanges tables under ``out`` (``rows.py``; ``with_json``: the frames
     keep each record's line as ``--json`` writes it), and its events into the events table (the engine makes
-    their rows too): its one item is its part of the summary (JSON text)."""
+    their rows too): its one item is its part of the summary (JSON text) and, per file, (path, packets read,
+    what stopped the reading or None)."""
     from pyspark import TaskContext
 
     from dissector.analysis.conversation import analysed_dissector
@@ -476,16 +477,21 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
             tables.write(stage.take_columns())
             _note_frames(progress, tables.rows["frames"])
 
+    reads = []  # per file: (path, packets read, what stopped the reading): the driver holds them to the index's
     for path, offset, flows in files:
-        reader = _open(path)
-        if reader is None:
+        try:
+            reader = open_capture(path)
+        except (CaptureError, OSError) as exc:  # the driver's machine read it, this one cannot (a missing mount)
+            reads.append((path, 0, str(exc)))
             continue
+        stopped = None
         with reader:
             try:
                 while (items := stage.read_selected(reader._core, flows, offset, READ_ITEMS, READ_BYTES)) is not None:
                     take(items)
-            except (CaptureError, OSError):
-                pass
+            except (CaptureError, OSError) as exc:  # where the index stopped too, or sooner (``tables.unread``)
+                stopped = str(exc)
+            reads.append((path, reader.packets, stopped))
     for conn, base in _numbers(numbering, "bases", slot).tolist():
         stage.set_finish_base(conn, base)
     stage.hold_finish()
@@ -494,5 +500,6 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
     tables.write(stage.take_columns())
     tables.close()
     _note_frames(progress, tables.rows["frames"])
-    # this task's part of the summary: the engine's statistics of its frames and its events' problems
-    yield stage.take_summary()
+    # this task's part of the summary (the engine's statistics of its frames and its events' problems), and how
+    # much of each file it read
+    yield stage.take_summary(), reads
