@@ -1288,6 +1288,8 @@ def pipeline_cmd(
                                    "it, in the frames table's `json` column"),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="let Spark's and the JVM's warnings through "
                                  "(Spark logs at WARN)"),
+    # long enough for a busy queue to grant a container; short enough that a cluster that can never run the job
+    # does not hold a CI run until the CI's own limit
     executor_wait: float = typer.Option(300.0, "--executor-wait", min=0, metavar="SECONDS",
                                         help="on a cluster, end the run (exit 2) when a Spark job has waited this "
                                              "long with no executor registered; 0 waits as long as Spark does"),

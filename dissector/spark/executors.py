@@ -21,10 +21,6 @@ WARN_S = 30.0
 #: Seconds between two readings of the executors registered.
 POLL_S = 1.0
 
-#: ``pipeline --executor-wait``'s default: long enough for a busy queue to grant a container, short enough
-#: that a cluster that can never run the job does not hold a CI run until its own limit.
-DEFAULT_TIMEOUT_S = 300.0
-
 
 def executors_registered(context) -> int:
     """The executors registered with ``context``'s driver now (Spark lists the driver among them)."""
