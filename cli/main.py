@@ -1336,7 +1336,7 @@ def pipeline_cmd(
         def build(records) -> None:
             for rec in records:
                 builder.add(rec)
-    context = watch = None
+    context = watch = failed = None
     progress = Progress(None, console, str(out), len(files), partitions or 0,
                         starting=f"starting Spark on {master}", indexing=prepass is not None)
 
@@ -1364,10 +1364,11 @@ def pipeline_cmd(
                 summary = job.run(context, inputs, str(out), options=options, partitions=partitions,
                                   records=build if builder is not None else None, stages=stages,
                                   with_json=with_json, prepass=prepass)
-            except Exception:
-                if watch is None or not watch.timed_out:
+            except Exception as exc:
+                failed = job.failure(exc)
+                if (watch is None or not watch.timed_out) and failed is None:
                     raise
-                summary = None  # cancelled by the watch: said below, once Spark stopped
+                summary = None  # cancelled by the watch, or a failed Spark job: said below, once Spark stopped
         console.status("stopping Spark")
     finally:
         if watch is not None:
@@ -1377,6 +1378,12 @@ def pipeline_cmd(
         if context is not None:
             job.stop(context)
         console.clear()
+    if summary is None and (watch is None or not watch.timed_out):
+        from dissector.output.text import safe
+
+        typer.echo(_folded(f"pulsar-dissect pipeline: the Spark job failed: {safe(failed)} (Spark's log above has "
+                           f"the whole error); {out} holds no summary.json", sys.stderr), err=True)
+        raise typer.Exit(EXIT_UNREADABLE)
     if summary is None:
         typer.echo(_folded(f"pulsar-dissect pipeline: no executor registered on {master} in {executor_wait:g} s "
                            f"(--executor-wait): the run was cancelled, {out} holds no summary.json. A worker needs "

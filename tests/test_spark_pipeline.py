@@ -414,6 +414,57 @@ def test_spark_that_cannot_start_is_an_error_and_leaves_no_output(tmp_path):
     assert not out.exists()
 
 
+def test_a_failed_spark_job_is_one_line_and_exit_2(tmp_path):
+    """A task that fails (here: a module the workers' Python cannot import, as on an executor without
+    pulsar-dissect) ends the command with exit 2 and one line naming the task's exception, not the driver's
+    traceback of py4j's error (which ended it with exit 1, the code that says problems were found); no summary,
+    no working files."""
+    pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
+    if not _java_ok():
+        pytest.skip(ORACLE_MISSING + "a Java runtime")
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    # run by every Python started with this path: only the Spark workers' daemon (and the workers it forks)
+    # cannot import the decoding tasks' module
+    (hook / "sitecustomize.py").write_text(
+        "import sys\n"
+        "if 'dissector.spark.daemon' in getattr(sys, 'orig_argv', []):\n"
+        "    class NoTasks:\n"
+        "        def find_spec(self, name, path=None, target=None):\n"
+        "            if name == 'dissector.spark.tasks':\n"
+        "                raise ModuleNotFoundError('not on this executor', name=name)\n"
+        "    sys.meta_path.insert(0, NoTasks())\n")
+    out = tmp_path / "out"
+    done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "11_errors.pcap"), "--out", str(out), "--master",
+                                 "local[1]"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              filter(None, [str(hook), os.environ.get("PYTHONPATH")]))})
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("pulsar-dissect pipeline: ") and "ModuleNotFoundError" in last, done.stderr[-3000:]
+    assert "Py4JJavaError" not in done.stderr and done.stdout == ""
+    assert not (out / "summary.json").exists()
+    assert not [name for name in os.listdir(out) if name.startswith("_")], os.listdir(out)
+
+
+def test_a_failed_job_s_line_is_the_task_s_last_exception():
+    from dissector.spark.job import failure
+
+    class Py4JJavaError(Exception):  # py4j's error's text: the call, then the JVM's, with the worker's traceback
+        pass
+
+    text = ("An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+            ": org.apache.spark.api.python.PythonException: [PYTHON_EXCEPTION] An exception was thrown from the "
+            "Python worker: Traceback (most recent call last):\n  File \"worker.py\", line 1, in main\n    x()\n"
+            "OSError: [Errno 30] Read-only file system: '/out/frames'\n\nDuring handling of the above exception, "
+            "another exception occurred:\n\nTraceback (most recent call last):\n  File \"tasks.py\", line 2\n"
+            "    y()\nRuntimeError: the tables cannot be written\n\n\tat org.apache.spark.Thing.run(Thing.scala:1)\n")
+    assert failure(Py4JJavaError(text)) == "RuntimeError: the tables cannot be written"
+    assert failure(Py4JJavaError("An error occurred while calling o1.collect.\n: java.lang.OutOfMemoryError: "
+                                 "Java heap space\n\tat x")) == "java.lang.OutOfMemoryError: Java heap space"
+    assert failure(KeyError("a fault of the driver's own code")) is None
+
+
 def test_the_command_line(tmp_path):
     pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
     if not _java_ok():

@@ -153,6 +153,25 @@ def step(context, name: str) -> None:
     context.setJobGroup(name, f"pulsar-dissect pipeline: {name}")
 
 
+def failure(exc: BaseException) -> str | None:
+    """What made a Spark job fail, on one line: the exception a task's Python raised (its traceback's last line:
+    a module missing on an executor, an output directory it cannot write), else the JVM's first line; None for
+    an exception that is not a failed Spark job (a fault of the driver's own code keeps its traceback)."""
+    if type(exc).__name__ != "Py4JJavaError":
+        return None
+    lines = str(exc).splitlines()
+    raised = None
+    for at, line in enumerate(lines):
+        if line.endswith("Traceback (most recent call last):"):
+            # the frames are indented; the exception's line is the first that is not
+            raised = next((after for after in lines[at + 1:] if after.strip() and not after[0].isspace()), raised)
+    if raised is not None:
+        return raised.strip()
+    # py4j's text: the call on its first line, then ": " and the JVM's exception
+    java = next((line[2:].strip() for line in lines if line.startswith(": ") and line[2:].strip()), None)
+    return java or next((line.strip() for line in lines if line.strip()), type(exc).__name__)
+
+
 def needs_numbering(work) -> bool:
     """Whether the partitions' work (``plan.Work`` per slot) must be counted and numbered first: not when one
     partition has it all, for it reads every selected packet of every file in capture order, so its own running
