@@ -374,21 +374,27 @@ def test_a_failed_prepass_leaves_the_first_reading_to_spark(spark, tmp_path):
     assert _frame_rows(tmp_path / "b") == want
 
 
-def test_the_command_says_when_its_first_reading_failed(tmp_path):
-    """A prepass that fails is replaced by Spark's stages (the tables are whole), and the command says so on
-    standard error, naming the log it kept; a run whose prepass worked says nothing and keeps no log."""
+def _env_with_sitecustomize(tmp_path, code: str) -> dict:
+    """This environment with a ``sitecustomize`` of ``code`` first on ``PYTHONPATH``: run by every Python the
+    command starts (skipped without pyspark or Java)."""
     pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
     if not _java_ok():
         pytest.skip(ORACLE_MISSING + "a Java runtime")
     hook = tmp_path / "hook"
     hook.mkdir()
-    # run by every Python started with this path: only the prepass's process ends at once, with an error
-    (hook / "sitecustomize.py").write_text(
-        "import sys\nif 'dissector.spark.prepass' in getattr(sys, 'orig_argv', []):\n    raise SystemExit(3)\n")
+    (hook / "sitecustomize.py").write_text(code)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(hook), os.environ.get("PYTHONPATH")]))}
+
+
+def test_the_command_says_when_its_first_reading_failed(tmp_path):
+    """A prepass that fails is replaced by Spark's stages (the tables are whole), and the command says so on
+    standard error, naming the log it kept; a run whose prepass worked says nothing and keeps no log."""
+    # only the prepass's process ends at once, with an error
+    failing = _env_with_sitecustomize(
+        tmp_path, "import sys\nif 'dissector.spark.prepass' in getattr(sys, 'orig_argv', []):\n    raise SystemExit(3)\n")
     capture = CAPTURES / "11_errors.pcap"
     runs = {}
-    for name, env in (("failed", {**os.environ, "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(hook), os.environ.get("PYTHONPATH")]))}), ("worked", dict(os.environ))):
+    for name, env in (("failed", failing), ("worked", dict(os.environ))):
         out = tmp_path / name
         runs[name] = subprocess.run(CLI + ["pipeline", str(capture), "--out", str(out), "--master", "local[2]",
                                            "--json"], capture_output=True, text=True, timeout=600, env=env)
@@ -419,14 +425,9 @@ def test_a_failed_spark_job_is_one_line_and_exit_2(tmp_path):
     pulsar-dissect) ends the command with exit 2 and one line naming the task's exception, not the driver's
     traceback of py4j's error (which ended it with exit 1, the code that says problems were found); no summary,
     no working files."""
-    pytest.importorskip("pyspark", reason=ORACLE_MISSING + "pyspark")
-    if not _java_ok():
-        pytest.skip(ORACLE_MISSING + "a Java runtime")
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    # run by every Python started with this path: only the Spark workers' daemon (and the workers it forks)
-    # cannot import the decoding tasks' module
-    (hook / "sitecustomize.py").write_text(
+    # only the Spark workers' daemon (and the workers it forks) cannot import the decoding tasks' module
+    env = _env_with_sitecustomize(
+        tmp_path,
         "import sys\n"
         "if 'dissector.spark.daemon' in getattr(sys, 'orig_argv', []):\n"
         "    class NoTasks:\n"
@@ -436,9 +437,7 @@ def test_a_failed_spark_job_is_one_line_and_exit_2(tmp_path):
         "    sys.meta_path.insert(0, NoTasks())\n")
     out = tmp_path / "out"
     done = subprocess.run(CLI + ["pipeline", str(CAPTURES / "11_errors.pcap"), "--out", str(out), "--master",
-                                 "local[1]"], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                              filter(None, [str(hook), os.environ.get("PYTHONPATH")]))})
+                                 "local[1]"], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 2, done.stderr[-3000:]
     last = done.stderr.splitlines()[-1]
     assert last.startswith("pulsar-dissect pipeline: ") and "ModuleNotFoundError" in last, done.stderr[-3000:]
