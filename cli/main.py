@@ -1381,8 +1381,9 @@ def pipeline_cmd(
     if summary is None and (watch is None or not watch.timed_out):
         from dissector.output.text import safe
 
-        typer.echo(_folded(f"pulsar-dissect pipeline: the Spark job failed: {safe(failed)} (Spark's log above has "
-                           f"the whole error); {out} holds no summary.json", sys.stderr), err=True)
+        typer.echo(_folded(f"pulsar-dissect pipeline: the Spark job failed: {safe(failed)} (with -v, Spark's log "
+                           f"of it; on a cluster also the executor's stderr on its worker); {out} holds no "
+                           f"summary.json", sys.stderr), err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     if summary is None:
         typer.echo(_folded(f"pulsar-dissect pipeline: no executor registered on {master} in {executor_wait:g} s "
