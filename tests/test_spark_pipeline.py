@@ -984,3 +984,34 @@ def test_default_partitions_one_per_core(cores, expected):
     from dissector.spark.job import default_partitions
 
     assert default_partitions(SimpleNamespace(defaultParallelism=cores)) == expected
+
+
+def _corrupt_record(path: Path, record: int) -> None:
+    """``path`` (a classic pcap) with its ``record``-th record's length made impossible: the reader stops there
+    with ``capture file corrupt``, after the records before it."""
+    data = bytearray(path.read_bytes())
+    at = 24
+    for _ in range(record - 1):
+        at += 16 + int.from_bytes(data[at + 8:at + 12], "little")
+    data[at + 8:at + 12] = (0x7FFF_FFFF).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("first_reading", ["spark", "prepass"])
+def test_a_file_corrupt_midway_is_numbered_as_one_task_numbers_it(spark, tmp_path, first_reading):
+    """A file that stops on a corrupt record in its middle, between others: its frames before that record are
+    in the tables, and every frame after it is numbered as one task reading the whole input in order numbers it
+    (the count and the decoding read that file as far as each other)."""
+    pieces_dir = tmp_path / "pieces"
+    pieces_dir.mkdir()
+    pieces = write_rotated(CAPTURES / "11_errors.pcap", pieces_dir, "rotated.pcap", {60, 140})
+    assert len(pieces) == 3
+    _corrupt_record(pieces[1], 30)
+    with open_capture(str(pieces[1])) as reader:
+        assert sum(1 for _ in reader) == 29 and "corrupt" in reader.truncated
+    _run(spark, [pieces_dir], tmp_path / "one", partitions=1)  # one task: no count, numbered as it reads
+    whole = _frame_rows(tmp_path / "one")
+    summary = _run(spark, [pieces_dir], tmp_path / "three", partitions=3, first_reading=first_reading)
+    assert _frame_rows(tmp_path / "three") == whole
+    assert [(Path(p["path"]).name, p["id"]) for p in summary["file_problems"]] == \
+        [(pieces[1].name, "capture.truncated")]

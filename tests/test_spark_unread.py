@@ -4,6 +4,8 @@ error row in `problems` and in the summary, never a silent gap in the tables; a 
 indexed is a warning. Outside Spark: the task's own function, and the driver's tables."""
 from __future__ import annotations
 
+import errno
+import io
 import json
 import os
 import shutil
@@ -15,6 +17,9 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+from pyspark import TaskContext  # noqa: E402
+
+from dissector.capture.writer import write_rotated  # noqa: E402
 from dissector.options import Options  # noqa: E402
 from dissector.spark import plan as planning, tables, tasks  # noqa: E402
 from dissector.spark.rows import write_empty  # noqa: E402
@@ -79,3 +84,90 @@ def test_a_file_a_task_cannot_open_is_in_the_problems_and_the_summary(tmp_path):
     assert [(r["id"], r["severity"], r["file"]) for r in rows if r["file"] is not None] == \
         [("capture.unreadable", "error", str(capture))]
     assert json.load(open(os.path.join(out, tables.SUMMARY)))["problems"] == summary["problems"]
+
+
+class _FailingFile(io.RawIOBase):
+    """A file whose reads fail with EIO from byte ``fail_at`` on (a disk or a network mount failing midway)."""
+
+    def __init__(self, path: str, fail_at: int):
+        self.file, self.fail_at = open(path, "rb"), fail_at
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.file.tell() >= self.fail_at:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        data = self.file.read(min(len(buffer), self.fail_at - self.file.tell()))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+def _job_outside_spark(files: list[str], partitions: int, out: str):
+    """The stages of ``job.run`` in this process, each partition's task in turn (its partition id as Spark would
+    give it): the frames table's rows in frame order, the counting tasks' reads, the decoding tasks' and the
+    files table."""
+    indexed, numbering = os.path.join(out, tasks.INDEXED), os.path.join(out, tasks.NUMBERING)
+    for folder in (indexed, numbering, os.path.join(out, tasks.PROGRESS)):
+        os.makedirs(folder)
+    for _ in tasks.index_files([list(enumerate(files))], options=Options(), into=indexed):
+        pass
+    plan = planning.make(tasks.read_index(indexed, len(files)), files, partitions)
+    counted = [row for item in plan.work for row in tasks.count_numbers([item], Options(), numbering)]
+    for _ in tasks.number([pa.RecordBatch.from_pydict({"slot": [row[0] for row in counted]})], numbering):
+        pass
+    write_empty(out)
+    decoded = []
+    for item in plan.work:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(TaskContext, "get", staticmethod(lambda slot=item[0]: _Partition(slot)))
+            decoded += list(tasks.decode([item], Options(), out, numbering))
+    frames = pq.read_table(os.path.join(out, "frames")).to_pydict()
+    rows = sorted(zip(frames["index"], frames["packet"], frames["conn"], frames["type"], frames["answers"]))
+    return (rows, [read for *_, reads in counted for read in reads], [read for _, reads in decoded for read in reads],
+            plan.files)
+
+
+class _Partition:
+    def __init__(self, slot: int):
+        self.slot = slot
+
+    def partitionId(self) -> int:
+        return self.slot
+
+
+def test_a_read_error_midway_is_the_file_s_end_for_every_reading(tmp_path, monkeypatch):
+    """A file whose reading fails midway (EIO) on every machine, between others, in three partitions: the index,
+    the count and the decoding all end it there (the reader notes the error as where the file was cut), so every
+    frame is numbered as one task reading the input in order numbers it, and the tasks' reads agree with the
+    index (no problem of ``unread``'s; the index's own row says how the file ended)."""
+    pieces = write_rotated(CAPTURES / "11_errors.pcap", tmp_path, "rotated.pcap", {60, 140})
+    failing = str(pieces[1])
+    real = tasks.open_capture
+    monkeypatch.setattr(tasks, "open_capture", lambda path: real(
+        _FailingFile(path, os.path.getsize(path) // 2) if path == failing else path))
+    files = [str(p) for p in pieces]
+    one, _, _, _ = _job_outside_spark(files, 1, str(tmp_path / "one"))
+    three, counted, decoded, plan_files = _job_outside_spark(files, 3, str(tmp_path / "three"))
+    assert len(one) > 50 and three == one
+    indexed = dict(zip(plan_files.column("path").to_pylist(), plan_files.column("packets").to_pylist()))
+    assert 0 < indexed[failing] < sum(1 for _ in real(failing))
+    ended = dict(zip(plan_files.column("path").to_pylist(), plan_files.column("ended").to_pylist()))
+    assert "Input/output error" in ended[failing]
+    assert {(path, read) for path, read, _ in counted + decoded if path == failing} == {(failing, indexed[failing])}
+    assert tables.unread(plan_files, decoded, counted) == []
+
+
+def test_a_file_a_counting_task_read_short_is_an_error(tmp_path):
+    files = _files({"/a.pcap": 10, "/b.pcap": 10})
+    found = tables.unread(files, [("/a.pcap", 10, None), ("/b.pcap", 10, None)],
+                          [("/a.pcap", 10, None), ("/b.pcap", 3, "OSError: [Errno 5] Input/output error")])
+    assert [(path, pid, severity) for path, pid, severity, _ in found] == [("/b.pcap", "capture.unreadable", "error")]
+    assert "counting" in found[0][3] and "Errno 5" in found[0][3]
+    # the decoding's reading first: one problem a file
+    found = tables.unread(files, [("/b.pcap", 0, "no such file")], [("/b.pcap", 3, None)])
+    assert len(found) == 1 and "decoding" in found[0][3]

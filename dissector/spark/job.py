@@ -264,6 +264,7 @@ def _run(context, inputs: list[str], out: str, *, options: Options | None, parti
     # work is its one item (a slot per partition, in order: parallelize slices a list by position)
     work = context.parallelize(plan.work, partitions)
     counted_whole = prepared and prepass.counted
+    counted_reads = []  # what the counting tasks read of each file, held to the index as the decoding's are
     if not counted_whole:
         shutil.rmtree(numbering, ignore_errors=True)
         os.makedirs(numbering)
@@ -279,9 +280,10 @@ def _run(context, inputs: list[str], out: str, *, options: Options | None, parti
         stages.done("plan_and_count")
         # merged on the driver, as one task would (a block of each partition's counts at a time)
         step(context, "number")
-        slots = pa.RecordBatch.from_pydict({"slot": [slot for slot, _, _ in counted]})
+        slots = pa.RecordBatch.from_pydict({"slot": [slot for slot, _, _, _ in counted]})
         for _ in tasks.number([slots], into=numbering):
             pass
+        counted_reads = [read for *_, reads in counted for read in reads]
     else:
         stages.done("plan_and_count")
 
@@ -296,7 +298,7 @@ def _run(context, inputs: list[str], out: str, *, options: Options | None, parti
     decoded = work.mapPartitions(functools.partial(tasks.decode, options=options, out=os.path.abspath(out),
                                                    numbering=numbering, with_json=with_json)).collect()
     parts = [part for part, _ in decoded]
-    unread = tables.unread(plan.files, [read for _, reads in decoded for read in reads])
+    unread = tables.unread(plan.files, [read for _, reads in decoded for read in reads], counted_reads)
     shutil.rmtree(numbering, ignore_errors=True)
     shutil.rmtree(progress, ignore_errors=True)
     stages.done("number_and_decode")

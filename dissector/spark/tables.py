@@ -24,24 +24,28 @@ TABLES = ("frames", "messages", "exchanges", "problems", "files")
 SUMMARY = "summary.json"
 
 
-def unread(files, reads: list[tuple[str, int, str | None]]) -> list[tuple[str, str, str, str]]:
-    """The problems of the files a decoding task read differently from the index (``files``: the files table):
-    (path, id, severity, message). Fewer packets: the task's machine could not open the file or read it as far
-    (a path not mounted there, a file cut or removed since), and the tables lack the frames of the rest for that
-    task's connections: ``capture.unreadable``, an error. More: the file grew after it was indexed (a capture
-    still being written), and its frames past the packets indexed are not numbered as the whole input's:
-    ``capture.changed``, a warning. A file read alike by every task is no problem, however its reading ended."""
+def unread(files, reads: list[tuple[str, int, str | None]],
+           counted: list[tuple[str, int, str | None]] = ()) -> list[tuple[str, str, str, str]]:
+    """The problems of the files a decoding task (``reads``) or a counting task (``counted``) read differently
+    from the index (``files``: the files table): (path, id, severity, message), one a file, the decoding's
+    first. Fewer packets: the task's machine could not open the file or read it as far (a path not mounted
+    there, a file cut or removed since, a read error), and the tables lack the frames of the rest for that
+    task's connections, or (a counting task) the frames after it are not numbered as the whole input's:
+    ``capture.unreadable``, an error. More: the file grew after it was indexed (a capture still being written),
+    and its frames past the packets indexed are not numbered as the whole input's: ``capture.changed``, a
+    warning. A file read alike by every task is no problem, however its reading ended."""
     indexed = dict(zip(files.column("path").to_pylist(), files.column("packets").to_pylist()))
+    lacks = {"decoding": "the tables lack what the rest held",
+             "counting": "the frames after them are not numbered as the whole input's"}
     found = {}
-    for path, read, stopped in reads:
+    for task, (path, read, stopped) in [("decoding", r) for r in reads] + [("counting", r) for r in counted]:
         expected = indexed.get(path) or 0
         if read == expected or path in found:
             continue
         if read < expected:
             why = f" ({stopped})" if stopped else ""
             found[path] = ("capture.unreadable", "error",
-                           f"a decoding task read {read:,} of its {expected:,} packets{why}: the tables lack "
-                           f"what the rest held")
+                           f"a {task} task read {read:,} of its {expected:,} packets{why}: {lacks[task]}")
         else:
             found[path] = ("capture.changed", "warning",
                            f"{read:,} packets read where {expected:,} were indexed: it changed after it was "

@@ -199,12 +199,24 @@ def _work(items):
     return slot, work
 
 
-def _open(path: str):
-    """A file the index read (what went wrong reading it is in its rows already), or None."""
-    try:
-        return open_capture(path)
-    except (CaptureError, OSError):
-        return None
+class _Reads:
+    """What a task read of each of its files: (path, packets read, what stopped the reading before its end or
+    None) a file; the driver holds them to the index's (``tables.unread``): the index was read on another
+    machine, or earlier."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, int, str | None]] = []
+
+    def open(self, path: str):
+        """The file's reader, or None when this machine cannot open it (a mount missing here): noted."""
+        try:
+            return open_capture(path)
+        except (CaptureError, OSError) as exc:
+            self.rows.append((path, 0, str(exc)))
+            return None
+
+    def read(self, path: str, reader, stopped: str | None) -> None:
+        self.rows.append((path, reader.packets, stopped))
 
 
 def _numbers_file(into: str, kind: str, slot: int) -> str:
@@ -271,8 +283,8 @@ class _Count:
 
 def count_numbers(items, options: Options, into: str):
     """A partition's work (``_work``) counted: what each packet made (``counts``) and what the end left per
-    connection, keyed by that connection's first packet (``ends``), written under ``into``; its slot and the
-    rows of each is its one item."""
+    connection, keyed by that connection's first packet (``ends``), written under ``into``; its one item: its
+    slot, the rows of each, and what it read of each file (``_Reads``)."""
     from dissector.pipeline import Dissector
 
     slot, files = _work(items)
@@ -280,18 +292,20 @@ def count_numbers(items, options: Options, into: str):
         return
     dissector = Dissector(options)._core
     count = _Count(dissector, into, slot)
+    reads = _Reads()
     for path, offset, flows in files:
-        reader = _open(path)
-        if reader is None:
+        if (reader := reads.open(path)) is None:
             continue
         with reader:
             try:
                 before = dissector.numbering[1]
                 rows = dissector.count_selected(reader._core, flows, offset)
-            except (CaptureError, OSError):
+            except (CaptureError, OSError) as exc:  # a read error the reader did not note as the file's end
+                reads.read(path, reader, str(exc))
                 continue
         count.add(before, rows)
-    yield count.close()
+        reads.read(path, reader, None)
+    yield *count.close(), reads.rows
 
 
 def index_and_count(files: list[str], order: list[int], options: Options, indexed: str, numbering: str) -> list:
@@ -477,12 +491,9 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
             tables.write(stage.take_columns())
             _note_frames(progress, tables.rows["frames"])
 
-    reads = []  # per file: (path, packets read, what stopped the reading): the driver holds them to the index's
+    reads = _Reads()
     for path, offset, flows in files:
-        try:
-            reader = open_capture(path)
-        except (CaptureError, OSError) as exc:  # the driver's machine read it, this one cannot (a missing mount)
-            reads.append((path, 0, str(exc)))
+        if (reader := reads.open(path)) is None:
             continue
         stopped = None
         with reader:
@@ -491,7 +502,7 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
                     take(items)
             except (CaptureError, OSError) as exc:  # where the index stopped too, or sooner (``tables.unread``)
                 stopped = str(exc)
-            reads.append((path, reader.packets, stopped))
+        reads.read(path, reader, stopped)
     for conn, base in _numbers(numbering, "bases", slot).tolist():
         stage.set_finish_base(conn, base)
     stage.hold_finish()
@@ -502,4 +513,4 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
     _note_frames(progress, tables.rows["frames"])
     # this task's part of the summary (the engine's statistics of its frames and its events' problems), and how
     # much of each file it read
-    yield stage.take_summary(), reads
+    yield stage.take_summary(), reads.rows
