@@ -73,6 +73,7 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
     ``launch``: called with the session's settings before the session is made, to start the JVM itself
     (``console.launch_jvm``: its output read through a filter)."""
     global _archive
+    threading.Thread(target=_import_converters, name="py4j converters' imports", daemon=True).start()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     local = master.startswith("local")
@@ -123,6 +124,17 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
         context = start("")
     context.setLogLevel(log_level.upper())
     return context
+
+
+def _import_converters() -> None:
+    """What the context's first calls into the JVM import: PySpark's numpy converter asks
+    ``pyspark.testing.utils`` whether numpy is there, and that module imports pandas (0.19 s of one core). Done
+    here, beside the JVM's start (which the driver only waits for), it is not done after it, while the driver
+    makes the context and nothing else runs."""
+    try:
+        import pyspark.testing.utils  # noqa: F401
+    except Exception:  # the converter's own import will say what is wrong, where it is needed
+        pass
 
 
 def stop(context) -> None:
