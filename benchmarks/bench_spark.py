@@ -2,15 +2,21 @@
 """`pulsar-dissect pipeline` on Spark: local[1] against local[2], and the single-process CLI on the same input,
 in one run.
 
-    .venv/bin/python benchmarks/bench_spark.py                          # 8 copies of benchmarks/out/perf_big.pcap
+    .venv/bin/python benchmarks/bench_spark.py                          # the default input: copies of perf_big.pcap, 2.93 GB+
     .venv/bin/python benchmarks/bench_spark.py CAPTURE --copies 16 --piece-mb 128 --repeat 2
     .venv/bin/python benchmarks/bench_spark.py CAPTURE --copies 1 --pieces 16   # the capture itself, cut in 16
+
+The default input is as many copies of benchmarks/out/perf_big.pcap as make at least 2.93 GB
+(``DEFAULT_INPUT_BYTES``: issue 31's default input, 8 copies of the perf_big.pcap of that day). perf_big.pcap
+is recorded from a live broker and its size varies from one making to the next (366 MB, 494 MB, 248 MB so far),
+so a fixed number of copies made the default input 2.93, 3.95 or 1.99 GB, and Spark's fixed cost weighed twice
+as much on the last. With the 248.4 MB one: 12 copies, 2,981.2 MB.
 
 The input looks like a fleet's captures: --copies K copies of the capture's traffic, each between its own
 client and broker addresses (so K times its connections, for the partitions to share), merged in time order
 and written as tcpdump -C writes them, rotated every --piece-mb MB (benchmarks/gen/fleet.py), under
-benchmarks/out/spark_fleet/set/ (spark_fleet-KxMMB/ for other than the default shape); the same packets
-also as one file, spark_fleet/merged.pcap, for the CLI (it reads one capture; the pieces cut connections,
+benchmarks/out/spark_fleet-KxMMB/set/ (spark_fleet/ for 8 copies in 256 MB pieces); the same packets
+also as one file, merged.pcap beside set/, for the CLI (it reads one capture; the pieces cut connections,
 so it cannot take them one by one). With --copies 1 the
 capture itself is cut into --pieces rotated files of equal packet counts instead, under
 benchmarks/out/spark_set/, and the CLI reads the capture. Either set is made once (its `.made-from` stamp
@@ -40,6 +46,19 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "out"
 sys.path.insert(0, str(ROOT))
 CLI = [str(Path(sys.executable).parent / "pulsar-dissect")]
+
+#: The size of the default input (issue 31's: 8 copies of the perf_big.pcap of its day, 2.93 GB).
+DEFAULT_INPUT_BYTES = 2_930_000_000
+
+
+def default_copies(capture: Path) -> int:
+    """The copies of ``capture`` that make the default input: at least ``DEFAULT_INPUT_BYTES``."""
+    return max(2, -(-DEFAULT_INPUT_BYTES // max(1, capture.stat().st_size)))
+
+
+def fleet_home(copies: int, piece_mb: float) -> Path:
+    """Where the set of ``copies`` copies in pieces of ``piece_mb`` MB is made (once, for every script)."""
+    return OUT / ("spark_fleet" if (copies, piece_mb) == (8, 256) else f"spark_fleet-{copies}x{piece_mb:g}MB")
 
 
 def cut(capture: Path, pieces: int, into: Path) -> list[Path]:
@@ -141,7 +160,8 @@ def timed(argv: list[str], cpus: set[int] | None = None) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("capture", nargs="?", default=str(OUT / "perf_big.pcap"))
-    ap.add_argument("--copies", type=int, default=8, help="copies of the capture's traffic (default 8)")
+    ap.add_argument("--copies", type=int, default=None,
+                    help="copies of the capture's traffic (default: as many as make 2.93 GB, the default input)")
     ap.add_argument("--piece-mb", type=float, default=256, help="rotate the copies every this many MB (default 256)")
     ap.add_argument("--pieces", type=int, default=8, help="with --copies 1: cut the capture into this many files")
     ap.add_argument("--repeat", type=int, default=1)
@@ -151,14 +171,15 @@ def main() -> None:
     capture = Path(a.capture)
     if not capture.exists():
         raise SystemExit(f"{capture}: no such capture (benchmarks/make_big_capture.sh makes perf_big.pcap)")
+    if a.copies is None:
+        a.copies = default_copies(capture)
     if a.copies < 1 or a.piece_mb <= 0:
         raise SystemExit("--copies must be at least 1 and --piece-mb above 0")
     if a.copies == 1:
         files, pieces, cli_input = cut(capture, a.pieces, OUT / "spark_set"), OUT / "spark_set", capture
     else:
         # a set per shape, so that runs of different sizes do not make each other's again
-        home = "spark_fleet" if (a.copies, a.piece_mb) == (8, 256) else f"spark_fleet-{a.copies}x{a.piece_mb:g}MB"
-        files, pieces, cli_input = fleet(capture, a.copies, a.piece_mb, OUT / home)
+        files, pieces, cli_input = fleet(capture, a.copies, a.piece_mb, fleet_home(a.copies, a.piece_mb))
     size = sum(f.stat().st_size for f in files)
     # the CLI writes --json's records on a thread pool (two cores here); "cli-1" is the same on one core
     # (-o pool_bytes=0: every record written in place), which a core of a Spark executor compares to

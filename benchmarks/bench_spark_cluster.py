@@ -169,8 +169,9 @@ def executor_archive(memory: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("capture", nargs="?", default=str(OUT / "perf_big.pcap"))
-    ap.add_argument("--copies", type=int, default=8,
-                    help="copies of the capture's traffic, as bench_spark.py makes them (default 8: its default input)")
+    ap.add_argument("--copies", type=int, default=None,
+                    help="copies of the capture's traffic, as bench_spark.py makes them (default: its default input, "
+                         "as many as make 2.93 GB)")
     ap.add_argument("--piece-mb", type=float, default=256, help="rotate the copies every this many MB (default 256)")
     ap.add_argument("--pieces", type=int, default=4, help="with --copies 1: cut the capture into this many files")
     ap.add_argument("--repeat", type=int, default=1)
@@ -179,12 +180,13 @@ def main() -> None:
                     help="the executors map a class archive an executor of a first job wrote (made once)")
     ap.add_argument("--json-out", default=str(OUT / "spark_cluster.json"))
     args = ap.parse_args()
-    from benchmarks.bench_spark import cut, fleet
+    from benchmarks.bench_spark import cut, default_copies, fleet, fleet_home
 
     capture = Path(args.capture)
+    if args.copies is None:
+        args.copies = default_copies(capture)
     if args.copies > 1:  # the set bench_spark.py makes for the same arguments (made once)
-        shape = "" if (args.copies, args.piece_mb) == (8, 256) else f"-{args.copies}x{args.piece_mb:g}MB"
-        _, pieces_dir, _ = fleet(capture, args.copies, args.piece_mb, OUT / f"spark_fleet{shape}")
+        _, pieces_dir, _ = fleet(capture, args.copies, args.piece_mb, fleet_home(args.copies, args.piece_mb))
         what = f"{args.copies} copies of {capture} in pieces of {args.piece_mb:g} MB"
     else:
         pieces_dir = OUT / "spark_set"
