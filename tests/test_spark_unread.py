@@ -171,3 +171,42 @@ def test_a_file_a_counting_task_read_short_is_an_error(tmp_path):
     # the decoding's reading first: one problem a file
     found = tables.unread(files, [("/b.pcap", 0, "no such file")], [("/b.pcap", 3, None)])
     assert len(found) == 1 and "decoding" in found[0][3]
+
+
+class _CountFails:
+    """A dissector core whose count raises as a reader's error would (an OSError the reader did not turn into
+    the file's end)."""
+
+    def __init__(self, core):
+        self._inner = core
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def count_selected(self, reader, flows, offset):
+        for _ in reader:  # every packet read, as far as the index read, then the error
+            pass
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+def test_a_count_that_raised_is_a_file_read_short(tmp_path, monkeypatch):
+    """A counting task whose count of a file raised has none of that file's rows: every file it counted so is
+    a ``capture.unreadable`` error naming the counting, though the reader had read as far as the index."""
+    import dissector.pipeline
+
+    pieces = write_rotated(CAPTURES / "11_errors.pcap", tmp_path, "rotated.pcap", {60, 140})
+    files = [str(p) for p in pieces]
+    real = dissector.pipeline.Dissector
+
+    class Dissector(real):
+        def __init__(self, options):
+            super().__init__(options)
+            self._core = _CountFails(self._core)
+
+    monkeypatch.setattr(dissector.pipeline, "Dissector", Dissector)
+    _, counted, decoded, plan_files = _job_outside_spark(files, 3, str(tmp_path / "three"))
+    assert counted and all(read == 0 and "Input/output error" in stopped for _, read, stopped in counted)
+    found = tables.unread(plan_files, decoded, counted)
+    assert {path for path, _, _ in counted} == {path for path, _, _, _ in found}
+    assert {(pid, severity) for _, pid, severity, _ in found} == {("capture.unreadable", "error")}
+    assert all("counting" in message for *_, message in found)

@@ -215,8 +215,8 @@ class _Reads:
             self.rows.append((path, 0, str(exc)))
             return None
 
-    def read(self, path: str, reader, stopped: str | None) -> None:
-        self.rows.append((path, reader.packets, stopped))
+    def read(self, path: str, packets: int, stopped: str | None) -> None:
+        self.rows.append((path, packets, stopped))
 
 
 def _numbers_file(into: str, kind: str, slot: int) -> str:
@@ -300,11 +300,11 @@ def count_numbers(items, options: Options, into: str):
             try:
                 before = dissector.numbering[1]
                 rows = dissector.count_selected(reader._core, flows, offset)
-            except (CaptureError, OSError) as exc:  # a read error the reader did not note as the file's end
-                reads.read(path, reader, str(exc))
+            except (CaptureError, OSError) as exc:  # an error the reader raised: the file's counts are lost
+                reads.read(path, 0, str(exc))
                 continue
         count.add(before, rows)
-        reads.read(path, reader, None)
+        reads.read(path, reader.packets, None)
     yield *count.close(), reads.rows
 
 
@@ -502,7 +502,7 @@ def decode(items, options: Options, out: str, numbering: str, with_json: bool = 
                     take(items)
             except (CaptureError, OSError) as exc:  # where the index stopped too, or sooner (``tables.unread``)
                 stopped = str(exc)
-        reads.read(path, reader, stopped)
+        reads.read(path, reader.packets, stopped)
     for conn, base in _numbers(numbering, "bases", slot).tolist():
         stage.set_finish_base(conn, base)
     stage.hold_finish()
