@@ -1262,7 +1262,8 @@ def _write_stages(out: Path, seconds: dict) -> None:
     try:
         (out / "stages.json").write_text(json.dumps(seconds, indent=1) + "\n")
     except OSError as exc:
-        typer.echo(f"pulsar-dissect pipeline: cannot write {out / 'stages.json'}: {exc.strerror or exc}", err=True)
+        typer.echo(_folded(f"pulsar-dissect pipeline: cannot write {out / 'stages.json'}: {exc.strerror or exc}",
+                           sys.stderr), err=True)
 
 
 @app.command("pipeline")
@@ -1309,12 +1310,12 @@ def pipeline_cmd(
     for item in conf or []:
         key, eq, value = item.partition("=")
         if not eq or not key.strip():
-            typer.echo(f"pulsar-dissect pipeline: --conf takes KEY=VALUE, not {item!r}", err=True)
+            typer.echo(_folded(f"pulsar-dissect pipeline: --conf takes KEY=VALUE, not {item!r}", sys.stderr), err=True)
             raise typer.Exit(EXIT_UNREADABLE)
         spark_conf[key.strip()] = value.strip()
     files, missing = expand(inputs)
     if not files:
-        typer.echo(f"pulsar-dissect pipeline: no capture file in {_listing(inputs)}", err=True)
+        typer.echo(_folded(f"pulsar-dissect pipeline: no capture file in {_listing(inputs)}", sys.stderr), err=True)
         raise typer.Exit(EXIT_UNREADABLE)
     if report is not None:
         _writable(report, "pipeline")
@@ -1353,8 +1354,8 @@ def pipeline_cmd(
                 stages.done("spark_start")
             except Exception as exc:  # no Java, a master that cannot be reached: pyspark's own error types vary
                 progress.__exit__(None, None, None)
-                typer.echo(f"pulsar-dissect pipeline: cannot start Spark on {master}: {str(exc).splitlines()[0]}",
-                           err=True)
+                typer.echo(_folded(f"pulsar-dissect pipeline: cannot start Spark on {master}: "
+                                   f"{str(exc).splitlines()[0]}", sys.stderr), err=True)
                 raise typer.Exit(EXIT_UNREADABLE)
             if first_reading.local_cores(master) is None:  # a cluster's executors may never come (local: the driver)
                 watch = ExecutorWatch(context, executor_wait, waiting)
@@ -1406,7 +1407,8 @@ def pipeline_cmd(
     else:
         for line in summary_lines(summary):
             typer.echo(line)
-        typer.echo(f"tables written to {out}/ (frames, messages, exchanges, events, problems, files; summary.json)")
+        typer.echo(_folded(f"tables written to {out}/ (frames, messages, exchanges, events, problems, files; "
+                           f"summary.json)", sys.stdout))
         for line in stages_lines(stages.seconds):  # where the time went: information, on standard error
             typer.echo(line, err=True)
     if strict and any(row["severity"] in ("error", "warning") for row in summary["problems"]):

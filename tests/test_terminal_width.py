@@ -1,7 +1,8 @@
 """Every line fits a terminal of 80 columns: frame lines fold between fields, a problem's line under its frame
 and an event's sentence between words (each continuing under its own text), the journey summary of
 `follow --message` and `check`'s evidence between words, `stats` names a lone broker once in the Connections
-title (a five-digit port made that table 85 columns wide), `problems` folds its places and messages."""
+title (a five-digit port made that table 85 columns wide), `problems` folds its places and messages, and `pipeline`
+folds the line naming where its tables went."""
 
 from __future__ import annotations
 
@@ -65,3 +66,25 @@ def test_the_timeline_ends_with_its_count_of_problems_on_a_terminal_only():
     assert f", {problems:,} errors and warnings; pulsar-dissect problems {capture}" in last, last
     piped = subprocess.run(CLI + [capture], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert "errors and warnings" not in piped.stderr
+
+
+def test_pipeline_s_lines_fit_80_columns(tmp_path):
+    """`pipeline`'s summary, the line naming where the tables went and the stages, in a terminal of 80 columns;
+    the progress line is rewritten in place (what is left after its last carriage return shows)."""
+    import re
+    import subprocess
+
+    pytest.importorskip("pyspark", reason="pyspark (pip install 'pulsar-dissect[spark]')")
+    try:
+        java = subprocess.run(["java", "-version"], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        java = False
+    if not java:
+        pytest.skip("a Java runtime (apt-get install default-jre-headless)")
+    out = tmp_path / "tables"  # with the test's own directory, the line is longer than 80 columns
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", in_terminal(
+        ["pipeline", "captures/09_shared.pcap", "--out", str(out), "--master", "local[1]"], columns=80).decode())
+    lines = [line.rsplit("\r", 1)[-1] for line in shown.replace("\r\n", "\n").split("\n")]
+    assert any(line.startswith("stages: ") for line in lines) and any("tables written to" in line for line in lines)
+    too_wide = [line for line in lines if display_width(line) > 80]
+    assert not too_wide, too_wide[:3]
